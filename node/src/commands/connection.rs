@@ -1,0 +1,5 @@
+//! Commands: connection (being written).
+
+use super::CommandDef;
+
+pub const COMMANDS: &[CommandDef] = &[];

@@ -1,0 +1,243 @@
+//! From a parsed request to a reply: lookup, arity, auth, MULTI queueing,
+//! pub/sub context, memory limit, partition locking, execution, metrics.
+
+use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, err, flags};
+use crate::metrics::WorkerMetrics;
+use crate::protocol::Reply;
+use crate::server::Shared;
+use crate::server::client::{Client, Queued};
+use crate::store::KeyAccess;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+/// Every command, indexed by lower-case name.
+pub struct CommandTable {
+    defs: Vec<&'static CommandDef>,
+    by_name: HashMap<&'static [u8], usize>,
+}
+
+impl Default for CommandTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CommandTable {
+    pub fn new() -> Self {
+        let defs = super::all_commands();
+        let mut by_name = HashMap::with_capacity(defs.len() * 2);
+        for (i, d) in defs.iter().enumerate() {
+            let prev = by_name.insert(d.name.as_bytes(), i);
+            assert!(prev.is_none(), "command {} registered twice", d.name);
+        }
+        CommandTable { defs, by_name }
+    }
+
+    pub fn len(&self) -> usize {
+        self.defs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty()
+    }
+
+    pub fn get(&self, idx: usize) -> &'static CommandDef {
+        self.defs[idx]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &'static CommandDef)> + '_ {
+        self.defs.iter().copied().enumerate()
+    }
+
+    /// Case-insensitive lookup without allocating.
+    #[inline]
+    pub fn lookup(&self, name: &[u8]) -> Option<usize> {
+        let mut buf = [0u8; 32];
+        if name.len() > buf.len() {
+            return None;
+        }
+        for (d, s) in buf.iter_mut().zip(name) {
+            *d = s.to_ascii_lowercase();
+        }
+        self.by_name.get(&buf[..name.len()]).copied()
+    }
+}
+
+/// What the connection must do after a command.
+pub enum Outcome {
+    Done,
+    /// The client blocks (BLPOP & co.); the connection waits and re-runs.
+    Block(BlockRequest),
+}
+
+/// Redis's reply for an unknown command, quoting up to the first args.
+fn unknown_command(args: &[&[u8]]) -> String {
+    let mut s = format!("ERR unknown command '{}', with args beginning with: ", lossy_trunc(args[0]));
+    for a in args.iter().skip(1) {
+        s.push('\'');
+        s.push_str(&lossy_trunc(a));
+        s.push_str("' ");
+    }
+    s
+}
+
+fn lossy_trunc(a: &[u8]) -> String {
+    let a = &a[..a.len().min(128)];
+    String::from_utf8_lossy(a).into_owned()
+}
+
+/// True when the arity allows `n` arguments.
+#[inline]
+pub fn arity_ok(arity: i32, n: usize) -> bool {
+    if arity >= 0 { n == arity as usize } else { n >= (-arity) as usize }
+}
+
+/// Executes one request and appends its reply to `out`.
+pub fn execute(
+    shared: &Shared,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    args: &[&[u8]],
+    out: &mut Reply,
+) -> Outcome {
+    let Some(idx) = shared.table.lookup(args[0]) else {
+        if client.multi.is_some() {
+            client.multi_dirty = true;
+        }
+        out.error(&unknown_command(args));
+        return Outcome::Done;
+    };
+    let def = shared.table.get(idx);
+    let stat = &worker.cmds[idx];
+    if !arity_ok(def.arity, args.len()) {
+        if client.multi.is_some() {
+            client.multi_dirty = true;
+        }
+        stat.reject();
+        out.error(&err::arity(def.name));
+        return Outcome::Done;
+    }
+    if !client.authenticated && !def.has(flags::NO_AUTH) {
+        if client.multi.is_some() {
+            client.multi_dirty = true;
+        }
+        stat.reject();
+        out.error(err::NOAUTH);
+        return Outcome::Done;
+    }
+    if client.multi.is_some() && !def.has(flags::NO_QUEUE) {
+        return queue(shared, client, idx, def, args, out);
+    }
+    if client.in_pubsub() && !client.resp3 && !def.has(flags::PUBSUB_CTX) {
+        stat.reject();
+        out.error(&format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            def.name
+        ));
+        return Outcome::Done;
+    }
+    if def.has(flags::DENYOOM) && !crate::eviction::ensure_memory(shared, &worker.store) {
+        stat.reject();
+        out.error(err::OOM);
+        return Outcome::Done;
+    }
+    client.info.last_cmd.store(idx as u32, Relaxed);
+    run(shared, worker, client, idx, args, out, false)
+}
+
+/// Inside MULTI: validate and queue.
+fn queue(
+    shared: &Shared,
+    client: &mut Client,
+    idx: usize,
+    def: &CommandDef,
+    args: &[&[u8]],
+    out: &mut Reply,
+) -> Outcome {
+    if def.has(flags::NO_MULTI) {
+        client.multi_dirty = true;
+        out.error(&format!("ERR Command not allowed inside a transaction"));
+        return Outcome::Done;
+    }
+    // Redis refuses to queue memory-growing commands when over the limit.
+    if def.has(flags::DENYOOM) && shared.maxmemory() > 0 && shared.used_memory() > shared.maxmemory() {
+        client.multi_dirty = true;
+        out.error(err::OOM);
+        return Outcome::Done;
+    }
+    let queued = client.multi.as_mut().expect("in multi");
+    queued.push(Queued { cmd: idx, args: args.iter().map(|a| a.to_vec()).collect() });
+    client.info.multi.store(queued.len() as u32, Relaxed);
+    out.simple("QUEUED");
+    Outcome::Done
+}
+
+/// Locks the command's partitions and runs its handler.
+pub fn run(
+    shared: &Shared,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    idx: usize,
+    args: &[&[u8]],
+    out: &mut Reply,
+    in_exec: bool,
+) -> Outcome {
+    let def = shared.table.get(idx);
+    let ks = &shared.ks;
+    let locked = match def.keys {
+        Keys::None | Keys::All => ks.lock_none(),
+        _ => {
+            let mut parts: SmallVec<[u32; 8]> =
+                def.key_positions(args).iter().map(|&i| ks.partition_of_key(args[i])).collect();
+            ks.lock_set(&mut parts)
+        }
+    };
+    let start = Instant::now();
+    let mark = out.len();
+    let mut ctx = Ctx {
+        keys: KeyAccess {
+            ks,
+            locked,
+            db: client.db,
+            now_ms: crate::store::now_ms(),
+            touch: !client.no_touch,
+            stats: &worker.store,
+        },
+        client,
+        shared,
+        in_exec,
+        block: None,
+    };
+    let result = (def.handler)(&mut ctx, args, out);
+    let block = ctx.block.take();
+    drop(ctx);
+    finish(worker, idx, start, mark, result, out);
+    match block {
+        Some(b) => Outcome::Block(b),
+        None => Outcome::Done,
+    }
+}
+
+/// Writes an error result and records the call.
+pub fn finish(
+    worker: &WorkerMetrics,
+    idx: usize,
+    start: Instant,
+    mark: usize,
+    result: Result<(), CmdError>,
+    out: &mut Reply,
+) {
+    let failed = match result {
+        Ok(()) => false,
+        Err(e) => {
+            // A handler that fails must not leave half a reply behind.
+            out.truncate(mark);
+            out.error(&e.0);
+            true
+        }
+    };
+    worker.cmds[idx].record(start.elapsed().as_nanos() as u64, failed);
+    crate::metrics::ServerStats::add(&worker.server.commands, 1);
+}

@@ -1,0 +1,5 @@
+//! Commands: hashes (being written).
+
+use super::CommandDef;
+
+pub const COMMANDS: &[CommandDef] = &[];

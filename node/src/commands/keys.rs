@@ -1,0 +1,5 @@
+//! Commands: keys (being written).
+
+use super::CommandDef;
+
+pub const COMMANDS: &[CommandDef] = &[];

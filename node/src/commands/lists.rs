@@ -1,0 +1,5 @@
+//! Commands: lists (being written).
+
+use super::CommandDef;
+
+pub const COMMANDS: &[CommandDef] = &[];

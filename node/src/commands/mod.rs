@@ -1,0 +1,255 @@
+//! The command table and everything a command handler sees.
+//!
+//! Each family of commands lives in its own module and exposes a
+//! `COMMANDS` table of `CommandDef`s: name, arity, flags, key positions and
+//! handler — command metadata kept as data, so dispatch, COMMAND INFO,
+//! COMMAND GETKEYS, MULTI/EXEC locking and metrics all read one source.
+
+pub mod connection;
+pub mod dispatch;
+pub mod hashes;
+pub mod keys;
+pub mod lists;
+pub mod pubsub;
+pub mod server;
+pub mod sets;
+pub mod strings;
+pub mod transactions;
+pub mod zsets;
+
+use crate::protocol::Reply;
+use crate::server::Shared;
+use crate::server::client::Client;
+use crate::store::KeyAccess;
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// An error reply. Messages start with their Redis error code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CmdError(pub Cow<'static, str>);
+
+impl From<&'static str> for CmdError {
+    fn from(s: &'static str) -> Self {
+        CmdError(Cow::Borrowed(s))
+    }
+}
+
+impl From<String> for CmdError {
+    fn from(s: String) -> Self {
+        CmdError(Cow::Owned(s))
+    }
+}
+
+pub type CmdResult = Result<(), CmdError>;
+
+/// Redis's common error replies, verbatim.
+pub mod err {
+    pub const SYNTAX: &str = "ERR syntax error";
+    pub const NOT_INT: &str = "ERR value is not an integer or out of range";
+    pub const NOT_FLOAT: &str = "ERR value is not a valid float";
+    pub const WRONGTYPE: &str = crate::store::WRONGTYPE;
+    pub const NO_SUCH_KEY: &str = "ERR no such key";
+    pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+    pub const NOAUTH: &str = "NOAUTH Authentication required.";
+    pub const INCR_OVERFLOW: &str = "ERR increment or decrement would overflow";
+    pub const TIMEOUT_NEG: &str = "ERR timeout is negative";
+    pub const TIMEOUT_NOT_FLOAT: &str = "ERR timeout is not a float or out of range";
+    pub const INDEX_OUT_OF_RANGE: &str = "ERR index out of range";
+    pub const INVALID_EXPIRE: &str = "ERR invalid expire time in '{}' command";
+
+    /// `ERR wrong number of arguments for 'x' command`
+    pub fn arity(name: &str) -> String {
+        format!("ERR wrong number of arguments for '{}' command", name.to_ascii_lowercase())
+    }
+
+    /// `ERR invalid expire time in 'set' command`
+    pub fn invalid_expire(cmd: &str) -> String {
+        format!("ERR invalid expire time in '{}' command", cmd.to_ascii_lowercase())
+    }
+}
+
+/// Command flags (a subset of Redis's, the ones that change behaviour here
+/// plus those COMMAND INFO reports).
+pub mod flags {
+    pub const WRITE: u32 = 1;
+    pub const READONLY: u32 = 1 << 1;
+    /// Refused with OOM when memory is over `maxmemory` and nothing can be evicted.
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const PUBSUB: u32 = 1 << 4;
+    pub const NOSCRIPT: u32 = 1 << 5;
+    pub const BLOCKING: u32 = 1 << 6;
+    pub const LOADING: u32 = 1 << 7;
+    pub const STALE: u32 = 1 << 8;
+    pub const FAST: u32 = 1 << 9;
+    /// Allowed before AUTH when a password is set (AUTH, HELLO, QUIT, RESET).
+    pub const NO_AUTH: u32 = 1 << 10;
+    /// Executed immediately even inside MULTI (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET).
+    pub const NO_QUEUE: u32 = 1 << 11;
+    /// Allowed in RESP2 subscribed mode.
+    pub const PUBSUB_CTX: u32 = 1 << 12;
+    /// Not allowed inside MULTI (WATCH): answered with an error there.
+    pub const NO_MULTI: u32 = 1 << 13;
+    pub const MAY_REPLICATE: u32 = 1 << 14;
+    pub const ALLOW_BUSY: u32 = 1 << 15;
+}
+
+/// Where a command's keys are among its arguments.
+#[derive(Clone, Copy)]
+pub enum Keys {
+    /// No keys.
+    None,
+    /// Redis's legacy (first, last, step); `last` < 0 counts from the end.
+    Range(i32, i32, i32),
+    /// Computed from the arguments (numkeys-style commands).
+    Custom(fn(&[&[u8]]) -> SmallVec<[usize; 8]>),
+    /// Sees the whole keyspace (KEYS, SCAN, FLUSHDB, DBSIZE, INFO, ...):
+    /// locks partitions itself, or all of them inside EXEC.
+    All,
+}
+
+pub type Handler = fn(&mut Ctx<'_>, &[&[u8]], &mut Reply) -> CmdResult;
+
+pub struct CommandDef {
+    /// Lower-case name; `"container|sub"` for subcommand docs.
+    pub name: &'static str,
+    /// Redis arity: N means exactly N arguments (name included), -N at least N.
+    pub arity: i32,
+    pub flags: u32,
+    pub keys: Keys,
+    pub handler: Handler,
+    /// ACL categories (COMMAND INFO), e.g. "@string @fast".
+    pub acl: &'static str,
+    /// Subcommands (for container commands like CLIENT, CONFIG, OBJECT).
+    pub subcommands: &'static [&'static str],
+}
+
+impl CommandDef {
+    /// A command with the common shape; use struct-update syntax for the rest.
+    pub const fn new(name: &'static str, arity: i32, flags: u32, keys: Keys, handler: Handler) -> Self {
+        CommandDef { name, arity, flags, keys, handler, acl: "", subcommands: &[] }
+    }
+
+    pub const fn acl(mut self, acl: &'static str) -> Self {
+        self.acl = acl;
+        self
+    }
+
+    pub const fn subs(mut self, subs: &'static [&'static str]) -> Self {
+        self.subcommands = subs;
+        self
+    }
+
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// Argument positions of this command's keys for these arguments.
+    pub fn key_positions(&self, args: &[&[u8]]) -> SmallVec<[usize; 8]> {
+        match self.keys {
+            Keys::None | Keys::All => SmallVec::new(),
+            Keys::Range(first, last, step) => {
+                let n = args.len() as i32;
+                let last = if last < 0 { n + last } else { last };
+                let mut v = SmallVec::new();
+                let mut i = first;
+                while i <= last && i < n && step > 0 {
+                    v.push(i as usize);
+                    i += step;
+                }
+                v
+            }
+            Keys::Custom(f) => f(args).into_iter().filter(|&i| i < args.len()).collect(),
+        }
+    }
+}
+
+/// A request to block this client until one of `keys` is written, or the
+/// deadline passes (BLPOP & co.). Set by `Ctx::block`.
+pub struct BlockRequest {
+    pub keys: Vec<Vec<u8>>,
+    /// Unix ms; 0 = forever.
+    pub deadline_ms: u64,
+    pub waiter: Arc<Notify>,
+    /// Reply sent when the deadline passes.
+    pub on_timeout: fn(&mut Reply),
+    /// The database the keys are in.
+    pub db: usize,
+}
+
+/// What a handler works with.
+pub struct Ctx<'a> {
+    pub keys: KeyAccess<'a>,
+    pub client: &'a mut Client,
+    pub shared: &'a Shared,
+    /// True while EXEC runs queued commands: blocking commands must not block.
+    pub in_exec: bool,
+    /// Set when the command asks to block.
+    pub block: Option<BlockRequest>,
+}
+
+impl Ctx<'_> {
+    /// Whether a blocking command may block now (not inside MULTI/EXEC).
+    pub fn can_block(&self) -> bool {
+        !self.in_exec
+    }
+
+    /// Asks to block on `keys` until `deadline_ms` (0 = forever). The
+    /// handler writes nothing; the connection waits, then re-runs the
+    /// command, or writes `on_timeout` at the deadline.
+    pub fn block(&mut self, keys: &[&[u8]], deadline_ms: u64, on_timeout: fn(&mut Reply)) {
+        let waiter = Arc::new(Notify::new());
+        self.keys.block_on(keys, &waiter);
+        self.block = Some(BlockRequest {
+            keys: keys.iter().map(|k| k.to_vec()).collect(),
+            deadline_ms,
+            waiter,
+            on_timeout,
+            db: self.keys.db,
+        });
+    }
+}
+
+/// Parses a blocking timeout in seconds (float allowed) into an absolute
+/// deadline in unix ms (0 = block forever), with Redis's errors.
+pub fn parse_block_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
+    let secs = crate::util::parse_f64(arg).ok_or(CmdError::from(err::TIMEOUT_NOT_FLOAT))?;
+    if secs < 0.0 {
+        return Err(err::TIMEOUT_NEG.into());
+    }
+    if !secs.is_finite() || secs > (i64::MAX / 1000) as f64 {
+        return Err(err::TIMEOUT_NOT_FLOAT.into());
+    }
+    let ms = (secs * 1000.0).ceil() as u64;
+    Ok(if ms == 0 { 0 } else { now_ms + ms })
+}
+
+/// Parses an integer argument or fails with Redis's "not an integer" error.
+pub fn arg_i64(arg: &[u8]) -> Result<i64, CmdError> {
+    crate::util::parse_i64(arg).ok_or(CmdError::from(err::NOT_INT))
+}
+
+/// Parses a float argument or fails with Redis's "not a valid float" error.
+pub fn arg_f64(arg: &[u8]) -> Result<f64, CmdError> {
+    crate::util::parse_f64(arg).ok_or(CmdError::from(err::NOT_FLOAT))
+}
+
+/// Every command family's table, in one list.
+pub fn all_commands() -> Vec<&'static CommandDef> {
+    let families: [&'static [CommandDef]; 11] = [
+        connection::COMMANDS,
+        server::COMMANDS,
+        keys::COMMANDS,
+        strings::COMMANDS,
+        lists::COMMANDS,
+        hashes::COMMANDS,
+        sets::COMMANDS,
+        zsets::COMMANDS,
+        transactions::COMMANDS,
+        pubsub::COMMANDS,
+        &[],
+    ];
+    families.iter().flat_map(|f| f.iter()).collect()
+}

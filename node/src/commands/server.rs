@@ -1,0 +1,5 @@
+//! Commands: server (being written).
+
+use super::CommandDef;
+
+pub const COMMANDS: &[CommandDef] = &[];

@@ -1,0 +1,5 @@
+//! Commands: sets (being written).
+
+use super::CommandDef;
+
+pub const COMMANDS: &[CommandDef] = &[];

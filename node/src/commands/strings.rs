@@ -1,0 +1,5 @@
+//! Commands: strings (being written).
+
+use super::CommandDef;
+
+pub const COMMANDS: &[CommandDef] = &[];

@@ -1,0 +1,5 @@
+//! Commands: zsets (being written).
+
+use super::CommandDef;
+
+pub const COMMANDS: &[CommandDef] = &[];

@@ -1,0 +1,14 @@
+//! Strata cache node: a Redis-protocol server that uses every core.
+//!
+//! Request path, one direction only:
+//! listener → worker thread → connection → RESP parser → command table →
+//! keyspace → reply buffer → socket.
+
+pub mod commands;
+pub mod config;
+pub mod eviction;
+pub mod metrics;
+pub mod protocol;
+pub mod server;
+pub mod store;
+pub mod util;

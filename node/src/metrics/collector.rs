@@ -1,0 +1,1 @@
+//! Prometheus collector (being written).

@@ -1,0 +1,120 @@
+//! Counters the server keeps, per worker thread, and their aggregation.
+//!
+//! Each worker writes only its own `WorkerMetrics` (single-writer relaxed
+//! atomics), so recording a command touches no cache line another core
+//! writes. `/metrics` (see `http`) and INFO sum over workers when read.
+
+pub mod collector;
+pub mod http;
+
+use crate::store::StoreStats;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Upper bounds (seconds) of the command latency histogram buckets.
+pub const LATENCY_BUCKETS: [f64; 14] =
+    [0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0];
+
+#[inline]
+fn bump(c: &AtomicU64, n: u64) {
+    c.store(c.load(Relaxed) + n, Relaxed);
+}
+
+/// Statistics for one command on one worker.
+#[derive(Default)]
+pub struct CmdStat {
+    pub calls: AtomicU64,
+    /// Total execution time in microseconds (INFO commandstats).
+    pub usec: AtomicU64,
+    pub nanos: AtomicU64,
+    /// Calls that replied with an error.
+    pub failed: AtomicU64,
+    /// Calls refused before execution (arity, auth, OOM, ...).
+    pub rejected: AtomicU64,
+    /// Cumulative-free bucket counts; the last slot counts +Inf overflow.
+    pub buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+}
+
+impl CmdStat {
+    #[inline]
+    pub fn record(&self, nanos: u64, failed: bool) {
+        bump(&self.calls, 1);
+        bump(&self.nanos, nanos);
+        bump(&self.usec, nanos / 1000);
+        if failed {
+            bump(&self.failed, 1);
+        }
+        let secs = nanos as f64 / 1e9;
+        let i = LATENCY_BUCKETS.iter().position(|&b| secs <= b).unwrap_or(LATENCY_BUCKETS.len());
+        bump(&self.buckets[i], 1);
+    }
+
+    #[inline]
+    pub fn reject(&self) {
+        bump(&self.rejected, 1);
+    }
+
+    pub fn reset(&self) {
+        for c in [&self.calls, &self.usec, &self.nanos, &self.failed, &self.rejected] {
+            c.store(0, Relaxed);
+        }
+        for b in &self.buckets {
+            b.store(0, Relaxed);
+        }
+    }
+}
+
+/// Connection and traffic counters for one worker.
+#[derive(Default)]
+pub struct ServerStats {
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub commands: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    pub output_buffer_disconnects: AtomicU64,
+}
+
+impl ServerStats {
+    #[inline]
+    pub fn add(c: &AtomicU64, n: u64) {
+        bump(c, n);
+    }
+
+    pub fn reset(&self) {
+        for c in [
+            &self.connections_received,
+            &self.rejected_connections,
+            &self.commands,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+            &self.protocol_errors,
+            &self.output_buffer_disconnects,
+        ] {
+            c.store(0, Relaxed);
+        }
+    }
+}
+
+/// Everything one worker counts.
+pub struct WorkerMetrics {
+    pub cmds: Box<[CmdStat]>,
+    pub server: ServerStats,
+    pub store: Arc<StoreStats>,
+}
+
+impl WorkerMetrics {
+    pub fn new(num_commands: usize) -> Self {
+        WorkerMetrics {
+            cmds: (0..num_commands).map(|_| CmdStat::default()).collect(),
+            server: ServerStats::default(),
+            store: Arc::new(StoreStats::default()),
+        }
+    }
+}
+
+/// Sum of one counter over workers.
+pub fn sum(workers: &[Arc<WorkerMetrics>], f: impl Fn(&WorkerMetrics) -> &AtomicU64) -> u64 {
+    workers.iter().map(|w| f(w).load(Relaxed)).sum()
+}

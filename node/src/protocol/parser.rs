@@ -1,0 +1,509 @@
+//! Incremental, zero-copy RESP request parser.
+//!
+//! A request is either a multibulk array of bulk strings (what every client
+//! library sends) or an inline command (`PING\r\n`, typed by hand into
+//! telnet or sent by `redis-cli` for some commands). The parser never copies
+//! argument bytes: it returns offsets into the caller's read buffer, so the
+//! connection can execute every complete frame in the buffer and only then
+//! drop the consumed prefix.
+
+use smallvec::SmallVec;
+
+/// Limits that protect the server from hostile or broken clients.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// `proto-max-bulk-len`: the largest bulk string accepted.
+    pub max_bulk_len: usize,
+    /// Largest number of arguments in one multibulk request.
+    pub max_multibulk_len: usize,
+    /// Largest inline request line (Redis: PROTO_INLINE_MAX_SIZE, 64 KiB).
+    pub max_inline_len: usize,
+    /// Clients that have not authenticated yet get much smaller limits,
+    /// as in Redis, so an unauthenticated peer cannot make the server buffer much.
+    pub unauthenticated: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_bulk_len: 512 * 1024 * 1024,
+            max_multibulk_len: i32::MAX as usize,
+            max_inline_len: 64 * 1024,
+            unauthenticated: false,
+        }
+    }
+}
+
+/// Where one argument lives in the read buffer.
+pub type ArgSpan = (u32, u32);
+
+/// One parsed request: the argument spans and the bytes it consumed.
+#[derive(Debug, Default)]
+pub struct Request {
+    pub args: SmallVec<[ArgSpan; 8]>,
+    /// Set instead of `args` for an inline request with quotes: unquoting
+    /// needs owned bytes. Rare (hand-typed commands), so it may allocate.
+    pub owned: Option<Vec<Vec<u8>>>,
+    pub consumed: usize,
+}
+
+/// Parse outcome for one request at the start of `buf`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parse {
+    /// A complete request was written into the `Request`.
+    Complete,
+    /// More bytes are needed. `hint` is how many bytes the frame needs in
+    /// total when known (lets the reader reserve a large bulk in one step).
+    Incomplete { hint: usize },
+    /// The client violated the protocol; reply with this error and close.
+    Error(&'static str),
+}
+
+const ERR_MBULK_LEN: &str = "Protocol error: invalid multibulk length";
+const ERR_BULK_LEN: &str = "Protocol error: invalid bulk length";
+const ERR_BIG_MBULK: &str = "Protocol error: too big mbulk count string";
+const ERR_BIG_BULK: &str = "Protocol error: too big bulk count string";
+const ERR_BIG_INLINE: &str = "Protocol error: too big inline request";
+const ERR_QUOTES: &str = "Protocol error: unbalanced quotes in request";
+
+/// Parses one request at the start of `buf` into `req` (cleared first).
+/// Inline requests that are blank lines are skipped: they return `Complete`
+/// with no arguments, and the caller just drops the consumed bytes.
+pub fn parse_request(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
+    req.args.clear();
+    req.owned = None;
+    req.consumed = 0;
+    if buf.is_empty() {
+        return Parse::Incomplete { hint: 0 };
+    }
+    if buf[0] == b'*' { parse_multibulk(buf, limits, req) } else { parse_inline(buf, limits, req) }
+}
+
+/// Finds `\r\n` starting at `from`; returns the index of `\r`.
+#[inline]
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i + 1 < buf.len() {
+        match memchr_cr(&buf[i..]) {
+            Some(off) => {
+                let pos = i + off;
+                if pos + 1 < buf.len() && buf[pos + 1] == b'\n' {
+                    return Some(pos);
+                }
+                i = pos + 1;
+            }
+            None => return None,
+        }
+    }
+    None
+}
+
+#[inline]
+fn memchr_cr(s: &[u8]) -> Option<usize> {
+    s.iter().position(|&b| b == b'\r')
+}
+
+/// Parses a decimal integer the way Redis's `string2ll` does for lengths.
+fn parse_len(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let (neg, digits) = if s[0] == b'-' { (true, &s[1..]) } else { (false, s) };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+fn parse_multibulk(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
+    let Some(nl) = find_crlf(buf, 1) else {
+        if buf.len() > limits.max_inline_len {
+            return Parse::Error(ERR_BIG_MBULK);
+        }
+        return Parse::Incomplete { hint: 0 };
+    };
+    let Some(count) = parse_len(&buf[1..nl]) else {
+        return Parse::Error(ERR_MBULK_LEN);
+    };
+    let max_count = if limits.unauthenticated { 10 } else { limits.max_multibulk_len as i64 };
+    if count > max_count {
+        return Parse::Error(ERR_MBULK_LEN);
+    }
+    let mut pos = nl + 2;
+    if count <= 0 {
+        // `*0` and `*-1` are empty requests: consume and ignore them.
+        req.consumed = pos;
+        return Parse::Complete;
+    }
+    let max_bulk = if limits.unauthenticated { 16384 } else { limits.max_bulk_len as i64 };
+    for _ in 0..count {
+        if pos >= buf.len() {
+            return Parse::Incomplete { hint: 0 };
+        }
+        if buf[pos] != b'$' {
+            return Parse::Error(expected_dollar(buf[pos]));
+        }
+        let Some(nl) = find_crlf(buf, pos + 1) else {
+            if buf.len() - pos > limits.max_inline_len {
+                return Parse::Error(ERR_BIG_BULK);
+            }
+            return Parse::Incomplete { hint: 0 };
+        };
+        let len = match parse_len(&buf[pos + 1..nl]) {
+            Some(l) if l >= 0 && l <= max_bulk => l as usize,
+            _ => return Parse::Error(ERR_BULK_LEN),
+        };
+        let start = nl + 2;
+        let end = start + len;
+        if end + 2 > buf.len() {
+            return Parse::Incomplete { hint: end + 2 };
+        }
+        if &buf[end..end + 2] != b"\r\n" {
+            return Parse::Error(ERR_BULK_LEN);
+        }
+        if start > u32::MAX as usize || len > u32::MAX as usize {
+            return Parse::Error(ERR_BULK_LEN);
+        }
+        req.args.push((start as u32, len as u32));
+        pos = end + 2;
+    }
+    req.consumed = pos;
+    Parse::Complete
+}
+
+/// Redis reports the offending byte in this error; we keep a static table
+/// of messages for printable bytes so the error path allocates nothing.
+fn expected_dollar(got: u8) -> &'static str {
+    const MSGS: [&str; 95] = {
+        // Built at compile time for ' '..='~'.
+        [
+            "Protocol error: expected '$', got ' '",
+            "Protocol error: expected '$', got '!'",
+            "Protocol error: expected '$', got '\"'",
+            "Protocol error: expected '$', got '#'",
+            "Protocol error: expected '$', got '$'",
+            "Protocol error: expected '$', got '%'",
+            "Protocol error: expected '$', got '&'",
+            "Protocol error: expected '$', got '''",
+            "Protocol error: expected '$', got '('",
+            "Protocol error: expected '$', got ')'",
+            "Protocol error: expected '$', got '*'",
+            "Protocol error: expected '$', got '+'",
+            "Protocol error: expected '$', got ','",
+            "Protocol error: expected '$', got '-'",
+            "Protocol error: expected '$', got '.'",
+            "Protocol error: expected '$', got '/'",
+            "Protocol error: expected '$', got '0'",
+            "Protocol error: expected '$', got '1'",
+            "Protocol error: expected '$', got '2'",
+            "Protocol error: expected '$', got '3'",
+            "Protocol error: expected '$', got '4'",
+            "Protocol error: expected '$', got '5'",
+            "Protocol error: expected '$', got '6'",
+            "Protocol error: expected '$', got '7'",
+            "Protocol error: expected '$', got '8'",
+            "Protocol error: expected '$', got '9'",
+            "Protocol error: expected '$', got ':'",
+            "Protocol error: expected '$', got ';'",
+            "Protocol error: expected '$', got '<'",
+            "Protocol error: expected '$', got '='",
+            "Protocol error: expected '$', got '>'",
+            "Protocol error: expected '$', got '?'",
+            "Protocol error: expected '$', got '@'",
+            "Protocol error: expected '$', got 'A'",
+            "Protocol error: expected '$', got 'B'",
+            "Protocol error: expected '$', got 'C'",
+            "Protocol error: expected '$', got 'D'",
+            "Protocol error: expected '$', got 'E'",
+            "Protocol error: expected '$', got 'F'",
+            "Protocol error: expected '$', got 'G'",
+            "Protocol error: expected '$', got 'H'",
+            "Protocol error: expected '$', got 'I'",
+            "Protocol error: expected '$', got 'J'",
+            "Protocol error: expected '$', got 'K'",
+            "Protocol error: expected '$', got 'L'",
+            "Protocol error: expected '$', got 'M'",
+            "Protocol error: expected '$', got 'N'",
+            "Protocol error: expected '$', got 'O'",
+            "Protocol error: expected '$', got 'P'",
+            "Protocol error: expected '$', got 'Q'",
+            "Protocol error: expected '$', got 'R'",
+            "Protocol error: expected '$', got 'S'",
+            "Protocol error: expected '$', got 'T'",
+            "Protocol error: expected '$', got 'U'",
+            "Protocol error: expected '$', got 'V'",
+            "Protocol error: expected '$', got 'W'",
+            "Protocol error: expected '$', got 'X'",
+            "Protocol error: expected '$', got 'Y'",
+            "Protocol error: expected '$', got 'Z'",
+            "Protocol error: expected '$', got '['",
+            "Protocol error: expected '$', got '\\'",
+            "Protocol error: expected '$', got ']'",
+            "Protocol error: expected '$', got '^'",
+            "Protocol error: expected '$', got '_'",
+            "Protocol error: expected '$', got '`'",
+            "Protocol error: expected '$', got 'a'",
+            "Protocol error: expected '$', got 'b'",
+            "Protocol error: expected '$', got 'c'",
+            "Protocol error: expected '$', got 'd'",
+            "Protocol error: expected '$', got 'e'",
+            "Protocol error: expected '$', got 'f'",
+            "Protocol error: expected '$', got 'g'",
+            "Protocol error: expected '$', got 'h'",
+            "Protocol error: expected '$', got 'i'",
+            "Protocol error: expected '$', got 'j'",
+            "Protocol error: expected '$', got 'k'",
+            "Protocol error: expected '$', got 'l'",
+            "Protocol error: expected '$', got 'm'",
+            "Protocol error: expected '$', got 'n'",
+            "Protocol error: expected '$', got 'o'",
+            "Protocol error: expected '$', got 'p'",
+            "Protocol error: expected '$', got 'q'",
+            "Protocol error: expected '$', got 'r'",
+            "Protocol error: expected '$', got 's'",
+            "Protocol error: expected '$', got 't'",
+            "Protocol error: expected '$', got 'u'",
+            "Protocol error: expected '$', got 'v'",
+            "Protocol error: expected '$', got 'w'",
+            "Protocol error: expected '$', got 'x'",
+            "Protocol error: expected '$', got 'y'",
+            "Protocol error: expected '$', got 'z'",
+            "Protocol error: expected '$', got '{'",
+            "Protocol error: expected '$', got '|'",
+            "Protocol error: expected '$', got '}'",
+            "Protocol error: expected '$', got '~'",
+        ]
+    };
+    if (b' '..=b'~').contains(&got) {
+        MSGS[(got - b' ') as usize]
+    } else {
+        "Protocol error: expected '$', got something else"
+    }
+}
+
+/// Inline command: whitespace-separated words on one line, with Redis's
+/// quoting rules (`"a b"`, `'c'`, `"\x41\n"`).
+fn parse_inline(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > limits.max_inline_len {
+            return Parse::Error(ERR_BIG_INLINE);
+        }
+        return Parse::Incomplete { hint: 0 };
+    };
+    if nl > limits.max_inline_len {
+        return Parse::Error(ERR_BIG_INLINE);
+    }
+    let line_end = if nl > 0 && buf[nl - 1] == b'\r' { nl - 1 } else { nl };
+    let line = &buf[..line_end];
+    req.consumed = nl + 1;
+    if line.iter().any(|&b| b == b'"' || b == b'\'') {
+        return match split_quoted(line) {
+            Some(words) => {
+                req.owned = Some(words);
+                Parse::Complete
+            }
+            None => Parse::Error(ERR_QUOTES),
+        };
+    }
+    let mut i = 0;
+    while i < line.len() {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= line.len() {
+            break;
+        }
+        let start = i;
+        while i < line.len() && !line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        req.args.push((start as u32, (i - start) as u32));
+    }
+    Parse::Complete
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// `sdssplitargs`: Redis's quoting rules for inline commands and config files.
+pub fn split_quoted(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let n = line.len();
+    loop {
+        while i < n && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= n {
+            return Some(out);
+        }
+        let mut cur = Vec::new();
+        let mut in_dq = false;
+        let mut in_sq = false;
+        loop {
+            if in_dq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\'
+                    && i + 3 < n
+                    && line[i + 1] == b'x'
+                    && hex_val(line[i + 2]).is_some()
+                    && hex_val(line[i + 3]).is_some()
+                {
+                    cur.push(hex_val(line[i + 2]).unwrap() * 16 + hex_val(line[i + 3]).unwrap());
+                    i += 3;
+                } else if c == b'\\' && i + 1 < n {
+                    i += 1;
+                    cur.push(match line[i] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    // A closing quote must be followed by a space or the end.
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else if in_sq {
+                if i >= n {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 1 < n && line[i + 1] == b'\'' {
+                    i += 1;
+                    cur.push(b'\'');
+                } else if c == b'\'' {
+                    if i + 1 < n && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    cur.push(c);
+                }
+            } else {
+                if i >= n {
+                    break;
+                }
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => {
+                        break;
+                    }
+                    b'"' => in_dq = true,
+                    b'\'' => in_sq = true,
+                    c => cur.push(c),
+                }
+            }
+            i += 1;
+        }
+        out.push(cur);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(buf: &[u8]) -> (Parse, Vec<Vec<u8>>, usize) {
+        let mut req = Request::default();
+        let p = parse_request(buf, &Limits::default(), &mut req);
+        let args = req.args.iter().map(|&(s, l)| buf[s as usize..(s + l) as usize].to_vec()).collect();
+        (p, args, req.consumed)
+    }
+
+    #[test]
+    fn multibulk_complete_and_pipelined() {
+        let buf = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n";
+        let (p, args, used) = parse(buf);
+        assert_eq!(p, Parse::Complete);
+        assert_eq!(args, vec![b"GET".to_vec(), b"k".to_vec()]);
+        let (p, args, _) = parse(&buf[used..]);
+        assert_eq!(p, Parse::Complete);
+        assert_eq!(args, vec![b"PING".to_vec()]);
+    }
+
+    #[test]
+    fn quoted_inline_is_owned() {
+        let mut req = Request::default();
+        let p = parse_request(b"SET k \"a b\"\r\n", &Limits::default(), &mut req);
+        assert_eq!(p, Parse::Complete);
+        assert!(req.args.is_empty());
+        assert_eq!(req.owned.unwrap()[2], b"a b".to_vec());
+    }
+
+    #[test]
+    fn multibulk_incomplete_at_every_split() {
+        let buf = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n";
+        for cut in 0..buf.len() {
+            let (p, _, _) = parse(&buf[..cut]);
+            assert!(matches!(p, Parse::Incomplete { .. }), "cut {cut}: {p:?}");
+        }
+        assert_eq!(parse(buf).0, Parse::Complete);
+    }
+
+    #[test]
+    fn bad_lengths_are_errors() {
+        assert_eq!(parse(b"*x\r\n").0, Parse::Error(ERR_MBULK_LEN));
+        assert_eq!(parse(b"*1\r\n$-5\r\n").0, Parse::Error(ERR_BULK_LEN));
+        assert_eq!(parse(b"*1\r\n$999999999999\r\n").0, Parse::Error(ERR_BULK_LEN));
+        assert_eq!(parse(b"*1\r\n:5\r\n").0, Parse::Error("Protocol error: expected '$', got ':'"));
+        assert_eq!(parse(b"*1\r\n$1\r\nab\r\n").0, Parse::Error(ERR_BULK_LEN));
+    }
+
+    #[test]
+    fn huge_declared_bulk_reports_hint_without_allocating() {
+        let (p, _, _) = parse(b"*1\r\n$536870912\r\n");
+        assert_eq!(p, Parse::Incomplete { hint: 14 + 536870912 + 2 });
+        let (p, _, _) = parse(b"*1\r\n$536870913\r\n");
+        assert_eq!(p, Parse::Error(ERR_BULK_LEN));
+    }
+
+    #[test]
+    fn unauthenticated_limits() {
+        let limits = Limits { unauthenticated: true, ..Limits::default() };
+        let mut req = Request::default();
+        assert_eq!(parse_request(b"*11\r\n", &limits, &mut req), Parse::Error(ERR_MBULK_LEN));
+        assert_eq!(parse_request(b"*1\r\n$16385\r\n", &limits, &mut req), Parse::Error(ERR_BULK_LEN));
+    }
+
+    #[test]
+    fn inline_commands() {
+        let (p, args, used) = parse(b"SET  k   v\r\nGET k\r\n");
+        assert_eq!(p, Parse::Complete);
+        assert_eq!(args, vec![b"SET".to_vec(), b"k".to_vec(), b"v".to_vec()]);
+        assert_eq!(used, 12);
+        let (p, args, _) = parse(b"PING\n");
+        assert_eq!(p, Parse::Complete);
+        assert_eq!(args, vec![b"PING".to_vec()]);
+        assert!(matches!(parse(b"PING").0, Parse::Incomplete { .. }));
+    }
+
+    #[test]
+    fn inline_quotes() {
+        assert_eq!(
+            split_quoted(br#"set "a b" 'c d' "\x41\n""#).unwrap(),
+            vec![b"set".to_vec(), b"a b".to_vec(), b"c d".to_vec(), b"A\n".to_vec()]
+        );
+        assert!(split_quoted(br#"set "abc"#).is_none());
+        assert!(split_quoted(br#"set "a"b"#).is_none());
+        assert_eq!(parse(b"set \"x\r\n").0, Parse::Error(ERR_QUOTES));
+    }
+}

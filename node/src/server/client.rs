@@ -1,0 +1,163 @@
+//! Per-connection client state, and the registry CLIENT LIST/KILL read.
+//!
+//! `Client` is owned by the connection task and never shared. The parts
+//! other clients may look at (CLIENT LIST, CLIENT KILL, INFO clients) live
+//! in `ClientInfo`, behind an `Arc` in the registry; the owner updates them
+//! with relaxed atomics, so there is no lock on the request path.
+
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::Instant;
+use tokio::sync::{Notify, mpsc};
+
+/// A message pushed to a subscribed client from another connection.
+pub type PushMsg = Vec<u8>;
+
+/// Shared view of a client.
+pub struct ClientInfo {
+    pub id: u64,
+    /// `ip:port` of the peer, or `/path:0` for Unix sockets (as Redis shows).
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+    pub created: Instant,
+    pub name: Mutex<Option<Vec<u8>>>,
+    pub lib_name: Mutex<Option<Vec<u8>>>,
+    pub lib_ver: Mutex<Option<Vec<u8>>>,
+    pub db: AtomicU32,
+    pub resp: AtomicU8,
+    /// Unix ms of the last command.
+    pub last_active_ms: AtomicU64,
+    /// Index of the last command in the command table (u32::MAX = none).
+    pub last_cmd: AtomicU32,
+    pub subs: AtomicU32,
+    pub psubs: AtomicU32,
+    /// Queued commands in MULTI, or -1 (u32::MAX) when not in MULTI.
+    pub multi: AtomicU32,
+    pub qbuf: AtomicUsize,
+    pub obuf: AtomicUsize,
+    /// Bytes of pub/sub messages queued for this client and not yet written.
+    pub pending_push: AtomicUsize,
+    pub no_evict: AtomicBool,
+    pub no_touch: AtomicBool,
+    pub blocked: AtomicBool,
+    pub killed: AtomicBool,
+    /// Wakes the connection when it is killed.
+    pub kill_notify: Notify,
+    /// Pub/sub deliveries.
+    pub push_tx: mpsc::UnboundedSender<PushMsg>,
+    /// Which worker thread owns this client.
+    pub worker: usize,
+}
+
+impl ClientInfo {
+    pub fn kill(&self) {
+        self.killed.store(true, Relaxed);
+        self.kill_notify.notify_one();
+    }
+}
+
+/// A queued MULTI command (owned copies of its arguments).
+pub struct Queued {
+    pub cmd: usize,
+    pub args: Vec<Vec<u8>>,
+}
+
+/// State owned by the connection task.
+pub struct Client {
+    pub info: Arc<ClientInfo>,
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    /// Some while inside MULTI.
+    pub multi: Option<Vec<Queued>>,
+    /// A queued command was rejected: EXEC must fail with EXECABORT.
+    pub multi_dirty: bool,
+    /// WATCHed keys: (db, key, version at WATCH time).
+    pub watched: Vec<(usize, Vec<u8>, u64)>,
+    pub channels: HashSet<Vec<u8>>,
+    pub patterns: HashSet<Vec<u8>>,
+    pub no_touch: bool,
+    pub no_evict: bool,
+    /// Close the connection after writing the pending replies (QUIT).
+    pub close_after_reply: bool,
+    /// CLIENT REPLY OFF/SKIP support.
+    pub reply_off: bool,
+    pub reply_skip_next: bool,
+}
+
+impl Client {
+    pub fn new(info: Arc<ClientInfo>, authenticated: bool) -> Self {
+        Client {
+            info,
+            db: 0,
+            resp3: false,
+            authenticated,
+            multi: None,
+            multi_dirty: false,
+            watched: Vec::new(),
+            channels: HashSet::new(),
+            patterns: HashSet::new(),
+            no_touch: false,
+            no_evict: false,
+            close_after_reply: false,
+            reply_off: false,
+            reply_skip_next: false,
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.info.id
+    }
+
+    /// Subscribed to anything (RESP2 clients are then limited to pub/sub commands).
+    pub fn in_pubsub(&self) -> bool {
+        !self.channels.is_empty() || !self.patterns.is_empty()
+    }
+
+    pub fn subscription_count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+}
+
+/// All connected clients, for CLIENT LIST / KILL / INFO.
+#[derive(Default)]
+pub struct ClientRegistry {
+    map: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    next_id: AtomicU64,
+    pub connected: AtomicUsize,
+}
+
+impl ClientRegistry {
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Relaxed) + 1
+    }
+
+    pub fn add(&self, info: Arc<ClientInfo>) {
+        self.map.lock().insert(info.id, info);
+        self.connected.fetch_add(1, Relaxed);
+    }
+
+    pub fn remove(&self, id: u64) {
+        if self.map.lock().remove(&id).is_some() {
+            self.connected.fetch_sub(1, Relaxed);
+        }
+    }
+
+    pub fn get(&self, id: u64) -> Option<Arc<ClientInfo>> {
+        self.map.lock().get(&id).cloned()
+    }
+
+    /// A snapshot, ordered by id.
+    pub fn all(&self) -> Vec<Arc<ClientInfo>> {
+        let mut v: Vec<_> = self.map.lock().values().cloned().collect();
+        v.sort_by_key(|c| c.id);
+        v
+    }
+
+    pub fn count(&self) -> usize {
+        self.connected.load(Relaxed)
+    }
+}

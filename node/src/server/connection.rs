@@ -1,0 +1,405 @@
+//! One client connection: read, execute every complete request in the
+//! buffer, answer them all with one write (pipelining for free), repeat.
+//! Also: blocking commands, pub/sub pushes, idle timeout, CLIENT KILL,
+//! query-buffer limits, and graceful shutdown.
+
+use super::client::{Client, ClientInfo, PushMsg};
+use super::{NewConn, Shared};
+use crate::commands::BlockRequest;
+use crate::commands::dispatch::{self, Outcome};
+use crate::metrics::{ServerStats, WorkerMetrics};
+use crate::protocol::{Limits, Parse, Reply, Request, parse_request};
+use smallvec::SmallVec;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tracing::debug;
+
+const READ_CHUNK: usize = 16 * 1024;
+
+pub async fn serve(conn: NewConn, shared: Arc<Shared>, metrics: Arc<WorkerMetrics>, worker: usize) {
+    let (push_tx, push_rx) = mpsc::unbounded_channel();
+    let id = shared.clients.next_id();
+    ServerStats::add(&metrics.server.connections_received, 1);
+    match conn {
+        NewConn::Tcp(std, peer, local) => {
+            let _ = std.set_nonblocking(true);
+            let _ = std.set_nodelay(true);
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&std);
+            set_keepalive(&std, shared.config.runtime.tcp_keepalive.load(Relaxed));
+            let Ok(stream) = tokio::net::TcpStream::from_std(std) else { return };
+            let info = new_info(id, peer.to_string(), local.to_string(), fd, push_tx, worker);
+            run(stream, info, push_rx, shared, metrics).await;
+        }
+        NewConn::Unix(std, path) => {
+            let _ = std.set_nonblocking(true);
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&std);
+            let Ok(stream) = tokio::net::UnixStream::from_std(std) else { return };
+            let info = new_info(id, format!("{path}:0"), format!("{path}:0"), fd, push_tx, worker);
+            run(stream, info, push_rx, shared, metrics).await;
+        }
+    }
+}
+
+fn set_keepalive(s: &std::net::TcpStream, secs: u64) {
+    if secs == 0 {
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    let fd = s.as_raw_fd();
+    let on: libc::c_int = 1;
+    let idle = secs.min(i32::MAX as u64) as libc::c_int;
+    let intvl = (idle / 3).max(1);
+    // SAFETY: setsockopt on a valid socket fd with correctly sized int options.
+    unsafe {
+        let sz = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, &on as *const _ as *const _, sz);
+        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, &idle as *const _ as *const _, sz);
+        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, &intvl as *const _ as *const _, sz);
+    }
+}
+
+fn new_info(
+    id: u64,
+    addr: String,
+    laddr: String,
+    fd: i32,
+    push_tx: mpsc::UnboundedSender<PushMsg>,
+    worker: usize,
+) -> Arc<ClientInfo> {
+    Arc::new(ClientInfo {
+        id,
+        addr,
+        laddr,
+        fd,
+        created: std::time::Instant::now(),
+        name: Default::default(),
+        lib_name: Default::default(),
+        lib_ver: Default::default(),
+        db: Default::default(),
+        resp: 2.into(),
+        last_active_ms: crate::store::now_ms().into(),
+        last_cmd: u32::MAX.into(),
+        subs: Default::default(),
+        psubs: Default::default(),
+        multi: u32::MAX.into(),
+        qbuf: Default::default(),
+        obuf: Default::default(),
+        pending_push: Default::default(),
+        no_evict: Default::default(),
+        no_touch: Default::default(),
+        blocked: Default::default(),
+        killed: Default::default(),
+        kill_notify: Default::default(),
+        push_tx,
+        worker,
+    })
+}
+
+/// Connection buffers, with their footprint reported to `conn_mem`.
+struct Buffers {
+    rbuf: Vec<u8>,
+    /// Start of unparsed data in `rbuf`.
+    start: usize,
+    out: Reply,
+    accounted: i64,
+}
+
+impl Buffers {
+    fn footprint(&self) -> i64 {
+        (self.rbuf.capacity() + self.out.buf.capacity()) as i64
+    }
+
+    fn account(&mut self, shared: &Shared) {
+        let now = self.footprint();
+        if now != self.accounted {
+            shared.conn_mem.fetch_add(now - self.accounted, Relaxed);
+            self.accounted = now;
+        }
+    }
+
+    /// Drops consumed bytes and shrinks buffers that grew for one big request.
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.rbuf.drain(..self.start);
+            self.start = 0;
+        }
+        if self.rbuf.capacity() > 4 * READ_CHUNK && self.rbuf.len() < READ_CHUNK {
+            self.rbuf.shrink_to(READ_CHUNK);
+        }
+        if self.out.buf.capacity() > 64 * 1024 && self.out.buf.is_empty() {
+            self.out.buf.shrink_to(16 * 1024);
+        }
+    }
+}
+
+/// Why processing the buffer stopped.
+enum Step {
+    /// All complete requests done; read more.
+    NeedMore,
+    /// A command blocked; these owned args re-run when woken.
+    Blocked(Vec<Vec<u8>>, BlockRequest),
+    /// Protocol error or QUIT: write what we have and close.
+    Close,
+}
+
+async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    info: Arc<ClientInfo>,
+    mut push_rx: mpsc::UnboundedReceiver<PushMsg>,
+    shared: Arc<Shared>,
+    metrics: Arc<WorkerMetrics>,
+) {
+    shared.clients.add(info.clone());
+    let authenticated = !shared.config.runtime.has_password.load(Relaxed);
+    let mut client = Client::new(info.clone(), authenticated);
+    let mut bufs = Buffers { rbuf: Vec::with_capacity(READ_CHUNK), start: 0, out: Reply::new(false), accounted: 0 };
+    let mut shutdown = shared.shutdown.subscribe();
+    let mut req = Request::default();
+    bufs.account(&shared);
+
+    'conn: loop {
+        // Read more input (or a push, a kill, a shutdown, an idle timeout).
+        let idle = shared.config.runtime.timeout.load(Relaxed);
+        let idle_timer = async {
+            if idle == 0 || client.in_pubsub() {
+                std::future::pending::<()>().await
+            } else {
+                tokio::time::sleep(Duration::from_secs(idle)).await
+            }
+        };
+        if bufs.rbuf.capacity() - bufs.rbuf.len() < READ_CHUNK / 2 {
+            bufs.rbuf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            biased;
+            r = stream.read_buf(&mut bufs.rbuf) => match r {
+                Ok(0) | Err(_) => break 'conn,
+                Ok(n) => ServerStats::add(&metrics.server.net_input_bytes, n as u64),
+            },
+            Some(msg) = push_rx.recv() => {
+                deliver_push(&info, &mut bufs.out, msg, &mut push_rx);
+            }
+            _ = info.kill_notify.notified() => break 'conn,
+            _ = shutdown.changed() => break 'conn,
+            _ = idle_timer => { debug!(client = info.id, "closing idle client"); break 'conn; }
+        }
+        if info.killed.load(Relaxed) {
+            break;
+        }
+        let qlimit = shared.config.runtime.client_query_buffer_limit.load(Relaxed);
+        if bufs.rbuf.len() - bufs.start > qlimit {
+            tracing::warn!(client = info.id, addr = %info.addr, "closing client that exceeded client-query-buffer-limit");
+            break;
+        }
+
+        // Execute everything complete, handling blocking commands in between.
+        loop {
+            let step = process(&shared, &metrics, &mut client, &mut bufs, &mut req);
+            match step {
+                Step::NeedMore => break,
+                Step::Close => {
+                    let _ = flush(&mut stream, &mut bufs.out, &metrics).await;
+                    break 'conn;
+                }
+                Step::Blocked(args, block) => {
+                    if flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
+                        unregister(&shared, &block);
+                        break 'conn;
+                    }
+                    if !wait_blocked(&mut stream, &shared, &metrics, &mut client, &mut bufs, args, block).await {
+                        break 'conn;
+                    }
+                }
+            }
+        }
+        if !bufs.out.is_empty() && flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
+            break;
+        }
+        if client.close_after_reply {
+            break;
+        }
+        bufs.compact();
+        bufs.account(&shared);
+        info.qbuf.store(bufs.rbuf.len(), Relaxed);
+    }
+
+    // Clean-up: subscriptions, watches, registry, memory.
+    crate::commands::pubsub::unsubscribe_all(&shared, &mut client);
+    crate::commands::transactions::unwatch_all(&shared, &mut client);
+    shared.conn_mem.fetch_sub(bufs.accounted, Relaxed);
+    shared.clients.remove(info.id);
+    let _ = stream.shutdown().await;
+}
+
+/// Appends a pub/sub message, and any others already queued, to the output.
+fn deliver_push(info: &ClientInfo, out: &mut Reply, first: PushMsg, rx: &mut mpsc::UnboundedReceiver<PushMsg>) {
+    let mut msg = Some(first);
+    while let Some(m) = msg {
+        info.pending_push.fetch_sub(m.len(), Relaxed);
+        out.raw(&m);
+        msg = rx.try_recv().ok();
+    }
+}
+
+/// Parses and executes every complete request in the read buffer.
+fn process(
+    shared: &Shared,
+    metrics: &WorkerMetrics,
+    client: &mut Client,
+    bufs: &mut Buffers,
+    req: &mut Request,
+) -> Step {
+    let rt = &shared.config.runtime;
+    let limits = Limits {
+        max_bulk_len: rt.proto_max_bulk_len.load(Relaxed),
+        unauthenticated: !client.authenticated,
+        ..Limits::default()
+    };
+    loop {
+        let data = &bufs.rbuf[bufs.start..];
+        if data.is_empty() {
+            return Step::NeedMore;
+        }
+        match parse_request(data, &limits, req) {
+            Parse::Incomplete { hint } => {
+                // Grow towards a large declared bulk in big steps, but never
+                // by more than the bytes that actually arrived (a declared
+                // 512 MB bulk costs nothing until it is sent).
+                if hint > bufs.rbuf.capacity() - bufs.start {
+                    let want = (hint - data.len()).min(data.len().max(READ_CHUNK) * 2);
+                    bufs.rbuf.reserve(want);
+                }
+                return Step::NeedMore;
+            }
+            Parse::Error(msg) => {
+                ServerStats::add(&metrics.server.protocol_errors, 1);
+                debug!(client = client.id(), "protocol error: {msg}");
+                bufs.out.error(msg);
+                return Step::Close;
+            }
+            Parse::Complete => {}
+        }
+        let consumed = req.consumed;
+        let outcome;
+        let mut owned_args: Option<Vec<Vec<u8>>> = None;
+        {
+            let args: SmallVec<[&[u8]; 8]> = match &req.owned {
+                Some(words) => words.iter().map(|w| w.as_slice()).collect(),
+                None => req.args.iter().map(|&(s, l)| &data[s as usize..(s + l) as usize]).collect(),
+            };
+            if args.is_empty() {
+                bufs.start += consumed;
+                continue;
+            }
+            client.info.last_active_ms.store(crate::store::now_ms(), Relaxed);
+            let reply_mark = bufs.out.len();
+            outcome = dispatch::execute(shared, metrics, client, &args, &mut bufs.out);
+            apply_reply_mode(client, &mut bufs.out, reply_mark);
+            if matches!(outcome, Outcome::Block(_)) {
+                owned_args = Some(args.iter().map(|a| a.to_vec()).collect());
+            }
+        }
+        bufs.start += consumed;
+        if let Outcome::Block(b) = outcome {
+            return Step::Blocked(owned_args.expect("set when blocking"), b);
+        }
+        if client.close_after_reply {
+            return Step::Close;
+        }
+    }
+}
+
+/// CLIENT REPLY OFF|SKIP: discard replies the client asked not to get.
+fn apply_reply_mode(client: &mut Client, out: &mut Reply, mark: usize) {
+    if client.reply_skip_next {
+        client.reply_skip_next = false;
+        out.truncate(mark);
+    } else if client.reply_off {
+        out.truncate(mark);
+    }
+}
+
+async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, out: &mut Reply, metrics: &WorkerMetrics) -> std::io::Result<()> {
+    if out.buf.is_empty() {
+        return Ok(());
+    }
+    let r = stream.write_all(&out.buf).await;
+    ServerStats::add(&metrics.server.net_output_bytes, out.buf.len() as u64);
+    out.buf.clear();
+    r
+}
+
+/// Removes a blocked client's registrations from the keys it waited on.
+fn unregister(shared: &Shared, block: &BlockRequest) {
+    for key in &block.keys {
+        let idx = shared.ks.partition_of_key(key);
+        let mut part = shared.ks.lock(idx);
+        let k = (block.db as u8, key.clone().into_boxed_slice());
+        if let Some(list) = part.blocked.get_mut(&k) {
+            list.retain(|w| !Arc::ptr_eq(w, &block.waiter));
+            if list.is_empty() {
+                part.blocked.remove(&k);
+            }
+        }
+    }
+}
+
+/// Waits for a blocked command's keys, its deadline, or the client going
+/// away; re-runs the command when woken. Returns false to close.
+async fn wait_blocked<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    shared: &Shared,
+    metrics: &WorkerMetrics,
+    client: &mut Client,
+    bufs: &mut Buffers,
+    args: Vec<Vec<u8>>,
+    mut block: BlockRequest,
+) -> bool {
+    let info = client.info.clone();
+    info.blocked.store(true, Relaxed);
+    let mut shutdown = shared.shutdown.subscribe();
+    let result = loop {
+        let deadline = block.deadline_ms;
+        let sleep = async {
+            if deadline == 0 {
+                std::future::pending::<()>().await
+            } else {
+                let now = crate::store::now_ms();
+                tokio::time::sleep(Duration::from_millis(deadline.saturating_sub(now))).await
+            }
+        };
+        tokio::select! {
+            _ = block.waiter.notified() => {}
+            _ = sleep => {
+                unregister(shared, &block);
+                (block.on_timeout)(&mut bufs.out);
+                break true;
+            }
+            r = stream.read_buf(&mut bufs.rbuf) => match r {
+                // Input while blocked is kept for after; EOF means the client left.
+                Ok(0) | Err(_) => { unregister(shared, &block); break false; }
+                Ok(n) => { ServerStats::add(&metrics.server.net_input_bytes, n as u64); continue; }
+            },
+            _ = info.kill_notify.notified() => { unregister(shared, &block); break false; }
+            _ = shutdown.changed() => { unregister(shared, &block); break false; }
+        }
+        // Woken: the keys were written. Retry; the command may block again.
+        unregister(shared, &block);
+        let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
+        let Some(idx) = shared.table.lookup(argv[0]) else { break true };
+        match dispatch::run(shared, metrics, client, idx, &argv, &mut bufs.out, false) {
+            Outcome::Done => break true,
+            Outcome::Block(b) => {
+                // Keep the original deadline across retries.
+                let keep = block.deadline_ms;
+                block = b;
+                block.deadline_ms = keep;
+            }
+        }
+    };
+    info.blocked.store(false, Relaxed);
+    result
+}

@@ -1,0 +1,397 @@
+//! The server: listeners, one event loop per worker thread, shared state,
+//! and graceful shutdown.
+//!
+//! An acceptor thread takes new connections and hands them round-robin to
+//! the workers; each worker runs a single-threaded tokio runtime and owns
+//! its connections for their whole life. Any worker can serve any key
+//! (the keyspace is shared and partitioned), so a request never hops
+//! between threads.
+
+pub mod client;
+mod connection;
+
+use crate::commands::dispatch::CommandTable;
+use crate::commands::pubsub::Hub;
+use crate::config::Config;
+use crate::metrics::WorkerMetrics;
+use crate::store::Keyspace;
+use crate::store::expire::ActiveExpiry;
+use client::ClientRegistry;
+use parking_lot::Mutex;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+use tracing::{error, info, warn};
+
+/// State shared by every worker.
+pub struct Shared {
+    pub ks: Keyspace,
+    pub config: Config,
+    pub clients: ClientRegistry,
+    pub pubsub: Hub,
+    pub workers: Vec<Arc<WorkerMetrics>>,
+    pub table: CommandTable,
+    pub expiry: ActiveExpiry,
+    pub started: Instant,
+    pub run_id: String,
+    /// Bytes held in connection buffers (query and output), for `used_memory`.
+    pub conn_mem: AtomicI64,
+    /// Set once the node accepts clients (readiness).
+    pub ready: AtomicBool,
+    /// Set when shutdown begins.
+    pub shutting_down: AtomicBool,
+    pub shutdown: watch::Sender<bool>,
+    /// Ops/sec samples for INFO's instantaneous_ops_per_sec.
+    pub ops_samples: Mutex<OpsSampler>,
+    /// Unix time (s) of the last CONFIG RESETSTAT / start.
+    pub stat_reset_time: AtomicU64,
+    /// Ports actually bound (useful when 0 was asked for in tests).
+    pub tcp_port: AtomicUsize,
+    pub metrics_port: AtomicUsize,
+}
+
+/// Fixed memory the node uses regardless of data (tables, runtime): part of
+/// `used_memory` as in Redis, so an empty node does not report 0.
+const BASE_MEMORY: i64 = 1024 * 1024;
+
+impl Shared {
+    /// `used_memory`: keyspace + connection buffers + baseline.
+    pub fn used_memory(&self) -> u64 {
+        self.ks.flush_mem();
+        (self.ks.used_memory() + self.conn_mem.load(Relaxed).max(0) + BASE_MEMORY) as u64
+    }
+
+    pub fn maxmemory(&self) -> u64 {
+        self.config.runtime.maxmemory.load(Relaxed)
+    }
+
+    pub fn total_commands(&self) -> u64 {
+        crate::metrics::sum(&self.workers, |w| &w.server.commands)
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// A rolling window of ops/sec samples (Redis keeps 16, every 100 ms).
+#[derive(Default)]
+pub struct OpsSampler {
+    last_time: Option<Instant>,
+    last_ops: u64,
+    samples: [u64; 16],
+    idx: usize,
+}
+
+impl OpsSampler {
+    pub fn sample(&mut self, total_ops: u64) {
+        let now = Instant::now();
+        if let Some(t) = self.last_time {
+            let dt = now.duration_since(t).as_secs_f64();
+            if dt > 0.0 {
+                self.samples[self.idx] = ((total_ops.saturating_sub(self.last_ops)) as f64 / dt) as u64;
+                self.idx = (self.idx + 1) % self.samples.len();
+            }
+        }
+        self.last_time = Some(now);
+        self.last_ops = total_ops;
+    }
+
+    pub fn ops_per_sec(&self) -> u64 {
+        self.samples.iter().sum::<u64>() / self.samples.len() as u64
+    }
+}
+
+/// A connection handed from the acceptor to a worker.
+pub enum NewConn {
+    Tcp(std::net::TcpStream, SocketAddr, SocketAddr),
+    Unix(std::os::unix::net::UnixStream, String),
+}
+
+/// Builds the shared state from a configuration.
+pub fn build_shared(config: Config) -> Arc<Shared> {
+    let table = CommandTable::new();
+    let workers = (0..config.startup.threads).map(|_| Arc::new(WorkerMetrics::new(table.len()))).collect();
+    let (shutdown, _) = watch::channel(false);
+    let run_id: String = (0..40).map(|_| format!("{:x}", crate::store::fast_rand() % 16)).collect();
+    let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    Arc::new(Shared {
+        ks: Keyspace::new(config.startup.partitions),
+        clients: ClientRegistry::default(),
+        pubsub: Hub::default(),
+        workers,
+        table,
+        expiry: ActiveExpiry::default(),
+        started: Instant::now(),
+        run_id,
+        conn_mem: AtomicI64::new(0),
+        ready: AtomicBool::new(false),
+        shutting_down: AtomicBool::new(false),
+        shutdown,
+        ops_samples: Mutex::new(OpsSampler::default()),
+        stat_reset_time: AtomicU64::new(now_s),
+        tcp_port: AtomicUsize::new(0),
+        metrics_port: AtomicUsize::new(0),
+        config,
+    })
+}
+
+/// Runs the node until SIGTERM/SIGINT; returns the process exit code.
+pub fn run(shared: Arc<Shared>) -> i32 {
+    let threads = shared.config.startup.threads;
+    let affinity = shared.config.startup.cpu_affinity.clone();
+    let mut senders = Vec::with_capacity(threads);
+    let mut handles = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let (tx, rx) = mpsc::unbounded_channel::<NewConn>();
+        senders.push(tx);
+        let shared = shared.clone();
+        let cpu = affinity.as_ref().map(|cpus| cpus[i % cpus.len()]);
+        let handle = std::thread::Builder::new()
+            .name(format!("strata-worker-{i}"))
+            .spawn(move || worker_main(i, cpu, shared, rx))
+            .expect("spawn worker thread");
+        handles.push(handle);
+    }
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("acceptor runtime");
+    let code = rt.block_on(acceptor_main(shared.clone(), senders));
+    // Workers stop once the shutdown signal reached their connections.
+    for h in handles {
+        let _ = h.join();
+    }
+    if let Some(path) = &shared.config.startup.unixsocket {
+        let _ = std::fs::remove_file(path);
+    }
+    info!("bye");
+    code
+}
+
+fn pin_current_thread(cpu: usize) -> bool {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes a bit inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<NewConn>) {
+    if let Some(cpu) = cpu {
+        if pin_current_thread(cpu) {
+            info!(worker = id, cpu, "worker pinned");
+        } else {
+            warn!(worker = id, cpu, "could not pin worker to CPU; running unpinned");
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("worker runtime");
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let metrics = shared.workers[id].clone();
+        let mut shutdown = shared.shutdown.subscribe();
+        let open = Arc::new(AtomicUsize::new(0));
+        let tick = Duration::from_millis(100);
+        let mut ticker = tokio::time::interval(tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let parts = shared.ks.num_partitions() as u32;
+        let window = parts.div_ceil(10 * shared.config.startup.threads as u32).max(8);
+        loop {
+            tokio::select! {
+                conn = rx.recv() => {
+                    let Some(conn) = conn else { break };
+                    let shared = shared.clone();
+                    let metrics = metrics.clone();
+                    let open = open.clone();
+                    open.fetch_add(1, Relaxed);
+                    tokio::task::spawn_local(async move {
+                        connection::serve(conn, shared, metrics, id).await;
+                        open.fetch_sub(1, Relaxed);
+                    });
+                }
+                _ = ticker.tick() => {
+                    background_tick(&shared, &metrics, window, id);
+                }
+                _ = shutdown.changed() => break,
+            }
+        }
+        // Let connections finish their in-flight replies and close.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while open.load(Relaxed) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+}
+
+/// Periodic work on every worker: active expiry and memory bookkeeping.
+fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker: usize) {
+    let started = Instant::now();
+    loop {
+        let now = crate::store::now_ms();
+        let (_, more) = shared.expiry.run_cycle(&shared.ks, &metrics.store, now, window);
+        // Keep going while expired keys pile up, but never for long.
+        if !more || started.elapsed() > Duration::from_millis(25) {
+            break;
+        }
+    }
+    shared.ks.flush_mem();
+    if worker == 0 {
+        shared.ops_samples.lock().sample(shared.total_commands());
+    }
+}
+
+async fn acceptor_main(shared: Arc<Shared>, workers: Vec<mpsc::UnboundedSender<NewConn>>) -> i32 {
+    let sc = &shared.config.startup;
+    let mut tcp = Vec::new();
+    if sc.port != 0 {
+        for addr in &sc.binds {
+            let bind = if addr.contains(':') && !addr.starts_with('[') { format!("[{addr}]") } else { addr.clone() };
+            match tokio::net::TcpListener::bind(format!("{bind}:{}", sc.port)).await {
+                Ok(l) => {
+                    let local = l.local_addr().ok();
+                    if let Some(a) = local {
+                        shared.tcp_port.store(a.port() as usize, Relaxed);
+                    }
+                    info!(addr = ?local, "listening for Redis clients");
+                    tcp.push(l);
+                }
+                Err(e) => {
+                    error!("cannot listen on {bind}:{}: {e}", sc.port);
+                    let _ = shared.shutdown.send(true);
+                    return 1;
+                }
+            }
+        }
+    }
+    let unix = match &sc.unixsocket {
+        Some(path) => {
+            let _ = std::fs::remove_file(path);
+            match tokio::net::UnixListener::bind(path) {
+                Ok(l) => {
+                    if let Some(perm) = sc.unixsocketperm {
+                        use std::os::unix::fs::PermissionsExt;
+                        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm));
+                    }
+                    info!(path = %path.display(), "listening on Unix socket");
+                    Some(l)
+                }
+                Err(e) => {
+                    error!("cannot listen on Unix socket {}: {e}", path.display());
+                    let _ = shared.shutdown.send(true);
+                    return 1;
+                }
+            }
+        }
+        None => None,
+    };
+    if tcp.is_empty() && unix.is_none() {
+        error!("no listener configured: set --port or --unixsocket");
+        let _ = shared.shutdown.send(true);
+        return 1;
+    }
+    if sc.metrics_port != 0 {
+        match crate::metrics::http::start(shared.clone()).await {
+            Ok(addr) => {
+                shared.metrics_port.store(addr.port() as usize, Relaxed);
+                info!(%addr, "serving /metrics, /healthz, /readyz");
+            }
+            Err(e) => {
+                error!("cannot start metrics endpoint on port {}: {e}", sc.metrics_port);
+                let _ = shared.shutdown.send(true);
+                return 1;
+            }
+        }
+    }
+    shared.ready.store(true, Relaxed);
+    info!(threads = sc.threads, partitions = shared.ks.num_partitions(), "ready to accept connections");
+
+    let mut next = 0usize;
+    let mut sigterm =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
+    let mut shutdown_rx = shared.shutdown.subscribe();
+    loop {
+        tokio::select! {
+            r = accept_any(&tcp), if !tcp.is_empty() => {
+                match r {
+                    Ok((stream, peer)) => {
+                        let local = stream.local_addr().unwrap_or(peer);
+                        if let Ok(std) = stream.into_std() {
+                            dispatch_conn(&shared, &workers, &mut next, NewConn::Tcp(std, peer, local));
+                        }
+                    }
+                    Err(e) => { warn!("accept failed: {e}"); tokio::time::sleep(Duration::from_millis(10)).await; }
+                }
+            }
+            r = async { unix.as_ref().expect("guarded").accept().await }, if unix.is_some() => {
+                match r {
+                    Ok((stream, _)) => {
+                        let path = sc.unixsocket.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+                        if let Ok(std) = stream.into_std() {
+                            dispatch_conn(&shared, &workers, &mut next, NewConn::Unix(std, path));
+                        }
+                    }
+                    Err(e) => { warn!("accept failed: {e}"); tokio::time::sleep(Duration::from_millis(10)).await; }
+                }
+            }
+            _ = sigterm.recv() => { info!("received SIGTERM, shutting down"); break; }
+            _ = sigint.recv() => { info!("received SIGINT, shutting down"); break; }
+            _ = shutdown_rx.changed() => { info!("shutdown requested"); break; }
+        }
+    }
+    shared.ready.store(false, Relaxed);
+    shared.shutting_down.store(true, Relaxed);
+    let _ = shared.shutdown.send(true);
+    0
+}
+
+/// Accepts from whichever of several listeners is ready first.
+async fn accept_any(ls: &[tokio::net::TcpListener]) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    std::future::poll_fn(|cx| {
+        for l in ls {
+            if let std::task::Poll::Ready(r) = l.poll_accept(cx) {
+                return std::task::Poll::Ready(r);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+fn dispatch_conn(shared: &Shared, workers: &[mpsc::UnboundedSender<NewConn>], next: &mut usize, conn: NewConn) {
+    let maxclients = shared.config.runtime.maxclients.load(Relaxed);
+    if shared.clients.count() >= maxclients {
+        let w = &shared.workers[*next % workers.len()];
+        crate::metrics::ServerStats::add(&w.server.rejected_connections, 1);
+        reject_conn(conn);
+        return;
+    }
+    let i = *next % workers.len();
+    *next = next.wrapping_add(1);
+    let _ = workers[i].send(conn);
+}
+
+/// Tells a client over the limit why, as Redis does, and closes it.
+fn reject_conn(conn: NewConn) {
+    use std::io::Write;
+    const MSG: &[u8] = b"-ERR max number of clients reached\r\n";
+    match conn {
+        NewConn::Tcp(mut s, ..) => {
+            let _ = s.set_nonblocking(false);
+            let _ = s.write_all(MSG);
+        }
+        NewConn::Unix(mut s, _) => {
+            let _ = s.set_nonblocking(false);
+            let _ = s.write_all(MSG);
+        }
+    }
+}
+
+impl Shared {
+    /// Keyspace statistics summed over workers.
+    pub fn store_totals(&self) -> crate::store::stats::StatsTotals {
+        let all: Vec<_> = self.workers.iter().map(|w| w.store.clone()).collect();
+        crate::store::stats::totals(&all)
+    }
+}

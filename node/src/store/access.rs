@@ -1,0 +1,338 @@
+//! `KeyAccess`: how commands read and write keys.
+//!
+//! It wraps the partitions a command has locked and applies, in one place,
+//! everything Redis does around a key lookup: lazy expiry, hit/miss counting,
+//! access-time updates for eviction, WATCH invalidation, waking blocked
+//! clients, deleting collections that became empty, and memory accounting.
+//! Writes go through `EntryMut`, whose `Drop` settles the bookkeeping so no
+//! command can forget it.
+
+use super::partition::{Db, Entry, Location, Meta, Partition};
+use super::slab_table::{NONE, hash_bytes};
+use super::stats::StoreStats;
+use super::value::Value;
+use super::{Keyspace, Locked};
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+pub struct KeyAccess<'a> {
+    pub ks: &'a Keyspace,
+    pub locked: Locked<'a>,
+    /// The selected database.
+    pub db: usize,
+    /// Time of this command, in unix ms (Redis also freezes time per command).
+    pub now_ms: u64,
+    /// Update access metadata on lookups (false for CLIENT NO-TOUCH).
+    pub touch: bool,
+    pub stats: &'a StoreStats,
+}
+
+/// Located key: partition index and slot.
+#[derive(Clone, Copy)]
+struct Loc {
+    part: u32,
+    slot: u32,
+}
+
+impl<'a> KeyAccess<'a> {
+    #[inline]
+    fn part_mut(&mut self, key_hash: u64) -> (u32, &mut Partition) {
+        let idx = self.ks.partition_of(key_hash);
+        (idx, self.locked.get(idx))
+    }
+
+    /// Finds a live key, deleting it first if it has expired.
+    fn locate(&mut self, key: &[u8]) -> Option<Loc> {
+        let hash = hash_bytes(key);
+        let db = self.db;
+        let now = self.now_ms;
+        let stats = self.stats;
+        let ks = self.ks;
+        let (part_idx, part) = self.part_mut(hash);
+        let slot = part.dbs[db].find(hash, key)?;
+        let exp = part.dbs[db].entry(slot).expire_at;
+        if exp != 0 && exp <= now {
+            remove_slot(ks, part, db, slot);
+            StoreStats::bump(&stats.expired, 1);
+            return None;
+        }
+        Some(Loc { part: part_idx, slot })
+    }
+
+    #[inline]
+    fn touch_meta(meta: &mut Meta, clock: u32) {
+        meta.last_access = clock;
+        meta.visited = true;
+        meta.freq = lfu_log_incr(meta.freq);
+    }
+
+    /// Read lookup: counts a hit or miss and updates access metadata.
+    pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.read(key, self.touch)
+    }
+
+    /// Read lookup that counts hit/miss but leaves access metadata alone
+    /// (TYPE, TTL, OBJECT, EXISTS do this in Redis).
+    pub fn get_notouch(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.read(key, false)
+    }
+
+    fn read(&mut self, key: &[u8], touch: bool) -> Option<&Entry> {
+        let Some(loc) = self.locate(key) else {
+            StoreStats::bump(&self.stats.misses, 1);
+            return None;
+        };
+        StoreStats::bump(&self.stats.hits, 1);
+        let clock = self.ks.clock_secs();
+        let db = self.db;
+        let e = self.locked.get(loc.part).dbs[db].entry_mut(loc.slot);
+        if touch {
+            Self::touch_meta(&mut e.meta, clock);
+        }
+        Some(e)
+    }
+
+    /// Lookup that neither counts stats nor touches (internal checks).
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        let loc = self.locate(key)?;
+        let db = self.db;
+        Some(self.locked.get(loc.part).dbs[db].entry(loc.slot))
+    }
+
+    /// True when the key exists (after lazy expiry), without stats.
+    pub fn contains(&mut self, key: &[u8]) -> bool {
+        self.locate(key).is_some()
+    }
+
+    /// Write lookup: the returned guard settles memory, WATCH and wake-ups
+    /// when dropped.
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<EntryMut<'_>> {
+        let loc = self.locate(key)?;
+        let clock = self.ks.clock_secs();
+        let touch = self.touch;
+        let db = self.db;
+        let ks = self.ks;
+        let part = self.locked.get(loc.part);
+        let e = part.dbs[db].entry_mut(loc.slot);
+        if touch {
+            Self::touch_meta(&mut e.meta, clock);
+        }
+        let old_mem = e.mem();
+        Some(EntryMut { ks, part, db, slot: loc.slot, old_mem, modified: true })
+    }
+
+    /// Write lookup that creates the key with `make()` when it is missing.
+    pub fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> Value) -> EntryMut<'_> {
+        if self.locate(key).is_none() {
+            self.insert_new(key, make(), 0);
+        }
+        self.get_mut(key).expect("key just ensured")
+    }
+
+    /// Inserts a key known to be absent (callers check with `contains`).
+    fn insert_new(&mut self, key: &[u8], value: Value, expire_at: u64) {
+        let hash = hash_bytes(key);
+        let clock = self.ks.clock_secs();
+        let db = self.db;
+        let ks = self.ks;
+        let (_, part) = self.part_mut(hash);
+        let entry = Entry {
+            key: key.into(),
+            expire_at,
+            meta: Meta { last_access: clock, freq: LFU_INIT, visited: false, prev: NONE, next: NONE },
+            loc: Location::Ram(value),
+        };
+        let mem = entry.mem() as i64;
+        let is_blocking_type = matches!(entry.value(), Value::List(_) | Value::ZSet(_));
+        part.dbs[db].insert(hash, entry);
+        part.mem += mem;
+        ks.add_mem(mem);
+        part.touch_watched(db, key);
+        if is_blocking_type {
+            part.signal_ready(db, key);
+        }
+    }
+
+    /// Sets `key` to `value` (SET semantics: any old value and type is
+    /// replaced). `expire_at` 0 = no TTL; with `keep_ttl` the old TTL stays.
+    pub fn set(&mut self, key: &[u8], value: Value, expire_at: u64, keep_ttl: bool) {
+        if let Some(mut e) = self.get_mut(key) {
+            *e.value_mut() = value;
+            let new_exp = if keep_ttl { e.expire_at } else { expire_at };
+            e.set_expire(new_exp);
+            return;
+        }
+        self.insert_new(key, value, expire_at);
+    }
+
+    /// Deletes a key; true when it existed.
+    pub fn delete(&mut self, key: &[u8]) -> bool {
+        self.take(key).is_some()
+    }
+
+    /// Removes a key and returns its entry (GETDEL, RENAME, MOVE).
+    pub fn take(&mut self, key: &[u8]) -> Option<Entry> {
+        let loc = self.locate(key)?;
+        let db = self.db;
+        let ks = self.ks;
+        let part = self.locked.get(loc.part);
+        Some(remove_slot(ks, part, db, loc.slot))
+    }
+
+    /// Puts back an entry taken with `take` under `key` (overwriting), with
+    /// the entry's value and expiry. Used by RENAME, MOVE and COPY.
+    pub fn put_entry(&mut self, key: &[u8], value: Value, expire_at: u64) {
+        self.delete(key);
+        self.insert_new(key, value, expire_at);
+    }
+
+    /// Registers `waiter` to be woken when any of `keys` is written. The
+    /// keys' partitions are locked, so no push can slip in between the
+    /// command's check and this registration.
+    pub fn block_on(&mut self, keys: &[&[u8]], waiter: &Arc<Notify>) {
+        let db = self.db;
+        for key in keys {
+            let (_, part) = self.part_mut(hash_bytes(key));
+            part.blocked.entry((db as u8, (*key).into())).or_default().push(waiter.clone());
+        }
+    }
+
+    /// Runs `f` on every partition: the held guards when all are locked
+    /// (inside EXEC), otherwise locking one partition at a time.
+    pub fn for_each_partition(&mut self, mut f: impl FnMut(&mut Partition)) {
+        if self.locked.is_all() {
+            for i in 0..self.ks.num_partitions() as u32 {
+                f(self.locked.get(i));
+            }
+        } else {
+            debug_assert!(self.locked.is_empty(), "partial locks with a whole-keyspace command");
+            for i in 0..self.ks.num_partitions() as u32 {
+                f(&mut self.ks.lock(i));
+            }
+        }
+    }
+
+    /// Like `for_each_partition` for one partition index (SCAN cursors).
+    pub fn with_partition<R>(&mut self, idx: u32, f: impl FnOnce(&mut Partition) -> R) -> R {
+        if self.locked.holds(idx) { f(self.locked.get(idx)) } else { f(&mut self.ks.lock(idx)) }
+    }
+
+    /// Removes expired keys from a database view before it is listed
+    /// (KEYS, SCAN, RANDOMKEY must not return expired keys).
+    pub fn purge_expired(ks: &Keyspace, part: &mut Partition, db: usize, now: u64, stats: &StoreStats) {
+        let mut n = 0;
+        while let Some(&(at, slot)) = part.dbs[db].expires.first() {
+            if at > now {
+                break;
+            }
+            remove_slot(ks, part, db, slot);
+            n += 1;
+        }
+        if n > 0 {
+            StoreStats::bump(&stats.expired, n);
+        }
+    }
+}
+
+/// Removes one entry, settling memory, WATCH and returning it.
+pub(crate) fn remove_slot(ks: &Keyspace, part: &mut Partition, db: usize, slot: u32) -> Entry {
+    let entry = part.dbs[db].remove(slot);
+    let mem = entry.mem() as i64;
+    part.mem -= mem;
+    ks.add_mem(-mem);
+    part.touch_watched(db, &entry.key);
+    entry
+}
+
+/// Empties one database of one partition (FLUSHDB/FLUSHALL); returns keys removed.
+pub fn clear_db(ks: &Keyspace, part: &mut Partition, db: usize) -> usize {
+    let n = part.dbs[db].len();
+    if n == 0 {
+        return 0;
+    }
+    let mem: i64 = part.dbs[db].table.iter().map(|(_, e)| e.mem() as i64).sum();
+    part.mem -= mem;
+    ks.add_mem(-mem);
+    part.dbs[db] = Db::new();
+    part.touch_all_watched(Some(db));
+    n
+}
+
+/// Redis's LFU counter: starts at 5, grows logarithmically.
+pub const LFU_INIT: u8 = 5;
+const LFU_LOG_FACTOR: f64 = 10.0;
+
+fn lfu_log_incr(counter: u8) -> u8 {
+    if counter == 255 {
+        return 255;
+    }
+    let r = (super::fast_rand() % 1_000_000) as f64 / 1_000_000.0;
+    let base = (counter as f64 - LFU_INIT as f64).max(0.0);
+    let p = 1.0 / (base * LFU_LOG_FACTOR + 1.0);
+    if r < p { counter + 1 } else { counter }
+}
+
+/// Write access to one entry; settles bookkeeping on drop.
+pub struct EntryMut<'a> {
+    ks: &'a Keyspace,
+    part: &'a mut Partition,
+    db: usize,
+    slot: u32,
+    old_mem: usize,
+    modified: bool,
+}
+
+impl EntryMut<'_> {
+    /// Sets or clears (0) the TTL.
+    pub fn set_expire(&mut self, expire_at: u64) {
+        self.part.dbs[self.db].set_expire(self.slot, expire_at);
+    }
+
+    /// Declares that the command did not change the key after all (e.g.
+    /// SADD of an existing member), so WATCHers are not invalidated.
+    pub fn unchanged(&mut self) {
+        self.modified = false;
+    }
+}
+
+impl Deref for EntryMut<'_> {
+    type Target = Entry;
+    fn deref(&self) -> &Entry {
+        self.part.dbs[self.db].entry(self.slot)
+    }
+}
+
+impl DerefMut for EntryMut<'_> {
+    fn deref_mut(&mut self) -> &mut Entry {
+        self.part.dbs[self.db].entry_mut(self.slot)
+    }
+}
+
+impl Drop for EntryMut<'_> {
+    fn drop(&mut self) {
+        let db = self.db;
+        let e = self.part.dbs[db].entry(self.slot);
+        if e.value().is_empty_collection() {
+            // What was accounted for this key is `old_mem`, from before the write.
+            let entry = self.part.dbs[db].remove(self.slot);
+            self.part.mem -= self.old_mem as i64;
+            self.ks.add_mem(-(self.old_mem as i64));
+            self.part.touch_watched(db, &entry.key);
+            return;
+        }
+        let delta = e.mem() as i64 - self.old_mem as i64;
+        let wakes = matches!(e.value(), Value::List(_) | Value::ZSet(_));
+        if delta != 0 {
+            self.part.mem += delta;
+            self.ks.add_mem(delta);
+        }
+        if self.modified && (!self.part.watched.is_empty() || (wakes && !self.part.blocked.is_empty())) {
+            let key = e.key.clone();
+            self.part.touch_watched(db, &key);
+            if wakes {
+                self.part.signal_ready(db, &key);
+            }
+        }
+    }
+}

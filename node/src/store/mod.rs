@@ -1,0 +1,185 @@
+//! The keyspace: every key of every database, partitioned by key hash.
+//!
+//! There is no global lock: each partition has its own short mutex, and a
+//! command locks only the partitions its keys hash to, always in ascending
+//! partition order (so multi-key commands and EXEC cannot deadlock).
+
+mod access;
+pub mod expire;
+pub mod hash;
+pub mod list;
+pub mod partition;
+pub mod set;
+pub mod slab_table;
+pub mod stats;
+pub mod value;
+pub mod zset;
+
+pub use access::{EntryMut, KeyAccess, clear_db};
+pub use partition::{Db, Entry, Location, Meta, NUM_DBS, Partition};
+pub use slab_table::{fast_rand, hash_bytes};
+pub use stats::StoreStats;
+pub use value::{Value, WRONGTYPE};
+
+use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+pub struct Keyspace {
+    parts: Box<[Mutex<Partition>]>,
+    mask: u64,
+    /// Bytes used by keys and values, summed over partitions. Updated in
+    /// batches per thread (see `add_mem`), so it can lag by a few KiB per thread.
+    used: AtomicI64,
+    started: Instant,
+}
+
+/// Batch size for folding a thread's memory deltas into the global counter:
+/// small enough for an exact-feeling `maxmemory`, large enough that writers
+/// on different cores rarely touch the shared cache line.
+const MEM_BATCH: i64 = 16 * 1024;
+
+thread_local! {
+    static PENDING_MEM: Cell<i64> = const { Cell::new(0) };
+}
+
+impl Keyspace {
+    /// `partitions` is rounded up to a power of two.
+    pub fn new(partitions: usize) -> Self {
+        let n = partitions.max(1).next_power_of_two();
+        Keyspace {
+            parts: (0..n).map(|_| Mutex::new(Partition::default())).collect(),
+            mask: (n - 1) as u64,
+            used: AtomicI64::new(0),
+            started: Instant::now(),
+        }
+    }
+
+    pub fn num_partitions(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// The partition a key hash belongs to. Uses bits the hash table itself
+    /// does not rely on (hashbrown uses the low bits for buckets and the top
+    /// 7 for tags), so keys within a partition still spread evenly.
+    #[inline]
+    pub fn partition_of(&self, hash: u64) -> u32 {
+        ((hash >> 40) & self.mask) as u32
+    }
+
+    #[inline]
+    pub fn partition_of_key(&self, key: &[u8]) -> u32 {
+        self.partition_of(hash_bytes(key))
+    }
+
+    pub fn lock(&self, idx: u32) -> MutexGuard<'_, Partition> {
+        self.parts[idx as usize].lock()
+    }
+
+    pub fn try_lock(&self, idx: u32) -> Option<MutexGuard<'_, Partition>> {
+        self.parts[idx as usize].try_lock()
+    }
+
+    /// Locks the given partitions (any order, duplicates allowed) in
+    /// ascending order.
+    pub fn lock_set(&self, idx: &mut SmallVec<[u32; 8]>) -> Locked<'_> {
+        idx.sort_unstable();
+        idx.dedup();
+        let guards = idx.iter().map(|&i| (i, self.lock(i))).collect();
+        Locked { guards, all: false }
+    }
+
+    /// Locks every partition (commands that see the whole keyspace inside EXEC).
+    pub fn lock_all(&self) -> Locked<'_> {
+        let guards = (0..self.parts.len() as u32).map(|i| (i, self.lock(i))).collect();
+        Locked { guards, all: true }
+    }
+
+    /// No partitions locked: for commands that lock one partition at a time.
+    pub fn lock_none(&self) -> Locked<'_> {
+        Locked { guards: SmallVec::new(), all: false }
+    }
+
+    /// Adds a memory delta; folded into the shared counter in batches.
+    #[inline]
+    pub fn add_mem(&self, delta: i64) {
+        PENDING_MEM.with(|p| {
+            let v = p.get() + delta;
+            if v.abs() >= MEM_BATCH {
+                self.used.fetch_add(v, Ordering::Relaxed);
+                p.set(0);
+            } else {
+                p.set(v);
+            }
+        });
+    }
+
+    /// Folds this thread's pending delta now (before reporting or deciding
+    /// on eviction).
+    pub fn flush_mem(&self) {
+        PENDING_MEM.with(|p| {
+            let v = p.replace(0);
+            if v != 0 {
+                self.used.fetch_add(v, Ordering::Relaxed);
+            }
+        });
+    }
+
+    /// Bytes used by the keyspace (keys, values, index).
+    pub fn used_memory(&self) -> i64 {
+        self.used.load(Ordering::Relaxed).max(0)
+    }
+
+    /// Seconds since start-up: the clock for LRU idle times.
+    pub fn clock_secs(&self) -> u32 {
+        self.started.elapsed().as_secs() as u32
+    }
+}
+
+/// The set of partitions a command holds locked.
+pub struct Locked<'a> {
+    guards: SmallVec<[(u32, MutexGuard<'a, Partition>); 4]>,
+    all: bool,
+}
+
+impl<'a> Locked<'a> {
+    /// The locked partition `idx`. Panics if the command did not declare a
+    /// key in it: that is a command-table bug, never a client error.
+    #[inline]
+    pub fn get(&mut self, idx: u32) -> &mut Partition {
+        if self.all {
+            return &mut self.guards[idx as usize].1;
+        }
+        for (i, g) in self.guards.iter_mut() {
+            if *i == idx {
+                return g;
+            }
+        }
+        panic!("partition {idx} not locked by this command");
+    }
+
+    pub fn is_all(&self) -> bool {
+        self.all
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.guards.is_empty()
+    }
+
+    pub fn holds(&self, idx: u32) -> bool {
+        self.all || self.guards.iter().any(|(i, _)| *i == idx)
+    }
+}
+
+/// Current unix time in milliseconds.
+#[inline]
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Removes an entry chosen by eviction; returns the bytes it accounted for.
+pub fn evict_slot(ks: &Keyspace, part: &mut Partition, db: usize, slot: u32) -> usize {
+    access::remove_slot(ks, part, db, slot).mem()
+}

@@ -1,0 +1,255 @@
+//! One partition of the keyspace: its index for each database, expiry
+//! bookkeeping, eviction metadata, WATCH versions, blocked clients and its
+//! memory counter. A partition is only ever touched under its own lock.
+
+use super::slab_table::{Keyed, NONE, SlabTable};
+use super::value::Value;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Number of logical databases (SELECT 0..15).
+pub const NUM_DBS: usize = 16;
+
+/// Fixed bookkeeping per key beyond key and value bytes: slab slot, index
+/// bucket and the Entry header. Kept close to reality so `used_memory` and
+/// `maxmemory` mean what users expect.
+pub const ENTRY_OVERHEAD: usize = 96;
+/// Extra bytes for a key that has a TTL (its node in the expiry set).
+pub const EXPIRE_OVERHEAD: usize = 32;
+
+/// Where a key's value lives. Only RAM today; the disk tier adds a variant
+/// (segment, offset, length) so the index stays in RAM while values move.
+pub enum Location {
+    Ram(Value),
+}
+
+/// Eviction metadata kept in every index entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Meta {
+    /// Last access time in seconds since the keyspace epoch (LRU, IDLETIME).
+    pub last_access: u32,
+    /// Logarithmic access counter (LFU, OBJECT FREQ).
+    pub freq: u8,
+    /// SIEVE's visited bit.
+    pub visited: bool,
+    /// SIEVE queue links (slot numbers in the same database, or NONE).
+    pub prev: u32,
+    pub next: u32,
+}
+
+pub struct Entry {
+    pub key: Box<[u8]>,
+    /// Absolute expiry in unix milliseconds; 0 = persistent.
+    pub expire_at: u64,
+    pub meta: Meta,
+    pub loc: Location,
+}
+
+impl Keyed for Entry {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+}
+
+impl Entry {
+    pub fn value(&self) -> &Value {
+        match &self.loc {
+            Location::Ram(v) => v,
+        }
+    }
+    pub fn value_mut(&mut self) -> &mut Value {
+        match &mut self.loc {
+            Location::Ram(v) => v,
+        }
+    }
+    /// Bytes this entry accounts for in `used_memory`.
+    pub fn mem(&self) -> usize {
+        self.key.len()
+            + self.value().mem_bytes()
+            + ENTRY_OVERHEAD
+            + if self.expire_at != 0 { EXPIRE_OVERHEAD } else { 0 }
+    }
+}
+
+/// One logical database's share of a partition.
+#[derive(Default)]
+pub struct Db {
+    pub table: SlabTable<Entry>,
+    /// (expire_at, slot) for every key with a TTL: exact active expiry and
+    /// volatile-ttl eviction without sampling.
+    pub expires: BTreeSet<(u64, u32)>,
+    /// SIEVE queue: head = newest, tail = oldest; `hand` walks tail → head.
+    pub sieve_head: u32,
+    pub sieve_tail: u32,
+    pub sieve_hand: u32,
+}
+
+impl Db {
+    pub fn new() -> Self {
+        Db {
+            table: SlabTable::default(),
+            expires: BTreeSet::new(),
+            sieve_head: NONE,
+            sieve_tail: NONE,
+            sieve_hand: NONE,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    #[inline]
+    pub fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        self.table.find(hash, key)
+    }
+
+    #[inline]
+    pub fn entry(&self, slot: u32) -> &Entry {
+        self.table.get(slot).expect("live slot")
+    }
+
+    #[inline]
+    pub fn entry_mut(&mut self, slot: u32) -> &mut Entry {
+        self.table.get_mut(slot).expect("live slot")
+    }
+
+    /// Inserts an entry for a key known to be absent; links it at the head of
+    /// the SIEVE queue and into the expiry set.
+    pub fn insert(&mut self, hash: u64, mut entry: Entry) -> u32 {
+        entry.meta.prev = NONE;
+        entry.meta.next = self.sieve_head;
+        let expire_at = entry.expire_at;
+        let slot = self.table.insert_new(hash, entry);
+        if self.sieve_head != NONE {
+            let head = self.sieve_head;
+            self.entry_mut(head).meta.prev = slot;
+        }
+        self.sieve_head = slot;
+        if self.sieve_tail == NONE {
+            self.sieve_tail = slot;
+        }
+        if expire_at != 0 {
+            self.expires.insert((expire_at, slot));
+        }
+        slot
+    }
+
+    /// Removes the entry in `slot` from the index, queue and expiry set.
+    pub fn remove(&mut self, slot: u32) -> Entry {
+        let (prev, next, expire_at) = {
+            let e = self.entry(slot);
+            (e.meta.prev, e.meta.next, e.expire_at)
+        };
+        if prev != NONE {
+            self.entry_mut(prev).meta.next = next;
+        } else {
+            self.sieve_head = next;
+        }
+        if next != NONE {
+            self.entry_mut(next).meta.prev = prev;
+        } else {
+            self.sieve_tail = prev;
+        }
+        if self.sieve_hand == slot {
+            self.sieve_hand = prev;
+        }
+        if expire_at != 0 {
+            self.expires.remove(&(expire_at, slot));
+        }
+        self.table.remove(slot).expect("live slot")
+    }
+
+    /// Changes a key's expiry (0 = persist), keeping the expiry set in step.
+    pub fn set_expire(&mut self, slot: u32, expire_at: u64) {
+        let old = self.entry(slot).expire_at;
+        if old == expire_at {
+            return;
+        }
+        if old != 0 {
+            self.expires.remove(&(old, slot));
+        }
+        if expire_at != 0 {
+            self.expires.insert((expire_at, slot));
+        }
+        self.entry_mut(slot).expire_at = expire_at;
+    }
+
+    pub fn clear(&mut self) {
+        *self = Db::new();
+    }
+}
+
+/// WATCH bookkeeping for one key: bumped on every modification.
+#[derive(Default)]
+pub struct WatchState {
+    pub version: u64,
+    pub watchers: u32,
+}
+
+pub struct Partition {
+    pub dbs: Box<[Db]>,
+    /// Bytes accounted to keys in this partition.
+    pub mem: i64,
+    /// Keys some client WATCHes, with their modification versions.
+    pub watched: HashMap<(u8, Box<[u8]>), WatchState>,
+    /// Clients blocked (BLPOP & co.) waiting for a key to be pushed to.
+    pub blocked: HashMap<(u8, Box<[u8]>), Vec<Arc<Notify>>>,
+}
+
+impl Default for Partition {
+    fn default() -> Self {
+        Partition {
+            dbs: (0..NUM_DBS).map(|_| Db::new()).collect(),
+            mem: 0,
+            watched: HashMap::new(),
+            blocked: HashMap::new(),
+        }
+    }
+}
+
+impl Partition {
+    /// Records a modification of `key` for WATCH.
+    #[inline]
+    pub fn touch_watched(&mut self, db: usize, key: &[u8]) {
+        if self.watched.is_empty() {
+            return;
+        }
+        // Avoids allocating a key on every write by probing with a borrowed key
+        // only when watches exist at all (rare).
+        if let Some(w) = self.watched.get_mut(&(db as u8, Box::<[u8]>::from(key))) {
+            w.version += 1;
+        }
+    }
+
+    /// Marks every watched key of `db` (or of all dbs) as modified (FLUSHDB, SWAPDB).
+    pub fn touch_all_watched(&mut self, db: Option<usize>) {
+        for ((d, _), w) in self.watched.iter_mut() {
+            if db.is_none_or(|db| *d as usize == db) {
+                w.version += 1;
+            }
+        }
+    }
+
+    /// Wakes the clients blocked on `key`: they retry their command.
+    #[inline]
+    pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
+        if self.blocked.is_empty() {
+            return;
+        }
+        if let Some(waiters) = self.blocked.remove(&(db as u8, Box::<[u8]>::from(key))) {
+            for w in waiters {
+                w.notify_one();
+            }
+        }
+    }
+
+    pub fn keys(&self) -> usize {
+        self.dbs.iter().map(|d| d.len()).sum()
+    }
+}
