@@ -114,7 +114,7 @@ start() {
     kill -0 "${PID[$name]}" 2>/dev/null || break
     sleep 0.05
   done
-  echo "$name did not answer PING; log tail:" >&2; tail -n 20 "$OUT/logs/$name.log" >&2; exit 1
+  echo "$name did not answer PING (cmd: $cmd); log tail:" >&2; tail -n 20 "$OUT/logs/$name.log" >&2; exit 1
 }
 
 cpu_ticks() {  # utime+stime (all threads) of pid; parse after the ")" of comm

@@ -15,7 +15,7 @@ use std::time::Instant;
 /// Every command, indexed by lower-case name.
 pub struct CommandTable {
     defs: Vec<&'static CommandDef>,
-    by_name: HashMap<&'static [u8], usize>,
+    by_name: HashMap<&'static [u8], usize, foldhash::fast::FixedState>,
 }
 
 impl Default for CommandTable {
@@ -27,7 +27,7 @@ impl Default for CommandTable {
 impl CommandTable {
     pub fn new() -> Self {
         let defs = super::all_commands();
-        let mut by_name = HashMap::with_capacity(defs.len() * 2);
+        let mut by_name = HashMap::with_capacity_and_hasher(defs.len() * 2, Default::default());
         for (i, d) in defs.iter().enumerate() {
             let prev = by_name.insert(d.name.as_bytes(), i);
             assert!(prev.is_none(), "command {} registered twice", d.name);
@@ -158,7 +158,7 @@ fn queue(
 ) -> Outcome {
     if def.has(flags::NO_MULTI) {
         client.multi_dirty = true;
-        out.error(&format!("ERR Command not allowed inside a transaction"));
+        out.error("ERR Command not allowed inside a transaction");
         return Outcome::Done;
     }
     // Redis refuses to queue memory-growing commands when over the limit.
@@ -207,6 +207,7 @@ pub fn run(
         },
         client,
         shared,
+        worker,
         in_exec,
         block: None,
     };

@@ -184,6 +184,8 @@ pub struct Ctx<'a> {
     pub keys: KeyAccess<'a>,
     pub client: &'a mut Client,
     pub shared: &'a Shared,
+    /// This worker's counters (EXEC records each queued command).
+    pub worker: &'a crate::metrics::WorkerMetrics,
     /// True while EXEC runs queued commands: blocking commands must not block.
     pub in_exec: bool,
     /// Set when the command asks to block.

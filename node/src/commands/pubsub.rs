@@ -1,14 +1,287 @@
-//! Pub/sub: SUBSCRIBE, PSUBSCRIBE, PUBLISH and friends (being written).
+//! Pub/sub: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, PUBLISH, PUBSUB.
+//!
+//! The hub maps channels and patterns to subscribers' shared `ClientInfo`.
+//! PUBLISH encodes the message once per protocol version and hands it to
+//! each subscriber's connection task through an unbounded channel; bytes in
+//! flight are counted per client, and a subscriber that stops reading past
+//! the pub/sub output limit is disconnected (Redis's
+//! `client-output-buffer-limit pubsub`), so a slow reader cannot make the
+//! server hold unbounded memory.
 
-use super::CommandDef;
+use super::{CmdResult, CommandDef, Ctx, Keys, flags};
+use crate::protocol::Reply;
 use crate::server::Shared;
-use crate::server::client::Client;
+use crate::server::client::{Client, ClientInfo};
+use crate::util::{eq_ic, glob_match};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
-pub const COMMANDS: &[CommandDef] = &[];
+const PS: u32 = flags::PUBSUB | flags::NOSCRIPT | flags::LOADING | flags::STALE;
+
+pub const COMMANDS: &[CommandDef] = &[
+    CommandDef::new("subscribe", -2, PS | flags::PUBSUB_CTX, Keys::None, subscribe).acl("@pubsub @slow"),
+    CommandDef::new("unsubscribe", -1, PS | flags::PUBSUB_CTX, Keys::None, unsubscribe).acl("@pubsub @slow"),
+    CommandDef::new("psubscribe", -2, PS | flags::PUBSUB_CTX, Keys::None, psubscribe).acl("@pubsub @slow"),
+    CommandDef::new("punsubscribe", -1, PS | flags::PUBSUB_CTX, Keys::None, punsubscribe).acl("@pubsub @slow"),
+    CommandDef::new("publish", 3, PS | flags::FAST | flags::MAY_REPLICATE, Keys::None, publish)
+        .acl("@pubsub @fast"),
+    CommandDef::new("pubsub", -2, flags::LOADING | flags::STALE, Keys::None, pubsub)
+        .acl("@slow")
+        .subs(&["channels", "numsub", "numpat", "help"]),
+];
+
+type Subscribers = HashMap<u64, Arc<ClientInfo>>;
 
 /// Channel and pattern subscriptions of every client.
 #[derive(Default)]
-pub struct Hub {}
+pub struct Hub {
+    channels: RwLock<HashMap<Vec<u8>, Subscribers>>,
+    patterns: RwLock<HashMap<Vec<u8>, Subscribers>>,
+}
 
-/// Drops all of a disconnecting client's subscriptions.
-pub fn unsubscribe_all(_shared: &Shared, _client: &mut Client) {}
+impl Hub {
+    pub fn num_patterns(&self) -> usize {
+        self.patterns.read().len()
+    }
+
+    pub fn num_channels(&self) -> usize {
+        self.channels.read().len()
+    }
+}
+
+/// Writes a subscription confirmation: [kind, name-or-nil, count] as a push.
+fn confirm(out: &mut Reply, kind: &str, name: Option<&[u8]>, count: usize) {
+    out.push(3);
+    out.bulk_str(kind);
+    match name {
+        Some(n) => out.bulk(n),
+        None => out.null(),
+    }
+    out.int(count as i64);
+}
+
+fn set_counts(client: &Client) {
+    client.info.subs.store(client.channels.len() as u32, Relaxed);
+    client.info.psubs.store(client.patterns.len() as u32, Relaxed);
+}
+
+fn subscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let hub = &ctx.shared.pubsub;
+    for ch in &args[1..] {
+        if ctx.client.channels.insert(ch.to_vec()) {
+            hub.channels.write().entry(ch.to_vec()).or_default().insert(ctx.client.id(), ctx.client.info.clone());
+        }
+        confirm(out, "subscribe", Some(ch), ctx.client.subscription_count());
+    }
+    set_counts(ctx.client);
+    Ok(())
+}
+
+fn psubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let hub = &ctx.shared.pubsub;
+    for p in &args[1..] {
+        if ctx.client.patterns.insert(p.to_vec()) {
+            hub.patterns.write().entry(p.to_vec()).or_default().insert(ctx.client.id(), ctx.client.info.clone());
+        }
+        confirm(out, "psubscribe", Some(p), ctx.client.subscription_count());
+    }
+    set_counts(ctx.client);
+    Ok(())
+}
+
+fn remove_sub(map: &RwLock<HashMap<Vec<u8>, Subscribers>>, name: &[u8], id: u64) {
+    let mut m = map.write();
+    if let Some(subs) = m.get_mut(name) {
+        subs.remove(&id);
+        if subs.is_empty() {
+            m.remove(name);
+        }
+    }
+}
+
+fn unsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let names: Vec<Vec<u8>> = if args.len() > 1 {
+        args[1..].iter().map(|a| a.to_vec()).collect()
+    } else {
+        ctx.client.channels.iter().cloned().collect()
+    };
+    if names.is_empty() {
+        confirm(out, "unsubscribe", None, ctx.client.subscription_count());
+    }
+    for ch in names {
+        if ctx.client.channels.remove(&ch) {
+            remove_sub(&ctx.shared.pubsub.channels, &ch, ctx.client.id());
+        }
+        confirm(out, "unsubscribe", Some(&ch), ctx.client.subscription_count());
+    }
+    set_counts(ctx.client);
+    Ok(())
+}
+
+fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let names: Vec<Vec<u8>> = if args.len() > 1 {
+        args[1..].iter().map(|a| a.to_vec()).collect()
+    } else {
+        ctx.client.patterns.iter().cloned().collect()
+    };
+    if names.is_empty() {
+        confirm(out, "punsubscribe", None, ctx.client.subscription_count());
+    }
+    for p in names {
+        if ctx.client.patterns.remove(&p) {
+            remove_sub(&ctx.shared.pubsub.patterns, &p, ctx.client.id());
+        }
+        confirm(out, "punsubscribe", Some(&p), ctx.client.subscription_count());
+    }
+    set_counts(ctx.client);
+    Ok(())
+}
+
+/// Drops all of a disconnecting (or RESET) client's subscriptions.
+pub fn unsubscribe_all(shared: &Shared, client: &mut Client) {
+    for ch in client.channels.drain() {
+        remove_sub(&shared.pubsub.channels, &ch, client.info.id);
+    }
+    for p in client.patterns.drain() {
+        remove_sub(&shared.pubsub.patterns, &p, client.info.id);
+    }
+    set_counts(client);
+}
+
+/// A message encoded for RESP2 and RESP3 subscribers.
+struct Encoded {
+    resp2: Vec<u8>,
+    resp3: Vec<u8>,
+}
+
+fn encode(parts: &[&[u8]]) -> Encoded {
+    let build = |resp3: bool| {
+        let mut r = Reply::new(resp3);
+        r.buf = Vec::with_capacity(parts.iter().map(|p| p.len() + 16).sum::<usize>() + 8);
+        r.push(parts.len());
+        for p in parts {
+            r.bulk(p);
+        }
+        r.buf
+    };
+    Encoded { resp2: build(false), resp3: build(true) }
+}
+
+/// Queues a message for a subscriber, disconnecting it if it fell too far behind.
+fn deliver(shared: &Shared, sub: &ClientInfo, msg: &Encoded, me: &mut Client, out: &mut Reply) {
+    let bytes = if sub.resp.load(Relaxed) == 3 { &msg.resp3 } else { &msg.resp2 };
+    if sub.id == me.info.id {
+        // Our own subscription: Redis writes it before the PUBLISH reply.
+        out.raw(bytes);
+        return;
+    }
+    let limit = shared.config.runtime.obuf_limit_pubsub.load(Relaxed);
+    let pending = sub.pending_push.fetch_add(bytes.len(), Relaxed) + bytes.len();
+    if limit > 0 && pending > limit {
+        if !sub.killed.load(Relaxed) {
+            tracing::warn!(client = sub.id, addr = %sub.addr, "closing pub/sub client over its output buffer limit");
+            // Written from any publisher's thread, hence a real atomic add.
+            shared.workers[sub.worker].server.output_buffer_disconnects.fetch_add(1, Relaxed);
+            sub.kill();
+        }
+        return;
+    }
+    if sub.push_tx.send(bytes.clone()).is_err() {
+        sub.pending_push.fetch_sub(bytes.len(), Relaxed);
+    }
+}
+
+fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let (channel, message) = (args[1], args[2]);
+    let shared = ctx.shared;
+    let mut receivers = 0i64;
+    let mut self_msgs = Reply::new(out.resp3);
+    {
+        let channels = shared.pubsub.channels.read();
+        if let Some(subs) = channels.get(channel) {
+            let msg = encode(&[b"message", channel, message]);
+            for sub in subs.values() {
+                deliver(shared, sub, &msg, ctx.client, &mut self_msgs);
+                receivers += 1;
+            }
+        }
+    }
+    {
+        let patterns = shared.pubsub.patterns.read();
+        for (pattern, subs) in patterns.iter() {
+            if !glob_match(pattern, channel, false) {
+                continue;
+            }
+            let msg = encode(&[b"pmessage", pattern, channel, message]);
+            for sub in subs.values() {
+                deliver(shared, sub, &msg, ctx.client, &mut self_msgs);
+                receivers += 1;
+            }
+        }
+    }
+    out.raw(&self_msgs.buf);
+    out.int(receivers);
+    Ok(())
+}
+
+fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let sub = args[1];
+    let hub = &ctx.shared.pubsub;
+    if eq_ic(sub, "channels") && args.len() <= 3 {
+        let pattern = args.get(2).copied();
+        let channels = hub.channels.read();
+        let names: Vec<&Vec<u8>> =
+            channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c, false))).collect();
+        out.array(names.len());
+        for n in names {
+            out.bulk(n);
+        }
+    } else if eq_ic(sub, "numsub") {
+        let channels = hub.channels.read();
+        out.map(args.len() - 2);
+        for ch in &args[2..] {
+            out.bulk(ch);
+            out.int(channels.get(*ch).map_or(0, |s| s.len()) as i64);
+        }
+    } else if eq_ic(sub, "numpat") && args.len() == 2 {
+        out.int(hub.num_patterns() as i64);
+    } else if eq_ic(sub, "help") && args.len() == 2 {
+        let lines = [
+            "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "CHANNELS [<pattern>]",
+            "    Return the currently active channels matching a <pattern> (default: '*').",
+            "NUMPAT",
+            "    Return number of subscriptions to patterns.",
+            "NUMSUB [<channel> ...]",
+            "    Return the number of subscribers for the specified channels, excluding",
+            "    pattern subscriptions(default: no channels).",
+            "HELP",
+            "    Print this help.",
+        ];
+        out.array(lines.len());
+        for l in lines {
+            out.simple(l);
+        }
+    } else {
+        return Err(format!(
+            "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
+            String::from_utf8_lossy(sub)
+        )
+        .into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_encode_per_protocol() {
+        let m = encode(&[b"message", b"ch", b"hi"]);
+        assert_eq!(m.resp2, b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n");
+        assert_eq!(m.resp3, b">3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n");
+    }
+}

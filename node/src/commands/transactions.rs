@@ -1,10 +1,181 @@
-//! MULTI, EXEC, DISCARD, WATCH, UNWATCH (being written).
+//! MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+//!
+//! EXEC is atomic with respect to every client on every thread: before
+//! running the queued commands it locks, in ascending order, every partition
+//! any of them (or any WATCHed key) hashes to — or all partitions when a
+//! queued command sees the whole keyspace — and holds them to the end.
+//! WATCH records a per-key modification version kept in the key's partition;
+//! every write through the keyspace bumps it, so EXEC can tell whether a
+//! watched key changed.
 
-use super::CommandDef;
+use super::dispatch::finish;
+use super::{CmdResult, CommandDef, Ctx, Keys, flags};
+use crate::protocol::Reply;
 use crate::server::Shared;
 use crate::server::client::Client;
+use crate::store::KeyAccess;
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
 
-pub const COMMANDS: &[CommandDef] = &[];
+const TX: u32 = flags::NOSCRIPT | flags::LOADING | flags::STALE | flags::FAST | flags::NO_QUEUE | flags::ALLOW_BUSY;
 
-/// Forgets every key the client WATCHes.
-pub fn unwatch_all(_shared: &Shared, _client: &mut Client) {}
+pub const COMMANDS: &[CommandDef] = &[
+    CommandDef::new("multi", 1, TX, Keys::None, multi).acl("@fast @transaction"),
+    CommandDef::new("exec", 1, flags::NOSCRIPT | flags::LOADING | flags::STALE | flags::NO_QUEUE, Keys::None, exec)
+        .acl("@slow @transaction"),
+    CommandDef::new("discard", 1, TX, Keys::None, discard).acl("@fast @transaction"),
+    CommandDef::new("watch", -2, TX | flags::NO_MULTI, Keys::Range(1, -1, 1), watch).acl("@fast @transaction"),
+    CommandDef::new("unwatch", 1, TX, Keys::None, unwatch).acl("@fast @transaction"),
+];
+
+fn multi(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err("ERR MULTI calls can not be nested".into());
+    }
+    ctx.client.multi = Some(Vec::new());
+    ctx.client.multi_dirty = false;
+    ctx.client.info.multi.store(0, Relaxed);
+    out.ok();
+    Ok(())
+}
+
+fn end_multi(client: &mut Client) {
+    client.multi = None;
+    client.multi_dirty = false;
+    client.info.multi.store(u32::MAX, Relaxed);
+}
+
+fn discard(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if ctx.client.multi.is_none() {
+        return Err("ERR DISCARD without MULTI".into());
+    }
+    end_multi(ctx.client);
+    unwatch_locked(&mut ctx.keys, ctx.client);
+    out.ok();
+    Ok(())
+}
+
+fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if ctx.client.multi.is_some() {
+        return Err("ERR WATCH inside MULTI is not allowed".into());
+    }
+    let db = ctx.keys.db;
+    for key in &args[1..] {
+        if ctx.client.watched.iter().any(|(d, k, _)| *d == db && k.as_slice() == *key) {
+            continue;
+        }
+        let idx = ctx.shared.ks.partition_of_key(key);
+        let version = ctx.keys.with_partition(idx, |part| {
+            let w = part.watched.entry((db as u8, (*key).into())).or_default();
+            w.watchers += 1;
+            w.version
+        });
+        ctx.client.watched.push((db, key.to_vec(), version));
+    }
+    out.ok();
+    Ok(())
+}
+
+fn unwatch(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    unwatch_locked(&mut ctx.keys, ctx.client);
+    out.ok();
+    Ok(())
+}
+
+/// Drops the client's watches through `keys` (which may hold the locks).
+fn unwatch_locked(keys: &mut KeyAccess<'_>, client: &mut Client) {
+    for (db, key, _) in client.watched.drain(..) {
+        let idx = keys.ks.partition_of_key(&key);
+        keys.with_partition(idx, |part| release_watch(part, db, key));
+    }
+}
+
+fn release_watch(part: &mut crate::store::Partition, db: usize, key: Vec<u8>) {
+    let k = (db as u8, key.into_boxed_slice());
+    if let Some(w) = part.watched.get_mut(&k) {
+        w.watchers -= 1;
+        if w.watchers == 0 {
+            part.watched.remove(&k);
+        }
+    }
+}
+
+/// Forgets every key the client WATCHes (no locks held by the caller).
+pub fn unwatch_all(shared: &Shared, client: &mut Client) {
+    for (db, key, _) in client.watched.drain(..) {
+        let idx = shared.ks.partition_of_key(&key);
+        release_watch(&mut shared.ks.lock(idx), db, key);
+    }
+}
+
+const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
+
+fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let Some(queued) = ctx.client.multi.take() else {
+        return Err("ERR EXEC without MULTI".into());
+    };
+    let dirty = ctx.client.multi_dirty;
+    end_multi(ctx.client);
+    if dirty {
+        unwatch_locked(&mut ctx.keys, ctx.client);
+        return Err(EXECABORT.into());
+    }
+    let shared = ctx.shared;
+    let table = &shared.table;
+
+    // Memory first, before any lock is taken (eviction locks partitions).
+    let grows = queued.iter().any(|q| table.get(q.cmd).has(flags::DENYOOM));
+    if grows && !crate::eviction::ensure_memory(shared, ctx.keys.stats) {
+        unwatch_locked(&mut ctx.keys, ctx.client);
+        return Err(format!("EXECABORT Transaction discarded because of: {}", super::err::OOM).into());
+    }
+
+    // Lock every partition the transaction can touch, in one ordered pass.
+    let needs_all = queued.iter().any(|q| matches!(table.get(q.cmd).keys, Keys::All));
+    let ks = &shared.ks;
+    ctx.keys.locked = if needs_all {
+        ks.lock_all()
+    } else {
+        let mut parts: SmallVec<[u32; 8]> = SmallVec::new();
+        for q in &queued {
+            let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
+            for i in table.get(q.cmd).key_positions(&args) {
+                parts.push(ks.partition_of_key(&q.args[i]));
+            }
+        }
+        for (_, key, _) in &ctx.client.watched {
+            parts.push(ks.partition_of_key(key));
+        }
+        ks.lock_set(&mut parts)
+    };
+
+    // A watched key modified since WATCH aborts the transaction.
+    let touched = ctx.client.watched.iter().any(|(db, key, version)| {
+        let idx = ks.partition_of_key(key);
+        let part = ctx.keys.locked.get(idx);
+        part.watched.get(&(*db as u8, key.clone().into_boxed_slice())).is_none_or(|w| w.version != *version)
+    });
+    unwatch_locked(&mut ctx.keys, ctx.client);
+    if touched {
+        out.null_array();
+        return Ok(());
+    }
+
+    out.array(queued.len());
+    ctx.in_exec = true;
+    for q in &queued {
+        let def = table.get(q.cmd);
+        let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
+        // SELECT inside the transaction changes the database for what follows.
+        ctx.keys.db = ctx.client.db;
+        let start = Instant::now();
+        let mark = out.len();
+        let result = (def.handler)(ctx, &args, out);
+        // Blocking commands never block inside EXEC; drop any stray request.
+        ctx.block = None;
+        finish(ctx.worker, q.cmd, start, mark, result, out);
+    }
+    ctx.in_exec = false;
+    Ok(())
+}

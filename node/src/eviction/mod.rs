@@ -102,3 +102,87 @@ fn evict(ks: &Keyspace, v: Victim, stats: &StoreStats) {
     StoreStats::bump(&stats.evicted, 1);
     StoreStats::bump(&stats.evicted_bytes, freed as u64);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Entry, Location, Meta, Value, hash_bytes};
+
+    /// Inserts `n` keys "k0".."k{n-1}" into db 0; key i gets last_access i.
+    fn filled(partitions: usize, n: usize, ttl: impl Fn(usize) -> u64) -> Keyspace {
+        let ks = Keyspace::new(partitions);
+        for i in 0..n {
+            let key = format!("k{i}");
+            let h = hash_bytes(key.as_bytes());
+            let mut part = ks.lock(ks.partition_of(h));
+            let meta = Meta { last_access: i as u32, freq: 5, visited: false, prev: u32::MAX, next: u32::MAX };
+            let entry = Entry { key: key.as_bytes().into(), expire_at: ttl(i), meta, loc: Location::Ram(Value::Str(vec![b'v'; 10])) };
+            part.dbs[0].insert(h, entry);
+        }
+        ks
+    }
+
+    fn evict_n(ks: &Keyspace, policy: &dyn EvictionPolicy, n: usize) -> Vec<String> {
+        let stats = StoreStats::default();
+        let mut names = Vec::new();
+        for _ in 0..n {
+            let v = policy.pick(ks, 5).expect("a victim");
+            names.push(String::from_utf8(ks.lock(v.part).dbs[v.db].entry(v.slot).key.to_vec()).unwrap());
+            evict(ks, v, &stats);
+        }
+        names
+    }
+
+    fn set_visited(ks: &Keyspace, key: &str) {
+        let h = hash_bytes(key.as_bytes());
+        let mut part = ks.lock(ks.partition_of(h));
+        let slot = part.dbs[0].find(h, key.as_bytes()).unwrap();
+        part.dbs[0].entry_mut(slot).meta.visited = true;
+    }
+
+    #[test]
+    fn sieve_spares_visited_keys_and_evicts_in_fifo_order() {
+        // One partition: the exact SIEVE algorithm.
+        let ks = filled(1, 10, |_| 0);
+        for k in ["k0", "k2", "k4"] {
+            set_visited(&ks, k);
+        }
+        let victims = evict_n(&ks, policy("sieve").unwrap(), 7);
+        assert_eq!(victims, ["k1", "k3", "k5", "k6", "k7", "k8", "k9"]);
+        // Bits were cleared on the way: the survivors go next, oldest first.
+        let victims = evict_n(&ks, policy("sieve").unwrap(), 3);
+        assert_eq!(victims, ["k0", "k2", "k4"]);
+    }
+
+    #[test]
+    fn lru_prefers_the_least_recently_used() {
+        let ks = filled(1, 100, |_| 0);
+        // With every key sampled from one partition, 5 samples find an old key;
+        // over many evictions the oldest half goes first on average.
+        let victims = evict_n(&ks, policy("allkeys-lru").unwrap(), 50);
+        let old = victims.iter().filter(|k| k[1..].parse::<usize>().unwrap() < 50).count();
+        assert!(old >= 35, "only {old} of 50 LRU victims were from the older half");
+    }
+
+    #[test]
+    fn volatile_policies_only_touch_keys_with_ttl() {
+        for name in ["volatile-lru", "volatile-random", "volatile-ttl", "volatile-lfu"] {
+            let ks = filled(8, 40, |i| if i % 2 == 0 { 10_000_000_000_000 + i as u64 } else { 0 });
+            let victims = evict_n(&ks, policy(name).unwrap(), 20);
+            assert!(victims.iter().all(|k| k[1..].parse::<usize>().unwrap() % 2 == 0), "{name}: {victims:?}");
+            assert!(policy(name).unwrap().pick(&ks, 5).is_none(), "{name} found a persistent victim");
+        }
+        // volatile-ttl takes the nearest expiry first.
+        let ks = filled(1, 40, |i| if i % 2 == 0 { 10_000_000_000_000 + i as u64 } else { 0 });
+        let victims = evict_n(&ks, policy("volatile-ttl").unwrap(), 1);
+        assert_eq!(victims, ["k0"]);
+    }
+
+    #[test]
+    fn noeviction_has_no_policy() {
+        assert!(policy("noeviction").is_none());
+        for p in crate::config::POLICIES.iter().filter(|p| **p != "noeviction") {
+            assert_eq!(policy(p).unwrap().name(), *p);
+        }
+    }
+}

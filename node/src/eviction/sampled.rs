@@ -36,14 +36,22 @@ impl EvictionPolicy for Sampled {
     fn pick(&self, ks: &Keyspace, samples: usize) -> Option<Victim> {
         let nparts = ks.num_partitions() as u64;
         let mut best: Option<(u64, Victim)> = None;
-        // Try more partitions than samples: many may be empty in small keyspaces.
         let mut taken = 0;
+        // Random partitions first (the same one may be drawn twice: with few
+        // partitions that is how several samples come from one); if those
+        // were empty (tiny keyspace), walk partitions in order from a random
+        // start until enough candidates are found.
+        let random_draws = samples as u64 * 4;
         let start = fast_rand() % nparts;
-        for i in 0..nparts {
+        for attempt in 0..random_draws + nparts {
             if taken >= samples {
                 break;
             }
-            let pidx = ((start + i * 7919) % nparts) as u32;
+            let pidx = if attempt < random_draws {
+                (fast_rand() % nparts) as u32
+            } else {
+                ((start + attempt - random_draws) % nparts) as u32
+            };
             let part = ks.lock(pidx);
             for db in 0..NUM_DBS {
                 let d = &part.dbs[db];

@@ -50,8 +50,10 @@ impl EvictionPolicy for Sieve {
                     hand = prev;
                     steps += 1;
                 };
-                // The next search starts past the victim.
-                d.sieve_hand = d.entry(victim).meta.prev;
+                // The hand rests on the candidate: evicting it moves the hand
+                // on (Db::remove); if another partition's candidate wins, this
+                // one is still first in line next time.
+                d.sieve_hand = victim;
                 let age = d.entry(victim).meta.last_access;
                 taken += 1;
                 if best.is_none_or(|(a, _)| age < a) {

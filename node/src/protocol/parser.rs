@@ -471,7 +471,7 @@ mod tests {
     #[test]
     fn huge_declared_bulk_reports_hint_without_allocating() {
         let (p, _, _) = parse(b"*1\r\n$536870912\r\n");
-        assert_eq!(p, Parse::Incomplete { hint: 14 + 536870912 + 2 });
+        assert_eq!(p, Parse::Incomplete { hint: 16 + 536870912 + 2 });
         let (p, _, _) = parse(b"*1\r\n$536870913\r\n");
         assert_eq!(p, Parse::Error(ERR_BULK_LEN));
     }

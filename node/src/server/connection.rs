@@ -18,6 +18,10 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 const READ_CHUNK: usize = 16 * 1024;
+/// Replies accumulated past this size are written before more requests run,
+/// so a pipeline of large replies to a slow reader cannot grow the output
+/// buffer without bound (the reader's socket applies back-pressure).
+const OUT_FLUSH_AT: usize = 256 * 1024;
 
 pub async fn serve(conn: NewConn, shared: Arc<Shared>, metrics: Arc<WorkerMetrics>, worker: usize) {
     let (push_tx, push_rx) = mpsc::unbounded_channel();
@@ -139,6 +143,8 @@ impl Buffers {
 enum Step {
     /// All complete requests done; read more.
     NeedMore,
+    /// Output is large: write it, then continue with the buffered requests.
+    Flush,
     /// A command blocked; these owned args re-run when woken.
     Blocked(Vec<Vec<u8>>, BlockRequest),
     /// Protocol error or QUIT: write what we have and close.
@@ -200,6 +206,11 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             let step = process(&shared, &metrics, &mut client, &mut bufs, &mut req);
             match step {
                 Step::NeedMore => break,
+                Step::Flush => {
+                    if flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
+                        break 'conn;
+                    }
+                }
                 Step::Close => {
                     let _ = flush(&mut stream, &mut bufs.out, &metrics).await;
                     break 'conn;
@@ -308,6 +319,9 @@ fn process(
         }
         if client.close_after_reply {
             return Step::Close;
+        }
+        if bufs.out.len() >= OUT_FLUSH_AT {
+            return Step::Flush;
         }
     }
 }

@@ -236,6 +236,7 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
         }
     }
     shared.ks.flush_mem();
+    shared.ks.tick_clock();
     if worker == 0 {
         shared.ops_samples.lock().sample(shared.total_commands());
     }

@@ -24,7 +24,7 @@ pub use value::{Value, WRONGTYPE};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub struct Keyspace {
@@ -34,6 +34,9 @@ pub struct Keyspace {
     /// batches per thread (see `add_mem`), so it can lag by a few KiB per thread.
     used: AtomicI64,
     started: Instant,
+    /// Seconds since start, refreshed by the workers' periodic tick: the
+    /// LRU clock, read on every access without a system call.
+    clock: AtomicU32,
 }
 
 /// Batch size for folding a thread's memory deltas into the global counter:
@@ -54,6 +57,7 @@ impl Keyspace {
             mask: (n - 1) as u64,
             used: AtomicI64::new(0),
             started: Instant::now(),
+            clock: AtomicU32::new(0),
         }
     }
 
@@ -132,9 +136,16 @@ impl Keyspace {
         self.used.load(Ordering::Relaxed).max(0)
     }
 
-    /// Seconds since start-up: the clock for LRU idle times.
+    /// Seconds since start-up: the clock for LRU idle times (cached; at
+    /// most one tick old).
+    #[inline]
     pub fn clock_secs(&self) -> u32 {
-        self.started.elapsed().as_secs() as u32
+        self.clock.load(Ordering::Relaxed)
+    }
+
+    /// Refreshes the cached LRU clock (called every 100 ms by the workers).
+    pub fn tick_clock(&self) {
+        self.clock.store(self.started.elapsed().as_secs() as u32, Ordering::Relaxed);
     }
 }
 

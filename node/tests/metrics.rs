@@ -1,0 +1,317 @@
+//! The HTTP endpoint: `/metrics` reflects real traffic (commands, latency
+//! histogram, hits/misses, connections, memory, keys), `/healthz` and
+//! `/readyz` answer, and bad HTTP gets an error without hurting the node.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
+
+use support::*;
+
+/// A node with the metrics endpoint on a free port; returns it and that port.
+fn start() -> (Server, u16) {
+    // The harness only retries collisions on the Redis port, so retry the
+    // (rare) metrics port collision here.
+    for _ in 0..5 {
+        let port = free_port();
+        let started = catch_unwind(AssertUnwindSafe(|| {
+            Server::strata_with(&["--metrics-port", &port.to_string(), "--metrics-bind", "127.0.0.1"])
+        }));
+        if let Ok(server) = started {
+            return (server, port);
+        }
+    }
+    panic!("could not start strata with a metrics port");
+}
+
+struct HttpResponse {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl HttpResponse {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+}
+
+/// Sends raw bytes and reads the whole response (the server closes).
+fn http_raw(port: u16, request: &[u8]) -> HttpResponse {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics port");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request).expect("send request");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read response");
+    let text = String::from_utf8(raw).expect("UTF-8 response");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no head in {text:?}"));
+    let status =
+        head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("bad status line in {head:?}"));
+    assert!(head.starts_with("HTTP/1.1 "), "{head}");
+    HttpResponse { status, head: head.to_string(), body: body.to_string() }
+}
+
+fn get(port: u16, path: &str) -> HttpResponse {
+    http_raw(port, format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nUser-Agent: test\r\n\r\n").as_bytes())
+}
+
+/// One sample of the exposition.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parses the OpenMetrics text samples (comments skipped).
+fn parse_samples(text: &str) -> Vec<Sample> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad sample line {line:?}"));
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line:?}"));
+        let (name, labels) = match series.split_once('{') {
+            None => (series, BTreeMap::new()),
+            Some((name, rest)) => {
+                let rest = rest.strip_suffix('}').unwrap_or_else(|| panic!("unclosed labels in {line:?}"));
+                let labels = rest
+                    .split(',')
+                    .map(|kv| {
+                        let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("bad label in {line:?}"));
+                        (k.to_string(), v.trim_matches('"').to_string())
+                    })
+                    .collect();
+                (name, labels)
+            }
+        };
+        out.push(Sample { name: name.to_string(), labels, value });
+    }
+    out
+}
+
+struct Scrape {
+    text: String,
+    samples: Vec<Sample>,
+}
+
+impl Scrape {
+    fn take(port: u16) -> Scrape {
+        let r = get(port, "/metrics");
+        assert_eq!(r.status, 200, "{}\n{}", r.head, r.body);
+        assert_eq!(r.header("content-type"), Some("application/openmetrics-text; version=1.0.0; charset=utf-8"));
+        assert_eq!(r.header("content-length"), Some(r.body.len().to_string().as_str()));
+        assert!(r.body.ends_with("# EOF\n"), "exposition must end with # EOF");
+        let samples = parse_samples(&r.body);
+        Scrape { text: r.body, samples }
+    }
+
+    /// The value of the series with exactly these labels.
+    fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let want: BTreeMap<String, String> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        self.samples.iter().find(|s| s.name == name && s.labels == want).map(|s| s.value)
+    }
+
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels).unwrap_or_else(|| panic!("no sample {name}{labels:?} in\n{}", self.text))
+    }
+}
+
+fn cmd_label(c: &str) -> [(&str, &str); 1] {
+    [("command", c)]
+}
+
+#[test]
+fn every_family_has_help_and_type() {
+    let (_server, port) = start();
+    let scrape = Scrape::take(port);
+    for (family, kind) in [
+        ("strata_commands", "counter"),
+        ("strata_command_failures", "counter"),
+        ("strata_commands_rejected", "counter"),
+        ("strata_command_duration_seconds", "histogram"),
+        ("strata_connections", "gauge"),
+        ("strata_connections_received", "counter"),
+        ("strata_connections_rejected", "counter"),
+        ("strata_net_input_bytes", "counter"),
+        ("strata_net_output_bytes", "counter"),
+        ("strata_keyspace_hits", "counter"),
+        ("strata_keyspace_misses", "counter"),
+        ("strata_expired_keys", "counter"),
+        ("strata_evicted_keys", "counter"),
+        ("strata_evicted_bytes", "counter"),
+        ("strata_memory_used_bytes", "gauge"),
+        ("strata_memory_max_bytes", "gauge"),
+        ("strata_keys", "gauge"),
+        ("strata_protocol_errors", "counter"),
+        ("strata_uptime_seconds", "gauge"),
+        ("strata_worker_threads", "gauge"),
+        ("strata_build", "info"),
+    ] {
+        assert!(scrape.text.contains(&format!("\n# TYPE {family} {kind}\n")), "no TYPE for {family}:\n{}", scrape.text);
+        assert!(scrape.text.contains(&format!("# HELP {family} ")), "no HELP for {family}");
+    }
+    assert_eq!(scrape.value("strata_worker_threads", &[]), 2.0, "the harness starts 2 threads");
+    assert_eq!(scrape.value("strata_build_info", &[("version", env!("CARGO_PKG_VERSION"))]), 1.0);
+    assert!(scrape.value("strata_uptime_seconds", &[]) >= 0.0);
+    assert!(scrape.value("strata_memory_used_bytes", &[("component", "total")]) > 0.0);
+    assert_eq!(scrape.value("strata_memory_max_bytes", &[]), 0.0, "no maxmemory by default");
+    for db in 0..16 {
+        assert_eq!(scrape.value("strata_keys", &[("db", &db.to_string())]), 0.0);
+    }
+}
+
+#[test]
+fn metrics_reflect_traffic() {
+    let (server, port) = start();
+    let before = Scrape::take(port);
+    let mut con = server.redis_client().get_connection().expect("redis connection");
+
+    const SETS: usize = 25;
+    for i in 0..SETS {
+        let () = redis::cmd("SET").arg(format!("key:{i}")).arg("x".repeat(100)).query(&mut con).expect("SET");
+    }
+    for i in 0..10 {
+        let v: Option<String> = redis::cmd("GET").arg(format!("key:{i}")).query(&mut con).expect("GET hit");
+        assert!(v.is_some());
+    }
+    for i in 0..5 {
+        let v: Option<String> = redis::cmd("GET").arg(format!("missing:{i}")).query(&mut con).expect("GET miss");
+        assert!(v.is_none());
+    }
+    // Handler error: counts as a call that failed.
+    let failed: redis::RedisResult<()> = redis::cmd("SET").arg("k").arg("v").arg("EX").arg("soon").query(&mut con);
+    assert!(failed.is_err());
+    // Arity error: refused before execution.
+    let rejected: redis::RedisResult<()> = redis::cmd("GET").query(&mut con);
+    assert!(rejected.is_err());
+    // A key that expires, then is looked up.
+    let () = redis::cmd("SET").arg("short").arg("v").arg("PX").arg(1).query(&mut con).expect("SET PX");
+    std::thread::sleep(Duration::from_millis(20));
+    let gone: Option<String> = redis::cmd("GET").arg("short").query(&mut con).expect("GET expired");
+    assert!(gone.is_none());
+    // A protocol error closes that connection and is counted.
+    let mut raw = TcpStream::connect(server.addr()).unwrap();
+    raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    raw.write_all(b"*abc\r\n").unwrap();
+    let mut reply = Vec::new();
+    let _ = raw.read_to_end(&mut reply);
+    assert!(reply.starts_with(b"-ERR Protocol error"), "{:?}", String::from_utf8_lossy(&reply));
+
+    let after = Scrape::take(port);
+    let set = cmd_label("set");
+    let get = cmd_label("get");
+    // SETs + the failing SET + the expiring SET.
+    assert_eq!(after.value("strata_commands_total", &set), (SETS + 2) as f64);
+    assert_eq!(after.value("strata_command_failures_total", &set), 1.0);
+    assert_eq!(after.value("strata_commands_total", &get), 16.0);
+    assert_eq!(after.value("strata_command_failures_total", &get), 0.0);
+    assert_eq!(after.value("strata_commands_rejected_total", &get), 1.0);
+    assert_eq!(after.value("strata_commands_rejected_total", &set), 0.0);
+
+    // Histogram: count and +Inf agree with the calls; buckets are cumulative.
+    let count = after.value("strata_command_duration_seconds_count", &set);
+    assert_eq!(count, (SETS + 2) as f64);
+    assert!(after.value("strata_command_duration_seconds_sum", &set) > 0.0);
+    let buckets: Vec<&Sample> = after
+        .samples
+        .iter()
+        .filter(|s| s.name == "strata_command_duration_seconds_bucket" && s.labels["command"] == "set")
+        .collect();
+    assert_eq!(buckets.len(), 15, "14 bounds + +Inf");
+    assert!(buckets.windows(2).all(|w| w[0].value <= w[1].value), "buckets must be cumulative");
+    assert_eq!(buckets.last().map(|b| (b.labels["le"].as_str(), b.value)), Some(("+Inf", count)));
+    // Commands never run are left out.
+    assert!(after.get("strata_commands_total", &cmd_label("lpush")).is_none());
+
+    let delta = |name: &str| after.value(name, &[]) - before.value(name, &[]);
+    assert!(delta("strata_keyspace_hits_total") >= 10.0, "hits moved by {}", delta("strata_keyspace_hits_total"));
+    assert!(delta("strata_keyspace_misses_total") >= 5.0);
+    assert!(delta("strata_expired_keys_total") >= 1.0);
+    assert!(delta("strata_connections_received_total") >= 2.0);
+    assert!(delta("strata_net_input_bytes_total") > 2500.0, "25 SETs of 100-byte values were read");
+    assert!(delta("strata_net_output_bytes_total") > 0.0);
+    assert!(delta("strata_protocol_errors_total") >= 1.0);
+    assert!(after.value("strata_connections", &[]) >= 1.0, "our client is connected");
+    assert_eq!(after.value("strata_keys", &[("db", "0")]), SETS as f64);
+    assert_eq!(after.value("strata_keys", &[("db", "1")]), 0.0);
+    let keyspace = after.value("strata_memory_used_bytes", &[("component", "keyspace")]);
+    assert!(keyspace > (SETS * 100) as f64, "keyspace memory {keyspace}");
+    assert!(after.value("strata_memory_used_bytes", &[("component", "total")]) >= keyspace);
+    assert!(after.get("strata_memory_used_bytes", &[("component", "connections")]).is_some());
+    assert_eq!(after.value("strata_evicted_keys_total", &[]), 0.0);
+    assert_eq!(after.value("strata_connections_rejected_total", &[]), 0.0);
+}
+
+#[test]
+fn health_and_readiness() {
+    let (_server, port) = start();
+    let r = get(port, "/healthz");
+    assert_eq!((r.status, r.body.trim()), (200, "ok"));
+    let r = get(port, "/readyz");
+    assert_eq!((r.status, r.body.trim()), (200, "ready"));
+    assert_eq!(get(port, "/readyz?verbose=1").status, 200, "query strings are ignored");
+    assert_eq!(r.header("connection"), Some("close"));
+}
+
+#[test]
+fn http_errors() {
+    let (mut server, port) = start();
+    assert_eq!(get(port, "/").status, 404);
+    assert_eq!(get(port, "/metrics/extra").status, 404);
+    let r = http_raw(port, b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(r.status, 405);
+    assert_eq!(r.header("allow"), Some("GET, HEAD"));
+    let r = http_raw(port, b"HEAD /metrics HTTP/1.1\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert!(r.body.is_empty(), "HEAD has no body");
+    assert!(r.header("content-length").and_then(|l| l.parse::<usize>().ok()).is_some_and(|l| l > 0));
+    assert_eq!(http_raw(port, b"GET /metrics HTTP/2.0\r\n\r\n").status, 505);
+
+    // Malformed requests get 400 and nothing else changes.
+    for garbage in [&b"garbage\r\n\r\n"[..], b"\x00\x01\xff\xfe\r\n\r\n", b"GET\r\n\r\n", b"GET / HTTP/1.1"] {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(garbage).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        assert!(out.starts_with(b"HTTP/1.1 400 "), "{garbage:?} -> {:?}", String::from_utf8_lossy(&out));
+    }
+    // Headers over 8 KiB.
+    let big = format!("GET /metrics HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(9000));
+    assert_eq!(http_raw(port, big.as_bytes()).status, 431);
+    let fits = format!("GET /healthz HTTP/1.1\r\nX-Big: {}\r\n\r\n", "a".repeat(7000));
+    assert_eq!(http_raw(port, fits.as_bytes()).status, 200);
+    // Connections that send nothing and vanish.
+    for _ in 0..10 {
+        drop(TcpStream::connect(("127.0.0.1", port)).unwrap());
+    }
+
+    assert!(server.is_running(), "bad HTTP must not kill the node");
+    assert_eq!(get(port, "/healthz").status, 200);
+    let mut conn = server.conn();
+    conn.send(&["PING"]);
+    assert_eq!(conn.read_frame(), Frame::simple("PONG"));
+}
+
+#[test]
+fn slow_client_times_out_without_blocking_others() {
+    let (_server, port) = start();
+    let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap();
+    // Others are served while the slow client dawdles.
+    assert_eq!(get(port, "/healthz").status, 200);
+    Scrape::take(port);
+    slow.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    let started = std::time::Instant::now();
+    let mut out = Vec::new();
+    let _ = slow.read_to_end(&mut out);
+    assert!(out.starts_with(b"HTTP/1.1 408 "), "{:?}", String::from_utf8_lossy(&out));
+    assert!(started.elapsed() < Duration::from_secs(10));
+}

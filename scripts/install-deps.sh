@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the system packages tests and benchmarks need, when missing.
+# Debian/Ubuntu: redis-server and redis-tools (the reference server for the
+# differential tests, redis-cli and redis-benchmark).
+set -euo pipefail
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v redis-cli >/dev/null || missing+=(redis-tools)
+command -v redis-benchmark >/dev/null || missing+=(redis-tools)
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $(printf '%s\n' "${missing[@]}" | sort -u)
+fi
+if ! command -v cargo >/dev/null; then
+  echo "cargo not found: install Rust with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
+rustup component list --installed 2>/dev/null | grep -q clippy || rustup component add clippy rustfmt 2>/dev/null || true
