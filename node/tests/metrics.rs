@@ -201,7 +201,8 @@ fn metrics_reflect_traffic() {
     raw.write_all(b"*abc\r\n").unwrap();
     let mut reply = Vec::new();
     let _ = raw.read_to_end(&mut reply);
-    assert!(reply.starts_with(b"-ERR Protocol error"), "{:?}", String::from_utf8_lossy(&reply));
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with('-') && reply.contains("Protocol error"), "{reply:?}");
 
     let after = Scrape::take(port);
     let set = cmd_label("set");
@@ -240,10 +241,16 @@ fn metrics_reflect_traffic() {
     assert!(after.value("strata_connections", &[]) >= 1.0, "our client is connected");
     assert_eq!(after.value("strata_keys", &[("db", "0")]), SETS as f64);
     assert_eq!(after.value("strata_keys", &[("db", "1")]), 0.0);
-    let keyspace = after.value("strata_memory_used_bytes", &[("component", "keyspace")]);
-    assert!(keyspace > (SETS * 100) as f64, "keyspace memory {keyspace}");
-    assert!(after.value("strata_memory_used_bytes", &[("component", "total")]) >= keyspace);
     assert!(after.get("strata_memory_used_bytes", &[("component", "connections")]).is_some());
+    // Workers fold their memory deltas into the shared counter in batches,
+    // at the latest on their 100 ms tick: poll for it.
+    let mut keyspace = 0.0;
+    let grew = wait_for(Duration::from_secs(3), || {
+        let s = Scrape::take(port);
+        keyspace = s.value("strata_memory_used_bytes", &[("component", "keyspace")]);
+        keyspace > (SETS * 100) as f64 && s.value("strata_memory_used_bytes", &[("component", "total")]) >= keyspace
+    });
+    assert!(grew, "keyspace memory {keyspace} after {SETS} SETs of 100 bytes");
     assert_eq!(after.value("strata_evicted_keys_total", &[]), 0.0);
     assert_eq!(after.value("strata_connections_rejected_total", &[]), 0.0);
 }

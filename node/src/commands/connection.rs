@@ -1,5 +1,629 @@
-//! Commands: connection (being written).
+//! Connection commands: PING, ECHO, HELLO, AUTH, SELECT, QUIT, RESET, CLIENT.
+//!
+//! These act on the calling connection's own state (`Client`) and, for
+//! CLIENT LIST/KILL, on the shared view of other clients (`ClientInfo`).
 
-use super::CommandDef;
+use super::server::{lossy, subcommand};
+use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
+use crate::protocol::Reply;
+use crate::server::Shared;
+use crate::server::client::{Client, ClientInfo};
+use crate::store::NUM_DBS;
+use crate::util::eq_ic;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
 
-pub const COMMANDS: &[CommandDef] = &[];
+/// The version HELLO and INFO report: tools gate features on it, and Strata
+/// implements Redis 7.0's command semantics.
+pub const REDIS_VERSION: &str = "7.0.15";
+
+/// Flags of commands a client may always send (before AUTH, inside MULTI, ...).
+const ALWAYS: u32 = flags::NOSCRIPT | flags::LOADING | flags::STALE | flags::FAST | flags::NO_AUTH | flags::ALLOW_BUSY;
+
+pub const COMMANDS: &[CommandDef] = &[
+    CommandDef::new("ping", -1, flags::FAST | flags::PUBSUB_CTX, Keys::None, ping).acl("@fast @connection"),
+    CommandDef::new("echo", 2, flags::LOADING | flags::STALE | flags::FAST, Keys::None, echo).acl("@fast @connection"),
+    CommandDef::new("hello", -1, ALWAYS, Keys::None, hello).acl("@fast @connection"),
+    CommandDef::new("auth", -2, ALWAYS, Keys::None, auth).acl("@fast @connection"),
+    CommandDef::new("select", 2, flags::LOADING | flags::STALE | flags::FAST, Keys::None, select)
+        .acl("@fast @connection"),
+    CommandDef::new("quit", -1, ALWAYS | flags::NO_QUEUE | flags::PUBSUB_CTX, Keys::None, quit)
+        .acl("@fast @connection"),
+    CommandDef::new("reset", 1, ALWAYS | flags::NO_QUEUE | flags::PUBSUB_CTX, Keys::None, reset)
+        .acl("@fast @connection"),
+    CommandDef::new("client", -2, 0, Keys::None, client).acl("@slow").subs(CLIENT_SUBS),
+];
+
+fn ping(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if args.len() > 2 {
+        return Err(err::arity("ping").into());
+    }
+    // A RESP2 subscriber can only receive arrays, so Redis answers with one.
+    if ctx.client.in_pubsub() && !ctx.client.resp3 {
+        out.array(2);
+        out.bulk(b"pong");
+        out.bulk(args.get(1).copied().unwrap_or(b""));
+        return Ok(());
+    }
+    match args.get(1) {
+        Some(msg) => out.bulk(msg),
+        None => out.simple("PONG"),
+    }
+    Ok(())
+}
+
+fn echo(_ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    out.bulk(args[1]);
+    Ok(())
+}
+
+/// Checks credentials of the only user there is, `default`.
+fn authenticate(shared: &Shared, user: &[u8], pass: &[u8]) -> CmdResult {
+    const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+    if user != b"default" {
+        return Err(WRONGPASS.into());
+    }
+    match shared.config.runtime.password() {
+        // Without requirepass the default user is "nopass": any password works.
+        None => Ok(()),
+        Some(expected) if constant_time_eq(&expected, pass) => Ok(()),
+        Some(_) => Err(WRONGPASS.into()),
+    }
+}
+
+/// Compares in a time that does not depend on where the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        diff |= (a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0)) as usize;
+    }
+    diff == 0
+}
+
+fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    match args.len() {
+        2 => {
+            if ctx.shared.config.runtime.password().is_none() {
+                return Err("ERR AUTH <password> called without any password configured for the default user. \
+                            Are you sure your configuration is correct?"
+                    .into());
+            }
+            authenticate(ctx.shared, b"default", args[1])?;
+        }
+        3 => authenticate(ctx.shared, args[1], args[2])?,
+        _ => return Err(err::SYNTAX.into()),
+    }
+    ctx.client.authenticated = true;
+    out.ok();
+    Ok(())
+}
+
+/// Redis accepts client names made of printable ASCII without spaces.
+fn valid_client_attr(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+const BAD_NAME: &str = "ERR Client names cannot contain spaces, newlines or special characters.";
+
+fn set_name(client: &Client, name: &[u8]) {
+    *client.info.name.lock() = if name.is_empty() { None } else { Some(name.to_vec()) };
+}
+
+fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let mut proto = None;
+    let mut next = 1;
+    if let Some(v) = args.get(1) {
+        let v = crate::util::parse_i64(v)
+            .ok_or(CmdError::from("ERR Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err("NOPROTO unsupported protocol version".into());
+        }
+        proto = Some(v);
+        next = 2;
+    }
+    let mut credentials = None;
+    let mut name = None;
+    while next < args.len() {
+        let more = args.len() - 1 - next;
+        let opt = args[next];
+        if eq_ic(opt, "auth") && more >= 2 {
+            credentials = Some((args[next + 1], args[next + 2]));
+            next += 3;
+        } else if eq_ic(opt, "setname") && more >= 1 {
+            if !valid_client_attr(args[next + 1]) {
+                return Err(BAD_NAME.into());
+            }
+            name = Some(args[next + 1]);
+            next += 2;
+        } else {
+            return Err(format!("ERR Syntax error in HELLO option '{}'", lossy(opt)).into());
+        }
+    }
+    if let Some((user, pass)) = credentials {
+        authenticate(ctx.shared, user, pass)?;
+        ctx.client.authenticated = true;
+    }
+    if !ctx.client.authenticated {
+        return Err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> \
+                    AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol \
+                    version at the same time"
+            .into());
+    }
+    if let Some(name) = name {
+        set_name(ctx.client, name);
+    }
+    if let Some(v) = proto {
+        let resp3 = v == 3;
+        ctx.client.resp3 = resp3;
+        // The reply to HELLO itself already uses the new protocol.
+        out.resp3 = resp3;
+        ctx.client.info.resp.store(v as u8, Relaxed);
+    }
+    out.map(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(REDIS_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.int(if ctx.client.resp3 { 3 } else { 2 });
+    out.bulk(b"id");
+    out.int(ctx.client.id() as i64);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array(0);
+    Ok(())
+}
+
+fn select(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let db = arg_i64(args[1])?;
+    if db < 0 || db >= NUM_DBS as i64 {
+        return Err("ERR DB index is out of range".into());
+    }
+    select_db(ctx, db as usize);
+    out.ok();
+    Ok(())
+}
+
+fn select_db(ctx: &mut Ctx<'_>, db: usize) {
+    ctx.client.db = db;
+    ctx.keys.db = db;
+    ctx.client.info.db.store(db as u32, Relaxed);
+}
+
+fn quit(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    ctx.client.close_after_reply = true;
+    out.ok();
+    Ok(())
+}
+
+/// RESET: back to the state of a fresh connection.
+fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let client = &mut *ctx.client;
+    client.multi = None;
+    client.multi_dirty = false;
+    client.info.multi.store(u32::MAX, Relaxed);
+    crate::commands::transactions::unwatch_all(ctx.shared, client);
+    crate::commands::pubsub::unsubscribe_all(ctx.shared, client);
+    client.resp3 = false;
+    out.resp3 = false;
+    client.info.resp.store(2, Relaxed);
+    *client.info.name.lock() = None;
+    client.reply_off = false;
+    client.reply_skip_next = false;
+    client.no_evict = false;
+    client.info.no_evict.store(false, Relaxed);
+    client.no_touch = false;
+    client.info.no_touch.store(false, Relaxed);
+    if ctx.shared.config.runtime.has_password.load(Relaxed) {
+        client.authenticated = false;
+    }
+    select_db(ctx, 0);
+    out.simple("RESET");
+    Ok(())
+}
+
+const CLIENT_SUBS: &[&str] = &[
+    "id",
+    "info",
+    "list",
+    "kill",
+    "getname",
+    "setname",
+    "setinfo",
+    "no-evict",
+    "no-touch",
+    "reply",
+    "getredir",
+    "trackinginfo",
+    "help",
+];
+
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <option> <value>",
+    "    Set client meta attr. Options are:",
+    "    * LIB-NAME: the client lib name.",
+    "    * LIB-VER: the client lib version.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "NO-TOUCH (ON|OFF)",
+    "    Will not touch LRU/LFU stats when this mode is on.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn client(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    match subcommand("client", CLIENT_SUBS, args)? {
+        "id" => out.int(ctx.client.id() as i64),
+        "info" => {
+            let line = client_line(ctx.shared, &ctx.client.info, Some("client|info"));
+            out.verbatim(line.as_bytes());
+        }
+        "list" => client_list(ctx, args, out)?,
+        "kill" => client_kill(ctx, args, out)?,
+        "getname" => match ctx.client.info.name.lock().as_deref() {
+            Some(name) => out.bulk(name),
+            None => out.null(),
+        },
+        "setname" => {
+            if !valid_client_attr(args[2]) {
+                return Err(BAD_NAME.into());
+            }
+            set_name(ctx.client, args[2]);
+            out.ok();
+        }
+        "setinfo" => client_setinfo(ctx, args, out)?,
+        "no-evict" => {
+            let on = on_off(args[2])?;
+            ctx.client.no_evict = on;
+            ctx.client.info.no_evict.store(on, Relaxed);
+            out.ok();
+        }
+        "no-touch" => {
+            let on = on_off(args[2])?;
+            ctx.client.no_touch = on;
+            ctx.client.info.no_touch.store(on, Relaxed);
+            out.ok();
+        }
+        "reply" => client_reply(ctx, args[2], out)?,
+        // Client-side caching is not supported, so tracking is always off.
+        "getredir" => out.int(-1),
+        "trackinginfo" => {
+            out.map(3);
+            out.bulk(b"flags");
+            out.set(1);
+            out.bulk(b"off");
+            out.bulk(b"redirect");
+            out.int(-1);
+            out.bulk(b"prefixes");
+            out.array(0);
+        }
+        _ => help(out, CLIENT_HELP),
+    }
+    Ok(())
+}
+
+/// Writes a HELP reply: an array of status lines.
+pub fn help(out: &mut Reply, lines: &[&str]) {
+    out.array(lines.len());
+    for l in lines {
+        out.simple(l);
+    }
+}
+
+fn on_off(arg: &[u8]) -> Result<bool, CmdError> {
+    if eq_ic(arg, "on") {
+        Ok(true)
+    } else if eq_ic(arg, "off") {
+        Ok(false)
+    } else {
+        Err(err::SYNTAX.into())
+    }
+}
+
+fn client_reply(ctx: &mut Ctx<'_>, mode: &[u8], out: &mut Reply) -> CmdResult {
+    if eq_ic(mode, "on") {
+        ctx.client.reply_off = false;
+        ctx.client.reply_skip_next = false;
+        out.ok();
+    } else if eq_ic(mode, "off") {
+        // No reply: from now on the connection discards replies.
+        ctx.client.reply_off = true;
+    } else if eq_ic(mode, "skip") {
+        ctx.client.reply_skip_next = true;
+    } else {
+        return Err(err::SYNTAX.into());
+    }
+    Ok(())
+}
+
+fn client_setinfo(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let (attr, value) = (args[2], args[3]);
+    let slot = if eq_ic(attr, "lib-name") {
+        &ctx.client.info.lib_name
+    } else if eq_ic(attr, "lib-ver") {
+        &ctx.client.info.lib_ver
+    } else {
+        return Err(format!("ERR Unrecognized option '{}'", lossy(attr)).into());
+    };
+    if !valid_client_attr(value) {
+        return Err(format!("ERR {} cannot contain spaces, newlines or special characters.", lossy(attr)).into());
+    }
+    *slot.lock() = if value.is_empty() { None } else { Some(value.to_vec()) };
+    out.ok();
+    Ok(())
+}
+
+/// Client types of CLIENT LIST/KILL TYPE.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Pubsub,
+    /// Replication links (master/replica/slave): this node never has any.
+    Replication,
+}
+
+fn parse_client_type(arg: &[u8]) -> Result<ClientType, CmdError> {
+    if eq_ic(arg, "normal") {
+        Ok(ClientType::Normal)
+    } else if eq_ic(arg, "pubsub") {
+        Ok(ClientType::Pubsub)
+    } else if eq_ic(arg, "master") || eq_ic(arg, "replica") || eq_ic(arg, "slave") {
+        Ok(ClientType::Replication)
+    } else {
+        Err(format!("ERR Unknown client type '{}'", lossy(arg)).into())
+    }
+}
+
+fn client_type(info: &ClientInfo) -> ClientType {
+    if info.subs.load(Relaxed) + info.psubs.load(Relaxed) > 0 { ClientType::Pubsub } else { ClientType::Normal }
+}
+
+fn client_list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let mut wanted_type = None;
+    let mut wanted_ids: Option<Vec<i64>> = None;
+    match args.len() {
+        2 => {}
+        4 if eq_ic(args[2], "type") => wanted_type = Some(parse_client_type(args[3])?),
+        n if n >= 4 && eq_ic(args[2], "id") => {
+            let ids = args[3..]
+                .iter()
+                .map(|a| crate::util::parse_i64(a).ok_or(CmdError::from("ERR Invalid client ID")))
+                .collect::<Result<Vec<_>, _>>()?;
+            wanted_ids = Some(ids);
+        }
+        _ => return Err(err::SYNTAX.into()),
+    }
+    let me = ctx.client.id();
+    let mut text = String::new();
+    for info in ctx.shared.clients.all() {
+        if wanted_type.is_some_and(|t| t != client_type(&info)) {
+            continue;
+        }
+        if wanted_ids.as_ref().is_some_and(|ids| !ids.contains(&(info.id as i64))) {
+            continue;
+        }
+        let running = (info.id == me).then_some("client|list");
+        text.push_str(&client_line(ctx.shared, &info, running));
+    }
+    out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// One line of CLIENT LIST / CLIENT INFO in Redis 7.0's format (plus 7.2's
+/// lib-name/lib-ver). `running` names the command the caller is executing.
+fn client_line(shared: &Shared, info: &ClientInfo, running: Option<&str>) -> String {
+    let now = crate::store::now_ms();
+    let idle = now.saturating_sub(info.last_active_ms.load(Relaxed)) / 1000;
+    let subs = info.subs.load(Relaxed);
+    let psubs = info.psubs.load(Relaxed);
+    let multi = info.multi.load(Relaxed);
+    let mut flags = String::new();
+    if subs + psubs > 0 {
+        flags.push('P');
+    }
+    if multi != u32::MAX {
+        flags.push('x');
+    }
+    if info.blocked.load(Relaxed) {
+        flags.push('b');
+    }
+    if info.killed.load(Relaxed) {
+        flags.push('A');
+    }
+    if info.addr.starts_with('/') {
+        flags.push('U');
+    }
+    if info.no_evict.load(Relaxed) {
+        flags.push('e');
+    }
+    if info.no_touch.load(Relaxed) {
+        flags.push('T');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let cmd = match running {
+        Some(c) => c.to_string(),
+        None => match info.last_cmd.load(Relaxed) {
+            u32::MAX => "NULL".to_string(),
+            idx if (idx as usize) < shared.table.len() => shared.table.get(idx as usize).name.to_string(),
+            _ => "NULL".to_string(),
+        },
+    };
+    let qbuf = info.qbuf.load(Relaxed);
+    let omem = info.obuf.load(Relaxed) + info.pending_push.load(Relaxed);
+    let text = |v: &parking_lot::Mutex<Option<Vec<u8>>>| {
+        v.lock().as_deref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()
+    };
+    let mut line = String::with_capacity(320);
+    let _ = writeln!(
+        line,
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} \
+         qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} \
+         user=default redir=-1 resp={} lib-name={} lib-ver={}",
+        info.id,
+        info.addr,
+        info.laddr,
+        info.fd,
+        text(&info.name),
+        info.created.elapsed().as_secs(),
+        idle,
+        flags,
+        info.db.load(Relaxed),
+        subs,
+        psubs,
+        if multi == u32::MAX { -1 } else { multi as i64 },
+        qbuf,
+        omem,
+        qbuf + omem,
+        cmd,
+        info.resp.load(Relaxed),
+        text(&info.lib_name),
+        text(&info.lib_ver),
+    );
+    line
+}
+
+/// Filters of the new CLIENT KILL form; every given one must match.
+#[derive(Default)]
+struct KillFilter<'a> {
+    id: Option<u64>,
+    addr: Option<&'a [u8]>,
+    laddr: Option<&'a [u8]>,
+    ctype: Option<ClientType>,
+    skip_me: bool,
+}
+
+impl KillFilter<'_> {
+    fn matches(&self, info: &ClientInfo) -> bool {
+        self.id.is_none_or(|id| id == info.id)
+            && self.addr.is_none_or(|a| a == info.addr.as_bytes())
+            && self.laddr.is_none_or(|a| a == info.laddr.as_bytes())
+            && self.ctype.is_none_or(|t| t == client_type(info))
+    }
+}
+
+fn client_kill(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let me = ctx.client.id();
+    if args.len() == 3 {
+        // Old form: CLIENT KILL addr:port, +OK or an error.
+        let target = ctx.shared.clients.all().into_iter().find(|c| c.addr.as_bytes() == args[2]);
+        let Some(info) = target else {
+            return Err("ERR No such client".into());
+        };
+        kill(ctx.client, me, &info);
+        out.ok();
+        return Ok(());
+    }
+    if args.len() % 2 != 0 {
+        return Err(err::SYNTAX.into());
+    }
+    let mut filter = KillFilter { skip_me: true, ..Default::default() };
+    for pair in args[2..].chunks(2) {
+        let (opt, val) = (pair[0], pair[1]);
+        if eq_ic(opt, "id") {
+            match crate::util::parse_i64(val) {
+                Some(id) if id > 0 => filter.id = Some(id as u64),
+                _ => return Err("ERR client-id should be greater than 0".into()),
+            }
+        } else if eq_ic(opt, "type") {
+            filter.ctype = Some(parse_client_type(val)?);
+        } else if eq_ic(opt, "user") {
+            if val != b"default" {
+                return Err(format!("ERR No such user '{}'", lossy(val)).into());
+            }
+        } else if eq_ic(opt, "addr") {
+            filter.addr = Some(val);
+        } else if eq_ic(opt, "laddr") {
+            filter.laddr = Some(val);
+        } else if eq_ic(opt, "skipme") {
+            if eq_ic(val, "yes") {
+                filter.skip_me = true;
+            } else if eq_ic(val, "no") {
+                filter.skip_me = false;
+            } else {
+                return Err(err::SYNTAX.into());
+            }
+        } else {
+            return Err(err::SYNTAX.into());
+        }
+    }
+    let mut killed = 0;
+    for info in ctx.shared.clients.all() {
+        if !filter.matches(&info) || (filter.skip_me && info.id == me) {
+            continue;
+        }
+        kill(ctx.client, me, &info);
+        killed += 1;
+    }
+    out.int(killed);
+    Ok(())
+}
+
+/// Kills a client; the caller itself is closed after its reply is written.
+fn kill(caller: &mut Client, me: u64, target: &ClientInfo) {
+    if target.id == me {
+        caller.close_after_reply = true;
+    } else {
+        target.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_names() {
+        assert!(valid_client_attr(b"worker-1"));
+        assert!(valid_client_attr(b""));
+        assert!(!valid_client_attr(b"a b"));
+        assert!(!valid_client_attr(b"a\nb"));
+        assert!(!valid_client_attr("é".as_bytes()));
+    }
+
+    #[test]
+    fn password_comparison() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

@@ -1,5 +1,1914 @@
-//! Commands: strings (being written).
+//! Commands on string values: GET/SET and friends, counters, ranges, LCS and
+//! bitmaps (SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD).
+//!
+//! Strings are `Value::Str(Vec<u8>)`. GET and SET are the hottest path of the
+//! server: one key lookup each, the value copied once, options parsed only
+//! when present. Commands that modify a string in place (INCR, APPEND,
+//! SETRANGE, SETBIT, ...) go through `get_mut`, which keeps the key's TTL,
+//! and call `unchanged()` on every path that turns out not to write.
 
-use super::CommandDef;
+use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
+use crate::protocol::Reply;
+use crate::store::Value;
+use crate::util::{eq_ic, parse_i64};
+use long_double::LongDouble;
+use smallvec::SmallVec;
+use std::sync::atomic::Ordering::Relaxed;
 
-pub const COMMANDS: &[CommandDef] = &[];
+const W: u32 = flags::WRITE;
+const WD: u32 = flags::WRITE | flags::DENYOOM;
+const R: u32 = flags::READONLY;
+const F: u32 = flags::FAST;
+
+pub const COMMANDS: &[CommandDef] = &[
+    CommandDef::new("get", 2, R | F, Keys::Range(1, 1, 1), get).acl("@read @string @fast"),
+    CommandDef::new("set", -3, WD, Keys::Range(1, 1, 1), set).acl("@write @string @slow"),
+    CommandDef::new("setnx", 3, WD | F, Keys::Range(1, 1, 1), setnx).acl("@write @string @fast"),
+    CommandDef::new("setex", 4, WD, Keys::Range(1, 1, 1), setex).acl("@write @string @slow"),
+    CommandDef::new("psetex", 4, WD, Keys::Range(1, 1, 1), psetex).acl("@write @string @slow"),
+    CommandDef::new("getset", 3, WD | F, Keys::Range(1, 1, 1), getset).acl("@write @string @fast"),
+    CommandDef::new("getdel", 2, W | F, Keys::Range(1, 1, 1), getdel).acl("@write @string @fast"),
+    CommandDef::new("getex", -2, W | F, Keys::Range(1, 1, 1), getex).acl("@write @string @fast"),
+    CommandDef::new("mget", -2, R | F, Keys::Range(1, -1, 1), mget).acl("@read @string @fast"),
+    CommandDef::new("mset", -3, WD, Keys::Range(1, -1, 2), mset).acl("@write @string @slow"),
+    CommandDef::new("msetnx", -3, WD, Keys::Range(1, -1, 2), msetnx).acl("@write @string @slow"),
+    CommandDef::new("incr", 2, WD | F, Keys::Range(1, 1, 1), incr).acl("@write @string @fast"),
+    CommandDef::new("decr", 2, WD | F, Keys::Range(1, 1, 1), decr).acl("@write @string @fast"),
+    CommandDef::new("incrby", 3, WD | F, Keys::Range(1, 1, 1), incrby).acl("@write @string @fast"),
+    CommandDef::new("decrby", 3, WD | F, Keys::Range(1, 1, 1), decrby).acl("@write @string @fast"),
+    CommandDef::new("incrbyfloat", 3, WD | F, Keys::Range(1, 1, 1), incrbyfloat).acl("@write @string @fast"),
+    CommandDef::new("append", 3, WD | F, Keys::Range(1, 1, 1), append).acl("@write @string @fast"),
+    CommandDef::new("strlen", 2, R | F, Keys::Range(1, 1, 1), strlen).acl("@read @string @fast"),
+    CommandDef::new("getrange", 4, R, Keys::Range(1, 1, 1), getrange).acl("@read @string @slow"),
+    CommandDef::new("substr", 4, R, Keys::Range(1, 1, 1), getrange).acl("@read @string @slow"),
+    CommandDef::new("setrange", 4, WD, Keys::Range(1, 1, 1), setrange).acl("@write @string @slow"),
+    CommandDef::new("lcs", -3, R, Keys::Range(1, 2, 1), lcs).acl("@read @string @slow"),
+    CommandDef::new("setbit", 4, WD, Keys::Range(1, 1, 1), setbit).acl("@write @bitmap @slow"),
+    CommandDef::new("getbit", 3, R | F, Keys::Range(1, 1, 1), getbit).acl("@read @bitmap @fast"),
+    CommandDef::new("bitcount", -2, R, Keys::Range(1, 1, 1), bitcount).acl("@read @bitmap @slow"),
+    CommandDef::new("bitpos", -3, R, Keys::Range(1, 1, 1), bitpos).acl("@read @bitmap @slow"),
+    CommandDef::new("bitop", -4, WD, Keys::Range(2, -1, 1), bitop).acl("@write @bitmap @slow"),
+    CommandDef::new("bitfield", -2, WD, Keys::Range(1, 1, 1), bitfield).acl("@write @bitmap @slow"),
+    CommandDef::new("bitfield_ro", -2, R | F, Keys::Range(1, 1, 1), bitfield_ro).acl("@read @bitmap @fast"),
+];
+
+const STRING_TOO_LONG: &str = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
+const NAN_OR_INF: &str = "ERR increment would produce NaN or Infinity";
+const BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
+
+/// The bytes of a string value, or WRONGTYPE.
+#[inline]
+fn string_bytes(v: &Value) -> Result<&[u8], CmdError> {
+    match v {
+        Value::Str(s) => Ok(s),
+        _ => Err(err::WRONGTYPE.into()),
+    }
+}
+
+/// An argument as C code sees it: up to the first NUL. Redis compares option
+/// keywords with C string functions, so "NX\0junk" is NX to it.
+#[inline]
+fn c_str(arg: &[u8]) -> &[u8] {
+    arg.iter().position(|&b| b == 0).map_or(arg, |n| &arg[..n])
+}
+
+/// `proto-max-bulk-len`, the largest string a command may build.
+fn max_string_len(ctx: &Ctx<'_>) -> u64 {
+    ctx.shared.config.runtime.proto_max_bulk_len.load(Relaxed) as u64
+}
+
+/// Replaces `buf` with the decimal form of `n`, reusing its allocation.
+fn write_i64(buf: &mut Vec<u8>, n: i64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = n.unsigned_abs();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf.clear();
+    if n < 0 {
+        buf.push(b'-');
+    }
+    buf.extend_from_slice(&digits[i..]);
+}
+
+// ---------------------------------------------------------------- GET / SET
+
+fn get(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    match ctx.keys.get(args[1]) {
+        Some(e) => out.bulk(string_bytes(e.value())?),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+/// How an expire argument is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ExpireUnit {
+    /// EX: seconds from now.
+    Ex,
+    /// PX: milliseconds from now.
+    Px,
+    /// EXAT: unix time in seconds.
+    ExAt,
+    /// PXAT: unix time in milliseconds.
+    PxAt,
+}
+
+impl ExpireUnit {
+    fn from_keyword(opt: &[u8]) -> Option<ExpireUnit> {
+        match opt.len() {
+            2 if eq_ic(opt, "ex") => Some(ExpireUnit::Ex),
+            2 if eq_ic(opt, "px") => Some(ExpireUnit::Px),
+            4 if eq_ic(opt, "exat") => Some(ExpireUnit::ExAt),
+            4 if eq_ic(opt, "pxat") => Some(ExpireUnit::PxAt),
+            _ => None,
+        }
+    }
+
+    fn is_absolute(self) -> bool {
+        matches!(self, ExpireUnit::ExAt | ExpireUnit::PxAt)
+    }
+}
+
+/// Converts an expire argument to an absolute unix time in ms, with Redis's
+/// checks: a positive integer whose conversion to ms (and, for relative
+/// units, addition of the current time) does not overflow.
+fn expire_at_ms(unit: ExpireUnit, arg: &[u8], now_ms: u64, cmd: &str) -> Result<u64, CmdError> {
+    let v = arg_i64(arg)?;
+    let invalid = || CmdError::from(err::invalid_expire(cmd));
+    if v <= 0 {
+        return Err(invalid());
+    }
+    let ms = match unit {
+        ExpireUnit::Ex | ExpireUnit::ExAt => v.checked_mul(1000).ok_or_else(invalid)?,
+        ExpireUnit::Px | ExpireUnit::PxAt => v,
+    };
+    if unit.is_absolute() {
+        return Ok(ms as u64);
+    }
+    ms.checked_add(now_ms as i64).map(|at| at as u64).ok_or_else(invalid)
+}
+
+/// Options of SET (NX XX GET KEEPTTL EX PX EXAT PXAT) or GETEX (EX PX EXAT
+/// PXAT PERSIST), parsed like Redis's `parseExtendedStringArgumentsOrReply`:
+/// conflicting options are a syntax error, repeating the same one is not.
+#[derive(Default)]
+struct StringOptions<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keep_ttl: bool,
+    persist: bool,
+    expire: Option<(ExpireUnit, &'a [u8])>,
+}
+
+impl<'a> StringOptions<'a> {
+    fn parse(args: &[&'a [u8]], for_set: bool) -> Result<StringOptions<'a>, CmdError> {
+        let mut o = StringOptions::default();
+        let mut j = 0;
+        while j < args.len() {
+            let opt = c_str(args[j]);
+            let next = args.get(j + 1).copied();
+            let expire_unit = ExpireUnit::from_keyword(opt)
+                .filter(|&u| !o.keep_ttl && !o.persist && o.expire.is_none_or(|(prev, _)| prev == u));
+            if for_set && eq_ic(opt, "nx") && !o.xx {
+                o.nx = true;
+            } else if for_set && eq_ic(opt, "xx") && !o.nx {
+                o.xx = true;
+            } else if for_set && eq_ic(opt, "get") {
+                o.get = true;
+            } else if for_set && eq_ic(opt, "keepttl") && o.expire.is_none() {
+                o.keep_ttl = true;
+            } else if !for_set && eq_ic(opt, "persist") && o.expire.is_none() {
+                o.persist = true;
+            } else if let (Some(unit), Some(value)) = (expire_unit, next) {
+                o.expire = Some((unit, value));
+                j += 1;
+            } else {
+                return Err(err::SYNTAX.into());
+            }
+            j += 1;
+        }
+        Ok(o)
+    }
+}
+
+fn set(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let (key, value) = (args[1], args[2]);
+    if args.len() == 3 {
+        ctx.keys.set(key, Value::Str(value.to_vec()), 0, false);
+        out.ok();
+        return Ok(());
+    }
+    let o = StringOptions::parse(&args[3..], true)?;
+    let expire_at = match o.expire {
+        Some((unit, arg)) => expire_at_ms(unit, arg, ctx.keys.now_ms, "set")?,
+        None => 0,
+    };
+    let found = if o.get {
+        // GET replies with the old value whether or not the write happens.
+        match ctx.keys.get(key) {
+            Some(e) => {
+                out.bulk(string_bytes(e.value())?);
+                true
+            }
+            None => {
+                out.null();
+                false
+            }
+        }
+    } else {
+        (o.nx || o.xx) && ctx.keys.contains(key)
+    };
+    if (o.nx && found) || (o.xx && !found) {
+        if !o.get {
+            out.null();
+        }
+        return Ok(());
+    }
+    ctx.keys.set(key, Value::Str(value.to_vec()), expire_at, o.keep_ttl);
+    if !o.get {
+        out.ok();
+    }
+    Ok(())
+}
+
+fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if ctx.keys.contains(args[1]) {
+        out.int(0);
+    } else {
+        ctx.keys.set(args[1], Value::Str(args[2].to_vec()), 0, false);
+        out.int(1);
+    }
+    Ok(())
+}
+
+fn set_with_expire(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, unit: ExpireUnit, cmd: &str) -> CmdResult {
+    let expire_at = expire_at_ms(unit, args[2], ctx.keys.now_ms, cmd)?;
+    ctx.keys.set(args[1], Value::Str(args[3].to_vec()), expire_at, false);
+    out.ok();
+    Ok(())
+}
+
+fn setex(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    set_with_expire(ctx, args, out, ExpireUnit::Ex, "setex")
+}
+
+fn psetex(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    set_with_expire(ctx, args, out, ExpireUnit::Px, "psetex")
+}
+
+/// Replies with the string at `key` (null when missing); true if it exists.
+fn reply_string(ctx: &mut Ctx<'_>, key: &[u8], out: &mut Reply) -> Result<bool, CmdError> {
+    match ctx.keys.get(key) {
+        Some(e) => {
+            out.bulk(string_bytes(e.value())?);
+            Ok(true)
+        }
+        None => {
+            out.null();
+            Ok(false)
+        }
+    }
+}
+
+fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    reply_string(ctx, args[1], out)?;
+    ctx.keys.set(args[1], Value::Str(args[2].to_vec()), 0, false);
+    Ok(())
+}
+
+fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if reply_string(ctx, args[1], out)? {
+        ctx.keys.delete(args[1]);
+    }
+    Ok(())
+}
+
+fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let key = args[1];
+    let o = StringOptions::parse(&args[2..], false)?;
+    // A missing key answers nil before the expire argument is even checked.
+    let Some(e) = ctx.keys.get(key) else {
+        out.null();
+        return Ok(());
+    };
+    // Written before the expire check: an error reply replaces it.
+    out.bulk(string_bytes(e.value())?);
+    let expire = match o.expire {
+        Some((unit, arg)) => Some((unit, expire_at_ms(unit, arg, ctx.keys.now_ms, "getex")?)),
+        None => None,
+    };
+    match expire {
+        // An absolute time already past deletes the key, as Redis does.
+        Some((unit, at)) if unit.is_absolute() && at <= ctx.keys.now_ms => {
+            ctx.keys.delete(key);
+        }
+        Some((_, at)) => {
+            if let Some(mut e) = ctx.keys.get_mut(key) {
+                e.set_expire(at);
+            }
+        }
+        None if o.persist => {
+            if let Some(mut e) = ctx.keys.get_mut(key) {
+                if e.expire_at == 0 {
+                    e.unchanged();
+                } else {
+                    e.set_expire(0);
+                }
+            }
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    out.array(args.len() - 1);
+    for key in &args[1..] {
+        match ctx.keys.get(key).map(|e| e.value()) {
+            Some(Value::Str(s)) => out.bulk(s),
+            _ => out.null(),
+        }
+    }
+    Ok(())
+}
+
+fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if args.len() % 2 == 0 {
+        return Err(err::arity("mset").into());
+    }
+    for pair in args[1..].chunks_exact(2) {
+        ctx.keys.set(pair[0], Value::Str(pair[1].to_vec()), 0, false);
+    }
+    out.ok();
+    Ok(())
+}
+
+fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if args.len() % 2 == 0 {
+        return Err(err::arity("msetnx").into());
+    }
+    if args[1..].iter().step_by(2).any(|key| ctx.keys.contains(key)) {
+        out.int(0);
+        return Ok(());
+    }
+    for pair in args[1..].chunks_exact(2) {
+        ctx.keys.set(pair[0], Value::Str(pair[1].to_vec()), 0, false);
+    }
+    out.int(1);
+    Ok(())
+}
+
+// ---------------------------------------------------------------- counters
+
+/// Adds `delta` to the integer at `key` (created as 0), keeping its TTL.
+fn add_to_integer(ctx: &mut Ctx<'_>, key: &[u8], delta: i64, out: &mut Reply) -> CmdResult {
+    let Some(mut e) = ctx.keys.get_mut(key) else {
+        let mut buf = Vec::with_capacity(20);
+        write_i64(&mut buf, delta);
+        ctx.keys.set(key, Value::Str(buf), 0, false);
+        out.int(delta);
+        return Ok(());
+    };
+    let result = match e.value_mut() {
+        Value::Str(s) => match parse_i64(s) {
+            Some(cur) => match cur.checked_add(delta) {
+                Some(n) => {
+                    write_i64(s, n);
+                    Ok(n)
+                }
+                None => Err(err::INCR_OVERFLOW),
+            },
+            None => Err(err::NOT_INT),
+        },
+        _ => Err(err::WRONGTYPE),
+    };
+    match result {
+        Ok(n) => {
+            out.int(n);
+            Ok(())
+        }
+        Err(msg) => {
+            e.unchanged();
+            Err(msg.into())
+        }
+    }
+}
+
+fn incr(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    add_to_integer(ctx, args[1], 1, out)
+}
+
+fn decr(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    add_to_integer(ctx, args[1], -1, out)
+}
+
+fn incrby(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let delta = arg_i64(args[2])?;
+    add_to_integer(ctx, args[1], delta, out)
+}
+
+fn decrby(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let delta = arg_i64(args[2])?;
+    if delta == i64::MIN {
+        return Err("ERR decrement would overflow".into());
+    }
+    add_to_integer(ctx, args[1], -delta, out)
+}
+
+fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let key = args[1];
+    let Some(mut e) = ctx.keys.get_mut(key) else {
+        let text = float_sum(LongDouble::ZERO, args[2])?;
+        out.bulk(text.as_bytes());
+        ctx.keys.set(key, Value::Str(text.into_bytes()), 0, false);
+        return Ok(());
+    };
+    let result = match e.value_mut() {
+        Value::Str(s) => LongDouble::parse(s)
+            .ok_or_else(|| CmdError::from(err::NOT_FLOAT))
+            .and_then(|cur| float_sum(cur, args[2]))
+            .map(|text| {
+                s.clear();
+                s.extend_from_slice(text.as_bytes());
+            }),
+        _ => Err(err::WRONGTYPE.into()),
+    };
+    if let Err(msg) = result {
+        e.unchanged();
+        return Err(msg);
+    }
+    out.bulk(string_bytes(e.value())?);
+    Ok(())
+}
+
+/// `cur + incr` in long double precision, printed as Redis stores it.
+fn float_sum(cur: LongDouble, incr: &[u8]) -> Result<String, CmdError> {
+    let incr = LongDouble::parse(incr).ok_or(CmdError::from(err::NOT_FLOAT))?;
+    match cur.checked_add(incr) {
+        Some(sum) if !sum.is_infinite() => Ok(sum.to_human_string()),
+        _ => Err(NAN_OR_INF.into()),
+    }
+}
+
+// ---------------------------------------------------------------- APPEND, STRLEN, ranges
+
+fn append(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let (key, tail) = (args[1], args[2]);
+    let max = max_string_len(ctx);
+    let Some(mut e) = ctx.keys.get_mut(key) else {
+        ctx.keys.set(key, Value::Str(tail.to_vec()), 0, false);
+        out.int(tail.len() as i64);
+        return Ok(());
+    };
+    let result = match e.value_mut() {
+        Value::Str(s) if (s.len() as u64).saturating_add(tail.len() as u64) > max => Err(STRING_TOO_LONG),
+        Value::Str(s) => {
+            s.extend_from_slice(tail);
+            Ok(s.len())
+        }
+        _ => Err(err::WRONGTYPE),
+    };
+    match result {
+        Ok(len) => {
+            out.int(len as i64);
+            Ok(())
+        }
+        Err(msg) => {
+            e.unchanged();
+            Err(msg.into())
+        }
+    }
+}
+
+fn strlen(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let len = match ctx.keys.get(args[1]) {
+        Some(e) => string_bytes(e.value())?.len(),
+        None => 0,
+    };
+    out.int(len as i64);
+    Ok(())
+}
+
+/// GETRANGE's index arithmetic: the byte range `[start, end]` of a string of
+/// `len` bytes, or None when it is empty.
+fn byte_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    if (start < 0 && end < 0 && start > end) || len == 0 {
+        return None;
+    }
+    let len = len as i64;
+    let start = if start < 0 { (len + start).max(0) } else { start };
+    let end = if end < 0 { (len + end).max(0) } else { end.min(len - 1) };
+    if start > end { None } else { Some((start as usize, end as usize)) }
+}
+
+fn getrange(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let start = arg_i64(args[2])?;
+    let end = arg_i64(args[3])?;
+    let Some(e) = ctx.keys.get(args[1]) else {
+        out.bulk(b"");
+        return Ok(());
+    };
+    let s = string_bytes(e.value())?;
+    match byte_range(start, end, s.len()) {
+        Some((from, to)) => out.bulk(&s[from..=to]),
+        None => out.bulk(b""),
+    }
+    Ok(())
+}
+
+fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let (key, patch) = (args[1], args[3]);
+    let offset = arg_i64(args[2])?;
+    if offset < 0 {
+        return Err("ERR offset is out of range".into());
+    }
+    let offset = offset as u64;
+    let max = max_string_len(ctx);
+    let fits = offset.checked_add(patch.len() as u64).is_some_and(|total| total <= max);
+    let Some(mut e) = ctx.keys.get_mut(key) else {
+        if patch.is_empty() {
+            out.int(0);
+            return Ok(());
+        }
+        if !fits {
+            return Err(STRING_TOO_LONG.into());
+        }
+        let mut s = vec![0u8; offset as usize + patch.len()];
+        s[offset as usize..].copy_from_slice(patch);
+        out.int(s.len() as i64);
+        ctx.keys.set(key, Value::Str(s), 0, false);
+        return Ok(());
+    };
+    let result = match e.value_mut() {
+        Value::Str(s) if patch.is_empty() => Err(Ok(s.len())),
+        Value::Str(_) if !fits => Err(Err(STRING_TOO_LONG)),
+        Value::Str(s) => {
+            let (from, to) = (offset as usize, offset as usize + patch.len());
+            if s.len() < to {
+                s.resize(to, 0);
+            }
+            s[from..to].copy_from_slice(patch);
+            Ok(s.len())
+        }
+        _ => Err(Err(err::WRONGTYPE)),
+    };
+    match result {
+        Ok(len) => out.int(len as i64),
+        // Nothing to write: the length as is, and the key is not modified.
+        Err(Ok(len)) => {
+            e.unchanged();
+            out.int(len as i64);
+        }
+        Err(Err(msg)) => {
+            e.unchanged();
+            return Err(msg.into());
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------- LCS
+
+fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    const NOT_STRINGS: &str = "ERR The specified keys must contain string values";
+    let mut read = |key: &[u8]| -> Result<Vec<u8>, CmdError> {
+        match ctx.keys.get(key).map(|e| e.value()) {
+            None => Ok(Vec::new()),
+            Some(Value::Str(s)) => Ok(s.clone()),
+            Some(_) => Err(NOT_STRINGS.into()),
+        }
+    };
+    let a = read(args[1]);
+    let b = read(args[2]);
+    let (a, b) = (a?, b?);
+
+    let (mut want_len, mut want_idx, mut with_match_len, mut min_match_len) = (false, false, false, 0i64);
+    let mut j = 3;
+    while j < args.len() {
+        let opt = c_str(args[j]);
+        if eq_ic(opt, "idx") {
+            want_idx = true;
+        } else if eq_ic(opt, "len") {
+            want_len = true;
+        } else if eq_ic(opt, "withmatchlen") {
+            with_match_len = true;
+        } else if eq_ic(opt, "minmatchlen") && j + 1 < args.len() {
+            min_match_len = arg_i64(args[j + 1])?.max(0);
+            j += 1;
+        } else {
+            return Err(err::SYNTAX.into());
+        }
+        j += 1;
+    }
+    if want_idx && want_len {
+        return Err("ERR If you want both the length and indexes, please just use IDX.".into());
+    }
+    if a.len() >= u32::MAX as usize - 1 || b.len() >= u32::MAX as usize - 1 {
+        return Err("ERR String too long for LCS".into());
+    }
+    const ALLOC_FAILED: &str = "ERR Insufficient memory, failed allocating transient memory for LCS";
+    let table_bytes = ((a.len() as u64 + 1) * (b.len() as u64 + 1)).checked_mul(4).ok_or(ALLOC_FAILED)?;
+    if table_bytes > max_string_len(ctx) {
+        return Err("ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len".into());
+    }
+    let table = lcs_table(&a, &b).ok_or(ALLOC_FAILED)?;
+    let walk = lcs_walk(&a, &b, &table, min_match_len as u64, want_idx || !want_len);
+    if want_idx {
+        out.map(2);
+        out.bulk(b"matches");
+        out.array(walk.ranges.len());
+        for r in &walk.ranges {
+            out.array(2 + with_match_len as usize);
+            out.array(2);
+            out.int(r.a.0 as i64);
+            out.int(r.a.1 as i64);
+            out.array(2);
+            out.int(r.b.0 as i64);
+            out.int(r.b.1 as i64);
+            if with_match_len {
+                out.int(r.len as i64);
+            }
+        }
+        out.bulk(b"len");
+        out.int(walk.len as i64);
+    } else if want_len {
+        out.int(walk.len as i64);
+    } else {
+        out.bulk(&walk.common);
+    }
+    Ok(())
+}
+
+/// The dynamic-programming table: `t[i*(blen+1)+j]` is the LCS length of
+/// `a[..i]` and `b[..j]`. None if it cannot be allocated.
+fn lcs_table(a: &[u8], b: &[u8]) -> Option<Vec<u32>> {
+    let w = b.len() + 1;
+    let mut t = Vec::new();
+    t.try_reserve_exact((a.len() + 1) * w).ok()?;
+    t.resize((a.len() + 1) * w, 0u32);
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            t[i * w + j] = if a[i - 1] == b[j - 1] {
+                t[(i - 1) * w + j - 1] + 1
+            } else {
+                t[(i - 1) * w + j].max(t[i * w + j - 1])
+            };
+        }
+    }
+    Some(t)
+}
+
+/// One matching range: inclusive positions in a and b, and its length.
+struct LcsMatch {
+    a: (u32, u32),
+    b: (u32, u32),
+    len: u32,
+}
+
+struct LcsWalk {
+    len: u32,
+    common: Vec<u8>,
+    ranges: Vec<LcsMatch>,
+}
+
+/// Walks the table back from the end like Redis does, collecting the common
+/// subsequence and its matching ranges (last ones first, at least
+/// `min_len` long).
+fn lcs_walk(a: &[u8], b: &[u8], t: &[u32], min_len: u64, compute: bool) -> LcsWalk {
+    let w = b.len() + 1;
+    let total = t[a.len() * w + b.len()];
+    let mut walk = LcsWalk { len: total, common: Vec::new(), ranges: Vec::new() };
+    if !compute {
+        return walk;
+    }
+    walk.common = vec![0u8; total as usize];
+    let alen = a.len() as u32;
+    let (mut i, mut j, mut idx) = (a.len() as u32, b.len() as u32, total);
+    // `a_start == alen` means no range is open.
+    let (mut a_start, mut a_end, mut b_start, mut b_end) = (alen, 0u32, 0u32, 0u32);
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i as usize - 1] == b[j as usize - 1] {
+            walk.common[idx as usize - 1] = a[i as usize - 1];
+            if a_start == alen {
+                (a_start, a_end, b_start, b_end) = (i - 1, i - 1, j - 1, j - 1);
+            } else if a_start == i && b_start == j {
+                a_start -= 1;
+                b_start -= 1;
+            } else {
+                emit = true;
+            }
+            if a_start == 0 || b_start == 0 {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            let up = t[(i as usize - 1) * w + j as usize];
+            let left = t[i as usize * w + j as usize - 1];
+            if up > left {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if a_start != alen {
+                emit = true;
+            }
+        }
+        if emit {
+            let len = a_end.wrapping_sub(a_start).wrapping_add(1);
+            if min_len == 0 || len as u64 >= min_len {
+                walk.ranges.push(LcsMatch { a: (a_start, a_end), b: (b_start, b_end), len });
+            }
+            a_start = alen;
+        }
+    }
+    walk
+}
+
+// ---------------------------------------------------------------- bitmaps
+
+/// A bit offset argument (`getBitOffsetFromArgument`): a non-negative
+/// integer, or `#N` meaning N * `bits` where allowed (BITFIELD), whose byte
+/// fits the string size limit.
+fn bit_offset(ctx: &Ctx<'_>, arg: &[u8], hash_bits: Option<u32>) -> Result<u64, CmdError> {
+    let (digits, mult) = match hash_bits {
+        Some(bits) if arg.len() > 1 && arg[0] == b'#' => (&arg[1..], bits as i64),
+        _ => (arg, 1),
+    };
+    // Redis multiplies without an overflow check (two's complement wrap).
+    let offset = parse_i64(digits).map(|v| v.wrapping_mul(mult)).ok_or(CmdError::from(BIT_OFFSET))?;
+    if offset < 0 || (offset as u64 >> 3) >= max_string_len(ctx) {
+        return Err(BIT_OFFSET.into());
+    }
+    Ok(offset as u64)
+}
+
+#[inline]
+fn bit_at(s: &[u8], pos: u64) -> bool {
+    s.get((pos >> 3) as usize).is_some_and(|b| (b >> (7 - (pos & 7))) & 1 == 1)
+}
+
+fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    const BAD_BIT: &str = "ERR bit is not an integer or out of range";
+    let offset = bit_offset(ctx, args[2], None)?;
+    let on = match parse_i64(args[3]) {
+        Some(0) => false,
+        Some(1) => true,
+        _ => return Err(BAD_BIT.into()),
+    };
+    let (byte, mask) = ((offset >> 3) as usize, 1u8 << (7 - (offset & 7)));
+    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
+        let mut s = vec![0u8; byte + 1];
+        if on {
+            s[byte] |= mask;
+        }
+        ctx.keys.set(args[1], Value::Str(s), 0, false);
+        out.int(0);
+        return Ok(());
+    };
+    let Value::Str(s) = e.value_mut() else {
+        e.unchanged();
+        return Err(err::WRONGTYPE.into());
+    };
+    let grew = s.len() <= byte;
+    if grew {
+        s.resize(byte + 1, 0);
+    }
+    let was = s[byte] & mask != 0;
+    if on {
+        s[byte] |= mask;
+    } else {
+        s[byte] &= !mask;
+    }
+    if !grew && was == on {
+        e.unchanged();
+    }
+    out.int(was as i64);
+    Ok(())
+}
+
+fn getbit(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let offset = bit_offset(ctx, args[2], None)?;
+    let bit = match ctx.keys.get(args[1]) {
+        Some(e) => bit_at(string_bytes(e.value())?, offset),
+        None => false,
+    };
+    out.int(bit as i64);
+    Ok(())
+}
+
+/// Parses BIT|BYTE: true for BIT.
+fn bit_unit(arg: &[u8]) -> Result<bool, CmdError> {
+    let arg = c_str(arg);
+    if eq_ic(arg, "bit") {
+        Ok(true)
+    } else if eq_ic(arg, "byte") {
+        Ok(false)
+    } else {
+        Err(err::SYNTAX.into())
+    }
+}
+
+/// Clamps a BITCOUNT/BITPOS range over `total` units (bytes or bits) like
+/// Redis: negative indexes count from the end; None if empty.
+fn clamp_range(start: i64, end: i64, total: i64) -> Option<(u64, u64)> {
+    let start = if start < 0 { (total + start).max(0) } else { start };
+    let end = if end < 0 { (total + end).max(0) } else { end };
+    let end = end.min(total - 1);
+    if start > end { None } else { Some((start as u64, end as u64)) }
+}
+
+/// Number of set bits in bit positions `[from, to]` of `s`.
+fn count_bits(s: &[u8], from: u64, to: u64) -> u64 {
+    let (first, last) = ((from >> 3) as usize, (to >> 3) as usize);
+    let bytes = &s[first..=last];
+    let mut n: u64 = 0;
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        n += u64::from_ne_bytes(c.try_into().expect("8 bytes")).count_ones() as u64;
+    }
+    n += chunks.remainder().iter().map(|b| b.count_ones() as u64).sum::<u64>();
+    // Bits of the edge bytes outside the range.
+    let head = s[first] & !(0xFFu8 >> (from & 7));
+    let tail = s[last] & (0x7Fu8 >> (to & 7));
+    n - head.count_ones() as u64 - tail.count_ones() as u64
+}
+
+fn bitcount(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    // A missing key counts 0 before the arguments are looked at.
+    let Some(e) = ctx.keys.get(args[1]) else {
+        out.int(0);
+        return Ok(());
+    };
+    let s = string_bytes(e.value())?;
+    let range = match args.len() {
+        2 => clamp_range(0, s.len() as i64 - 1, s.len() as i64).map(|(a, b)| (a * 8, b * 8 + 7)),
+        4 | 5 => {
+            let start = arg_i64(args[2])?;
+            let end = arg_i64(args[3])?;
+            let in_bits = args.len() == 5 && bit_unit(args[4])?;
+            if start < 0 && end < 0 && start > end {
+                None
+            } else if in_bits {
+                clamp_range(start, end, s.len() as i64 * 8)
+            } else {
+                clamp_range(start, end, s.len() as i64).map(|(a, b)| (a * 8, b * 8 + 7))
+            }
+        }
+        _ => return Err(err::SYNTAX.into()),
+    };
+    out.int(range.map_or(0, |(from, to)| count_bits(s, from, to)) as i64);
+    Ok(())
+}
+
+/// First bit equal to `bit` in bit positions `[from, to]` of `s`.
+fn find_bit(s: &[u8], bit: bool, from: u64, to: u64) -> Option<u64> {
+    let skip = if bit { 0x00 } else { 0xFF };
+    let mut pos = from;
+    while pos <= to {
+        if pos & 7 == 0 && to - pos >= 7 {
+            // Whole bytes: skip runs that cannot contain the bit.
+            let (first, end) = ((pos >> 3) as usize, ((to + 1) >> 3) as usize);
+            match s[first..end].iter().position(|&b| b != skip) {
+                Some(i) => {
+                    let b = s[first + i];
+                    let lead = if bit { b.leading_zeros() } else { (!b).leading_zeros() };
+                    return Some((first + i) as u64 * 8 + lead as u64);
+                }
+                None => pos = (end as u64) << 3,
+            }
+            continue;
+        }
+        if bit_at(s, pos) == bit {
+            return Some(pos);
+        }
+        pos += 1;
+    }
+    None
+}
+
+fn bitpos(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let bit = match arg_i64(args[2])? {
+        0 => false,
+        1 => true,
+        _ => return Err("ERR The bit argument must be 1 or 0.".into()),
+    };
+    // A missing key is an infinite run of zeros.
+    let Some(e) = ctx.keys.get(args[1]) else {
+        out.int(if bit { -1 } else { 0 });
+        return Ok(());
+    };
+    let s = string_bytes(e.value())?;
+    let len = s.len() as i64;
+    let (range, end_given) = match args.len() {
+        3 => (clamp_range(0, len - 1, len).map(|(a, b)| (a * 8, b * 8 + 7)), false),
+        4..=6 => {
+            let start = arg_i64(args[3])?;
+            let in_bits = args.len() == 6 && bit_unit(args[5])?;
+            // Without an end (never the case in BIT mode) the range runs to the last byte.
+            let end = if args.len() >= 5 { arg_i64(args[4])? } else { len - 1 };
+            let range = if in_bits {
+                clamp_range(start, end, len * 8)
+            } else {
+                clamp_range(start, end, len).map(|(a, b)| (a * 8, b * 8 + 7))
+            };
+            (range, args.len() >= 5)
+        }
+        _ => return Err(err::SYNTAX.into()),
+    };
+    let Some((from, to)) = range else {
+        out.int(-1);
+        return Ok(());
+    };
+    let pos = match find_bit(s, bit, from, to) {
+        Some(p) => p as i64,
+        // Looking for a 0 with no explicit end: the string is zero-padded on
+        // the right, so the answer is the first bit after the range's last byte.
+        None if !bit && !end_given => ((to >> 3) as i64 + 1) * 8,
+        None => -1,
+    };
+    out.int(pos);
+    Ok(())
+}
+
+fn bitop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Op {
+        And,
+        Or,
+        Xor,
+        Not,
+    }
+    let name = c_str(args[1]);
+    let op = if eq_ic(name, "and") {
+        Op::And
+    } else if eq_ic(name, "or") {
+        Op::Or
+    } else if eq_ic(name, "xor") {
+        Op::Xor
+    } else if eq_ic(name, "not") {
+        Op::Not
+    } else {
+        return Err(err::SYNTAX.into());
+    };
+    if op == Op::Not && args.len() != 4 {
+        return Err("ERR BITOP NOT must be called with a single source key.".into());
+    }
+    // Fold the sources into the result one by one; a missing key is an
+    // empty string and shorter strings are zero-padded.
+    let mut res: Vec<u8> = Vec::new();
+    for (i, key) in args[3..].iter().enumerate() {
+        let src: &[u8] = match ctx.keys.get(key) {
+            Some(e) => string_bytes(e.value())?,
+            None => &[],
+        };
+        if i == 0 {
+            res = match op {
+                Op::Not => src.iter().map(|b| !b).collect(),
+                _ => src.to_vec(),
+            };
+            continue;
+        }
+        let common = res.len().min(src.len());
+        let pairs = res[..common].iter_mut().zip(src);
+        match op {
+            Op::And => {
+                pairs.for_each(|(r, s)| *r &= s);
+                // Past the shorter operand one side is zero-padding.
+                res[common..].fill(0);
+                res.resize(res.len().max(src.len()), 0);
+            }
+            Op::Or | Op::Xor => {
+                if op == Op::Or {
+                    pairs.for_each(|(r, s)| *r |= s);
+                } else {
+                    pairs.for_each(|(r, s)| *r ^= s);
+                }
+                if src.len() > common {
+                    res.extend_from_slice(&src[common..]);
+                }
+            }
+            Op::Not => {}
+        }
+    }
+    let len = res.len();
+    if len > 0 {
+        ctx.keys.set(args[2], Value::Str(res), 0, false);
+    } else {
+        ctx.keys.delete(args[2]);
+    }
+    out.int(len as i64);
+    Ok(())
+}
+
+// ---------------------------------------------------------------- BITFIELD
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FieldOp {
+    Get,
+    Set,
+    IncrBy,
+}
+
+/// One BITFIELD subcommand, with the OVERFLOW policy in force for it.
+#[derive(Clone, Copy)]
+struct FieldCmd {
+    op: FieldOp,
+    signed: bool,
+    bits: u32,
+    offset: u64,
+    value: i64,
+    overflow: Overflow,
+}
+
+/// `i1`..`i64` or `u1`..`u63`.
+fn bitfield_type(arg: &[u8]) -> Result<(bool, u32), CmdError> {
+    const BAD_TYPE: &str =
+        "ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.";
+    let arg = c_str(arg);
+    let signed = match arg.first() {
+        Some(b'i') => true,
+        Some(b'u') => false,
+        _ => return Err(BAD_TYPE.into()),
+    };
+    match parse_i64(&arg[1..]) {
+        Some(bits) if bits >= 1 && bits <= if signed { 64 } else { 63 } => Ok((signed, bits as u32)),
+        _ => Err(BAD_TYPE.into()),
+    }
+}
+
+fn parse_bitfield(ctx: &Ctx<'_>, args: &[&[u8]]) -> Result<(SmallVec<[FieldCmd; 4]>, Option<u64>), CmdError> {
+    let mut cmds: SmallVec<[FieldCmd; 4]> = SmallVec::new();
+    let mut overflow = Overflow::Wrap;
+    // Last bit any SET/INCRBY touches: the string grows to cover it.
+    let mut highest_write: Option<u64> = None;
+    let mut j = 2;
+    while j < args.len() {
+        let remaining = args.len() - j - 1;
+        let sub = c_str(args[j]);
+        let op = if eq_ic(sub, "get") && remaining >= 2 {
+            FieldOp::Get
+        } else if eq_ic(sub, "set") && remaining >= 3 {
+            FieldOp::Set
+        } else if eq_ic(sub, "incrby") && remaining >= 3 {
+            FieldOp::IncrBy
+        } else if eq_ic(sub, "overflow") && remaining >= 1 {
+            let kind = c_str(args[j + 1]);
+            overflow = if eq_ic(kind, "wrap") {
+                Overflow::Wrap
+            } else if eq_ic(kind, "sat") {
+                Overflow::Sat
+            } else if eq_ic(kind, "fail") {
+                Overflow::Fail
+            } else {
+                return Err("ERR Invalid OVERFLOW type specified".into());
+            };
+            j += 2;
+            continue;
+        } else {
+            return Err(err::SYNTAX.into());
+        };
+        let (signed, bits) = bitfield_type(args[j + 1])?;
+        let offset = bit_offset(ctx, args[j + 2], Some(bits))?;
+        let mut value = 0;
+        if op != FieldOp::Get {
+            let last = offset + bits as u64 - 1;
+            highest_write = Some(highest_write.map_or(last, |h| h.max(last)));
+            value = arg_i64(args[j + 3])?;
+        }
+        cmds.push(FieldCmd { op, signed, bits, offset, value, overflow });
+        j += if op == FieldOp::Get { 3 } else { 4 };
+    }
+    Ok((cmds, highest_write))
+}
+
+fn get_unsigned(s: &[u8], offset: u64, bits: u32) -> u64 {
+    (0..bits as u64).fold(0u64, |v, i| (v << 1) | bit_at(s, offset + i) as u64)
+}
+
+fn get_signed(s: &[u8], offset: u64, bits: u32) -> i64 {
+    let v = get_unsigned(s, offset, bits);
+    if bits < 64 && v & (1 << (bits - 1)) != 0 { (v | (u64::MAX << bits)) as i64 } else { v as i64 }
+}
+
+/// Writes the low `bits` bits of `value` at bit `offset` (inside `s`).
+fn set_field(s: &mut [u8], offset: u64, bits: u32, value: u64) {
+    for i in 0..bits as u64 {
+        let pos = offset + i;
+        let (byte, mask) = ((pos >> 3) as usize, 1u8 << (7 - (pos & 7)));
+        if (value >> (bits as u64 - 1 - i)) & 1 == 1 {
+            s[byte] |= mask;
+        } else {
+            s[byte] &= !mask;
+        }
+    }
+}
+
+/// Redis's `checkUnsignedBitfieldOverflow`: whether `value + incr` leaves the
+/// `bits`-bit unsigned range, and the value the policy stores instead.
+fn unsigned_overflow(value: u64, incr: i64, bits: u32, policy: Overflow) -> Option<u64> {
+    let max = (1u64 << bits) - 1;
+    let max_incr = max.wrapping_sub(value) as i64;
+    let min_incr = value.wrapping_neg() as i64;
+    let wrapped = || value.wrapping_add(incr as u64) & max;
+    if value > max || (incr > 0 && incr > max_incr) {
+        Some(if policy == Overflow::Sat { max } else { wrapped() })
+    } else if incr < 0 && incr < min_incr {
+        Some(if policy == Overflow::Sat { 0 } else { wrapped() })
+    } else {
+        None
+    }
+}
+
+/// Redis's `checkSignedBitfieldOverflow`, same contract for signed fields.
+fn signed_overflow(value: i64, incr: i64, bits: u32, policy: Overflow) -> Option<i64> {
+    let max = if bits == 64 { i64::MAX } else { (1i64 << (bits - 1)) - 1 };
+    let min = -max - 1;
+    let max_incr = (max as u64).wrapping_sub(value as u64) as i64;
+    let min_incr = min.wrapping_sub(value);
+    let wrapped = || {
+        let c = (value as u64).wrapping_add(incr as u64);
+        if bits == 64 {
+            c as i64
+        } else if c & (1 << (bits - 1)) != 0 {
+            (c | (u64::MAX << bits)) as i64
+        } else {
+            (c & !(u64::MAX << bits)) as i64
+        }
+    };
+    if value > max || (bits != 64 && incr > max_incr) || (value >= 0 && incr > 0 && incr > max_incr) {
+        Some(if policy == Overflow::Sat { max } else { wrapped() })
+    } else if value < min || (bits != 64 && incr < min_incr) || (value < 0 && incr < 0 && incr < min_incr) {
+        Some(if policy == Overflow::Sat { min } else { wrapped() })
+    } else {
+        None
+    }
+}
+
+/// Runs one SET or INCRBY on `s` (already grown to cover it) and replies with
+/// the old value (SET), the new one (INCRBY), or nil when OVERFLOW FAIL hits.
+/// True if the stored bits changed.
+fn bitfield_write(s: &mut [u8], c: &FieldCmd, out: &mut Reply) -> bool {
+    // (reply, old bits, new bits, overflowed)
+    let (reply, old, new, overflowed) = if c.signed {
+        let old = get_signed(s, c.offset, c.bits);
+        if c.op == FieldOp::IncrBy {
+            let over = signed_overflow(old, c.value, c.bits, c.overflow);
+            let new = over.unwrap_or(old.wrapping_add(c.value));
+            (new, old as u64, new as u64, over.is_some())
+        } else {
+            let over = signed_overflow(c.value, 0, c.bits, c.overflow);
+            (old, old as u64, over.unwrap_or(c.value) as u64, over.is_some())
+        }
+    } else {
+        let old = get_unsigned(s, c.offset, c.bits);
+        if c.op == FieldOp::IncrBy {
+            let over = unsigned_overflow(old, c.value, c.bits, c.overflow);
+            let new = over.unwrap_or(old.wrapping_add(c.value as u64));
+            (new as i64, old, new, over.is_some())
+        } else {
+            let over = unsigned_overflow(c.value as u64, 0, c.bits, c.overflow);
+            (old as i64, old, over.unwrap_or(c.value as u64), over.is_some())
+        }
+    };
+    if overflowed && c.overflow == Overflow::Fail {
+        out.null();
+        return false;
+    }
+    out.int(reply);
+    set_field(s, c.offset, c.bits, new);
+    old != new
+}
+
+fn bitfield_read(s: &[u8], c: &FieldCmd) -> i64 {
+    if c.signed { get_signed(s, c.offset, c.bits) } else { get_unsigned(s, c.offset, c.bits) as i64 }
+}
+
+fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, read_only_cmd: bool) -> CmdResult {
+    let key = args[1];
+    let (cmds, highest_write) = parse_bitfield(ctx, args)?;
+    let Some(highest_write) = highest_write else {
+        // Only GETs: a read that does not create the key.
+        let e = ctx.keys.get(key);
+        let s = match e {
+            Some(e) => string_bytes(e.value())?,
+            None => &[],
+        };
+        out.array(cmds.len());
+        for c in &cmds {
+            out.int(bitfield_read(s, c));
+        }
+        return Ok(());
+    };
+    if read_only_cmd {
+        return Err("ERR BITFIELD_RO only supports the GET subcommand".into());
+    }
+    let mut e = ctx.keys.get_or_insert_with(key, || Value::Str(Vec::new()));
+    let Value::Str(s) = e.value_mut() else {
+        e.unchanged();
+        return Err(err::WRONGTYPE.into());
+    };
+    let needed = (highest_write >> 3) as usize + 1;
+    // Like Redis, WATCH sees a change only if the string grew or bits changed.
+    let mut changed = s.len() < needed;
+    if changed {
+        s.resize(needed, 0);
+    }
+    out.array(cmds.len());
+    for c in &cmds {
+        if c.op == FieldOp::Get {
+            out.int(bitfield_read(s, c));
+        } else {
+            changed |= bitfield_write(s, c, out);
+        }
+    }
+    if !changed {
+        e.unchanged();
+    }
+    Ok(())
+}
+
+fn bitfield(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    bitfield_generic(ctx, args, out, false)
+}
+
+fn bitfield_ro(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    bitfield_generic(ctx, args, out, true)
+}
+
+pub mod long_double {
+    //! x86-64 `long double` (x87 80-bit extended precision) in software.
+    //!
+    //! Redis's INCRBYFLOAT and HINCRBYFLOAT parse with `strtold`, add in long
+    //! double and print with `%.17Lf`; the 64-bit mantissa is why Redis
+    //! answers `0.3` to 0.1 + 0.2 and why 1e308 + 1e308 does not overflow.
+    //! An `f64` cannot reproduce those replies, so this emulates the three
+    //! operations exactly (round-to-nearest-even, denormals, overflow).
+
+    use std::cmp::Ordering;
+
+    /// Exponent of the least significant bit of the smallest denormal: 2^-16445.
+    const MIN_LSB_EXP: i32 = -16445;
+    /// Finite values are below 2^16384.
+    const MAX_EXP: i32 = 16384;
+    /// `MAX_LONG_DOUBLE_CHARS` in Redis: longer inputs are rejected.
+    const MAX_CHARS: usize = 5 * 1024;
+
+    /// A finite or infinite extended-precision value: `mant * 2^exp` (zero when
+    /// `mant` is 0). NaN is never stored; operations that would make one say so.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct LongDouble {
+        neg: bool,
+        inf: bool,
+        mant: u64,
+        exp: i32,
+    }
+
+    impl LongDouble {
+        pub const ZERO: LongDouble = LongDouble { neg: false, inf: false, mant: 0, exp: 0 };
+
+        pub fn is_infinite(&self) -> bool {
+            self.inf
+        }
+
+        fn infinity(neg: bool) -> LongDouble {
+            LongDouble { neg, inf: true, mant: 0, exp: 0 }
+        }
+
+        fn zero(neg: bool) -> LongDouble {
+            LongDouble { neg, ..LongDouble::ZERO }
+        }
+
+        fn is_zero(&self) -> bool {
+            !self.inf && self.mant == 0
+        }
+
+        /// Parses like Redis's `string2ld`: the whole input must be a `strtold`
+        /// number (decimal, hex float, `inf`/`infinity`), with no leading space;
+        /// NaN, overflow and underflow to zero are rejected.
+        pub fn parse(s: &[u8]) -> Option<LongDouble> {
+            if s.is_empty() || s.len() >= MAX_CHARS || s[0].is_ascii_whitespace() || s[0] == 0x0b {
+                return None;
+            }
+            let (neg, rest) = match s[0] {
+                b'-' => (true, &s[1..]),
+                b'+' => (false, &s[1..]),
+                _ => (false, s),
+            };
+            if rest.eq_ignore_ascii_case(b"inf") || rest.eq_ignore_ascii_case(b"infinity") {
+                return Some(LongDouble::infinity(neg));
+            }
+            if rest.len() > 2 && rest[0] == b'0' && (rest[1] | 0x20) == b'x' {
+                if let Some(v) = parse_hex(neg, &rest[2..]) {
+                    return Some(v);
+                }
+                // "0x" without hex digits: strtold reads just "0" and stops at 'x'.
+                return None;
+            }
+            parse_decimal(neg, rest)
+        }
+
+        /// `self + other` rounded to nearest-even; `None` for NaN (inf - inf).
+        pub fn checked_add(self, other: LongDouble) -> Option<LongDouble> {
+            if self.inf || other.inf {
+                if self.inf && other.inf && self.neg != other.neg {
+                    return None;
+                }
+                return Some(if self.inf { self } else { other });
+            }
+            if other.is_zero() {
+                return Some(if self.is_zero() { LongDouble::zero(self.neg && other.neg) } else { self });
+            }
+            if self.is_zero() {
+                return Some(other);
+            }
+            let (a, b) = {
+                let (a, b) = (self.normalized(), other.normalized());
+                if a.exp >= b.exp { (a, b) } else { (b, a) }
+            };
+            // 62 spare low bits below the mantissa, plus a sticky ("jam") bit for
+            // anything shifted out of b, is enough for exact rounding.
+            let wide_a = (a.mant as u128) << 62;
+            let wide_b = shift_right_jam((b.mant as u128) << 62, (a.exp - b.exp) as u32);
+            let exp = a.exp - 62;
+            Some(if a.neg == b.neg {
+                round(a.neg, wide_a + wide_b, exp, false)
+            } else {
+                match wide_a.cmp(&wide_b) {
+                    Ordering::Equal => LongDouble::ZERO,
+                    Ordering::Greater => round(a.neg, wide_a - wide_b, exp, false),
+                    Ordering::Less => round(b.neg, wide_b - wide_a, exp, false),
+                }
+            })
+        }
+
+        fn normalized(self) -> LongDouble {
+            let lz = self.mant.leading_zeros();
+            LongDouble { mant: self.mant << lz, exp: self.exp - lz as i32, ..self }
+        }
+
+        /// `printf("%.17Lf")` with trailing zeros (and a bare '.') removed and
+        /// "-0" printed as "0": Redis's `ld2string(.., LD_STR_HUMAN)`. Finite only.
+        pub fn to_human_string(&self) -> String {
+            let mut out = String::new();
+            if self.neg {
+                out.push('-');
+            }
+            if self.exp >= 0 {
+                if self.exp <= 64 {
+                    out.push_str(&((self.mant as u128) << self.exp).to_string());
+                } else {
+                    let mut big = Big::from_u64(self.mant);
+                    big.shl(self.exp as u32);
+                    out.push_str(&big.to_decimal());
+                }
+            } else {
+                // value * 10^17 = mant * 10^17 / 2^k, rounded half-even to an integer.
+                let k = (-self.exp) as u32;
+                let scaled = (self.mant as u128) * 100_000_000_000_000_000u128;
+                let q = if k >= 122 {
+                    0 // below 2^121 / 2^122: less than half a unit
+                } else {
+                    let q = scaled >> k;
+                    let r = scaled & ((1u128 << k) - 1);
+                    let half = 1u128 << (k - 1);
+                    if r > half || (r == half && q & 1 == 1) { q + 1 } else { q }
+                };
+                let unit = 100_000_000_000_000_000u128;
+                let frac = format!("{:017}", q % unit);
+                out.push_str(&(q / unit).to_string());
+                let frac = frac.trim_end_matches('0');
+                if !frac.is_empty() {
+                    out.push('.');
+                    out.push_str(frac);
+                }
+            }
+            if out == "-0" {
+                out.remove(0);
+            }
+            out
+        }
+    }
+
+    /// Shifts right by `d`, OR-ing every bit shifted out into bit 0.
+    fn shift_right_jam(x: u128, d: u32) -> u128 {
+        match d {
+            0 => x,
+            1..=127 => (x >> d) | ((x << (128 - d)) != 0) as u128,
+            _ => (x != 0) as u128,
+        }
+    }
+
+    /// Rounds `m * 2^exp` (plus a nonzero fraction below `m`'s lsb when
+    /// `sticky`) to extended precision, nearest-even, with denormals and overflow.
+    fn round(neg: bool, m: u128, exp: i32, sticky: bool) -> LongDouble {
+        if m == 0 {
+            return LongDouble::zero(neg);
+        }
+        let lz = m.leading_zeros();
+        let (m, exp) = (m << lz, exp - lz as i32);
+        // Keep the top 64 bits, fewer when the result is denormal.
+        let mut drop = 64u32;
+        if exp + 64 < MIN_LSB_EXP {
+            drop = (MIN_LSB_EXP - exp).min(200) as u32;
+        }
+        let q = if drop >= 129 {
+            0
+        } else {
+            let (q, r) = if drop == 128 { (0, m) } else { (m >> drop, m & ((1u128 << drop) - 1)) };
+            let half = 1u128 << (drop - 1);
+            if r > half || (r == half && (sticky || q & 1 == 1)) { q + 1 } else { q }
+        };
+        if q == 0 {
+            return LongDouble::zero(neg);
+        }
+        let mut lsb_exp = exp + drop as i32;
+        let mut q = q;
+        if q >> 64 != 0 {
+            q >>= 1;
+            lsb_exp += 1;
+        }
+        let bit_len = 128 - q.leading_zeros() as i32;
+        if bit_len + lsb_exp > MAX_EXP {
+            return LongDouble::infinity(neg);
+        }
+        LongDouble { neg, inf: false, mant: q as u64, exp: lsb_exp }
+    }
+
+    /// Rounds a big integer times 2^exp.
+    fn round_big(neg: bool, n: &Big, exp: i32) -> LongDouble {
+        let (top, shift, sticky) = n.top128();
+        round(neg, top, exp + shift as i32, sticky)
+    }
+
+    /// `strtold`'s overflow/underflow verdict as Redis applies it: infinity or a
+    /// nonzero input rounded to zero is an error.
+    fn finite_nonzero(v: LongDouble) -> Option<LongDouble> {
+        if v.inf || v.mant == 0 { None } else { Some(v) }
+    }
+
+    /// Saturating decimal exponent digits; `None` if there are none.
+    fn parse_exponent(s: &[u8]) -> Option<(i64, usize)> {
+        let (neg, mut i) = match s.first() {
+            Some(b'-') => (true, 1),
+            Some(b'+') => (false, 1),
+            _ => (false, 0),
+        };
+        let start = i;
+        let mut v: i64 = 0;
+        while i < s.len() && s[i].is_ascii_digit() {
+            v = (v * 10 + (s[i] - b'0') as i64).min(1_000_000_000);
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        Some((if neg { -v } else { v }, i))
+    }
+
+    fn parse_decimal(neg: bool, s: &[u8]) -> Option<LongDouble> {
+        let mut digits: Vec<u8> = Vec::with_capacity(s.len());
+        let mut exp10: i64 = 0;
+        let (mut i, mut any, mut dot) = (0, false, false);
+        while i < s.len() {
+            match s[i] {
+                c @ b'0'..=b'9' => {
+                    any = true;
+                    if dot {
+                        exp10 -= 1;
+                    }
+                    if !(digits.is_empty() && c == b'0') {
+                        digits.push(c - b'0');
+                    }
+                }
+                b'.' if !dot => dot = true,
+                _ => break,
+            }
+            i += 1;
+        }
+        if !any {
+            return None;
+        }
+        if i < s.len() && (s[i] | 0x20) == b'e' {
+            // An 'e' without digits is not part of the number: trailing garbage.
+            let (e, used) = parse_exponent(&s[i + 1..])?;
+            exp10 += e;
+            i += 1 + used;
+        }
+        if i != s.len() {
+            return None;
+        }
+        while digits.last() == Some(&0) {
+            digits.pop();
+            exp10 += 1;
+        }
+        if digits.is_empty() {
+            return Some(LongDouble::zero(neg));
+        }
+        // The value is in [10^(n-1+exp10), 10^(n+exp10)): settle the far cases
+        // (above the max ~1.19e4932, below half the min denormal ~3.6e-4951) early.
+        let n = digits.len() as i64;
+        if n - 1 + exp10 >= 4933 || n + exp10 <= -4952 {
+            return None;
+        }
+        let mut num = Big::from_decimal_digits(&digits);
+        if exp10 >= 0 {
+            num.mul_pow10(exp10 as u32);
+            return finite_nonzero(round_big(neg, &num, 0));
+        }
+        let mut den = Big::from_u64(1);
+        den.mul_pow10((-exp10) as u32);
+        // Scale to a quotient of 66-67 bits, then divide; the remainder is sticky.
+        let k = num.bit_len() as i64 - den.bit_len() as i64;
+        let shift = 66 - k;
+        if shift >= 0 {
+            num.shl(shift as u32);
+        } else {
+            den.shl((-shift) as u32);
+        }
+        let (q, rem_nonzero) = num.div_small_quotient(&den);
+        finite_nonzero(round(neg, q, -shift as i32, rem_nonzero))
+    }
+
+    fn parse_hex(neg: bool, s: &[u8]) -> Option<LongDouble> {
+        let mut num = Big::from_u64(0);
+        let mut exp2: i64 = 0;
+        let (mut i, mut any, mut dot) = (0, false, false);
+        while i < s.len() {
+            match s[i] {
+                b'.' if !dot => dot = true,
+                c if c.is_ascii_hexdigit() => {
+                    any = true;
+                    let d = (c as char).to_digit(16).unwrap_or(0);
+                    if num.is_zero() && d == 0 {
+                        if dot {
+                            exp2 -= 4;
+                        }
+                    } else {
+                        num.shl(4);
+                        num.add_small(d);
+                        if dot {
+                            exp2 -= 4;
+                        }
+                    }
+                }
+                _ => break,
+            }
+            i += 1;
+        }
+        if !any {
+            return None;
+        }
+        if i < s.len() && (s[i] | 0x20) == b'p' {
+            let (e, used) = parse_exponent(&s[i + 1..])?;
+            exp2 += e;
+            i += 1 + used;
+        }
+        if i != s.len() {
+            return None;
+        }
+        if num.is_zero() {
+            return Some(LongDouble::zero(neg));
+        }
+        let exp2 = exp2.clamp(-1_000_000, 1_000_000) as i32;
+        finite_nonzero(round_big(neg, &num, exp2))
+    }
+
+    /// Just enough unsigned big-integer arithmetic for exact conversions
+    /// (little-endian 32-bit limbs).
+    #[derive(Clone, Debug)]
+    struct Big(Vec<u32>);
+
+    impl Big {
+        fn from_u64(v: u64) -> Big {
+            let mut b = Big(vec![v as u32, (v >> 32) as u32]);
+            b.trim();
+            b
+        }
+
+        fn from_decimal_digits(digits: &[u8]) -> Big {
+            let mut b = Big(Vec::with_capacity(digits.len() / 9 + 1));
+            for chunk in digits.chunks(9) {
+                let mut v = 0u32;
+                for &d in chunk {
+                    v = v * 10 + d as u32;
+                }
+                b.mul_small(10u32.pow(chunk.len() as u32));
+                b.add_small(v);
+            }
+            b
+        }
+
+        fn trim(&mut self) {
+            while self.0.last() == Some(&0) {
+                self.0.pop();
+            }
+        }
+
+        fn is_zero(&self) -> bool {
+            self.0.is_empty()
+        }
+
+        fn bit_len(&self) -> u32 {
+            match self.0.last() {
+                None => 0,
+                Some(&top) => (self.0.len() as u32 - 1) * 32 + (32 - top.leading_zeros()),
+            }
+        }
+
+        fn mul_small(&mut self, m: u32) {
+            let mut carry = 0u64;
+            for limb in self.0.iter_mut() {
+                let v = *limb as u64 * m as u64 + carry;
+                *limb = v as u32;
+                carry = v >> 32;
+            }
+            if carry != 0 {
+                self.0.push(carry as u32);
+            }
+            self.trim();
+        }
+
+        fn add_small(&mut self, a: u32) {
+            let mut carry = a as u64;
+            for limb in self.0.iter_mut() {
+                if carry == 0 {
+                    break;
+                }
+                let v = *limb as u64 + carry;
+                *limb = v as u32;
+                carry = v >> 32;
+            }
+            if carry != 0 {
+                self.0.push(carry as u32);
+            }
+        }
+
+        fn mul_pow10(&mut self, mut n: u32) {
+            while n >= 9 {
+                self.mul_small(1_000_000_000);
+                n -= 9;
+            }
+            self.mul_small(10u32.pow(n));
+        }
+
+        fn shl(&mut self, bits: u32) {
+            if self.is_zero() || bits == 0 {
+                return;
+            }
+            let (limbs, rem) = ((bits / 32) as usize, bits % 32);
+            if rem != 0 {
+                let mut carry = 0u32;
+                for limb in self.0.iter_mut() {
+                    let v = *limb;
+                    *limb = (v << rem) | carry;
+                    carry = v >> (32 - rem);
+                }
+                if carry != 0 {
+                    self.0.push(carry);
+                }
+            }
+            if limbs > 0 {
+                self.0.splice(0..0, std::iter::repeat_n(0, limbs));
+            }
+        }
+
+        fn cmp(&self, other: &Big) -> Ordering {
+            self.0.len().cmp(&other.0.len()).then_with(|| self.0.iter().rev().cmp(other.0.iter().rev()))
+        }
+
+        /// `self -= other`, with `self >= other`.
+        fn sub(&mut self, other: &Big) {
+            let mut borrow = 0i64;
+            for (i, limb) in self.0.iter_mut().enumerate() {
+                let v = *limb as i64 - other.0.get(i).copied().unwrap_or(0) as i64 - borrow;
+                borrow = (v < 0) as i64;
+                *limb = v.rem_euclid(1 << 32) as u32;
+            }
+            self.trim();
+        }
+
+        /// `self / d` for a quotient known to fit in u128, and whether there is a
+        /// remainder. Restoring division, one quotient bit per step.
+        fn div_small_quotient(mut self, d: &Big) -> (u128, bool) {
+            let k = self.bit_len().saturating_sub(d.bit_len());
+            let mut t = d.clone();
+            t.shl(k);
+            let mut q = 0u128;
+            for _ in 0..=k {
+                q <<= 1;
+                if self.cmp(&t) != Ordering::Less {
+                    self.sub(&t);
+                    q |= 1;
+                }
+                self.shl(1);
+            }
+            (q, !self.is_zero())
+        }
+
+        /// The top 128 bits, how far they were shifted down, and whether any
+        /// bit below them is set.
+        fn top128(&self) -> (u128, u32, bool) {
+            let len = self.bit_len();
+            if len <= 128 {
+                let mut v = 0u128;
+                for &limb in self.0.iter().rev() {
+                    v = (v << 32) | limb as u128;
+                }
+                return (v, 0, false);
+            }
+            let shift = len - 128;
+            let bit = |i: u32| (self.0[(i / 32) as usize] >> (i % 32)) & 1;
+            let mut v = 0u128;
+            for i in (shift..len).rev() {
+                v = (v << 1) | bit(i) as u128;
+            }
+            let sticky = (0..shift).any(|i| bit(i) == 1);
+            (v, shift, sticky)
+        }
+
+        /// Decimal digits (for integers too large for u128).
+        fn to_decimal(&self) -> String {
+            let mut limbs = self.0.clone();
+            let mut chunks = Vec::new();
+            while !limbs.is_empty() {
+                let mut rem = 0u64;
+                for limb in limbs.iter_mut().rev() {
+                    let cur = (rem << 32) | *limb as u64;
+                    *limb = (cur / 1_000_000_000) as u32;
+                    rem = cur % 1_000_000_000;
+                }
+                while limbs.last() == Some(&0) {
+                    limbs.pop();
+                }
+                chunks.push(rem as u32);
+            }
+            let mut s = String::new();
+            for (i, c) in chunks.iter().rev().enumerate() {
+                if i == 0 {
+                    s.push_str(&c.to_string());
+                } else {
+                    s.push_str(&format!("{c:09}"));
+                }
+            }
+            if s.is_empty() { "0".into() } else { s }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::long_double::LongDouble;
+    use super::*;
+
+    /// strtold + addition + "%.17Lf" trimmed, as glibc on x86-64 computes them.
+    fn sum(a: &str, b: &str) -> Option<String> {
+        let (a, b) = (LongDouble::parse(a.as_bytes())?, LongDouble::parse(b.as_bytes())?);
+        a.checked_add(b).filter(|s| !s.is_infinite()).map(|s| s.to_human_string())
+    }
+
+    #[test]
+    fn long_double_sums_match_glibc() {
+        // Expected values printed by a C program using long double.
+        let cases = [
+            ("0.1", "0.2", "0.3"),
+            ("10.5", "0.1", "10.6"),
+            ("5.0e3", "2.0e2", "5200"),
+            ("3.0e3", "1.5", "3001.5"),
+            ("1.23456789012345678901234", "0", "1.23456789012345679"),
+            ("1e30", "0", "1000000000000000000024696061952"),
+            ("-1e-20", "0", "0"),
+            ("0x10", "0", "16"),
+            ("0x1p-3", "0", "0.125"),
+            (".5", "5.", "5.5"),
+            ("-.5e1", "5.5", "0.5"),
+            ("1e-17", "5e-18", "0.00000000000000002"),
+            ("0.000000000000000005", "0", "0"),
+            ("0.000000000000000015", "0", "0.00000000000000002"),
+            ("1e-4940", "16", "16"),
+            ("-0", "0", "0"),
+            ("9223372036854775807", "1", "9223372036854775808"),
+            // Exact decimal ties at the 18th decimal round to even.
+            ("0.000003814697265625", "0", "0.00000381469726562"),
+            ("-0x1p-18", "0", "-0.00000381469726562"),
+            ("1.000003814697265625", "0", "1.00000381469726562"),
+            ("0.000003814697265625", "0.000003814697265625", "0.00000762939453125"),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(sum(a, b).as_deref(), Some(want), "{a} + {b}");
+        }
+        let big = sum("1e308", "1e308").expect("no overflow in long double");
+        assert!(big.starts_with("19999999999999999999337175931169129132112"), "{big}");
+        assert_eq!(big.len(), 309);
+    }
+
+    #[test]
+    fn long_double_rejects_like_string2ld() {
+        for bad in ["", " 1", "1 ", "\x0b1", "nan", "-nan", "1e", "0x", "0x1p", "abc", "1e5000", "1e-5000", "1.2e4932"]
+        {
+            assert!(LongDouble::parse(bad.as_bytes()).is_none(), "{bad:?}");
+        }
+        let long = |n: usize| [b"1.".as_slice(), &vec![b'0'; n - 2]].concat();
+        assert!(LongDouble::parse(&long(5120)).is_none(), "5120 chars is over Redis's buffer");
+        assert_eq!(LongDouble::parse(&long(5119)).map(|v| v.to_human_string()).as_deref(), Some("1"));
+        assert!(LongDouble::parse(b"1e4932").is_some());
+        assert!(LongDouble::parse(b"0e99999999999").is_some(), "an exact zero is not an underflow");
+        let inf = LongDouble::parse(b"-Infinity").expect("infinity parses");
+        assert!(inf.is_infinite());
+        assert!(inf.checked_add(LongDouble::parse(b"inf").expect("inf")).is_none(), "inf - inf is NaN");
+    }
+
+    #[test]
+    fn getrange_index_arithmetic() {
+        assert_eq!(byte_range(0, -1, 5), Some((0, 4)));
+        assert_eq!(byte_range(-3, -1, 5), Some((2, 4)));
+        assert_eq!(byte_range(-1, -3, 5), None);
+        assert_eq!(byte_range(3, 1, 5), None);
+        assert_eq!(byte_range(0, 100, 5), Some((0, 4)));
+        assert_eq!(byte_range(-100, 1, 5), Some((0, 1)));
+        assert_eq!(byte_range(10, 20, 5), None);
+        assert_eq!(byte_range(0, -1, 0), None);
+        assert_eq!(byte_range(i64::MIN, i64::MAX, 3), Some((0, 2)));
+    }
+
+    #[test]
+    fn bit_counting_and_searching() {
+        let s = b"\x0f\xf0\x00\xff";
+        assert_eq!(count_bits(s, 0, 31), 16);
+        assert_eq!(count_bits(s, 4, 11), 8);
+        assert_eq!(count_bits(s, 5, 10), 6);
+        assert_eq!(count_bits(s, 16, 23), 0);
+        assert_eq!(find_bit(s, true, 0, 31), Some(4));
+        assert_eq!(find_bit(s, false, 4, 31), Some(12));
+        assert_eq!(find_bit(s, true, 12, 23), None);
+        assert_eq!(find_bit(s, true, 12, 31), Some(24));
+        assert_eq!(find_bit(&[0xff; 20], false, 0, 159), None);
+        assert_eq!(clamp_range(-2, -1, 4), Some((2, 3)));
+        assert_eq!(clamp_range(0, -1, 0), None);
+    }
+
+    #[test]
+    fn bitfield_fields_and_overflow() {
+        let mut s = vec![0u8; 4];
+        set_field(&mut s, 3, 8, 0xAB);
+        assert_eq!(get_unsigned(&s, 3, 8), 0xAB);
+        assert_eq!(get_signed(&s, 3, 8), 0xABu8 as i8 as i64);
+        assert_eq!(get_unsigned(&s, 30, 8), 0, "reads past the end are zero");
+        assert_eq!(unsigned_overflow(250, 10, 8, Overflow::Wrap), Some(4));
+        assert_eq!(unsigned_overflow(250, 10, 8, Overflow::Sat), Some(255));
+        assert_eq!(unsigned_overflow(5, -10, 8, Overflow::Sat), Some(0));
+        assert_eq!(unsigned_overflow(5, 3, 8, Overflow::Fail), None);
+        assert_eq!(signed_overflow(120, 10, 8, Overflow::Wrap), Some(-126));
+        assert_eq!(signed_overflow(-120, -10, 8, Overflow::Sat), Some(-128));
+        assert_eq!(signed_overflow(i64::MAX, 1, 64, Overflow::Wrap), Some(i64::MIN));
+        assert_eq!(signed_overflow(i64::MAX, 1, 64, Overflow::Sat), Some(i64::MAX));
+        assert_eq!(signed_overflow(-5, 3, 64, Overflow::Sat), None);
+    }
+
+    #[test]
+    fn lcs_matches_redis_example() {
+        let (a, b) = (b"ohmytext".as_slice(), b"mynewtext".as_slice());
+        let t = lcs_table(a, b).expect("small table");
+        let walk = lcs_walk(a, b, &t, 0, true);
+        assert_eq!(walk.len, 6);
+        assert_eq!(walk.common, b"mytext");
+        let ranges: Vec<_> = walk.ranges.iter().map(|r| (r.a, r.b, r.len)).collect();
+        assert_eq!(ranges, vec![((4, 7), (5, 8), 4), ((2, 3), (0, 1), 2)]);
+        assert_eq!(lcs_walk(a, b, &t, 4, true).ranges.len(), 1);
+    }
+
+    #[test]
+    fn options_conflicts() {
+        let parse = |args: &[&str], for_set: bool| {
+            let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+            StringOptions::parse(&args, for_set).map(|_| ())
+        };
+        assert!(parse(&["nx", "xx"], true).is_err());
+        assert!(parse(&["ex", "1", "px", "1"], true).is_err());
+        assert!(parse(&["ex", "1", "ex", "2"], true).is_ok());
+        assert!(parse(&["keepttl", "ex", "1"], true).is_err());
+        assert!(parse(&["ex"], true).is_err());
+        assert!(parse(&["get", "nx", "GET"], true).is_ok());
+        assert!(parse(&["persist"], true).is_err());
+        assert!(parse(&["persist", "px", "1"], false).is_err());
+        assert!(parse(&["nx"], false).is_err());
+        assert!(parse(&["NX\0junk"], true).is_ok(), "keywords end at NUL, as in C");
+    }
+}

@@ -346,11 +346,12 @@ mod tests {
             ("strata_worker_threads", 2.0),
             ("strata_keys{db=\"0\"}", 0.0),
             ("strata_keys{db=\"15\"}", 0.0),
-            ("strata_build_info{version=\"0.1.0\"}", 1.0),
         ] {
             assert_eq!(sample(&text, series), Some(want), "{series} in\n{text}");
         }
         assert!(sample(&text, "strata_memory_used_bytes{component=\"total\"}").unwrap() > 0.0);
+        let build = format!("strata_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
+        assert_eq!(sample(&text, &build), Some(1.0));
         assert!(sample(&text, "strata_uptime_seconds").unwrap() >= 0.0);
         // No command ran: no per-command series.
         assert!(!text.contains("command=\""), "{text}");

@@ -307,8 +307,12 @@ fn process(
             }
             client.info.last_active_ms.store(crate::store::now_ms(), Relaxed);
             let reply_mark = bufs.out.len();
+            // CLIENT REPLY SKIP applies to the command after the one that set it.
+            let skip_this = std::mem::take(&mut client.reply_skip_next);
             outcome = dispatch::execute(shared, metrics, client, &args, &mut bufs.out);
-            apply_reply_mode(client, &mut bufs.out, reply_mark);
+            if skip_this || client.reply_off {
+                bufs.out.truncate(reply_mark);
+            }
             if matches!(outcome, Outcome::Block(_)) {
                 owned_args = Some(args.iter().map(|a| a.to_vec()).collect());
             }
@@ -323,16 +327,6 @@ fn process(
         if bufs.out.len() >= OUT_FLUSH_AT {
             return Step::Flush;
         }
-    }
-}
-
-/// CLIENT REPLY OFF|SKIP: discard replies the client asked not to get.
-fn apply_reply_mode(client: &mut Client, out: &mut Reply, mark: usize) {
-    if client.reply_skip_next {
-        client.reply_skip_next = false;
-        out.truncate(mark);
-    } else if client.reply_off {
-        out.truncate(mark);
     }
 }
 

@@ -47,6 +47,8 @@ pub struct Shared {
     pub ops_samples: Mutex<OpsSampler>,
     /// Unix time (s) of the last CONFIG RESETSTAT / start.
     pub stat_reset_time: AtomicU64,
+    /// Highest `used_memory` seen (sampled every tick and on INFO).
+    pub used_memory_peak: AtomicU64,
     /// Ports actually bound (useful when 0 was asked for in tests).
     pub tcp_port: AtomicUsize,
     pub metrics_port: AtomicUsize,
@@ -132,6 +134,7 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
         shutdown,
         ops_samples: Mutex::new(OpsSampler::default()),
         stat_reset_time: AtomicU64::new(now_s),
+        used_memory_peak: AtomicU64::new(0),
         tcp_port: AtomicUsize::new(0),
         metrics_port: AtomicUsize::new(0),
         config,
@@ -157,11 +160,18 @@ pub fn run(shared: Arc<Shared>) -> i32 {
     }
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("acceptor runtime");
-    let code = rt.block_on(acceptor_main(shared.clone(), senders));
-    // Workers stop once the shutdown signal reached their connections.
-    for h in handles {
-        let _ = h.join();
-    }
+    let code = rt.block_on(async {
+        let code = acceptor_main(shared.clone(), senders).await;
+        // Workers stop once the shutdown signal reached their connections;
+        // meanwhile this runtime keeps serving /readyz (503) and /metrics.
+        let _ = tokio::task::spawn_blocking(move || {
+            for h in handles {
+                let _ = h.join();
+            }
+        })
+        .await;
+        code
+    });
     if let Some(path) = &shared.config.startup.unixsocket {
         let _ = std::fs::remove_file(path);
     }
@@ -237,6 +247,7 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     }
     shared.ks.flush_mem();
     shared.ks.tick_clock();
+    shared.used_memory_peak.fetch_max(shared.used_memory(), Relaxed);
     if worker == 0 {
         shared.ops_samples.lock().sample(shared.total_commands());
     }

@@ -1,8 +1,16 @@
 //! Hash values: field → value, on a `SlabTable` so HSCAN cursors are stable.
+//!
+//! Every mutation goes through a method here so `bytes` stays exactly the sum
+//! of `cost()` over the fields.
 
 use super::slab_table::{Keyed, SlabTable, hash_bytes};
 
 const FIELD_OVERHEAD: usize = 48;
+
+/// Redis 7.0's `hash-max-listpack-entries` / `hash-max-listpack-value`
+/// defaults: the limits of its compact encoding.
+pub const LISTPACK_MAX_ENTRIES: usize = 512;
+pub const LISTPACK_MAX_VALUE: usize = 64;
 
 #[derive(Clone)]
 pub struct Field {
@@ -16,10 +24,19 @@ impl Keyed for Field {
     }
 }
 
-#[derive(Default)]
 pub struct HashValue {
     table: SlabTable<Field>,
     bytes: usize,
+    /// Whether Redis would still hold this hash as a listpack. Like Redis's
+    /// conversion, it only ever goes from true to false. It decides
+    /// OBJECT ENCODING and whether HSCAN returns everything in one call.
+    compact: bool,
+}
+
+impl Default for HashValue {
+    fn default() -> Self {
+        HashValue { table: SlabTable::default(), bytes: 0, compact: true }
+    }
 }
 
 impl Clone for HashValue {
@@ -28,6 +45,8 @@ impl Clone for HashValue {
         for (_, f) in self.table.iter() {
             h.insert(&f.name, f.value.clone());
         }
+        // A copy keeps its original's encoding, as in Redis.
+        h.compact = self.compact;
         h
     }
 }
@@ -42,13 +61,13 @@ impl HashValue {
     pub fn mem_bytes(&self) -> usize {
         self.bytes
     }
-    /// Redis 7.0 keeps small hashes as listpacks (≤128 fields of ≤64 bytes).
+    /// Redis 7.0 keeps small hashes as listpacks (≤512 fields of ≤64 bytes).
     pub fn encoding(&self) -> &'static str {
-        if self.len() <= 128 && self.table.iter().all(|(_, f)| f.name.len() <= 64 && f.value.len() <= 64) {
-            "listpack"
-        } else {
-            "hashtable"
-        }
+        if self.compact { "listpack" } else { "hashtable" }
+    }
+    /// True while Redis would keep this hash as a listpack.
+    pub fn is_compact(&self) -> bool {
+        self.compact
     }
     fn cost(name: &[u8], value: &[u8]) -> usize {
         name.len() + value.len() + FIELD_OVERHEAD
@@ -57,9 +76,15 @@ impl HashValue {
         let slot = self.table.find(hash_bytes(name), name)?;
         self.table.get(slot).map(|f| &f.value)
     }
+    pub fn contains(&self, name: &[u8]) -> bool {
+        self.table.find(hash_bytes(name), name).is_some()
+    }
     /// Sets a field; returns true when the field is new.
     pub fn insert(&mut self, name: &[u8], value: Vec<u8>) -> bool {
         let h = hash_bytes(name);
+        if self.compact && (name.len() > LISTPACK_MAX_VALUE || value.len() > LISTPACK_MAX_VALUE) {
+            self.compact = false;
+        }
         match self.table.find(h, name) {
             Some(slot) => {
                 let f = self.table.get_mut(slot).expect("live slot");
@@ -70,6 +95,9 @@ impl HashValue {
             None => {
                 self.bytes += Self::cost(name, &value);
                 self.table.insert_new(h, Field { name: name.into(), value });
+                if self.table.len() > LISTPACK_MAX_ENTRIES {
+                    self.compact = false;
+                }
                 true
             }
         }
@@ -87,5 +115,48 @@ impl HashValue {
     /// The underlying table, for cursor scans and random sampling.
     pub fn table(&self) -> &SlabTable<Field> {
         &self.table
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accounted(h: &HashValue) -> usize {
+        h.iter().map(|(n, v)| HashValue::cost(n, v)).sum()
+    }
+
+    #[test]
+    fn bytes_follow_every_mutation() {
+        let mut h = HashValue::default();
+        assert!(h.insert(b"a", b"1".to_vec()));
+        assert!(!h.insert(b"a", b"longer value".to_vec()));
+        assert!(h.insert(b"b", Vec::new()));
+        assert_eq!(h.mem_bytes(), accounted(&h));
+        assert_eq!(h.remove(b"a"), Some(b"longer value".to_vec()));
+        assert_eq!(h.remove(b"a"), None);
+        assert_eq!(h.mem_bytes(), accounted(&h));
+        h.remove(b"b");
+        assert_eq!(h.mem_bytes(), 0);
+    }
+
+    #[test]
+    fn listpack_conversion_is_one_way() {
+        let mut h = HashValue::default();
+        for i in 0..LISTPACK_MAX_ENTRIES {
+            h.insert(i.to_string().as_bytes(), b"v".to_vec());
+        }
+        assert_eq!(h.encoding(), "listpack");
+        h.insert(b"one more", b"v".to_vec());
+        assert_eq!(h.encoding(), "hashtable");
+        h.remove(b"one more");
+        assert_eq!(h.encoding(), "hashtable", "Redis never converts back");
+
+        let mut h = HashValue::default();
+        h.insert(b"f", vec![b'x'; LISTPACK_MAX_VALUE]);
+        assert!(h.is_compact());
+        h.insert(b"f", vec![b'x'; LISTPACK_MAX_VALUE + 1]);
+        assert!(!h.is_compact());
+        assert!(!h.clone().is_compact(), "a copy keeps the encoding");
     }
 }

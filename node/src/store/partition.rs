@@ -192,14 +192,17 @@ pub struct WatchState {
     pub watchers: u32,
 }
 
+/// A key in one database: (db index, key bytes).
+pub type DbKey = (u8, Box<[u8]>);
+
 pub struct Partition {
     pub dbs: Box<[Db]>,
     /// Bytes accounted to keys in this partition.
     pub mem: i64,
     /// Keys some client WATCHes, with their modification versions.
-    pub watched: HashMap<(u8, Box<[u8]>), WatchState>,
+    pub watched: HashMap<DbKey, WatchState>,
     /// Clients blocked (BLPOP & co.) waiting for a key to be pushed to.
-    pub blocked: HashMap<(u8, Box<[u8]>), Vec<Arc<Notify>>>,
+    pub blocked: HashMap<DbKey, Vec<Arc<Notify>>>,
 }
 
 impl Default for Partition {
