@@ -266,6 +266,25 @@ fn set_algebra() {
 }
 
 #[test]
+fn intsets_reply_in_ascending_order() {
+    let mut d = Diff::new();
+    d.exact(&["SADD", "a", "5", "-3", "100", "0", "7", "-9223372036854775808", "9223372036854775807"]);
+    d.exact(&["SADD", "b", "7", "1", "5", "-3", "42"]);
+    d.exact(&["SMEMBERS", "a"]);
+    d.exact(&["SSCAN", "a", "0"]);
+    d.exact(&["SSCAN", "a", "0", "MATCH", "*0*"]);
+    d.exact(&["SRANDMEMBER", "a", "100"]);
+    d.exact(&["SUNION", "a", "b"]);
+    d.exact(&["SINTER", "a", "b"]);
+    d.exact(&["SDIFF", "a", "b"]);
+    d.exact(&["SDIFF", "b", "a"]);
+    d.exact(&["SUNIONSTORE", "u", "b", "a"]);
+    d.exact(&["SMEMBERS", "u"]);
+    d.exact(&["SPOP", "b", "10"]);
+    d.finish();
+}
+
+#[test]
 fn store_forms_overwrite_or_delete_destination() {
     let mut d = Diff::new();
     d.exact(&["SADD", "a", "1", "2", "3", "4", "x"]);

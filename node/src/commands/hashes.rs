@@ -7,11 +7,11 @@
 use super::sets::{
     arg_random_count, parse_cursor, parse_scan_opts, random_item, reply_random_items, reply_scan, scan_step,
 };
-use super::strings::long_double::LongDouble;
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::protocol::Reply;
 use crate::store::Value;
 use crate::store::hash::{Field, HashValue};
+use crate::util::long_double::LongDouble;
 use crate::util::{eq_ic, parse_i64};
 
 const W: u32 = flags::WRITE;
@@ -65,7 +65,7 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<i64, CmdError> {
     };
     let mut created = 0;
     for pair in args[2..].chunks_exact(2) {
-        created += hash.insert(pair[0], pair[1].to_vec()) as i64;
+        created += hash.insert_slice(pair[0], pair[1]) as i64;
     }
     Ok(created)
 }

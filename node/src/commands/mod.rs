@@ -215,17 +215,21 @@ impl Ctx<'_> {
 }
 
 /// Parses a blocking timeout in seconds (float allowed) into an absolute
-/// deadline in unix ms (0 = block forever), with Redis's errors.
+/// deadline in unix ms (0 = block forever), as Redis 7.0 does: the value
+/// times 1000 is truncated toward zero (so `0.0001` and `-0.0001` mean
+/// forever), and values too large for a 64-bit millisecond count end up
+/// negative there, hence "timeout is negative".
 pub fn parse_block_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
     let secs = crate::util::parse_f64(arg).ok_or(CmdError::from(err::TIMEOUT_NOT_FLOAT))?;
-    if secs < 0.0 {
+    let ms = secs * 1000.0;
+    let tval: i64 = if ms.is_finite() && ms.abs() < 9.2e18 { ms as i64 } else { i64::MIN };
+    if tval < 0 {
         return Err(err::TIMEOUT_NEG.into());
     }
-    if !secs.is_finite() || secs > (i64::MAX / 1000) as f64 {
-        return Err(err::TIMEOUT_NOT_FLOAT.into());
+    if tval == 0 {
+        return Ok(0);
     }
-    let ms = (secs * 1000.0).ceil() as u64;
-    Ok(if ms == 0 { 0 } else { now_ms + ms })
+    now_ms.checked_add(tval as u64).filter(|&d| d <= i64::MAX as u64).ok_or(CmdError::from("ERR timeout is out of range"))
 }
 
 /// Parses an integer argument or fails with Redis's "not an integer" error.

@@ -10,7 +10,7 @@ use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::protocol::Reply;
 use crate::store::Value;
 use crate::store::fast_rand;
-use crate::store::set::SetValue;
+use crate::store::set::{Member, SetValue};
 use crate::store::slab_table::{Keyed, SlabTable};
 use crate::util::{eq_ic, glob_match};
 use smallvec::SmallVec;
@@ -53,11 +53,26 @@ fn read_set<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Result<Option<&'a SetValue>
     }
 }
 
-fn reply_members<'a>(out: &mut Reply, len: usize, members: impl Iterator<Item = &'a [u8]>) {
-    out.set(len);
-    for m in members {
-        out.bulk(m);
+/// Replies with a whole set (RESP3 set type). An intset comes out in
+/// ascending order, as Redis's intset iteration does.
+fn reply_members(out: &mut Reply, set: &SetValue) {
+    out.set(set.len());
+    if set.is_compact() {
+        for m in sorted_intset(set) {
+            out.bulk(m);
+        }
+    } else {
+        for m in set.iter() {
+            out.bulk(m);
+        }
     }
+}
+
+/// The members of a compact (all-integer, ≤512) set in numeric order.
+fn sorted_intset(set: &SetValue) -> Vec<&[u8]> {
+    let mut v: Vec<&[u8]> = set.iter().collect();
+    v.sort_by_cached_key(|m| crate::util::parse_i64(m).unwrap_or_default());
+    v
 }
 
 // ---------------------------------------------------------------- single-set commands
@@ -104,7 +119,7 @@ fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn smembers(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match read_set(ctx, args[1])? {
-        Some(set) => reply_members(out, set.len(), set.iter()),
+        Some(set) => reply_members(out, set),
         None => out.set(0),
     }
     Ok(())
@@ -168,7 +183,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     } else if count >= size {
         // Everything goes: reply with the whole set, the key is deleted on drop.
         let all = std::mem::take(set);
-        reply_members(out, all.len(), all.iter());
+        reply_members(out, &all);
     } else {
         out.set(count);
         for _ in 0..count {
@@ -198,7 +213,15 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
                 out.array(0);
                 return Ok(());
             };
-            reply_random_items(out, set.table(), count, 1, |out, m| out.bulk(m.key()));
+            if set.is_compact() && count >= set.len() as i64 {
+                // The whole intset, in its (ascending) order.
+                out.array(set.len());
+                for m in sorted_intset(set) {
+                    out.bulk(m);
+                }
+            } else {
+                reply_random_items(out, set.table(), count, 1, |out, m| out.bulk(m.key()));
+            }
             Ok(())
         }
         _ => Err(err::SYNTAX.into()),
@@ -393,7 +416,7 @@ fn compute(ctx: &mut Ctx<'_>, op: SetOp, keys: &[&[u8]], for_store: bool) -> Res
 
 fn set_op_reply(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, op: SetOp) -> CmdResult {
     let result = compute(ctx, op, &args[1..], false)?;
-    reply_members(out, result.len(), result.iter());
+    reply_members(out, &result);
     Ok(())
 }
 
@@ -624,10 +647,12 @@ fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Ok(());
     };
     let opts = parse_scan_opts(&args[3..])?;
-    let mut found = Vec::new();
+    let mut found: Vec<&Member> = Vec::new();
     let next = if set.is_compact() {
-        // Redis returns a whole intset in one call, whatever the cursor.
+        // Redis returns a whole intset in one call, whatever the cursor, in
+        // ascending order.
         found.extend(set.table().iter().map(|(_, m)| m).filter(|m| opts.matches(m.key())));
+        found.sort_by_cached_key(|m| crate::util::parse_i64(m.key()).unwrap_or_default());
         0
     } else {
         scan_step(set.table(), cursor, &opts, 1, &mut found)
@@ -640,7 +665,6 @@ fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 mod tests {
     use super::*;
     use crate::store::hash_bytes;
-    use crate::store::set::Member;
 
     #[test]
     fn cursors_parse_like_strtoul() {

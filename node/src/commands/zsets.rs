@@ -1291,8 +1291,8 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
     }
     let count = count as usize;
     if count >= z.len() {
-        // The whole set, in order.
-        let items: Vec<(&[u8], f64)> = z.iter().collect();
+        // The whole set, highest score first (as Redis 7.0 walks it).
+        let items: Vec<(&[u8], f64)> = z.iter_from(z.len() - 1, true).collect();
         reply_members(out, &items, withscores);
         return Ok(());
     }

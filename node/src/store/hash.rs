@@ -102,6 +102,25 @@ impl HashValue {
             }
         }
     }
+    /// Like `insert`, copying `value`; an existing field reuses its buffer
+    /// when it fits snugly (HSET's hot path: no allocation on overwrite).
+    pub fn insert_slice(&mut self, name: &[u8], value: &[u8]) -> bool {
+        let h = hash_bytes(name);
+        if let Some(slot) = self.table.find(h, name) {
+            let f = self.table.get_mut(slot).expect("live slot");
+            let cap = f.value.capacity();
+            if value.len() <= cap && cap <= 2 * value.len() + 16 {
+                if self.compact && value.len() > LISTPACK_MAX_VALUE {
+                    self.compact = false;
+                }
+                self.bytes = self.bytes + value.len() - f.value.len();
+                f.value.clear();
+                f.value.extend_from_slice(value);
+                return false;
+            }
+        }
+        self.insert(name, value.to_vec())
+    }
     /// Removes a field; returns its value when it existed.
     pub fn remove(&mut self, name: &[u8]) -> Option<Vec<u8>> {
         let slot = self.table.find(hash_bytes(name), name)?;
@@ -133,6 +152,12 @@ mod tests {
         assert!(!h.insert(b"a", b"longer value".to_vec()));
         assert!(h.insert(b"b", Vec::new()));
         assert_eq!(h.mem_bytes(), accounted(&h));
+        assert!(!h.insert_slice(b"a", b"other value!"));
+        assert!(!h.insert_slice(b"a", b"a much longer value than before"));
+        assert!(h.insert_slice(b"c", b"new"));
+        assert_eq!(h.mem_bytes(), accounted(&h));
+        assert_eq!(h.remove(b"c"), Some(b"new".to_vec()));
+        assert!(!h.insert_slice(b"a", b"longer value"));
         assert_eq!(h.remove(b"a"), Some(b"longer value".to_vec()));
         assert_eq!(h.remove(b"a"), None);
         assert_eq!(h.mem_bytes(), accounted(&h));
@@ -158,5 +183,11 @@ mod tests {
         h.insert(b"f", vec![b'x'; LISTPACK_MAX_VALUE + 1]);
         assert!(!h.is_compact());
         assert!(!h.clone().is_compact(), "a copy keeps the encoding");
+
+        // Overwriting in place (buffer reuse) converts too.
+        let mut h = HashValue::default();
+        h.insert(b"f", Vec::with_capacity(100));
+        h.insert_slice(b"f", &[b'x'; LISTPACK_MAX_VALUE + 1]);
+        assert!(!h.is_compact());
     }
 }

@@ -1,5 +1,7 @@
 //! Number parsing and formatting with Redis's exact rules.
 
+pub mod long_double;
+
 /// Parses a signed 64-bit integer the way Redis's `string2ll` does: no
 /// leading '+', no leading zeros (except "0"), no spaces, no overflow.
 pub fn parse_i64(s: &[u8]) -> Option<i64> {
@@ -51,22 +53,6 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
     // Rust accepts forms C's strtod also accepts (e.g. "1e5", ".5", "5.").
     let v: f64 = st.parse().ok()?;
     if v.is_nan() { None } else { Some(v) }
-}
-
-/// Formats a float the way INCRBYFLOAT/HINCRBYFLOAT print results: the
-/// shortest representation that round-trips, never exponent notation.
-pub fn format_float_human(v: f64) -> String {
-    if v.is_infinite() {
-        return if v > 0.0 { "inf".into() } else { "-inf".into() };
-    }
-    let s = format!("{v}");
-    if s.contains('e') {
-        // Rust prints very large or small numbers in exponent form; Redis never does here.
-        let s = format!("{v:.17}");
-        let s = s.trim_end_matches('0').trim_end_matches('.');
-        return s.to_string();
-    }
-    s
 }
 
 /// Case-insensitive ASCII comparison for option keywords.
@@ -209,9 +195,6 @@ mod tests {
         assert_eq!(parse_f64(b"nan"), None);
         assert_eq!(parse_f64(b" 1"), None);
         assert_eq!(parse_f64(b"1e3"), Some(1000.0));
-        assert_eq!(format_float_human(10.6), "10.6");
-        assert_eq!(format_float_human(3.0), "3");
-        assert_eq!(format_float_human(5.0e21), "5000000000000000000000");
     }
 
     #[test]
