@@ -626,7 +626,7 @@ fn append_strlen_getrange_setrange() {
 #[test]
 fn ranges_random() {
     let mut d = Diff::new();
-    let mut r = Rng(0xa11_ce);
+    let mut r = Rng(0x000a_11ce);
     for i in 0..300 {
         let key = format!("r{}", i % 7);
         match r.below(4) {

@@ -132,8 +132,14 @@ fn pubsub_delivers_across_connections_and_protocols() {
         psub.send(&["PSUBSCRIBE", "n*"]);
         psub.read_frame();
         assert_eq!(publisher.cmd(&["PUBLISH", "news", "hello"]), Frame::int(3), "{}", server.name());
-        assert_eq!(sub2.read_frame(), Frame::Array(vec![Frame::bulk("message"), Frame::bulk("news"), Frame::bulk("hello")]));
-        assert_eq!(sub3.read_frame(), Frame::Push(vec![Frame::bulk("message"), Frame::bulk("news"), Frame::bulk("hello")]));
+        assert_eq!(
+            sub2.read_frame(),
+            Frame::Array(vec![Frame::bulk("message"), Frame::bulk("news"), Frame::bulk("hello")])
+        );
+        assert_eq!(
+            sub3.read_frame(),
+            Frame::Push(vec![Frame::bulk("message"), Frame::bulk("news"), Frame::bulk("hello")])
+        );
         assert_eq!(
             psub.read_frame(),
             Frame::Array(vec![Frame::bulk("pmessage"), Frame::bulk("n*"), Frame::bulk("news"), Frame::bulk("hello")])
@@ -142,6 +148,8 @@ fn pubsub_delivers_across_connections_and_protocols() {
         assert_eq!(sub3.cmd(&["SET", "k", "v"]), Frame::ok());
         // Disconnected subscribers stop counting.
         drop(sub2);
-        assert!(wait_for(std::time::Duration::from_secs(5), || publisher.cmd(&["PUBLISH", "news", "x"]) == Frame::int(2)));
+        assert!(
+            wait_for(std::time::Duration::from_secs(5), || publisher.cmd(&["PUBLISH", "news", "x"]) == Frame::int(2))
+        );
     }
 }

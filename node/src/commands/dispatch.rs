@@ -194,14 +194,13 @@ pub fn run(
             ks.lock_set(&mut parts)
         }
     };
-    let start = Instant::now();
     let mark = out.len();
     let mut ctx = Ctx {
         keys: KeyAccess {
             ks,
             locked,
             db: client.db,
-            now_ms: crate::store::now_ms(),
+            now_ms: client.now_ms,
             touch: !client.no_touch,
             stats: &worker.store,
         },
@@ -214,18 +213,18 @@ pub fn run(
     let result = (def.handler)(&mut ctx, args, out);
     let block = ctx.block.take();
     drop(ctx);
-    finish(worker, idx, start, mark, result, out);
+    finish(worker, client, idx, mark, result, out);
     match block {
         Some(b) => Outcome::Block(b),
         None => Outcome::Done,
     }
 }
 
-/// Writes an error result and records the call.
+/// Writes an error result and records the call and its latency.
 pub fn finish(
     worker: &WorkerMetrics,
+    client: &mut Client,
     idx: usize,
-    start: Instant,
     mark: usize,
     result: Result<(), CmdError>,
     out: &mut Reply,
@@ -239,6 +238,9 @@ pub fn finish(
             true
         }
     };
-    worker.cmds[idx].record(start.elapsed().as_nanos() as u64, failed);
+    let end = Instant::now();
+    let nanos = end.duration_since(client.clock_mark).as_nanos() as u64;
+    client.clock_mark = end;
+    worker.cmds[idx].record(nanos, failed);
     crate::metrics::ServerStats::add(&worker.server.commands, 1);
 }

@@ -229,7 +229,10 @@ pub fn parse_block_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
     if tval == 0 {
         return Ok(0);
     }
-    now_ms.checked_add(tval as u64).filter(|&d| d <= i64::MAX as u64).ok_or(CmdError::from("ERR timeout is out of range"))
+    now_ms
+        .checked_add(tval as u64)
+        .filter(|&d| d <= i64::MAX as u64)
+        .ok_or(CmdError::from("ERR timeout is out of range"))
 }
 
 /// Parses an integer argument or fails with Redis's "not an integer" error.

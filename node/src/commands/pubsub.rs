@@ -12,7 +12,7 @@ use super::{CmdResult, CommandDef, Ctx, Keys, flags};
 use crate::protocol::Reply;
 use crate::server::Shared;
 use crate::server::client::{Client, ClientInfo};
-use crate::util::{eq_ic, glob_match};
+use crate::util::glob_match;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,8 +25,7 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef::new("unsubscribe", -1, PS | flags::PUBSUB_CTX, Keys::None, unsubscribe).acl("@pubsub @slow"),
     CommandDef::new("psubscribe", -2, PS | flags::PUBSUB_CTX, Keys::None, psubscribe).acl("@pubsub @slow"),
     CommandDef::new("punsubscribe", -1, PS | flags::PUBSUB_CTX, Keys::None, punsubscribe).acl("@pubsub @slow"),
-    CommandDef::new("publish", 3, PS | flags::FAST | flags::MAY_REPLICATE, Keys::None, publish)
-        .acl("@pubsub @fast"),
+    CommandDef::new("publish", 3, PS | flags::FAST | flags::MAY_REPLICATE, Keys::None, publish).acl("@pubsub @fast"),
     CommandDef::new("pubsub", -2, flags::LOADING | flags::STALE, Keys::None, pubsub)
         .acl("@slow")
         .subs(&["channels", "numsub", "numpat", "help"]),
@@ -188,7 +187,7 @@ fn deliver(shared: &Shared, sub: &ClientInfo, msg: &Encoded, me: &mut Client, ou
         }
         return;
     }
-    if sub.push_tx.send(bytes.clone()).is_err() {
+    if !sub.push(bytes.clone()) {
         sub.pending_push.fetch_sub(bytes.len(), Relaxed);
     }
 }
@@ -227,49 +226,45 @@ fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let sub = args[1];
     let hub = &ctx.shared.pubsub;
-    if eq_ic(sub, "channels") && args.len() <= 3 {
-        let pattern = args.get(2).copied();
-        let channels = hub.channels.read();
-        let names: Vec<&Vec<u8>> =
-            channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c, false))).collect();
-        out.array(names.len());
-        for n in names {
-            out.bulk(n);
+    match super::server::subcommand("pubsub", &["channels", "numsub", "numpat", "help"], args)? {
+        "channels" => {
+            let pattern = args.get(2).copied();
+            let channels = hub.channels.read();
+            let names: Vec<&Vec<u8>> =
+                channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c, false))).collect();
+            out.array(names.len());
+            for n in names {
+                out.bulk(n);
+            }
         }
-    } else if eq_ic(sub, "numsub") {
-        let channels = hub.channels.read();
-        out.map(args.len() - 2);
-        for ch in &args[2..] {
-            out.bulk(ch);
-            out.int(channels.get(*ch).map_or(0, |s| s.len()) as i64);
+        "numsub" => {
+            let channels = hub.channels.read();
+            out.map(args.len() - 2);
+            for ch in &args[2..] {
+                out.bulk(ch);
+                out.int(channels.get(*ch).map_or(0, |s| s.len()) as i64);
+            }
         }
-    } else if eq_ic(sub, "numpat") && args.len() == 2 {
-        out.int(hub.num_patterns() as i64);
-    } else if eq_ic(sub, "help") && args.len() == 2 {
-        let lines = [
-            "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-            "CHANNELS [<pattern>]",
-            "    Return the currently active channels matching a <pattern> (default: '*').",
-            "NUMPAT",
-            "    Return number of subscriptions to patterns.",
-            "NUMSUB [<channel> ...]",
-            "    Return the number of subscribers for the specified channels, excluding",
-            "    pattern subscriptions(default: no channels).",
-            "HELP",
-            "    Print this help.",
-        ];
-        out.array(lines.len());
-        for l in lines {
-            out.simple(l);
+        "numpat" => out.int(hub.num_patterns() as i64),
+        _ => {
+            let lines = [
+                "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "CHANNELS [<pattern>]",
+                "    Return the currently active channels matching a <pattern> (default: '*').",
+                "NUMPAT",
+                "    Return number of subscriptions to patterns.",
+                "NUMSUB [<channel> ...]",
+                "    Return the number of subscribers for the specified channels, excluding",
+                "    pattern subscriptions(default: no channels).",
+                "HELP",
+                "    Print this help.",
+            ];
+            out.array(lines.len());
+            for l in lines {
+                out.simple(l);
+            }
         }
-    } else {
-        return Err(format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
-            String::from_utf8_lossy(sub)
-        )
-        .into());
     }
     Ok(())
 }

@@ -16,7 +16,6 @@ use crate::server::client::Client;
 use crate::store::KeyAccess;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
 
 const TX: u32 = flags::NOSCRIPT | flags::LOADING | flags::STALE | flags::FAST | flags::NO_QUEUE | flags::ALLOW_BUSY;
 
@@ -169,12 +168,11 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
         // SELECT inside the transaction changes the database for what follows.
         ctx.keys.db = ctx.client.db;
-        let start = Instant::now();
         let mark = out.len();
         let result = (def.handler)(ctx, &args, out);
         // Blocking commands never block inside EXEC; drop any stray request.
         ctx.block = None;
-        finish(ctx.worker, q.cmd, start, mark, result, out);
+        finish(ctx.worker, ctx.client, q.cmd, mark, result, out);
     }
     ctx.in_exec = false;
     Ok(())

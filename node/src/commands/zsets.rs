@@ -457,7 +457,11 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, zincrby: boo
     let key = args[1];
     if f.xx && !ctx.keys.contains(key) {
         // XX on a missing key: nothing to update, and no key is created.
-        if f.incr { out.null() } else { out.int(0) }
+        if f.incr {
+            out.null()
+        } else {
+            out.int(0)
+        }
         return Ok(());
     }
     let mut e = ctx.keys.get_or_insert_with(key, || Value::ZSet(ZSetValue::default()));
@@ -905,7 +909,13 @@ struct SetOpOptions {
     limit: usize,
 }
 
-fn parse_setop_options(args: &[&[u8]], nkeys: usize, op: SetOp, store: bool, card: bool) -> Result<SetOpOptions, CmdError> {
+fn parse_setop_options(
+    args: &[&[u8]],
+    nkeys: usize,
+    op: SetOp,
+    store: bool,
+    card: bool,
+) -> Result<SetOpOptions, CmdError> {
     let mut o = SetOpOptions { weights: vec![1.0; nkeys], aggregate: Aggregate::Sum, withscores: false, limit: 0 };
     let weighable = op != SetOp::Diff && !card;
     let mut j = 0;
@@ -1247,9 +1257,7 @@ fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
     }
     let count = arg_i64(args[2])?;
     if count == i64::MIN {
-        return Err(
-            "ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into()
-        );
+        return Err("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807".into());
     }
     let withscores = match args.len() {
         3 => false,

@@ -116,7 +116,12 @@ mod tests {
             let h = hash_bytes(key.as_bytes());
             let mut part = ks.lock(ks.partition_of(h));
             let meta = Meta { last_access: i as u32, freq: 5, visited: false, prev: u32::MAX, next: u32::MAX };
-            let entry = Entry { key: key.as_bytes().into(), expire_at: ttl(i), meta, loc: Location::Ram(Value::Str(vec![b'v'; 10])) };
+            let entry = Entry {
+                key: key.as_bytes().into(),
+                expire_at: ttl(i),
+                meta,
+                loc: Location::Ram(Value::Str(vec![b'v'; 10])),
+            };
             part.dbs[0].insert(h, entry);
         }
         ks

@@ -44,9 +44,11 @@ pub struct ClientInfo {
     pub no_touch: AtomicBool,
     pub blocked: AtomicBool,
     pub killed: AtomicBool,
-    /// Wakes the connection when it is killed.
-    pub kill_notify: Notify,
-    /// Pub/sub deliveries.
+    /// Wakes the connection for anything that is not its own input: a
+    /// pub/sub message, CLIENT KILL, shutdown. One notifier (instead of one
+    /// per cause) keeps the connection's wait loop to two futures.
+    pub attention: Notify,
+    /// Pub/sub deliveries (followed by `attention`).
     pub push_tx: mpsc::UnboundedSender<PushMsg>,
     /// Which worker thread owns this client.
     pub worker: usize,
@@ -55,7 +57,14 @@ pub struct ClientInfo {
 impl ClientInfo {
     pub fn kill(&self) {
         self.killed.store(true, Relaxed);
-        self.kill_notify.notify_one();
+        self.attention.notify_one();
+    }
+
+    /// Queues a pub/sub message; false when the connection is gone.
+    pub fn push(&self, msg: PushMsg) -> bool {
+        let ok = self.push_tx.send(msg).is_ok();
+        self.attention.notify_one();
+        ok
     }
 }
 
@@ -86,6 +95,14 @@ pub struct Client {
     /// CLIENT REPLY OFF/SKIP support.
     pub reply_off: bool,
     pub reply_skip_next: bool,
+    /// Wall-clock time of the current batch of requests, unix ms. Read once
+    /// per batch: commands in one pipeline see the same time, as a Redis
+    /// command does within itself.
+    pub now_ms: u64,
+    /// When the previous command finished (or the batch began): the start
+    /// of the next command's latency measurement, so each command costs one
+    /// clock read.
+    pub clock_mark: std::time::Instant,
 }
 
 impl Client {
@@ -105,7 +122,16 @@ impl Client {
             close_after_reply: false,
             reply_off: false,
             reply_skip_next: false,
+            now_ms: crate::store::now_ms(),
+            clock_mark: std::time::Instant::now(),
         }
+    }
+
+    /// Starts a new batch: refreshes the command clock and the latency mark.
+    pub fn begin_batch(&mut self) {
+        self.now_ms = crate::store::now_ms();
+        self.clock_mark = std::time::Instant::now();
+        self.info.last_active_ms.store(self.now_ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn id(&self) -> u64 {

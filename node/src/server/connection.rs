@@ -96,7 +96,7 @@ fn new_info(
         no_touch: Default::default(),
         blocked: Default::default(),
         killed: Default::default(),
-        kill_notify: Default::default(),
+        attention: Default::default(),
         push_tx,
         worker,
     })
@@ -162,12 +162,21 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let authenticated = !shared.config.runtime.has_password.load(Relaxed);
     let mut client = Client::new(info.clone(), authenticated);
     let mut bufs = Buffers { rbuf: Vec::with_capacity(READ_CHUNK), start: 0, out: Reply::new(false), accounted: 0 };
-    let mut shutdown = shared.shutdown.subscribe();
     let mut req = Request::default();
     bufs.account(&shared);
+    // Created once and re-armed only when it fires: no waiter churn per request.
+    let attention = info.attention.notified();
+    tokio::pin!(attention);
 
     'conn: loop {
-        // Read more input (or a push, a kill, a shutdown, an idle timeout).
+        // Messages published to us while we were busy go out with the next write.
+        while let Ok(msg) = push_rx.try_recv() {
+            deliver_push(&info, &mut bufs.out, msg);
+        }
+        if !bufs.out.is_empty() && flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
+            break;
+        }
+        // Read more input, unless something else needs attention first.
         let idle = shared.config.runtime.timeout.load(Relaxed);
         let idle_timer = async {
             if idle == 0 || client.in_pubsub() {
@@ -185,11 +194,13 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                 Ok(0) | Err(_) => break 'conn,
                 Ok(n) => ServerStats::add(&metrics.server.net_input_bytes, n as u64),
             },
-            Some(msg) = push_rx.recv() => {
-                deliver_push(&info, &mut bufs.out, msg, &mut push_rx);
+            _ = &mut attention => {
+                attention.set(info.attention.notified());
+                if info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                    break 'conn;
+                }
+                continue 'conn;
             }
-            _ = info.kill_notify.notified() => break 'conn,
-            _ = shutdown.changed() => break 'conn,
             _ = idle_timer => { debug!(client = info.id, "closing idle client"); break 'conn; }
         }
         if info.killed.load(Relaxed) {
@@ -245,14 +256,10 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let _ = stream.shutdown().await;
 }
 
-/// Appends a pub/sub message, and any others already queued, to the output.
-fn deliver_push(info: &ClientInfo, out: &mut Reply, first: PushMsg, rx: &mut mpsc::UnboundedReceiver<PushMsg>) {
-    let mut msg = Some(first);
-    while let Some(m) = msg {
-        info.pending_push.fetch_sub(m.len(), Relaxed);
-        out.raw(&m);
-        msg = rx.try_recv().ok();
-    }
+/// Appends a pub/sub message to the output.
+fn deliver_push(info: &ClientInfo, out: &mut Reply, msg: PushMsg) {
+    info.pending_push.fetch_sub(msg.len(), Relaxed);
+    out.raw(&msg);
 }
 
 /// Parses and executes every complete request in the read buffer.
@@ -264,6 +271,7 @@ fn process(
     req: &mut Request,
 ) -> Step {
     let rt = &shared.config.runtime;
+    client.begin_batch();
     let limits = Limits {
         max_bulk_len: rt.proto_max_bulk_len.load(Relaxed),
         unauthenticated: !client.authenticated,
@@ -305,7 +313,6 @@ fn process(
                 bufs.start += consumed;
                 continue;
             }
-            client.info.last_active_ms.store(crate::store::now_ms(), Relaxed);
             let reply_mark = bufs.out.len();
             // CLIENT REPLY SKIP applies to the command after the one that set it.
             let skip_this = std::mem::take(&mut client.reply_skip_next);
@@ -368,7 +375,6 @@ async fn wait_blocked<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> bool {
     let info = client.info.clone();
     info.blocked.store(true, Relaxed);
-    let mut shutdown = shared.shutdown.subscribe();
     let result = loop {
         let deadline = block.deadline_ms;
         let sleep = async {
@@ -391,11 +397,18 @@ async fn wait_blocked<S: AsyncRead + AsyncWrite + Unpin>(
                 Ok(0) | Err(_) => { unregister(shared, &block); break false; }
                 Ok(n) => { ServerStats::add(&metrics.server.net_input_bytes, n as u64); continue; }
             },
-            _ = info.kill_notify.notified() => { unregister(shared, &block); break false; }
-            _ = shutdown.changed() => { unregister(shared, &block); break false; }
+            // Pub/sub messages wait in their queue until the command ends.
+            _ = info.attention.notified() => {
+                if info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                    unregister(shared, &block);
+                    break false;
+                }
+                continue;
+            }
         }
         // Woken: the keys were written. Retry; the command may block again.
         unregister(shared, &block);
+        client.begin_batch();
         let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
         let Some(idx) = shared.table.lookup(argv[0]) else { break true };
         match dispatch::run(shared, metrics, client, idx, &argv, &mut bufs.out, false) {

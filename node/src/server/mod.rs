@@ -197,8 +197,7 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
         }
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("worker runtime");
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
+    rt.block_on(async move {
         let metrics = shared.workers[id].clone();
         let mut shutdown = shared.shutdown.subscribe();
         let open = Arc::new(AtomicUsize::new(0));
@@ -215,7 +214,7 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
                     let metrics = metrics.clone();
                     let open = open.clone();
                     open.fetch_add(1, Relaxed);
-                    tokio::task::spawn_local(async move {
+                    tokio::spawn(async move {
                         connection::serve(conn, shared, metrics, id).await;
                         open.fetch_sub(1, Relaxed);
                     });
@@ -355,6 +354,10 @@ async fn acceptor_main(shared: Arc<Shared>, workers: Vec<mpsc::UnboundedSender<N
     shared.ready.store(false, Relaxed);
     shared.shutting_down.store(true, Relaxed);
     let _ = shared.shutdown.send(true);
+    // Each connection finishes its current batch of replies, then closes.
+    for c in shared.clients.all() {
+        c.attention.notify_one();
+    }
     0
 }
 

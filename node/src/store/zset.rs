@@ -189,10 +189,14 @@ fn random_level() -> usize {
 }
 
 impl ZSetValue {
-    /// An empty set that Redis would create as a skiplist (results of
-    /// ZUNIONSTORE & co. too large for a listpack).
+    /// An empty set to receive `len` members whose longest is
+    /// `max_member_len` bytes: a listpack when Redis would convert such a
+    /// result to one (ZUNIONSTORE & co.), a skiplist otherwise.
     pub fn with_encoding_for(len: usize, max_member_len: usize) -> Self {
-        ZSetValue { listpack: len <= LISTPACK_MAX_ENTRIES && max_member_len <= LISTPACK_MAX_VALUE, ..Default::default() }
+        ZSetValue {
+            listpack: len <= LISTPACK_MAX_ENTRIES && max_member_len <= LISTPACK_MAX_VALUE,
+            ..Default::default()
+        }
     }
     pub fn len(&self) -> usize {
         self.dict.len()
