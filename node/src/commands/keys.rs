@@ -465,30 +465,6 @@ fn encode_cursor(part: u64, slot: u32) -> u64 {
     (part << SLOT_BITS) | slot as u64
 }
 
-/// Parses a cursor like Redis's `strtoull` check: optional sign (a negative
-/// value wraps), digits, nothing else; the empty string is 0.
-fn parse_cursor(s: &[u8]) -> Option<u64> {
-    if s.is_empty() {
-        return Some(0);
-    }
-    let (neg, digits) = match s[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    Some(if neg { v.wrapping_neg() } else { v })
-}
-
 /// SCAN's options.
 struct ScanOptions<'a> {
     /// Live keys to examine per call (COUNT): a hint of work, as in Redis.
@@ -575,7 +551,7 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
 }
 
 fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let cursor = parse_cursor(args[1]).ok_or(CmdError::from(INVALID_CURSOR))?;
+    let cursor = crate::util::parse_scan_cursor(args[1]).ok_or(CmdError::from(INVALID_CURSOR))?;
     let opts = ScanOptions::parse(&args[2..])?;
     let mut found = Reply { buf: Vec::new(), resp3: out.resp3 };
     let mut n = 0;
@@ -746,19 +722,6 @@ mod tests {
     use super::*;
     use crate::store::{Keyspace, StoreStats};
     use std::collections::HashMap;
-
-    #[test]
-    fn cursor_parsing_matches_strtoull() {
-        assert_eq!(parse_cursor(b"0"), Some(0));
-        assert_eq!(parse_cursor(b""), Some(0));
-        assert_eq!(parse_cursor(b"+7"), Some(7));
-        assert_eq!(parse_cursor(b"-0"), Some(0));
-        assert_eq!(parse_cursor(b"-1"), Some(u64::MAX));
-        assert_eq!(parse_cursor(b"18446744073709551615"), Some(u64::MAX));
-        for bad in [&b"18446744073709551616"[..], b" 1", b"1 ", b"abc", b"1.5", b"0x10", b"-", b"+", b"--1"] {
-            assert_eq!(parse_cursor(bad), None, "{:?}", String::from_utf8_lossy(bad));
-        }
-    }
 
     #[test]
     fn expire_conditions() {

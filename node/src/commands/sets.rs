@@ -527,29 +527,9 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 // ---------------------------------------------------------------- SSCAN (and HSCAN's helpers)
 
-/// Parses a SCAN cursor like Redis's `parseScanCursorOrReply` (`strtoul`):
-/// sign allowed (negative wraps), leading zeros allowed, empty means 0, no
-/// leading space, nothing after the digits, no overflow.
+/// A SCAN-family cursor, with Redis's error.
 pub(super) fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    const INVALID: &str = "ERR invalid cursor";
-    // Redis sees the argument as a C string: it ends at the first NUL.
-    let s = arg.split(|&b| b == 0).next().unwrap_or_default();
-    if s.is_empty() {
-        return Ok(0);
-    }
-    let (neg, digits) = match s[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(INVALID.into());
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        v = v.checked_mul(10).and_then(|v| v.checked_add((d - b'0') as u64)).ok_or(CmdError::from(INVALID))?;
-    }
-    Ok(if neg { v.wrapping_neg() } else { v })
+    crate::util::parse_scan_cursor(arg).ok_or(CmdError::from("ERR invalid cursor"))
 }
 
 /// MATCH and COUNT of HSCAN / SSCAN.
@@ -665,20 +645,6 @@ fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 mod tests {
     use super::*;
     use crate::store::hash_bytes;
-
-    #[test]
-    fn cursors_parse_like_strtoul() {
-        assert_eq!(parse_cursor(b"0").unwrap(), 0);
-        assert_eq!(parse_cursor(b"").unwrap(), 0);
-        assert_eq!(parse_cursor(b"007").unwrap(), 7);
-        assert_eq!(parse_cursor(b"+3").unwrap(), 3);
-        assert_eq!(parse_cursor(b"-1").unwrap(), u64::MAX);
-        assert_eq!(parse_cursor(b"18446744073709551615").unwrap(), u64::MAX);
-        assert_eq!(parse_cursor(b"5\0junk").unwrap(), 5);
-        for bad in [&b"18446744073709551616"[..], b" 1", b"1 ", b"abc", b"-", b"+", b"1.0", b"0x1"] {
-            assert!(parse_cursor(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
-        }
-    }
 
     fn table_of(n: u32) -> SlabTable<Member> {
         let mut t = SlabTable::default();

@@ -315,30 +315,6 @@ fn arg_positive(arg: &[u8]) -> Result<i64, CmdError> {
     }
 }
 
-/// A SCAN cursor as `strtoul` reads it ("" is 0, "-1" wraps).
-fn parse_scan_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    const INVALID: &str = "ERR invalid cursor";
-    if arg.is_empty() {
-        return Ok(0);
-    }
-    if is_c_space(arg[0]) {
-        return Err(INVALID.into());
-    }
-    let (neg, digits) = match arg[0] {
-        b'-' => (true, &arg[1..]),
-        b'+' => (false, &arg[1..]),
-        _ => (false, arg),
-    };
-    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-        return Err(INVALID.into());
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        v = v.checked_mul(10).and_then(|v| v.checked_add((d - b'0') as u64)).ok_or(CmdError::from(INVALID))?;
-    }
-    Ok(if neg { v.wrapping_neg() } else { v })
-}
-
 // ---------------------------------------------------------------------------
 // Key access and reply helpers
 // ---------------------------------------------------------------------------
@@ -1340,7 +1316,7 @@ fn distinct_random_slots(z: &ZSetValue, count: usize) -> Vec<u32> {
 }
 
 fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let cursor = parse_scan_cursor(args[2])?;
+    let cursor = super::sets::parse_cursor(args[2])?;
     let Some(z) = read_zset(&mut ctx.keys, args[1])? else {
         out.array(2);
         out.bulk(b"0");
@@ -1463,17 +1439,6 @@ mod tests {
         assert_eq!(parse_lex_bound(b"(a"), Some(LexBound::Exclusive(b"a".to_vec())));
         assert_eq!(parse_lex_bound(b"a"), None);
         assert_eq!(parse_lex_bound(b""), None);
-    }
-
-    #[test]
-    fn scan_cursors() {
-        assert_eq!(parse_scan_cursor(b"").unwrap(), 0);
-        assert_eq!(parse_scan_cursor(b"+7").unwrap(), 7);
-        assert_eq!(parse_scan_cursor(b"-1").unwrap(), u64::MAX);
-        assert_eq!(parse_scan_cursor(b"18446744073709551615").unwrap(), u64::MAX);
-        assert!(parse_scan_cursor(b"18446744073709551616").is_err());
-        assert!(parse_scan_cursor(b" 1").is_err());
-        assert!(parse_scan_cursor(b"1x").is_err());
     }
 
     #[test]

@@ -55,6 +55,30 @@ pub fn parse_f64(s: &[u8]) -> Option<f64> {
     if v.is_nan() { None } else { Some(v) }
 }
 
+/// Parses a SCAN cursor the way Redis's `parseScanCursorOrReply` does with
+/// `strtoul`: the argument is a C string (a NUL ends it), the empty string is
+/// 0, an optional sign (a negative value wraps around), leading zeros allowed,
+/// no leading space, nothing after the digits, no overflow.
+pub fn parse_scan_cursor(arg: &[u8]) -> Option<u64> {
+    let s = arg.split(|&b| b == 0).next().unwrap_or_default();
+    if s.is_empty() {
+        return Some(0);
+    }
+    let (neg, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        v = v.checked_mul(10)?.checked_add((d - b'0') as u64)?;
+    }
+    Some(if neg { v.wrapping_neg() } else { v })
+}
+
 /// Case-insensitive ASCII comparison for option keywords.
 #[inline]
 pub fn eq_ic(a: &[u8], b: &str) -> bool {
@@ -195,6 +219,20 @@ mod tests {
         assert_eq!(parse_f64(b"nan"), None);
         assert_eq!(parse_f64(b" 1"), None);
         assert_eq!(parse_f64(b"1e3"), Some(1000.0));
+    }
+
+    #[test]
+    fn scan_cursors_like_strtoul() {
+        assert_eq!(parse_scan_cursor(b"0"), Some(0));
+        assert_eq!(parse_scan_cursor(b""), Some(0));
+        assert_eq!(parse_scan_cursor(b"007"), Some(7));
+        assert_eq!(parse_scan_cursor(b"+3"), Some(3));
+        assert_eq!(parse_scan_cursor(b"-1"), Some(u64::MAX));
+        assert_eq!(parse_scan_cursor(b"5\0junk"), Some(5));
+        assert_eq!(parse_scan_cursor(b"18446744073709551615"), Some(u64::MAX));
+        for bad in [&b"18446744073709551616"[..], b" 1", b"1 ", b"x", b"-", b"1.0"] {
+            assert_eq!(parse_scan_cursor(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]
