@@ -1,0 +1,113 @@
+//! Memory budget under write pressure, for every eviction policy: memory
+//! stays within `maxmemory`, the policy's pool is respected, and with
+//! `noeviction` writes get Redis's OOM error while reads keep working.
+
+mod support;
+
+use support::*;
+
+const BUDGET: u64 = 2 << 20;
+
+fn used_and_evicted(c: &mut RawConn) -> (u64, u64) {
+    let i = info(c, Some("all"));
+    (i["used_memory"].parse().unwrap(), i["evicted_keys"].parse().unwrap())
+}
+
+/// Writes `n` 1 KiB values; keys "vol:*" get a TTL, "per:*" do not.
+fn fill(c: &mut RawConn, n: usize) -> usize {
+    let value = "x".repeat(1024);
+    let mut oom = 0;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        let cmds: Vec<Vec<String>> = chunk
+            .iter()
+            .map(|i| {
+                if i % 2 == 0 {
+                    vec!["SET".into(), format!("vol:{i}"), value.clone(), "EX".into(), "3600".into()]
+                } else {
+                    vec!["SET".into(), format!("per:{i}"), value.clone()]
+                }
+            })
+            .collect();
+        for cmd in &cmds {
+            c.send(cmd);
+        }
+        for _ in &cmds {
+            if c.read_frame().error_code() == Some("OOM") {
+                oom += 1;
+            }
+        }
+    }
+    oom
+}
+
+#[test]
+fn every_policy_keeps_memory_within_maxmemory() {
+    for policy in
+        ["allkeys-lru", "allkeys-lfu", "allkeys-random", "sieve", "volatile-lru", "volatile-ttl", "volatile-random"]
+    {
+        let server = Server::strata_with(&["--maxmemory", "2mb", "--maxmemory-policy", policy]);
+        let mut c = server.conn();
+        // Four times the budget.
+        let oom = fill(&mut c, 8 * 1024);
+        let (used, evicted) = used_and_evicted(&mut c);
+        assert!(used <= BUDGET + BUDGET / 20, "{policy}: used_memory {used} over budget");
+        assert!(evicted > 0, "{policy}: nothing evicted");
+        let Frame::Integer(keys) = c.cmd(&["DBSIZE"]) else { panic!() };
+        assert!(keys > 250, "{policy}: only {keys} keys left");
+        if policy.starts_with("volatile") {
+            // Only keys with a TTL may go: every persistent key written before
+            // memory ran out is still there, and later persistent writes failed.
+            assert!(oom > 0, "{policy}: persistent writes past the budget should get OOM");
+            assert_eq!(c.cmd(&["EXISTS", "per:1"]), Frame::int(1), "{policy} evicted a key without TTL");
+        } else {
+            assert_eq!(oom, 0, "{policy}: writes were refused although keys could be evicted");
+        }
+    }
+}
+
+#[test]
+fn noeviction_refuses_writes_but_serves_reads() {
+    let server = Server::strata_with(&["--maxmemory", "2mb", "--maxmemory-policy", "noeviction"]);
+    let mut c = server.conn();
+    let oom = fill(&mut c, 4 * 1024);
+    assert!(oom > 0, "writes past the budget must fail");
+    let (used, evicted) = used_and_evicted(&mut c);
+    assert_eq!(evicted, 0);
+    assert!(used <= BUDGET + BUDGET / 20, "used_memory {used}");
+    assert_eq!(
+        c.cmd(&["SET", "another", "x"]).error_message(),
+        Some("OOM command not allowed when used memory > 'maxmemory'.")
+    );
+    assert!(matches!(c.cmd(&["GET", "per:1"]), Frame::Bulk(_)), "reads must keep working");
+    assert_eq!(c.cmd(&["DEL", "per:1", "per:3", "per:5"]), Frame::int(3), "deletes must keep working");
+}
+
+#[test]
+fn lru_keeps_the_hot_set() {
+    // A small hot set read constantly while a stream of cold keys flows
+    // through a budget that holds a fraction of them: the hot keys survive.
+    let server = Server::strata_with(&["--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru"]);
+    let mut c = server.conn();
+    let value = "y".repeat(512);
+    for i in 0..100 {
+        c.ok(&["SET", &format!("hot:{i}"), &value]);
+    }
+    for round in 0..40 {
+        for i in 0..200 {
+            c.send(&["SET", &format!("cold:{round}:{i}"), &value]);
+        }
+        for _ in 0..200 {
+            c.read_frame();
+        }
+        // The LRU clock has a one-second resolution, as in Redis: reads in a
+        // new second make the hot keys younger than the cold stream.
+        if round % 10 == 9 {
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+        }
+        for i in 0..100 {
+            c.cmd(&["GET", &format!("hot:{i}")]);
+        }
+    }
+    let hot_alive = (0..100).filter(|i| c.cmd(&["EXISTS", &format!("hot:{i}")]) == Frame::int(1)).count();
+    assert!(hot_alive >= 80, "only {hot_alive} of 100 hot keys survived LRU eviction");
+}
