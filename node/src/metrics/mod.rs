@@ -15,6 +15,24 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub const LATENCY_BUCKETS: [f64; 14] =
     [0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0];
 
+/// The same bounds in nanoseconds, for bucketing without floating point.
+const LATENCY_BUCKETS_NS: [u64; 14] = [
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    100_000_000,
+    500_000_000,
+    1_000_000_000,
+];
+
 #[inline]
 fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed) + n, Relaxed);
@@ -36,6 +54,12 @@ pub struct CmdStat {
 }
 
 impl CmdStat {
+    /// Bucket bounds in seconds and nanoseconds must agree.
+    #[cfg(test)]
+    fn bounds_agree() -> bool {
+        LATENCY_BUCKETS.iter().zip(LATENCY_BUCKETS_NS).all(|(s, ns)| (s * 1e9).round() as u64 == ns)
+    }
+
     #[inline]
     pub fn record(&self, nanos: u64, failed: bool) {
         bump(&self.calls, 1);
@@ -44,8 +68,8 @@ impl CmdStat {
         if failed {
             bump(&self.failed, 1);
         }
-        let secs = nanos as f64 / 1e9;
-        let i = LATENCY_BUCKETS.iter().position(|&b| secs <= b).unwrap_or(LATENCY_BUCKETS.len());
+        // Nearly every command lands in the first bucket: check it first.
+        let i = if nanos <= LATENCY_BUCKETS_NS[0] { 0 } else { LATENCY_BUCKETS_NS.partition_point(|&b| b < nanos) };
         bump(&self.buckets[i], 1);
     }
 
@@ -117,4 +141,20 @@ impl WorkerMetrics {
 /// Sum of one counter over workers.
 pub fn sum(workers: &[Arc<WorkerMetrics>], f: impl Fn(&WorkerMetrics) -> &AtomicU64) -> u64 {
     workers.iter().map(|w| f(w).load(Relaxed)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_buckets() {
+        assert!(CmdStat::bounds_agree());
+        let s = CmdStat::default();
+        for (nanos, bucket) in [(1, 0), (10_000, 0), (10_001, 1), (1_000_000, 6), (2_000_000_000, 14)] {
+            s.reset();
+            s.record(nanos, false);
+            assert_eq!(s.buckets[bucket].load(Relaxed), 1, "{nanos} ns");
+        }
+    }
 }
