@@ -1,0 +1,691 @@
+//! `strata.dev/v1alpha1`: the `CacheCluster` resource.
+//!
+//! Field doc comments become the schema descriptions users read with `kubectl explain
+//! cachecluster.spec`; keep them accurate. Every field has a default (serde and schema agree), so
+//! `spec: {}` is a complete, valid spec.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::CustomResource;
+use schemars::{JsonSchema, Schema};
+use serde::{Deserialize, Serialize};
+
+use super::cel::{CelRule, attach, reflow_docs};
+
+/// The node image used when `spec.image` is unset: the node release matching this operator.
+pub const DEFAULT_IMAGE: &str = concat!("strata-node:", env!("CARGO_PKG_VERSION"));
+/// Client port of the Service when `spec.service.port` is unset (Redis's).
+pub const DEFAULT_PORT: i32 = 6379;
+/// Scrape interval when `spec.monitoring.interval` is unset.
+pub const DEFAULT_SCRAPE_INTERVAL: &str = "30s";
+/// Key in the password Secret when `spec.auth.passwordSecretRef.key` is unset.
+pub const DEFAULT_PASSWORD_KEY: &str = "password";
+
+/// `maxMemory` derived from the memory limit keeps this share of it, in percent ...
+pub const DERIVED_MAX_MEMORY_PERCENT: u64 = 90;
+/// ... minus this many bytes (32Mi) for connections and I/O buffers.
+pub const DERIVED_MAX_MEMORY_HEADROOM_BYTES: u64 = 32 << 20;
+/// Smallest memory limit from which `maxMemory` can be derived (see `maxMemory`).
+pub const MIN_DERIVED_MEMORY_LIMIT: &str = "64Mi";
+
+/// Desired state of a Strata cache cluster.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "strata.dev",
+    version = "v1alpha1",
+    kind = "CacheCluster",
+    plural = "cacheclusters",
+    singular = "cachecluster",
+    namespaced,
+    shortname = "scc",
+    category = "strata",
+    status = "CacheClusterStatus",
+    derive = "PartialEq",
+    doc = "A Strata cache cluster: Redis-compatible cache nodes managed by the Strata operator.",
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    // Printer columns as JSON: the list form repeats `type_ = ...`, which clippy reads as
+    // duplicated attributes.
+    printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Available\")].status", "description": "Whether the cluster is Available"}"#,
+    printcolumn = r#"{"name": "Ready-Replicas", "type": "integer", "jsonPath": ".status.readyReplicas", "description": "Pods ready to serve"}"#,
+    printcolumn = r#"{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas", "description": "Desired pods"}"#,
+    printcolumn = r#"{"name": "Memory", "type": "string", "jsonPath": ".spec.resources.limits.memory", "description": "Memory limit of each pod"}"#,
+    printcolumn = r#"{"name": "Eviction", "type": "string", "jsonPath": ".spec.evictionPolicy", "description": "Eviction policy"}"#,
+    printcolumn = r#"{"name": "Durability", "type": "string", "jsonPath": ".spec.durability.mode", "description": "Durability mode"}"#,
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = spec_rules, transform = reflow_docs)]
+pub struct CacheClusterSpec {
+    /// Number of cache node pods (shards). Each pod is one strata-node with its own volume.
+    /// Minimum 1; default 1. Also settable through the scale subresource (`kubectl scale`).
+    #[schemars(range(min = 1))]
+    pub replicas: i32,
+
+    /// Container image of the cache node. Defaults to the strata-node release matching this
+    /// operator (`strata-node:<operator version>`); pin a tag or digest, never `latest`.
+    #[schemars(length(min = 1))]
+    pub image: String,
+
+    /// When the kubelet pulls the image: Always, IfNotPresent (default) or Never.
+    pub image_pull_policy: ImagePullPolicy,
+
+    /// CPU and memory requests and limits of each node container. The memory limit bounds the
+    /// node: `maxMemory` is derived from it when unset. CPU pinning (`cpu.pinning`) needs
+    /// integer CPUs with requests equal to limits (Guaranteed QoS).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+
+    /// The node's memory budget (`maxmemory`): a hard limit on index, values, eviction metadata
+    /// and connection buffers; at the limit `evictionPolicy` frees memory before a write
+    /// proceeds. When unset it is derived from `resources.limits.memory` as
+    /// limit * 0.9 - 32Mi (the rest is headroom for the allocator, the process itself and
+    /// kernel socket buffers); the limit must then be at least 64Mi. With neither set, the
+    /// node has no memory limit. When set it must be positive and below the memory limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_memory: Option<Quantity>,
+
+    /// Per-pod persistent volume for the disk tier and durability. Required unless
+    /// `durability.mode` is `none`; without it nodes keep data in RAM only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageSpec>,
+
+    /// What the node evicts when `maxMemory` is reached (the node's `--maxmemory-policy`):
+    /// noeviction (writes fail with Redis's OOM error), allkeys-lru, allkeys-lfu,
+    /// allkeys-random, volatile-lru, volatile-lfu, volatile-random, volatile-ttl (keys with a
+    /// TTL only), or sieve. Default allkeys-lru; `adaptive` will become the default once the
+    /// node implements it.
+    pub eviction_policy: EvictionPolicy,
+
+    /// How writes reach the disk tier. Default: mode none (a pure cache).
+    pub durability: DurabilitySpec,
+
+    /// Worker threads and CPU pinning of the node.
+    pub cpu: CpuSpec,
+
+    /// Back the node's large arenas (index tables, log buffers) with huge pages. Needs
+    /// `resources.limits.memory` at least as large as `amount`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hugepages: Option<HugepagesSpec>,
+
+    /// The client Service (`<name>.<namespace>.svc:<port>`).
+    pub service: ServiceSpec,
+
+    /// Password clients must send with AUTH. Without it the cache accepts any client that can
+    /// reach the Service.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthSpec>,
+
+    /// Prometheus monitoring of the nodes.
+    pub monitoring: MonitoringSpec,
+
+    /// Node labels a node must have to run the cache pods (pod `nodeSelector`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+
+    /// Tolerations of the cache pods.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+
+    /// Affinity and anti-affinity rules of the cache pods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+
+    /// How the cache pods spread across zones and nodes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+
+    /// PriorityClass of the cache pods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+
+    /// Extra labels on the cache pods (the operator's own selector labels win on conflict).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_labels: BTreeMap<String, String>,
+
+    /// Extra annotations on the cache pods.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_annotations: BTreeMap<String, String>,
+}
+
+impl Default for CacheClusterSpec {
+    fn default() -> Self {
+        Self {
+            replicas: 1,
+            image: DEFAULT_IMAGE.to_owned(),
+            image_pull_policy: ImagePullPolicy::default(),
+            resources: None,
+            max_memory: None,
+            storage: None,
+            eviction_policy: EvictionPolicy::default(),
+            durability: DurabilitySpec::default(),
+            cpu: CpuSpec::default(),
+            hugepages: None,
+            service: ServiceSpec::default(),
+            auth: None,
+            monitoring: MonitoringSpec::default(),
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            affinity: None,
+            topology_spread_constraints: Vec::new(),
+            priority_class_name: None,
+            pod_labels: BTreeMap::new(),
+            pod_annotations: BTreeMap::new(),
+        }
+    }
+}
+
+/// Image pull policy of the node container.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ImagePullPolicy {
+    // Variants carry no doc comments: the schema stays a plain string enum.
+    Always,
+    #[default]
+    IfNotPresent,
+    Never,
+}
+
+/// Eviction policy names, as the node's `--maxmemory-policy` spells them.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictionPolicy {
+    Noeviction,
+    #[default]
+    AllkeysLru,
+    AllkeysLfu,
+    AllkeysRandom,
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+    Sieve,
+}
+
+impl EvictionPolicy {
+    /// Every policy, in schema order.
+    pub const ALL: [EvictionPolicy; 9] = [
+        Self::Noeviction,
+        Self::AllkeysLru,
+        Self::AllkeysLfu,
+        Self::AllkeysRandom,
+        Self::VolatileLru,
+        Self::VolatileLfu,
+        Self::VolatileRandom,
+        Self::VolatileTtl,
+        Self::Sieve,
+    ];
+
+    /// The value of the node's `--maxmemory-policy` flag.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Noeviction => "noeviction",
+            Self::AllkeysLru => "allkeys-lru",
+            Self::AllkeysLfu => "allkeys-lfu",
+            Self::AllkeysRandom => "allkeys-random",
+            Self::VolatileLru => "volatile-lru",
+            Self::VolatileLfu => "volatile-lfu",
+            Self::VolatileRandom => "volatile-random",
+            Self::VolatileTtl => "volatile-ttl",
+            Self::Sieve => "sieve",
+        }
+    }
+}
+
+/// Per-pod persistent volume.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = storage_rules, transform = reflow_docs)]
+pub struct StorageSpec {
+    /// Size of each pod's PersistentVolumeClaim, e.g. "10Gi".
+    pub size: Quantity,
+
+    /// StorageClass of the claims; the cluster's default StorageClass when unset. Prefer a fast
+    /// local SSD class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+
+    /// Most bytes the disk tier's log may use on the volume; must not exceed `size`. When unset
+    /// the node derives it from the volume size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_budget: Option<Quantity>,
+}
+
+/// How writes reach the disk tier.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = durability_rules, transform = reflow_docs)]
+pub struct DurabilitySpec {
+    /// none (default): a cache, the disk tier (if any) only extends RAM. write-back: writes
+    /// reach the log in the background within a bounded lag. periodic: every write is
+    /// appended to the log, fsync every `fsyncInterval`; at most one interval of acknowledged
+    /// writes can be lost. sync: a write is acknowledged only after the fsync that covers it.
+    /// Every mode but none needs `storage`.
+    pub mode: DurabilityMode,
+
+    /// fsync interval of mode periodic: a positive whole number with unit us, ms or s, e.g.
+    /// "10ms" (the node's default when unset) or "1s" (Redis's everysec). Only valid with
+    /// mode periodic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[1-9][0-9]*(us|ms|s)$"))]
+    pub fsync_interval: Option<String>,
+}
+
+/// Durability modes, as the node's `--durability` spells them.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DurabilityMode {
+    #[default]
+    None,
+    WriteBack,
+    Periodic,
+    Sync,
+}
+
+impl DurabilityMode {
+    /// The value of the node's `--durability` flag.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::WriteBack => "write-back",
+            Self::Periodic => "periodic",
+            Self::Sync => "sync",
+        }
+    }
+}
+
+/// Worker threads and CPU pinning.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = reflow_docs)]
+pub struct CpuSpec {
+    /// Pin each worker thread to its own CPU. Needs Guaranteed QoS: integer
+    /// `resources.limits.cpu` with requests equal to limits for cpu and memory, and the
+    /// kubelet's static CPU manager policy on the node. Default false.
+    pub pinning: bool,
+
+    /// Worker threads of the node (one event loop each). When unset: the CPU limit rounded up,
+    /// or the node's available cores without a limit. At most the CPU limit when both are set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub threads: Option<i32>,
+}
+
+/// Hugepage-backed memory for the node's large arenas.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = hugepages_rules, transform = reflow_docs)]
+pub struct HugepagesSpec {
+    /// Page size: "2Mi" or "1Gi" (requests the `hugepages-2Mi` or `hugepages-1Gi` resource).
+    pub page_size: HugepageSize,
+
+    /// Hugepage memory per pod, a whole number of pages, e.g. "512Mi". Must fit inside
+    /// `resources.limits.memory`.
+    pub amount: Quantity,
+}
+
+/// Hugepage sizes.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum HugepageSize {
+    #[serde(rename = "2Mi")]
+    Size2Mi,
+    #[serde(rename = "1Gi")]
+    Size1Gi,
+}
+
+impl HugepageSize {
+    /// The Kubernetes resource name, e.g. `hugepages-2Mi`.
+    pub fn resource_name(self) -> &'static str {
+        match self {
+            Self::Size2Mi => "hugepages-2Mi",
+            Self::Size1Gi => "hugepages-1Gi",
+        }
+    }
+}
+
+/// The client Service.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = reflow_docs)]
+pub struct ServiceSpec {
+    /// Service type: ClusterIP (default), NodePort or LoadBalancer.
+    #[serde(rename = "type")]
+    pub type_: ServiceType,
+
+    /// Port clients connect to (1–65535); default 6379.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+
+    /// Annotations on the Service, e.g. for a cloud load balancer.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Default for ServiceSpec {
+    fn default() -> Self {
+        Self { type_: ServiceType::default(), port: DEFAULT_PORT, annotations: BTreeMap::new() }
+    }
+}
+
+/// Kubernetes Service types offered for the client Service.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ServiceType {
+    #[default]
+    #[serde(rename = "ClusterIP")]
+    ClusterIp,
+    NodePort,
+    LoadBalancer,
+}
+
+/// Client authentication.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = reflow_docs)]
+pub struct AuthSpec {
+    /// Secret (in the CacheCluster's namespace) holding the password clients must AUTH with.
+    pub password_secret_ref: SecretKeyRef,
+}
+
+/// A key of a Secret in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = reflow_docs)]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1))]
+    pub name: String,
+
+    /// Key in the Secret; default "password".
+    #[serde(default = "default_password_key")]
+    #[schemars(length(min = 1))]
+    pub key: String,
+}
+
+fn default_password_key() -> String {
+    DEFAULT_PASSWORD_KEY.to_owned()
+}
+
+/// Prometheus monitoring.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = reflow_docs)]
+pub struct MonitoringSpec {
+    /// Create a Prometheus Operator ServiceMonitor that scrapes every node's `/metrics`.
+    /// Needs the ServiceMonitor CRD in the cluster. Default false.
+    pub service_monitor: bool,
+
+    /// Scrape interval of the ServiceMonitor, a Prometheus duration such as "30s" (default)
+    /// or "1m".
+    #[schemars(pattern(r"^([0-9]+(ms|s|m|h))+$"))]
+    pub interval: String,
+
+    /// Extra labels on the ServiceMonitor, e.g. the `release` label your Prometheus selects.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Default for MonitoringSpec {
+    fn default() -> Self {
+        Self { service_monitor: false, interval: DEFAULT_SCRAPE_INTERVAL.to_owned(), labels: BTreeMap::new() }
+    }
+}
+
+/// Observed state of a cache cluster, written by the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = reflow_docs)]
+pub struct CacheClusterStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Cache node pods that exist (the scale subresource's status replicas).
+    #[serde(default)]
+    pub replicas: i32,
+
+    /// Cache node pods ready to serve.
+    #[serde(default)]
+    pub ready_replicas: i32,
+
+    /// Label selector of the cache pods, in string form (for the scale subresource and HPA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+
+    /// Where clients connect: `<name>.<namespace>.svc:<port>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+
+    /// Current conditions: Available, Progressing, Degraded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// One aspect of the cluster's state (the shape of Kubernetes' `metav1.Condition`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = reflow_docs)]
+pub struct Condition {
+    /// Condition type: Available, Progressing or Degraded.
+    #[serde(rename = "type")]
+    pub type_: String,
+
+    /// True, False or Unknown.
+    pub status: ConditionStatus,
+
+    /// Machine-readable reason for the last transition, in CamelCase (e.g. InvalidSpec).
+    #[serde(default)]
+    pub reason: String,
+
+    /// Human-readable details of the last transition.
+    #[serde(default)]
+    pub message: String,
+
+    /// When the status last changed.
+    pub last_transition_time: Time,
+
+    /// The `metadata.generation` this condition was set for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl Condition {
+    /// The cluster serves clients: every desired pod is ready at the current spec.
+    pub const AVAILABLE: &'static str = "Available";
+    /// The operator is rolling pods towards the current spec.
+    pub const PROGRESSING: &'static str = "Progressing";
+    /// Something needs attention (e.g. reason InvalidSpec); the message says what.
+    pub const DEGRADED: &'static str = "Degraded";
+    /// Degraded reason for a spec the API server accepted but the operator cannot run.
+    pub const REASON_INVALID_SPEC: &'static str = "InvalidSpec";
+}
+
+/// Status of a condition.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ConditionStatus {
+    True,
+    False,
+    Unknown,
+}
+
+// ---- CEL validation (x-kubernetes-validations) ----
+//
+// Quantities (`resources.*`, `maxMemory`, sizes) are int-or-string in the schema, so every rule
+// reads them as `quantity(string(x))`. A rule that compares quantities passes when one of them
+// is not a valid quantity: the rule checking that field's format reports it instead, so each
+// mistake yields one message.
+//
+// The API server rejects a CRD whose rules' *estimated* cost is too high (checked against
+// kube-apiserver 1.33). Two forms matter: read map entries with an index
+// (`self.resources.limits['cpu']`; the field form `limits.cpu` is estimated as unbounded), and
+// never parse a converted integer (`quantity(string(self.cpu.threads))`); compare
+// `asApproximateFloat()` with `double(...)` instead.
+
+/// Rules on `spec` (they need several fields).
+pub const SPEC_RULES: &[CelRule] = &[
+    CelRule {
+        rule: "!has(self.resources) || (\
+               (!has(self.resources.limits) || \
+               ((!('cpu' in self.resources.limits) || isQuantity(string(self.resources.limits['cpu']))) && \
+               (!('memory' in self.resources.limits) || isQuantity(string(self.resources.limits['memory']))))) && \
+               (!has(self.resources.requests) || \
+               ((!('cpu' in self.resources.requests) || isQuantity(string(self.resources.requests['cpu']))) && \
+               (!('memory' in self.resources.requests) || isQuantity(string(self.resources.requests['memory']))))))",
+        message: "resources.limits and resources.requests: cpu and memory must be quantities, \
+                  e.g. cpu \"2\" or \"500m\", memory \"1Gi\" or \"512Mi\"",
+        field_path: Some(".resources"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.maxMemory) || \
+               (isQuantity(string(self.maxMemory)) && quantity(string(self.maxMemory)).isGreaterThan(quantity('0')))",
+        message: "maxMemory must be a positive quantity such as \"900Mi\" or \"3Gi\"",
+        field_path: Some(".maxMemory"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.cpu) || !self.cpu.pinning || \
+               (has(self.resources) && has(self.resources.limits) && 'cpu' in self.resources.limits && \
+               isQuantity(string(self.resources.limits['cpu'])) && \
+               quantity(string(self.resources.limits['cpu'])).isInteger() && \
+               quantity(string(self.resources.limits['cpu'])).isGreaterThan(quantity('0')) && \
+               (!has(self.resources.requests) || !('cpu' in self.resources.requests) || \
+               (isQuantity(string(self.resources.requests['cpu'])) && \
+               quantity(string(self.resources.requests['cpu'])).compareTo(quantity(string(self.resources.limits['cpu']))) == 0)))",
+        message: "cpu.pinning requires resources.limits.cpu to be a whole number of CPUs (e.g. \"2\") and \
+                  resources.requests.cpu, if set, to equal it (Guaranteed QoS: the kubelet's static CPU \
+                  manager then gives the pod exclusive cores)",
+        field_path: Some(".cpu.pinning"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.cpu) || !self.cpu.pinning || \
+               (has(self.resources) && has(self.resources.limits) && 'memory' in self.resources.limits && \
+               (!has(self.resources.requests) || !('memory' in self.resources.requests) || \
+               !isQuantity(string(self.resources.requests['memory'])) || \
+               !isQuantity(string(self.resources.limits['memory'])) || \
+               quantity(string(self.resources.requests['memory'])).compareTo(quantity(string(self.resources.limits['memory']))) == 0))",
+        message: "cpu.pinning requires Guaranteed QoS: set resources.limits.memory, and resources.requests.memory, \
+                  if set, equal to it",
+        field_path: Some(".cpu.pinning"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.cpu) || !has(self.cpu.threads) || \
+               !(has(self.resources) && has(self.resources.limits) && 'cpu' in self.resources.limits && \
+               isQuantity(string(self.resources.limits['cpu']))) || \
+               quantity(string(self.resources.limits['cpu'])).asApproximateFloat() >= double(self.cpu.threads)",
+        message: "cpu.threads must not exceed resources.limits.cpu (one worker thread per CPU): lower cpu.threads \
+                  or raise the CPU limit",
+        field_path: Some(".cpu.threads"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.maxMemory) || !isQuantity(string(self.maxMemory)) || \
+               !(has(self.resources) && has(self.resources.limits) && 'memory' in self.resources.limits && \
+               isQuantity(string(self.resources.limits['memory']))) || \
+               quantity(string(self.maxMemory)).isLessThan(quantity(string(self.resources.limits['memory'])))",
+        message: "maxMemory must be less than resources.limits.memory, leaving headroom for connections and I/O \
+                  buffers: lower maxMemory, or unset it to derive it from the limit (limit x 0.9 - 32Mi)",
+        field_path: Some(".maxMemory"),
+        required: false,
+    },
+    CelRule {
+        rule: "has(self.maxMemory) || \
+               !(has(self.resources) && has(self.resources.limits) && 'memory' in self.resources.limits && \
+               isQuantity(string(self.resources.limits['memory']))) || \
+               quantity(string(self.resources.limits['memory'])).compareTo(quantity('64Mi')) >= 0",
+        message: "resources.limits.memory must be at least 64Mi when maxMemory is derived from it \
+                  (limit x 0.9 - 32Mi): raise the limit or set maxMemory",
+        field_path: Some(".resources"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.hugepages) || !isQuantity(string(self.hugepages.amount)) || \
+               (has(self.resources) && has(self.resources.limits) && 'memory' in self.resources.limits && \
+               isQuantity(string(self.resources.limits['memory'])) && \
+               quantity(string(self.hugepages.amount)).compareTo(quantity(string(self.resources.limits['memory']))) <= 0)",
+        message: "hugepages.amount must fit inside resources.limits.memory (hugepage-backed arenas are part of \
+                  the node's memory budget): set resources.limits.memory to at least hugepages.amount",
+        field_path: Some(".hugepages.amount"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.durability) || self.durability.mode == 'none' || has(self.storage)",
+        message: "durability.mode write-back, periodic and sync keep data on disk: set storage.size \
+                  (e.g. \"10Gi\"), or use durability.mode none",
+        field_path: Some(".storage"),
+        required: true,
+    },
+];
+
+/// Rules on `spec.storage`.
+pub const STORAGE_RULES: &[CelRule] = &[
+    CelRule {
+        rule: "isQuantity(string(self.size)) && quantity(string(self.size)).isGreaterThan(quantity('0'))",
+        message: "storage.size must be a positive quantity such as \"10Gi\"",
+        field_path: Some(".size"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.diskBudget) || \
+               (isQuantity(string(self.diskBudget)) && quantity(string(self.diskBudget)).isGreaterThan(quantity('0')))",
+        message: "storage.diskBudget must be a positive quantity such as \"8Gi\"",
+        field_path: Some(".diskBudget"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.diskBudget) || !isQuantity(string(self.diskBudget)) || !isQuantity(string(self.size)) || \
+               quantity(string(self.diskBudget)).compareTo(quantity(string(self.size))) <= 0",
+        message: "storage.diskBudget must not exceed storage.size (the disk tier lives on the pod's volume): \
+                  lower diskBudget or raise size",
+        field_path: Some(".diskBudget"),
+        required: false,
+    },
+];
+
+/// Rules on `spec.durability`.
+pub const DURABILITY_RULES: &[CelRule] = &[CelRule {
+    rule: "!has(self.fsyncInterval) || self.mode == 'periodic'",
+    message: "durability.fsyncInterval applies only to mode periodic: remove fsyncInterval or set mode: periodic",
+    field_path: Some(".fsyncInterval"),
+    required: false,
+}];
+
+/// Rules on `spec.hugepages`.
+pub const HUGEPAGES_RULES: &[CelRule] = &[
+    CelRule {
+        rule: "isQuantity(string(self.amount)) && quantity(string(self.amount)).isGreaterThan(quantity('0'))",
+        message: "hugepages.amount must be a positive quantity such as \"1Gi\"",
+        field_path: Some(".amount"),
+        required: false,
+    },
+    CelRule {
+        rule: "!isQuantity(string(self.amount)) || !quantity(string(self.amount)).isInteger() || \
+               quantity(string(self.amount)).asInteger() % (self.pageSize == '1Gi' ? 1073741824 : 2097152) == 0",
+        message: "hugepages.amount must be a whole number of pages: a multiple of hugepages.pageSize",
+        field_path: Some(".amount"),
+        required: false,
+    },
+];
+
+fn spec_rules(schema: &mut Schema) {
+    attach(schema, SPEC_RULES);
+}
+
+fn storage_rules(schema: &mut Schema) {
+    attach(schema, STORAGE_RULES);
+}
+
+fn durability_rules(schema: &mut Schema) {
+    attach(schema, DURABILITY_RULES);
+}
+
+fn hugepages_rules(schema: &mut Schema) {
+    attach(schema, HUGEPAGES_RULES);
+}

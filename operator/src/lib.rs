@@ -1,0 +1,31 @@
+//! The Strata Kubernetes operator.
+//!
+//! For now this crate holds the `CacheCluster` API (`strata.dev/v1alpha1`, see [`api`]) and the
+//! generator of its CustomResourceDefinition ([`crd_yaml`], printed by the `crdgen` binary and
+//! committed as `crds/strata.dev_cacheclusters.yaml`). The controller comes later.
+
+pub mod api;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+/// Where the generated CRD is committed, relative to the workspace root.
+pub const CRD_PATH: &str = "crds/strata.dev_cacheclusters.yaml";
+
+/// The command that regenerates [`CRD_PATH`] (run from the workspace root).
+pub const CRD_REGEN_COMMAND: &str = "cargo run -p strata-operator --bin crdgen > crds/strata.dev_cacheclusters.yaml";
+
+/// The `CacheCluster` CustomResourceDefinition.
+pub fn crd() -> CustomResourceDefinition {
+    api::CacheCluster::crd()
+}
+
+/// The CRD as YAML, exactly as committed in [`CRD_PATH`].
+pub fn crd_yaml() -> String {
+    // Serializing a CRD (plain strings, maps and numbers) cannot fail.
+    let mut yaml = serde_saphyr::to_string(&crd()).expect("the CRD serializes to YAML");
+    if !yaml.ends_with('\n') {
+        yaml.push('\n');
+    }
+    yaml
+}
