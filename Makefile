@@ -7,7 +7,7 @@ ifdef STRATA_CACHE
 export CARGO_TARGET_DIR ?= $(STRATA_CACHE)/target
 endif
 
-.PHONY: help deps build run test lint fmt bench clean
+.PHONY: help deps build run test lint fmt bench crds clean
 
 help: ## List targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ test: deps lint ## Every test: lint, unit, integration, differential against red
 
 bench: ## Benchmarks side by side with redis-server (see bench/README.md)
 	./bench/redis-benchmark.sh $(ARGS)
+
+crds: ## Regenerate crds/ from the operator's Rust types
+	$(CARGO) run -q -p strata-operator --bin crdgen > crds/strata.dev_cacheclusters.yaml
 
 clean:
 	$(CARGO) clean
