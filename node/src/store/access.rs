@@ -124,19 +124,26 @@ impl<'a> KeyAccess<'a> {
 
     /// Write lookup that creates the key with `make()` when it is missing.
     pub fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> Value) -> EntryMut<'_> {
-        if self.locate(key).is_none() {
-            self.insert_new(key, make(), 0);
+        if self.locate(key).is_some() {
+            return self.get_mut(key).expect("key just located");
         }
-        self.get_mut(key).expect("key just ensured")
+        // New key: guard the slot the insert returned instead of looking it up again.
+        let (part, slot) = self.insert_new(key, make(), 0);
+        let db = self.db;
+        let ks = self.ks;
+        let part = self.locked.get(part);
+        let old_mem = part.dbs[db].entry(slot).mem();
+        EntryMut { ks, part, db, slot, old_mem, modified: true }
     }
 
-    /// Inserts a key known to be absent (callers check with `contains`).
-    fn insert_new(&mut self, key: &[u8], value: Value, expire_at: u64) {
+    /// Inserts a key known to be absent (callers check with `contains`);
+    /// returns its partition and slot.
+    fn insert_new(&mut self, key: &[u8], value: Value, expire_at: u64) -> (u32, u32) {
         let hash = hash_bytes(key);
         let clock = self.ks.clock_secs();
         let db = self.db;
         let ks = self.ks;
-        let (_, part) = self.part_mut(hash);
+        let (part_idx, part) = self.part_mut(hash);
         let entry = Entry {
             key: key.into(),
             expire_at,
@@ -145,13 +152,14 @@ impl<'a> KeyAccess<'a> {
         };
         let mem = entry.mem() as i64;
         let is_blocking_type = matches!(entry.value(), Value::List(_) | Value::ZSet(_));
-        part.dbs[db].insert(hash, entry);
+        let slot = part.dbs[db].insert(hash, entry);
         part.mem += mem;
         ks.add_mem(mem);
         part.touch_watched(db, key);
         if is_blocking_type {
             part.signal_ready(db, key);
         }
+        (part_idx, slot)
     }
 
     /// Sets `key` to `value` (SET semantics: any old value and type is
