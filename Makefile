@@ -7,10 +7,10 @@ ifdef STRATA_CACHE
 export CARGO_TARGET_DIR ?= $(STRATA_CACHE)/target
 endif
 
-.PHONY: help deps build run test lint fmt bench crds clean
+.PHONY: help deps build run test lint fmt bench crds chart manifests k8s-tools clean
 
 help: ## List targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
 deps: ## Install what a fresh Debian machine lacks (redis-server/redis-tools for differential tests)
 	@./scripts/install-deps.sh
@@ -28,14 +28,45 @@ lint: ## rustfmt check and clippy with warnings as errors
 fmt: ## Format the code
 	$(CARGO) fmt --all
 
-test: deps lint ## Every test: lint, unit, integration, differential against redis-server
+test: deps lint k8s-tools chart ## Every test: lint, chart, unit, integration, differential, operator vs a real API server
 	$(CARGO) test --workspace --no-fail-fast
+
+k8s-tools: ## Build once (cached in ~/.cache/strata/k8s) the kube-apiserver, etcd, kubectl and helm the tests use
+	./scripts/k8s-tools.sh control-plane
+	./scripts/k8s-tools.sh helm
 
 bench: ## Benchmarks side by side with redis-server (see bench/README.md)
 	./bench/redis-benchmark.sh $(ARGS)
 
-crds: ## Regenerate crds/ from the operator's Rust types
+crds: ## Regenerate crds/ (and the Helm chart's copy) from the operator's Rust types
 	$(CARGO) run -q -p strata-operator --bin crdgen > crds/strata.dev_cacheclusters.yaml
+	cp crds/strata.dev_cacheclusters.yaml $(CHART)/crds/strata.dev_cacheclusters.yaml
+	@echo "CRD changed? Run 'make manifests' to refresh manifests/install.yaml."
+
+# Helm from scripts/k8s-tools.sh (built once into ~/.cache/strata/k8s/bin); `helm template`
+# assumes Kubernetes 1.20 unless told, which the chart's kubeVersion (>=1.33) refuses.
+CHART := charts/strata-operator
+HELM = $(shell ./scripts/k8s-tools.sh path)/helm
+HELM_TEMPLATE = $(HELM) template strata-operator $(CHART) --namespace strata-system --kube-version 1.33.0
+
+chart: ## Lint and render the Helm chart with default and all optional values; check manifests/ is fresh
+	./scripts/k8s-tools.sh helm
+	@cmp -s crds/strata.dev_cacheclusters.yaml $(CHART)/crds/strata.dev_cacheclusters.yaml || \
+	  { echo "$(CHART)/crds/ differs from crds/: run 'make crds'" >&2; exit 1; }
+	$(HELM) lint --strict $(CHART) --kube-version 1.33.0
+	$(HELM_TEMPLATE) >/dev/null
+	@# Every optional feature on: each must show up in the output.
+	@out=$$($(HELM_TEMPLATE) --api-versions monitoring.coreos.com/v1 --set serviceMonitor.enabled=true \
+	    --set watchNamespace=apps --set leaderElection.enabled=false --set replicaCount=1) && \
+	  grep -q '^kind: ServiceMonitor$$' <<<"$$out" && grep -q -- '--watch-namespace=apps' <<<"$$out" && \
+	  grep -q -- '--leader-elect=false' <<<"$$out" && grep -q 'type: Recreate' <<<"$$out" || \
+	  { echo "chart: rendering with every optional feature on lacks one of them" >&2; exit 1; }
+	@! $(HELM_TEMPLATE) --set replicaCount=2 --set leaderElection.enabled=false >/dev/null 2>&1 || \
+	  { echo "chart: replicaCount=2 without leader election must be refused" >&2; exit 1; }
+	./scripts/render-manifests.sh --check
+
+manifests: ## Render manifests/install.yaml from the Helm chart
+	./scripts/render-manifests.sh
 
 clean:
 	$(CARGO) clean

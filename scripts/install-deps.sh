@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Installs the system packages tests and benchmarks need, when missing.
 # Debian/Ubuntu: redis-server and redis-tools (the reference server for the
-# differential tests, redis-cli and redis-benchmark).
+# differential tests, redis-cli and redis-benchmark); openssl (the operator
+# tests' API server signs service-account tokens with a fresh key); git (Go
+# module fetches). The Kubernetes binaries and Helm come from
+# scripts/k8s-tools.sh, which needs Go >= 1.24 (https://go.dev/dl).
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v redis-cli >/dev/null || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null || missing+=(redis-tools)
+command -v openssl >/dev/null || missing+=(openssl)
+command -v git >/dev/null || missing+=(git)
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   sudo=""

@@ -113,6 +113,37 @@ pub struct Cli {
     /// Number of databases (SELECT 0..N-1). Fixed at 16, as in Redis.
     #[arg(long, env = "STRATA_DATABASES")]
     pub databases: Option<usize>,
+
+    /// How writes reach disk: none (a pure cache), write-back, periodic or sync.
+    /// This build keeps data in RAM only: the other modes are accepted and
+    /// reported (INFO persistence, CONFIG GET), with a warning at start-up.
+    #[arg(long, env = "STRATA_DURABILITY")]
+    pub durability: Option<String>,
+
+    /// fsync interval of durability periodic: a whole number with unit us, ms
+    /// or s (e.g. 10ms, 1s) [default: 10ms].
+    #[arg(long, env = "STRATA_FSYNC_INTERVAL")]
+    pub fsync_interval: Option<String>,
+}
+
+/// Durability mode names the node accepts.
+pub const DURABILITY_MODES: &[&str] = &["none", "write-back", "periodic", "sync"];
+
+/// fsync interval of durability periodic when none is given.
+pub const DEFAULT_FSYNC_INTERVAL_US: u64 = 10_000;
+
+/// Parses an fsync interval such as `10ms`, `500us` or `1s` into microseconds.
+pub fn parse_interval_us(s: &str) -> Option<u64> {
+    let split = s.find(|c: char| !c.is_ascii_digit())?;
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok().filter(|n| *n > 0)?;
+    let mul = match unit {
+        "us" => 1,
+        "ms" => 1_000,
+        "s" => 1_000_000,
+        _ => return None,
+    };
+    n.checked_mul(mul)
 }
 
 /// Eviction policy names the node accepts (Redis's plus Strata's).
@@ -143,6 +174,10 @@ pub struct StartupConfig {
     pub partitions: usize,
     pub log_format: String,
     pub config_file: Option<PathBuf>,
+    /// One of [`DURABILITY_MODES`].
+    pub durability: &'static str,
+    /// fsync interval of durability periodic, in microseconds.
+    pub fsync_interval_us: u64,
 }
 
 /// Settings CONFIG SET can change while running. Hot-path values are atomics.
@@ -292,6 +327,18 @@ impl Config {
             None => None,
             Some(p) => Some(u32::from_str_radix(p, 8).map_err(|_| format!("invalid unixsocketperm '{p}'"))?),
         };
+        let durability = cli.durability.as_deref().unwrap_or("none").to_ascii_lowercase();
+        let durability = DURABILITY_MODES.iter().copied().find(|m| *m == durability).ok_or_else(|| {
+            format!("invalid durability '{durability}' (one of: {})", DURABILITY_MODES.join(", "))
+        })?;
+        let fsync_interval_us = match cli.fsync_interval.as_deref() {
+            None => DEFAULT_FSYNC_INTERVAL_US,
+            Some(_) if durability != "periodic" => {
+                return Err("fsync-interval applies only to durability periodic".into());
+            }
+            Some(s) => parse_interval_us(s)
+                .ok_or_else(|| format!("invalid fsync-interval '{s}' (a whole number with unit us, ms or s, e.g. 10ms)"))?,
+        };
         let loglevel = cli.loglevel.clone().unwrap_or_else(|| "notice".into());
         let password = cli.requirepass.clone().filter(|p| !p.is_empty()).map(String::into_bytes);
         let startup = StartupConfig {
@@ -314,6 +361,8 @@ impl Config {
             partitions: cli.partitions.unwrap_or(1024),
             log_format: cli.log_format.clone().unwrap_or_else(|| "text".into()),
             config_file: cli.config.clone(),
+            durability,
+            fsync_interval_us,
         };
         let runtime = RuntimeConfig {
             maxmemory: AtomicU64::new(mem(&cli.maxmemory, 0, "maxmemory")?),
@@ -376,6 +425,8 @@ fn apply_file_directive(cli: &mut Cli, name: &str, value: &str) -> Result<(), St
         "client-query-buffer-limit" => set(&mut cli.client_query_buffer_limit, v),
         "partitions" => set(&mut cli.partitions, v.parse().map_err(|_| "not a number")?),
         "databases" => set(&mut cli.databases, v.parse().map_err(|_| "not a number")?),
+        "durability" => set(&mut cli.durability, v),
+        "fsync-interval" => set(&mut cli.fsync_interval, v),
         // Accepted for compatibility with existing redis.conf files; they
         // have no effect on a node without Redis persistence.
         "save" | "appendonly" | "daemonize" | "protected-mode" | "supervised" | "pidfile" | "logfile"
@@ -419,5 +470,26 @@ mod tests {
         std::fs::write(&f, "bogus 1\n").unwrap();
         let cli = Cli::parse_from(["strata-node", "--config", f.to_str().unwrap()]);
         assert!(Config::from_cli(cli).is_err());
+    }
+
+    #[test]
+    fn durability_modes_and_intervals() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["strata-node"];
+            argv.extend_from_slice(args);
+            Config::from_cli(Cli::parse_from(argv))
+        };
+        let c = parse(&[]).unwrap();
+        assert_eq!((c.startup.durability, c.startup.fsync_interval_us), ("none", DEFAULT_FSYNC_INTERVAL_US));
+        let c = parse(&["--durability", "periodic", "--fsync-interval", "1s"]).unwrap();
+        assert_eq!((c.startup.durability, c.startup.fsync_interval_us), ("periodic", 1_000_000));
+        assert_eq!(parse(&["--durability", "SYNC"]).unwrap().startup.durability, "sync");
+        let err = parse(&["--durability", "always"]).err().unwrap();
+        assert!(err.contains("none, write-back, periodic, sync"), "{err}");
+        assert!(parse(&["--durability", "sync", "--fsync-interval", "10ms"]).is_err(), "interval needs periodic");
+        for bad in ["0ms", "10", "ms", "1.5s", "10m"] {
+            assert_eq!(parse_interval_us(bad), None, "{bad}");
+        }
+        assert_eq!(parse_interval_us("250us"), Some(250));
     }
 }

@@ -31,6 +31,13 @@ fn main() {
     };
     init_logging(&config.runtime.loglevel.read().clone(), &config.startup.log_format);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "strata-node starting");
+    if config.startup.durability != "none" {
+        tracing::warn!(
+            durability = config.startup.durability,
+            "this build keeps data in RAM only: writes are not persisted until the disk tier lands; \
+             running as durability none"
+        );
+    }
     let shared = strata_node::server::build_shared(config);
     std::process::exit(strata_node::server::run(shared));
 }

@@ -1,10 +1,18 @@
 //! The Strata Kubernetes operator.
 //!
-//! For now this crate holds the `CacheCluster` API (`strata.dev/v1alpha1`, see [`api`]) and the
-//! generator of its CustomResourceDefinition ([`crd_yaml`], printed by the `crdgen` binary and
-//! committed as `crds/strata.dev_cacheclusters.yaml`). The controller comes later.
+//! - [`api`]: the `CacheCluster` API (`strata.dev/v1alpha1`) and its CRD ([`crd_yaml`], printed
+//!   by the `crdgen` binary and committed as `crds/strata.dev_cacheclusters.yaml`);
+//! - [`resources`]: pure builders from a spec to the desired Kubernetes objects;
+//! - [`controller`]: applies them, paces rollouts, writes status and Events;
+//! - [`leader`], [`http`], [`metrics`], [`process`]: the `strata-operator` process around it.
 
 pub mod api;
+pub mod controller;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod process;
+pub mod resources;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

@@ -31,6 +31,16 @@ fn committed_crd_is_fresh() {
     }
 }
 
+/// Helm installs CRDs only from inside the chart, so the chart carries a copy.
+#[test]
+fn chart_crd_copy_is_identical() {
+    let root = committed_path();
+    let chart =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../charts/strata-operator/crds/strata.dev_cacheclusters.yaml");
+    let (a, b) = (std::fs::read(&root).unwrap(), std::fs::read(&chart).unwrap());
+    assert!(a == b, "{} differs from {CRD_PATH}: run `make crds`", chart.display());
+}
+
 /// The YAML reads back as the same object (nothing lost to quoting, folding or number formats).
 #[test]
 fn crd_yaml_round_trips() {

@@ -669,10 +669,23 @@ static PARAMS: &[Param] = &[
     Param { name: "io-threads", get: |s| s.config.startup.threads.to_string(), set: None },
     Param { name: "partitions", get: |s| s.ks.num_partitions().to_string(), set: None },
     Param { name: "metrics-port", get: |s| s.config.startup.metrics_port.to_string(), set: None },
+    Param { name: "durability", get: |s| s.config.startup.durability.into(), set: None },
+    Param { name: "fsync-interval", get: |s| format_interval_us(s.config.startup.fsync_interval_us), set: None },
     Param { name: "hz", get: |_| "10".into(), set: None },
     Param { name: "cluster-enabled", get: |_| "no".into(), set: None },
     Param { name: "daemonize", get: |_| "no".into(), set: None },
 ];
+
+/// `10000` µs → `10ms`: the largest unit that divides the interval exactly.
+fn format_interval_us(us: u64) -> String {
+    if us % 1_000_000 == 0 {
+        format!("{}s", us / 1_000_000)
+    } else if us % 1_000 == 0 {
+        format!("{}ms", us / 1_000)
+    } else {
+        format!("{us}us")
+    }
+}
 
 fn absolute(p: &std::path::Path) -> String {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string()
@@ -1377,6 +1390,9 @@ fn info_persistence(shared: &Shared, t: &mut String) {
     field!(t, "aof_last_bgrewrite_status", "ok");
     field!(t, "aof_rewrites", "0");
     field!(t, "aof_last_write_status", "ok");
+    // Strata's own: the durability mode asked for, and what this build does.
+    field!(t, "strata_durability", "{}", shared.config.startup.durability);
+    field!(t, "strata_durability_effective", "none");
 }
 
 fn info_stats(shared: &Shared, t: &mut String) {

@@ -309,8 +309,9 @@ pub struct CpuSpec {
     /// kubelet's static CPU manager policy on the node. Default false.
     pub pinning: bool,
 
-    /// Worker threads of the node (one event loop each). When unset: the CPU limit rounded up,
-    /// or the node's available cores without a limit. At most the CPU limit when both are set.
+    /// Worker threads of the node (one event loop each). When unset: the CPU limit rounded
+    /// down (at least 1), else the CPU request likewise, else the cores the node may use. At
+    /// most the CPU limit when both are set.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub threads: Option<i32>,
@@ -460,7 +461,7 @@ pub struct CacheClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
 
-    /// Current conditions: Available, Progressing, Degraded.
+    /// Current conditions: Available, Progressing, Degraded, Monitoring.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -471,7 +472,7 @@ pub struct CacheClusterStatus {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = reflow_docs)]
 pub struct Condition {
-    /// Condition type: Available, Progressing or Degraded.
+    /// Condition type: Available, Progressing, Degraded or Monitoring.
     #[serde(rename = "type")]
     pub type_: String,
 
@@ -501,6 +502,8 @@ impl Condition {
     pub const PROGRESSING: &'static str = "Progressing";
     /// Something needs attention (e.g. reason InvalidSpec); the message says what.
     pub const DEGRADED: &'static str = "Degraded";
+    /// The ServiceMonitor asked for by `spec.monitoring` exists (False says why not).
+    pub const MONITORING: &'static str = "Monitoring";
     /// Degraded reason for a spec the API server accepted but the operator cannot run.
     pub const REASON_INVALID_SPEC: &'static str = "InvalidSpec";
 }

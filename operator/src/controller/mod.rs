@@ -1,0 +1,406 @@
+//! The CacheCluster controller: applies the desired objects with server-side apply, paces
+//! rollouts, and reports status conditions and Events.
+
+mod backoff;
+pub mod rollout;
+pub mod status;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backoff::Backoffs;
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::{CacheCluster, CacheClusterStatus, ConditionStatus};
+use crate::metrics::Metrics;
+use crate::resources::{self, Desired, SpecError};
+use rollout::Step;
+use status::{Observation, Verdict};
+
+/// The field manager of every server-side apply this operator makes.
+pub const FIELD_MANAGER: &str = "strata-operator";
+
+/// Label on everything the operator creates; owned-object watches select on it.
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by=strata-operator";
+
+/// Pod label naming the CacheCluster the pod serves.
+const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+
+/// How often a settled cluster is looked at again even without a watch event.
+const RESYNC: Duration = Duration::from_secs(300);
+/// How often a cluster that is changing is looked at (watch events usually come first).
+const WHILE_PROGRESSING: Duration = Duration::from_secs(5);
+
+/// What every reconciliation shares.
+pub struct Context {
+    pub client: Client,
+    pub metrics: Arc<Metrics>,
+    recorder: Recorder,
+    backoffs: Backoffs,
+}
+
+impl Context {
+    pub fn new(client: Client, metrics: Arc<Metrics>, instance: Option<String>) -> Self {
+        let reporter = Reporter { controller: FIELD_MANAGER.to_owned(), instance };
+        Self { recorder: Recorder::new(client.clone(), reporter), client, metrics, backoffs: Backoffs::default() }
+    }
+}
+
+/// Reconciliation failures; `reason()` labels the error metric.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the CacheCluster has no namespace")]
+    NoNamespace,
+    #[error("reading {what}: {source}")]
+    Read { what: String, source: kube::Error },
+    #[error("applying {kind} {name}: {source}")]
+    Apply { kind: String, name: String, source: kube::Error },
+    #[error("evicting pod {pod}: {source}")]
+    Evict { pod: String, source: kube::Error },
+    #[error("writing status: {0}")]
+    Status(kube::Error),
+}
+
+impl Error {
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::NoNamespace => "NoNamespace",
+            Error::Read { .. } => "Read",
+            Error::Apply { .. } => "Apply",
+            Error::Evict { .. } => "Evict",
+            Error::Status(_) => "Status",
+        }
+    }
+}
+
+/// Runs the controller until `shutdown` resolves. `namespace` limits it to one namespace.
+pub async fn run(
+    ctx: Arc<Context>,
+    namespace: Option<&str>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let clusters: Api<CacheCluster> = scoped(&client, namespace);
+    let owned = || watcher::Config::default().labels(MANAGED_BY);
+    // Pods belong to the StatefulSet, not to the CacheCluster: map them by their instance label.
+    let pods_to_cluster = |pod: Pod| {
+        let ns = pod.namespace()?;
+        let instance = pod.labels().get(INSTANCE_LABEL)?.clone();
+        Some(ObjectRef::<CacheCluster>::new(&instance).within(&ns))
+    };
+    Controller::new(clusters, watcher::Config::default())
+        .owns(scoped::<StatefulSet>(&client, namespace), owned())
+        .owns(scoped::<Service>(&client, namespace), owned())
+        .owns(scoped::<ConfigMap>(&client, namespace), owned())
+        .owns(scoped::<PodDisruptionBudget>(&client, namespace), owned())
+        .watches(scoped::<Pod>(&client, namespace), owned(), pods_to_cluster)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((obj, _)) => tracing::debug!(cachecluster = %obj, "reconciled"),
+                Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
+                    tracing::debug!(cachecluster = %obj, "deleted before it was reconciled")
+                }
+                Err(e) => tracing::warn!(error = %e, "controller"),
+            }
+        })
+        .await;
+}
+
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+async fn reconcile(cc: Arc<CacheCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    ctx.metrics.reconcile_started();
+    let result = reconcile_cluster(&cc, &ctx).await;
+    ctx.metrics.reconcile_finished(started.elapsed(), result.as_ref().err().map(Error::reason));
+    if result.is_ok() {
+        ctx.backoffs.reset(&ObjectRef::from_obj(cc.as_ref()));
+    }
+    result
+}
+
+fn error_policy(cc: Arc<CacheCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx.backoffs.next(&ObjectRef::from_obj(cc.as_ref()));
+    tracing::warn!(
+        cachecluster = %ObjectRef::from_obj(cc.as_ref()),
+        error = %error,
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    Action::requeue(delay)
+}
+
+async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, Error> {
+    if cc.metadata.deletion_timestamp.is_some() {
+        // Owner references make the garbage collector delete everything we created.
+        return Ok(Action::await_change());
+    }
+    let ns = cc.namespace().ok_or(Error::NoNamespace)?;
+    let name = cc.name_any();
+    let client = &ctx.client;
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let existing = sts_api.get_opt(&name).await.map_err(|e| read(format!("StatefulSet {ns}/{name}"), e))?;
+
+    let desired = match resources::desired(cc).and_then(|d| check_immutable(d, existing.as_ref())) {
+        Ok(d) => d,
+        Err(invalid) => {
+            tracing::warn!(cachecluster = %format!("{ns}/{name}"), problem = %invalid, "spec cannot be applied");
+            let obs = Observation {
+                desired: cc.spec.replicas,
+                replicas: existing.as_ref().and_then(|s| s.status.as_ref()).map_or(0, |s| s.replicas),
+                ready: existing.as_ref().and_then(|s| s.status.as_ref()).and_then(|s| s.ready_replicas).unwrap_or(0),
+                invalid_spec: Some(invalid.to_string()),
+                ..Default::default()
+            };
+            write_status(cc, ctx, &obs).await?;
+            return Ok(Action::await_change());
+        }
+    };
+
+    apply(client, &ns, &desired.config_map).await?;
+    apply(client, &ns, &desired.headless_service).await?;
+    apply(client, &ns, &desired.client_service).await?;
+    apply(client, &ns, &desired.pdb).await?;
+    let sts = apply(client, &ns, &desired.stateful_set).await?;
+
+    let mut obs = Observation { desired: cc.spec.replicas, ..Default::default() };
+    reconcile_monitoring(client, &ns, &name, desired.service_monitor.as_ref(), &mut obs).await?;
+
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let selector = resources::selector_string(&name);
+    let pods = pods_api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| read(format!("pods of {ns}/{name}"), e))?
+        .items;
+    let mut step = rollout::next_step(&sts, &pods);
+    if let Step::Evict(pod) = &step {
+        step = evict(ctx, cc, &pods_api, pod).await?;
+    }
+
+    let sts_status = sts.status.clone().unwrap_or_default();
+    obs.replicas = sts_status.replicas;
+    obs.ready = sts_status.ready_replicas.unwrap_or(0);
+    obs.updated = pods.iter().filter(|p| is_current(p, &sts)).count() as i32;
+    obs.failing_pods = rollout::failing_pods(&pods);
+    let settled = step == Step::Complete && obs.ready >= obs.desired;
+    obs.rollout = Some(step);
+    write_status(cc, ctx, &obs).await?;
+
+    Ok(Action::requeue(if settled { RESYNC } else { WHILE_PROGRESSING }))
+}
+
+/// StatefulSet fields Kubernetes never lets change: a spec that would change them is refused
+/// here (Degraded/InvalidSpec) instead of failing every apply.
+fn check_immutable(desired: Desired, existing: Option<&StatefulSet>) -> Result<Desired, SpecError> {
+    let Some(existing) = existing else { return Ok(desired) };
+    let claim = |s: &StatefulSet| {
+        let t = s.spec.as_ref()?.volume_claim_templates.as_ref()?.first()?.clone();
+        let spec = t.spec?;
+        let size = spec.resources?.requests?.get("storage").cloned();
+        Some((size.map(|q| resources::quantity::parse_bytes(&q).unwrap_or(0)), spec.storage_class_name))
+    };
+    let (was, will) = (claim(existing), claim(&desired.stateful_set));
+    if was != will {
+        let show = |c: &Option<(Option<u64>, Option<String>)>| match c {
+            None => "no volume".to_owned(),
+            Some((size, class)) => format!(
+                "size {} bytes, storageClassName {}",
+                size.unwrap_or(0),
+                class.as_deref().unwrap_or("(default)")
+            ),
+        };
+        return Err(SpecError {
+            field: "storage".to_owned(),
+            message: format!(
+                "the per-pod volume cannot change once the cluster exists (it was {}, the spec asks for {}); \
+                 restore the previous storage settings, or create a new CacheCluster and move clients to it",
+                show(&was),
+                show(&will)
+            ),
+        });
+    }
+    Ok(desired)
+}
+
+/// Server-side apply of one object under [`FIELD_MANAGER`]; returns what the API server stored.
+async fn apply<K>(client: &Client, ns: &str, obj: &K) -> Result<K, Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Serialize
+        + DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(obj))
+        .await
+        .map_err(|source| Error::Apply { kind: K::kind(&()).into_owned(), name, source })
+}
+
+/// Applies or removes the ServiceMonitor; a missing CRD is reported, not an error.
+async fn reconcile_monitoring(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    wanted: Option<&DynamicObject>,
+    obs: &mut Observation,
+) -> Result<(), Error> {
+    let resource = resources::service_monitor_resource();
+    let crd_installed = match client.list_api_group_resources(&resource.api_version).await {
+        Ok(list) => list.resources.iter().any(|r| r.name == resource.plural),
+        Err(kube::Error::Api(e)) if e.code == 404 => false,
+        Err(e) => return Err(read(format!("API group {}", resource.api_version), e)),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    match (wanted, crd_installed) {
+        (Some(sm), true) => {
+            api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(sm))
+                .await
+                .map_err(|source| Error::Apply { kind: "ServiceMonitor".to_owned(), name: name.to_owned(), source })?;
+            obs.monitoring_ready = true;
+        }
+        (Some(_), false) => {
+            obs.monitoring_unavailable = Some(format!(
+                "spec.monitoring.serviceMonitor is true but the cluster has no {} API (the Prometheus \
+                 Operator's CRDs): install them, or scrape the pods' prometheus.io annotations instead",
+                resource.api_version
+            ));
+        }
+        (None, true) => match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => tracing::info!(servicemonitor = %format!("{ns}/{name}"), "deleted: monitoring turned off"),
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Apply { kind: "ServiceMonitor".to_owned(), name: name.to_owned(), source });
+            }
+        },
+        (None, false) => {}
+    }
+    Ok(())
+}
+
+/// Evicts `pod` (the PDB decides); a refused eviction means waiting, not failing.
+async fn evict(ctx: &Context, cc: &CacheCluster, pods: &Api<Pod>, pod: &str) -> Result<Step, Error> {
+    match pods.evict(pod, &EvictParams::default()).await {
+        Ok(_) => {
+            tracing::info!(pod, "replacing pod to roll out the current spec");
+            publish(
+                ctx,
+                cc,
+                EventType::Normal,
+                "RollingPod",
+                "Evict",
+                format!("Replacing pod {pod} with the current spec"),
+            )
+            .await;
+            Ok(Step::Waiting { pod: pod.to_owned(), why: "to be replaced".to_owned() })
+        }
+        // 429: the PodDisruptionBudget allows no disruption right now.
+        Err(kube::Error::Api(e)) if e.code == 429 => Ok(Step::Waiting {
+            pod: pod.to_owned(),
+            why: "until the PodDisruptionBudget allows its eviction".to_owned(),
+        }),
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            Ok(Step::Waiting { pod: pod.to_owned(), why: "to be recreated".to_owned() })
+        }
+        Err(source) => Err(Error::Evict { pod: pod.to_owned(), source }),
+    }
+}
+
+fn is_current(pod: &Pod, sts: &StatefulSet) -> bool {
+    let update = sts.status.as_ref().and_then(|s| s.update_revision.as_deref());
+    update.is_some() && pod.labels().get("controller-revision-hash").map(String::as_str) == update
+}
+
+/// Writes status with server-side apply and publishes Events for condition changes.
+async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Result<(), Error> {
+    let previous = cc.status.clone().unwrap_or_default();
+    let verdicts = status::verdicts(obs);
+    let now = Time(Timestamp::now());
+    let name = cc.name_any();
+    let ns = cc.namespace().ok_or(Error::NoNamespace)?;
+    let new_status = CacheClusterStatus {
+        observed_generation: cc.metadata.generation,
+        replicas: obs.replicas,
+        ready_replicas: obs.ready,
+        selector: Some(resources::selector_string(&name)),
+        endpoint: Some(resources::endpoint(cc)),
+        conditions: status::merge(&previous.conditions, &verdicts, cc.metadata.generation, &now),
+    };
+    for v in status::transitions(&previous.conditions, &verdicts) {
+        let first = previous.conditions.iter().all(|c| c.type_ != v.type_);
+        if let Some((kind, reason)) = event_for(v, first) {
+            publish(ctx, cc, kind, reason, "Reconcile", v.message.clone()).await;
+        }
+    }
+    if cc.status.as_ref() == Some(&new_status) {
+        return Ok(());
+    }
+    let api: Api<CacheCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let patch = serde_json::json!({
+        "apiVersion": CacheCluster::api_version(&()),
+        "kind": CacheCluster::kind(&()),
+        "status": new_status,
+    });
+    api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+        .await
+        .map_err(Error::Status)?;
+    Ok(())
+}
+
+/// Which condition changes are worth an Event, and its type and reason. `first`: the condition
+/// is reported for the first time (a new cluster is not "unavailable", it is being created).
+fn event_for(v: &Verdict, first: bool) -> Option<(EventType, &'static str)> {
+    use crate::api::Condition;
+    match (v.type_, v.status) {
+        (Condition::AVAILABLE, ConditionStatus::True) => Some((EventType::Normal, "Available")),
+        (Condition::AVAILABLE, _) if first => None,
+        (Condition::AVAILABLE, _) => Some((EventType::Warning, "Unavailable")),
+        (Condition::DEGRADED, ConditionStatus::False) if first => None,
+        (Condition::DEGRADED, ConditionStatus::True) => Some((EventType::Warning, v.reason)),
+        (Condition::DEGRADED, _) => Some((EventType::Normal, "Recovered")),
+        (Condition::PROGRESSING, ConditionStatus::True) => Some((EventType::Normal, "RolloutStarted")),
+        (Condition::PROGRESSING, _) => Some((EventType::Normal, "RolloutComplete")),
+        (Condition::MONITORING, ConditionStatus::False) if v.reason == status::reason::SM_CRD_MISSING => {
+            Some((EventType::Warning, v.reason))
+        }
+        _ => None,
+    }
+}
+
+async fn publish(ctx: &Context, cc: &CacheCluster, type_: EventType, reason: &str, action: &str, note: String) {
+    let event =
+        Event { type_, reason: reason.to_owned(), note: Some(note), action: action.to_owned(), secondary: None };
+    if let Err(e) = ctx.recorder.publish(&event, &cc.object_ref(&())).await {
+        // Events are best effort: the status carries the same information.
+        tracing::warn!(error = %e, reason, "could not publish an Event");
+    }
+}
+
+fn read(what: String, source: kube::Error) -> Error {
+    Error::Read { what, source }
+}

@@ -1,0 +1,140 @@
+//! The headless Service (per-pod DNS, metrics scraping) and the client Service (the endpoint).
+
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec as KubeServiceSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use super::node_config::{METRICS_PORT, REDIS_PORT};
+use super::{Owner, SERVICE_ROLE_LABEL, SpecError, headless_service_name, selector_labels};
+use crate::api::{CacheCluster, ServiceType};
+
+/// `<name>-headless`: one DNS record per pod, ready or not, so peers and Prometheus find every
+/// node, including one still recovering its data.
+pub(super) fn headless_service(owner: &Owner) -> Service {
+    let mut metadata = owner.metadata(headless_service_name(&owner.name));
+    metadata.labels.get_or_insert_default().insert(SERVICE_ROLE_LABEL.to_owned(), "headless".to_owned());
+    Service {
+        metadata,
+        spec: Some(KubeServiceSpec {
+            cluster_ip: Some("None".to_owned()),
+            publish_not_ready_addresses: Some(true),
+            selector: Some(selector_labels(&owner.name)),
+            ports: Some(vec![port("redis", REDIS_PORT), port("metrics", METRICS_PORT)]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `<name>`: the Redis endpoint, `spec.service.port` forwarded to the pods' redis port.
+pub(super) fn client_service(cc: &CacheCluster, owner: &Owner) -> Result<Service, SpecError> {
+    let service = &cc.spec.service;
+    if !(1..=65535).contains(&service.port) {
+        return Err(SpecError::new("service.port", format!("{} is not a port: use 1 to 65535", service.port)));
+    }
+    let mut metadata = owner.metadata(owner.name.clone());
+    metadata.labels.get_or_insert_default().insert(SERVICE_ROLE_LABEL.to_owned(), "client".to_owned());
+    metadata.annotations = Some(service.annotations.clone()).filter(|a| !a.is_empty());
+    let type_ = match service.type_ {
+        ServiceType::ClusterIp => "ClusterIP",
+        ServiceType::NodePort => "NodePort",
+        ServiceType::LoadBalancer => "LoadBalancer",
+    };
+    Ok(Service {
+        metadata,
+        spec: Some(KubeServiceSpec {
+            type_: Some(type_.to_owned()),
+            selector: Some(selector_labels(&owner.name)),
+            ports: Some(vec![ServicePort { app_protocol: Some("redis".to_owned()), ..port("redis", service.port) }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// A TCP port forwarded to the container port of the same name.
+fn port(name: &str, port: i32) -> ServicePort {
+    ServicePort {
+        name: Some(name.to_owned()),
+        port,
+        target_port: Some(IntOrString::String(name.to_owned())),
+        protocol: Some("TCP".to_owned()),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::resources::test_support::{NAME, cluster};
+
+    fn client(spec: Value) -> Result<Service, SpecError> {
+        let cc = cluster(spec);
+        client_service(&cc, &Owner::of(&cc).unwrap())
+    }
+
+    #[test]
+    fn headless_service_lists_every_pod_on_both_ports() {
+        let owner = Owner::of(&cluster(json!({}))).unwrap();
+        let service = headless_service(&owner);
+        assert_eq!(service.metadata.name.as_deref(), Some("cache-headless"));
+        assert_eq!(service.metadata.labels.unwrap()[SERVICE_ROLE_LABEL], "headless");
+        let spec = service.spec.unwrap();
+        assert_eq!(spec.cluster_ip.as_deref(), Some("None"));
+        assert_eq!(spec.publish_not_ready_addresses, Some(true));
+        assert_eq!(spec.selector, Some(selector_labels(NAME)));
+        let ports: Vec<_> =
+            spec.ports.unwrap().into_iter().map(|p| (p.name.unwrap(), p.port, p.target_port.unwrap())).collect();
+        assert_eq!(
+            ports,
+            [
+                ("redis".to_owned(), 6379, IntOrString::String("redis".to_owned())),
+                ("metrics".to_owned(), 9121, IntOrString::String("metrics".to_owned())),
+            ]
+        );
+    }
+
+    #[test]
+    fn client_service_defaults_to_cluster_ip_on_6379() {
+        let service = client(json!({})).unwrap();
+        assert_eq!(service.metadata.name.as_deref(), Some(NAME));
+        assert_eq!(service.metadata.labels.unwrap()[SERVICE_ROLE_LABEL], "client");
+        assert_eq!(service.metadata.annotations, None);
+        let spec = service.spec.unwrap();
+        assert_eq!(spec.type_.as_deref(), Some("ClusterIP"));
+        assert_eq!(spec.selector, Some(selector_labels(NAME)));
+        assert_eq!(spec.cluster_ip, None, "allocated by the API server");
+        let ports = spec.ports.unwrap();
+        assert_eq!(ports.len(), 1);
+        assert_eq!(ports[0].name.as_deref(), Some("redis"));
+        assert_eq!(ports[0].port, 6379);
+        assert_eq!(ports[0].target_port, Some(IntOrString::String("redis".to_owned())));
+        assert_eq!(ports[0].app_protocol.as_deref(), Some("redis"));
+        assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
+    }
+
+    #[test]
+    fn client_service_takes_type_port_and_annotations_from_the_spec() {
+        let annotations = json!({"service.beta.kubernetes.io/aws-load-balancer-internal": "true"});
+        let service =
+            client(json!({"service": {"type": "LoadBalancer", "port": 6380, "annotations": annotations}})).unwrap();
+        assert_eq!(serde_json::to_value(service.metadata.annotations).unwrap(), annotations);
+        let spec = service.spec.unwrap();
+        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+        let port = &spec.ports.unwrap()[0];
+        assert_eq!(port.port, 6380);
+        // Whatever clients use, the pods listen on their redis port.
+        assert_eq!(port.target_port, Some(IntOrString::String("redis".to_owned())));
+        let node_port = client(json!({"service": {"type": "NodePort"}})).unwrap();
+        assert_eq!(node_port.spec.unwrap().type_.as_deref(), Some("NodePort"));
+    }
+
+    #[test]
+    fn client_port_is_checked() {
+        for port in [0, -1, 65536] {
+            assert_eq!(client(json!({"service": {"port": port}})).unwrap_err().field, "service.port", "{port}");
+        }
+        assert!(client(json!({"service": {"port": 65535}})).is_ok());
+    }
+}

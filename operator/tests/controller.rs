@@ -1,0 +1,343 @@
+//! The controller against a real kube-apiserver and etcd (see `support`): what it creates, the
+//! status it reports, what it refuses, and leader election between two operator processes.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use strata_operator::api::{CacheCluster, Condition, ConditionStatus};
+use support::{ControlPlane, eventually};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn condition(cc: &CacheCluster, type_: &str) -> Option<Condition> {
+    cc.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_).cloned()
+}
+
+async fn apply_cc(api: &Api<CacheCluster>, name: &str, spec: serde_json::Value) {
+    let obj = json!({ "apiVersion": "strata.dev/v1alpha1", "kind": "CacheCluster", "metadata": { "name": name }, "spec": spec });
+    api.patch(name, &PatchParams::apply("strata-test").force(), &Patch::Apply(&obj))
+        .await
+        .expect("applying the CacheCluster");
+}
+
+/// Waits until the operator has written status for the current generation.
+async fn observed(api: &Api<CacheCluster>, name: &str, generation: i64) -> CacheCluster {
+    eventually(WAIT, &format!("status.observedGeneration {generation} on {name}"), || async {
+        let cc = api.get(name).await.ok()?;
+        (cc.status.as_ref()?.observed_generation == Some(generation)).then_some(cc)
+    })
+    .await
+}
+
+async fn events_for(ns: &str, name: &str) -> Vec<Event> {
+    let client = ControlPlane::get().client().await;
+    let api: Api<Event> = Api::namespaced(client, ns);
+    let all = api.list(&ListParams::default()).await.unwrap().items;
+    all.into_iter().filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cachecluster_gets_owned_objects_status_and_events() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("owned");
+    let _op = plane.operator("owned", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(
+        &ccs,
+        "demo",
+        json!({ "resources": { "limits": { "memory": "256Mi" } }, "evictionPolicy": "allkeys-lfu" }),
+    )
+    .await;
+
+    let cc = observed(&ccs, "demo", 1).await;
+    let uid = cc.uid().unwrap();
+    let owned_by_cc = |meta: &kube::api::ObjectMeta| {
+        meta.owner_references.iter().flatten().any(|o| {
+            o.uid == uid
+                && o.kind == "CacheCluster"
+                && o.controller == Some(true)
+                && o.block_owner_deletion == Some(true)
+        })
+    };
+    let sts: StatefulSet = Api::namespaced(client.clone(), &ns).get("demo").await.expect("StatefulSet demo");
+    assert!(owned_by_cc(sts.meta()), "StatefulSet owner refs: {:?}", sts.metadata.owner_references);
+    assert_eq!(sts.spec.as_ref().unwrap().replicas, Some(1));
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    for svc in ["demo", "demo-headless"] {
+        let s = services.get(svc).await.unwrap_or_else(|e| panic!("Service {svc}: {e}"));
+        assert!(owned_by_cc(s.meta()), "Service {svc} not owned");
+    }
+    let headless = services.get("demo-headless").await.unwrap();
+    assert_eq!(headless.spec.unwrap().cluster_ip.as_deref(), Some("None"));
+    let cm: ConfigMap = Api::namespaced(client.clone(), &ns).get("demo-config").await.expect("ConfigMap");
+    assert!(owned_by_cc(cm.meta()));
+    let conf = cm.data.unwrap().get("strata.conf").cloned().expect("strata.conf key");
+    assert!(conf.contains("maxmemory-policy allkeys-lfu"), "{conf}");
+    // 256Mi * 0.9 - 32Mi
+    assert!(conf.contains(&format!("maxmemory {}", (256u64 << 20) * 9 / 10 - (32 << 20))), "{conf}");
+    let pdb: PodDisruptionBudget = Api::namespaced(client.clone(), &ns).get("demo").await.expect("PDB");
+    assert!(owned_by_cc(pdb.meta()));
+
+    // Every object is under the operator's field manager (server-side apply).
+    let managers: Vec<String> =
+        sts.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
+    assert!(managers.iter().any(|m| m == "strata-operator"), "managers: {managers:?}");
+
+    let status = cc.status.clone().unwrap();
+    assert_eq!(status.endpoint.as_deref(), Some(format!("demo.{ns}.svc:6379").as_str()));
+    assert!(status.selector.as_deref().unwrap().contains("app.kubernetes.io/instance=demo"));
+    // No kubelet here, so no pod ever becomes ready: not Available, still progressing.
+    let available = condition(&cc, "Available").expect("Available condition");
+    assert_eq!(available.status, ConditionStatus::False);
+    assert_eq!(available.message, "0/1 pods ready");
+    assert_eq!(condition(&cc, "Progressing").expect("Progressing").status, ConditionStatus::True);
+    assert_eq!(condition(&cc, "Degraded").expect("Degraded").status, ConditionStatus::False);
+    assert_eq!(available.observed_generation, Some(1));
+
+    // Scaling through the scale subresource reaches the StatefulSet.
+    let out = plane.kubectl(&["-n", &ns, "scale", "cachecluster/demo", "--replicas=3"]);
+    assert!(out.success, "kubectl scale: {}", out.stderr);
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    eventually(WAIT, "StatefulSet scaled to 3", || async {
+        (sts_api.get("demo").await.ok()?.spec?.replicas == Some(3)).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spec_change_reaches_the_statefulset_and_moves_observed_generation() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("change");
+    let _op = plane.operator("change", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "web", json!({ "resources": { "limits": { "memory": "512Mi" } } })).await;
+    observed(&ccs, "web", 1).await;
+    let hash = |s: &StatefulSet| {
+        s.spec.as_ref()?.template.metadata.as_ref()?.annotations.as_ref()?.get("strata.dev/config-hash").cloned()
+    };
+    let before = hash(&sts_api.get("web").await.unwrap()).expect("config hash annotation");
+
+    apply_cc(&ccs, "web", json!({ "resources": { "limits": { "memory": "1Gi" } }, "evictionPolicy": "sieve" })).await;
+    let cc = observed(&ccs, "web", 2).await;
+    assert_eq!(cc.metadata.generation, Some(2));
+    let sts = sts_api.get("web").await.unwrap();
+    let after = hash(&sts).unwrap();
+    assert_ne!(before, after, "a config change must change the pod template so pods roll");
+    let container = &sts.spec.unwrap().template.spec.unwrap().containers[0];
+    let limit = container.resources.as_ref().unwrap().limits.as_ref().unwrap()["memory"].0.clone();
+    assert_eq!(limit, "1Gi");
+    let cm: ConfigMap = Api::namespaced(client.clone(), &ns).get("web-config").await.unwrap();
+    assert!(cm.data.unwrap()["strata.conf"].contains("maxmemory-policy sieve"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spec_only_the_operator_can_judge_degrades_and_changes_nothing() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("invalid");
+    let _op = plane.operator("invalid", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "vol", json!({ "storage": { "size": "1Gi" } })).await;
+    observed(&ccs, "vol", 1).await;
+
+    // The admission rules accept a new size; the StatefulSet's claim template cannot change.
+    apply_cc(&ccs, "vol", json!({ "storage": { "size": "2Gi" }, "evictionPolicy": "allkeys-random" })).await;
+    let cc = observed(&ccs, "vol", 2).await;
+    let degraded = condition(&cc, "Degraded").expect("Degraded");
+    assert_eq!((degraded.status, degraded.reason.as_str()), (ConditionStatus::True, "InvalidSpec"));
+    assert!(degraded.message.contains("spec.storage"), "{}", degraded.message);
+    let sts = sts_api.get("vol").await.unwrap();
+    let claim = &sts.spec.as_ref().unwrap().volume_claim_templates.as_ref().unwrap()[0];
+    let size = claim.spec.as_ref().unwrap().resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0.clone();
+    assert_eq!(size, "1Gi", "nothing running was changed");
+    let cm: ConfigMap = Api::namespaced(client.clone(), &ns).get("vol-config").await.unwrap();
+    assert!(!cm.data.unwrap()["strata.conf"].contains("allkeys-random"), "the ConfigMap was not touched either");
+    let events = eventually(WAIT, "a Warning InvalidSpec Event", || async {
+        let evs = events_for(&ns, "vol").await;
+        evs.iter()
+            .any(|e| e.type_.as_deref() == Some("Warning") && e.reason.as_deref() == Some("InvalidSpec"))
+            .then_some(evs)
+    })
+    .await;
+    assert!(events.iter().all(|e| e.reporting_controller.as_deref() == Some("strata-operator")));
+
+    // Undoing the change recovers.
+    apply_cc(&ccs, "vol", json!({ "storage": { "size": "1Gi" } })).await;
+    let cc = observed(&ccs, "vol", 3).await;
+    assert_eq!(condition(&cc, "Degraded").unwrap().status, ConditionStatus::False);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn service_monitor_waits_for_its_crd_then_appears() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("monitoring");
+    let _op = plane.operator("monitoring", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "mon", json!({ "monitoring": { "serviceMonitor": true, "labels": { "release": "prom" } } })).await;
+    let cc = observed(&ccs, "mon", 1).await;
+    let cond = condition(&cc, "Monitoring").expect("Monitoring condition");
+    assert_eq!((cond.status, cond.reason.as_str()), (ConditionStatus::False, "ServiceMonitorCRDMissing"));
+    assert!(cc.status.as_ref().unwrap().conditions.iter().any(|c| c.type_ == "Available"), "the rest still reconciles");
+
+    // Install a stand-in ServiceMonitor CRD (the Prometheus Operator's would do the same).
+    let crd = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: { name: servicemonitors.monitoring.coreos.com }
+spec:
+  group: monitoring.coreos.com
+  scope: Namespaced
+  names: { kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor }
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: { openAPIV3Schema: { type: object, x-kubernetes-preserve-unknown-fields: true } }
+"#;
+    let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(crd));
+    assert!(out.success, "{}", out.stderr);
+    plane.kubectl(&["wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com"]);
+    // The operator re-checks on its next reconcile: nudge it with a spec change.
+    apply_cc(
+        &ccs,
+        "mon",
+        json!({ "replicas": 2, "monitoring": { "serviceMonitor": true, "labels": { "release": "prom" } } }),
+    )
+    .await;
+    let cc = observed(&ccs, "mon", 2).await;
+    assert_eq!(condition(&cc, "Monitoring").unwrap().status, ConditionStatus::True);
+    let out = plane.kubectl(&["-n", &ns, "get", "servicemonitor", "mon", "-o", "json"]);
+    assert!(out.success, "{}", out.stderr);
+    let sm: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(sm["metadata"]["labels"]["release"], "prom");
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(sm["metadata"]["ownerReferences"][0]["uid"], cc.uid().unwrap());
+}
+
+#[test]
+fn invalid_specs_are_rejected_at_admission_with_cel_messages() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("admission");
+    let cases = [
+        (r#"{"replicas": 0}"#, "spec.replicas"),
+        (
+            r#"{"cpu": {"pinning": true}, "resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}}}"#,
+            "cpu.pinning requires resources.limits.cpu to be a whole number of CPUs",
+        ),
+        (r#"{"durability": {"mode": "sync"}}"#, "durability.mode write-back, periodic and sync keep data on disk"),
+        (
+            r#"{"durability": {"mode": "none", "fsyncInterval": "10ms"}}"#,
+            "durability.fsyncInterval applies only to mode periodic",
+        ),
+        (
+            r#"{"maxMemory": "2Gi", "resources": {"limits": {"memory": "1Gi"}}}"#,
+            "maxMemory must be less than resources.limits.memory",
+        ),
+        (
+            r#"{"hugepages": {"pageSize": "2Mi", "amount": "2Gi"}, "resources": {"limits": {"memory": "1Gi"}}}"#,
+            "hugepages.amount must fit inside resources.limits.memory",
+        ),
+        (r#"{"evictionPolicy": "adaptive-ish"}"#, "spec.evictionPolicy"),
+    ];
+    for (i, (spec, message)) in cases.iter().enumerate() {
+        let doc = format!(
+            r#"{{"apiVersion":"strata.dev/v1alpha1","kind":"CacheCluster","metadata":{{"name":"bad-{i}","namespace":"{ns}"}},"spec":{spec}}}"#
+        );
+        let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(&doc));
+        assert!(!out.success, "spec {spec} was accepted");
+        assert!(out.stderr.contains(message), "spec {spec}: expected {message:?} in:\n{}", out.stderr);
+    }
+}
+
+#[test]
+fn manifests_and_rendered_chart_pass_server_side_dry_run() {
+    let plane = ControlPlane::get();
+    let root = support::workspace_root();
+    let helm = support::k8s_bin().join("helm");
+    assert!(helm.is_file(), "{} missing: run scripts/k8s-tools.sh helm", helm.display());
+    let install = root.join("manifests/install.yaml");
+    // A dry run creates nothing, so the namespaced objects need their namespace for real.
+    plane.namespace("strata-system");
+    let out = plane.kubectl(&["apply", "--server-side", "--dry-run=server", "-f", &install.display().to_string()]);
+    assert!(out.success, "install.yaml: {}", out.stderr);
+    // The examples go into an existing namespace (the install's namespace only exists for real).
+    let ns = plane.namespace("examples");
+    for example in ["minimal.yaml", "production.yaml"] {
+        let path = root.join("manifests/examples").join(example);
+        let out = plane.kubectl(&["apply", "--dry-run=server", "-n", &ns, "-f", &path.display().to_string()]);
+        assert!(out.success, "{example}: {}", out.stderr);
+        assert!(out.stdout.contains("cachecluster.strata.dev/"), "{example}: {}", out.stdout);
+    }
+    let rendered = std::process::Command::new(&helm)
+        .args(["template", "strata-operator", &root.join("charts/strata-operator").display().to_string()])
+        .args(["--namespace", &ns, "--kube-version", "1.33.0"])
+        .output()
+        .expect("running helm");
+    assert!(rendered.status.success(), "helm template: {}", String::from_utf8_lossy(&rendered.stderr));
+    let out = plane.kubectl_stdin(
+        &["apply", "--dry-run=server", "-n", &ns, "-f", "-"],
+        Some(&String::from_utf8_lossy(&rendered.stdout)),
+    );
+    assert!(out.success, "rendered chart: {}", out.stderr);
+    assert!(out.stdout.contains("deployment.apps/strata-operator"), "{}", out.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_operators_elect_one_leader_and_hand_over_on_shutdown() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("election");
+    let args = ["--leader-election-namespace", &ns, "--leader-election-id", "election-test", "--watch-namespace", &ns];
+    let a = plane.operator("op-a", &args);
+    let b = plane.operator("op-b", &args);
+    let client = plane.client().await;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+
+    let leader_name = eventually(WAIT, "a Lease holder with leader metric 1", || async {
+        let holder = leases.get("election-test").await.ok()?.spec?.holder_identity?;
+        let (la, lb) = (a.metric("strata_operator_leader")?, b.metric("strata_operator_leader")?);
+        (la + lb == 1.0).then_some(holder)
+    })
+    .await;
+    let (leader, standby) = if leader_name == "op-a" { (&a, &b) } else { (&b, &a) };
+    assert_eq!(leader.metric("strata_operator_leader"), Some(1.0));
+    assert_eq!(standby.metric("strata_operator_leader"), Some(0.0));
+    // Both are alive and ready (a standby is a healthy replica).
+    eventually(WAIT, "the standby to report ready", || async { (standby.http_get("/readyz")?.0 == 200).then_some(()) })
+        .await;
+
+    // Only the leader reconciles.
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "elect", json!({})).await;
+    observed(&ccs, "elect", 1).await;
+    assert!(standby.metric("strata_operator_reconciliations_total").unwrap_or(0.0) == 0.0, "the standby reconciled");
+
+    // A clean shutdown releases the Lease; the standby takes over well before it would expire.
+    leader.sigterm();
+    assert_eq!(leader.wait_exit(Duration::from_secs(30)), Some(0), "leader log:\n{}", leader.log_text());
+    let standby_name = if leader_name == "op-a" { "op-b" } else { "op-a" };
+    eventually(Duration::from_secs(20), "the standby to take the Lease", || async {
+        let holder = leases.get("election-test").await.ok()?.spec?.holder_identity?;
+        (holder == standby_name && standby.metric("strata_operator_leader")? == 1.0).then_some(())
+    })
+    .await;
+    let lease = leases.get("election-test").await.unwrap().spec.unwrap();
+    assert!(lease.lease_transitions.unwrap_or(0) >= 1);
+
+    // The new leader reconciles.
+    apply_cc(&ccs, "elect", json!({ "replicas": 2 })).await;
+    observed(&ccs, "elect", 2).await;
+}
