@@ -228,31 +228,50 @@ spec:
     assert_eq!(sm["metadata"]["ownerReferences"][0]["uid"], cc.uid().unwrap());
 }
 
+/// One spec that breaks each rule, and which rule's message must come back.
+fn admission_cases() -> Vec<(&'static str, &'static str)> {
+    use strata_operator::api::{DURABILITY_RULES, HUGEPAGES_RULES, SPEC_RULES, STORAGE_RULES};
+    let spec = |i: usize| SPEC_RULES[i].message;
+    vec![
+        (r#"{"resources": {"limits": {"cpu": "two"}}}"#, spec(0)),
+        (r#"{"maxMemory": "0"}"#, spec(1)),
+        (r#"{"cpu": {"pinning": true}, "resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}}}"#, spec(2)),
+        (r#"{"cpu": {"pinning": true}, "resources": {"limits": {"cpu": "2"}}}"#, spec(3)),
+        (r#"{"cpu": {"threads": 4}, "resources": {"limits": {"cpu": "2"}}}"#, spec(4)),
+        (r#"{"maxMemory": "2Gi", "resources": {"limits": {"memory": "1Gi"}}}"#, spec(5)),
+        (r#"{"resources": {"limits": {"memory": "32Mi"}}}"#, spec(6)),
+        (r#"{"hugepages": {"pageSize": "2Mi", "amount": "2Gi"}, "resources": {"limits": {"memory": "1Gi"}}}"#, spec(7)),
+        (r#"{"durability": {"mode": "sync"}}"#, spec(8)),
+        (r#"{"storage": {"size": "0"}}"#, STORAGE_RULES[0].message),
+        (r#"{"storage": {"size": "1Gi", "diskBudget": "0"}}"#, STORAGE_RULES[1].message),
+        (r#"{"storage": {"size": "1Gi", "diskBudget": "2Gi"}}"#, STORAGE_RULES[2].message),
+        (r#"{"durability": {"mode": "none", "fsyncInterval": "10ms"}}"#, DURABILITY_RULES[0].message),
+        (
+            r#"{"hugepages": {"pageSize": "2Mi", "amount": "0"}, "resources": {"limits": {"memory": "1Gi"}}}"#,
+            HUGEPAGES_RULES[0].message,
+        ),
+        (
+            r#"{"hugepages": {"pageSize": "2Mi", "amount": "3Mi"}, "resources": {"limits": {"memory": "1Gi"}}}"#,
+            HUGEPAGES_RULES[1].message,
+        ),
+        // OpenAPI constraints (not CEL): the API server's own wording names the field.
+        (r#"{"replicas": 0}"#, "spec.replicas"),
+        (r#"{"evictionPolicy": "adaptive-ish"}"#, "spec.evictionPolicy"),
+        (r#"{"durability": {"mode": "periodic", "fsyncInterval": "10 ms"}}"#, "spec.durability.fsyncInterval"),
+        (r#"{"service": {"port": 70000}}"#, "spec.service.port"),
+    ]
+}
+
 #[test]
-fn invalid_specs_are_rejected_at_admission_with_cel_messages() {
+fn every_validation_rule_rejects_at_admission_with_its_message() {
+    use strata_operator::api::{DURABILITY_RULES, HUGEPAGES_RULES, SPEC_RULES, STORAGE_RULES};
     let plane = ControlPlane::get();
     let ns = plane.namespace("admission");
-    let cases = [
-        (r#"{"replicas": 0}"#, "spec.replicas"),
-        (
-            r#"{"cpu": {"pinning": true}, "resources": {"limits": {"cpu": "1500m", "memory": "1Gi"}}}"#,
-            "cpu.pinning requires resources.limits.cpu to be a whole number of CPUs",
-        ),
-        (r#"{"durability": {"mode": "sync"}}"#, "durability.mode write-back, periodic and sync keep data on disk"),
-        (
-            r#"{"durability": {"mode": "none", "fsyncInterval": "10ms"}}"#,
-            "durability.fsyncInterval applies only to mode periodic",
-        ),
-        (
-            r#"{"maxMemory": "2Gi", "resources": {"limits": {"memory": "1Gi"}}}"#,
-            "maxMemory must be less than resources.limits.memory",
-        ),
-        (
-            r#"{"hugepages": {"pageSize": "2Mi", "amount": "2Gi"}, "resources": {"limits": {"memory": "1Gi"}}}"#,
-            "hugepages.amount must fit inside resources.limits.memory",
-        ),
-        (r#"{"evictionPolicy": "adaptive-ish"}"#, "spec.evictionPolicy"),
-    ];
+    let cases = admission_cases();
+    // Every CEL rule the CRD carries has a case here.
+    for rule in SPEC_RULES.iter().chain(STORAGE_RULES).chain(DURABILITY_RULES).chain(HUGEPAGES_RULES) {
+        assert!(cases.iter().any(|(_, m)| *m == rule.message), "no admission case for rule {:?}", rule.message);
+    }
     for (i, (spec, message)) in cases.iter().enumerate() {
         let doc = format!(
             r#"{{"apiVersion":"strata.dev/v1alpha1","kind":"CacheCluster","metadata":{{"name":"bad-{i}","namespace":"{ns}"}},"spec":{spec}}}"#
@@ -261,6 +280,15 @@ fn invalid_specs_are_rejected_at_admission_with_cel_messages() {
         assert!(!out.success, "spec {spec} was accepted");
         assert!(out.stderr.contains(message), "spec {spec}: expected {message:?} in:\n{}", out.stderr);
     }
+    // And a spec using every feature correctly is accepted.
+    let good = format!(
+        r#"{{"apiVersion":"strata.dev/v1alpha1","kind":"CacheCluster","metadata":{{"name":"good","namespace":"{ns}"}},
+        "spec":{{"replicas":2,"cpu":{{"pinning":true,"threads":2}},"resources":{{"limits":{{"cpu":"2","memory":"2Gi"}},"requests":{{"cpu":"2","memory":"2Gi"}}}},
+        "maxMemory":"1536Mi","hugepages":{{"pageSize":"2Mi","amount":"512Mi"}},"durability":{{"mode":"periodic","fsyncInterval":"5ms"}},
+        "storage":{{"size":"10Gi","diskBudget":"8Gi"}},"evictionPolicy":"sieve"}}}}"#
+    );
+    let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(&good));
+    assert!(out.success, "a valid spec was refused: {}", out.stderr);
 }
 
 #[test]
