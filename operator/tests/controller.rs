@@ -299,7 +299,7 @@ fn manifests_and_rendered_chart_pass_server_side_dry_run() {
     assert!(helm.is_file(), "{} missing: run scripts/k8s-tools.sh helm", helm.display());
     let install = root.join("manifests/install.yaml");
     // A dry run creates nothing, so the namespaced objects need their namespace for real.
-    plane.namespace("strata-system");
+    plane.ensure_namespace("strata-system");
     let out = plane.kubectl(&["apply", "--server-side", "--dry-run=server", "-f", &install.display().to_string()]);
     assert!(out.success, "install.yaml: {}", out.stderr);
     // The examples go into an existing namespace (the install's namespace only exists for real).
@@ -368,4 +368,45 @@ async fn two_operators_elect_one_leader_and_hand_over_on_shutdown() {
     // The new leader reconciles.
     apply_cc(&ccs, "elect", json!({ "replicas": 2 })).await;
     observed(&ccs, "elect", 2).await;
+}
+
+/// The operator works with exactly the permissions `manifests/install.yaml` grants its
+/// ServiceAccount (a missing RBAC rule shows up here, not in a user's cluster).
+#[tokio::test(flavor = "multi_thread")]
+async fn operator_runs_with_the_install_manifest_rbac() {
+    let plane = ControlPlane::get();
+    let install = support::workspace_root().join("manifests/install.yaml");
+    plane.ensure_namespace("strata-system");
+    let out = plane.kubectl(&["apply", "--server-side", "-f", &install.display().to_string()]);
+    assert!(out.success, "applying install.yaml: {}", out.stderr);
+    let out = plane.kubectl(&["-n", "strata-system", "create", "token", "strata-operator", "--duration=1h"]);
+    assert!(out.success, "token for the operator's ServiceAccount: {}", out.stderr);
+    let kubeconfig = plane.dir.join("kubeconfig-operator-sa");
+    std::fs::write(&kubeconfig, support::kubeconfig_with_token(&plane.url, out.stdout.trim())).unwrap();
+    let ns = plane.namespace("rbac");
+    let op = plane.operator_as(
+        "rbac",
+        &kubeconfig,
+        &[
+            "--leader-election-namespace",
+            "strata-system",
+            "--leader-election-id",
+            "strata-operator",
+            "--watch-namespace",
+            &ns,
+        ],
+    );
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "guarded", json!({ "storage": { "size": "1Gi" }, "monitoring": { "serviceMonitor": true } })).await;
+    let cc = observed(&ccs, "guarded", 1).await;
+    assert!(condition(&cc, "Available").is_some());
+    // Status, events and leases all worked without a single "forbidden".
+    eventually(WAIT, "an Event written with the ServiceAccount", || async {
+        (!events_for(&ns, "guarded").await.is_empty()).then_some(())
+    })
+    .await;
+    let forbidden = support::grep(&op.log, "forbidden");
+    assert!(forbidden.is_empty(), "RBAC denials:\n{}", forbidden.join("\n"));
+    assert_eq!(op.metric("strata_operator_leader"), Some(1.0));
 }

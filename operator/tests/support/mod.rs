@@ -196,12 +196,24 @@ impl ControlPlane {
         name.to_owned()
     }
 
-    /// Starts the real `strata-operator` binary against this control plane.
+    /// Creates `name` unless it exists (for namespaces several tests share).
+    pub fn ensure_namespace(&self, name: &str) {
+        let doc = format!("{{\"apiVersion\":\"v1\",\"kind\":\"Namespace\",\"metadata\":{{\"name\":\"{name}\"}}}}");
+        let out = self.kubectl_stdin(&["apply", "--server-side", "-f", "-"], Some(&doc));
+        assert!(out.success, "namespace {name}: {}", out.stderr);
+    }
+
+    /// Starts the real `strata-operator` binary against this control plane, as cluster admin.
     pub fn operator(&self, name: &str, args: &[&str]) -> Operator {
+        self.operator_as(name, &self.kubeconfig, args)
+    }
+
+    /// Starts the real `strata-operator` binary with the credentials in `kubeconfig`.
+    pub fn operator_as(&self, name: &str, kubeconfig: &Path, args: &[&str]) -> Operator {
         let port = free_port();
         let log = self.dir.join(format!("operator-{name}.log"));
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata-operator"));
-        cmd.env("KUBECONFIG", &self.kubeconfig)
+        cmd.env("KUBECONFIG", kubeconfig)
             .env("POD_NAME", name)
             .env_remove("RUST_LOG")
             .args(["--metrics-bind-address", &format!("127.0.0.1:{port}"), "--log-format", "text"])
@@ -292,10 +304,15 @@ fn log_to(cmd: &mut Command, path: &Path) {
 }
 
 fn kubeconfig_yaml(url: &str) -> String {
+    kubeconfig_with_token(url, TOKEN)
+}
+
+/// A kubeconfig for this API server that authenticates with `token`.
+pub fn kubeconfig_with_token(url: &str, token: &str) -> String {
     format!(
         "apiVersion: v1\nkind: Config\ncurrent-context: test\n\
          clusters:\n- name: test\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\n\
-         users:\n- name: admin\n  user:\n    token: {TOKEN}\n\
+         users:\n- name: admin\n  user:\n    token: {token}\n\
          contexts:\n- name: test\n  context:\n    cluster: test\n    user: admin\n"
     )
 }
