@@ -328,16 +328,18 @@ impl Config {
             Some(p) => Some(u32::from_str_radix(p, 8).map_err(|_| format!("invalid unixsocketperm '{p}'"))?),
         };
         let durability = cli.durability.as_deref().unwrap_or("none").to_ascii_lowercase();
-        let durability = DURABILITY_MODES.iter().copied().find(|m| *m == durability).ok_or_else(|| {
-            format!("invalid durability '{durability}' (one of: {})", DURABILITY_MODES.join(", "))
-        })?;
+        let durability =
+            DURABILITY_MODES.iter().copied().find(|m| *m == durability).ok_or_else(|| {
+                format!("invalid durability '{durability}' (one of: {})", DURABILITY_MODES.join(", "))
+            })?;
         let fsync_interval_us = match cli.fsync_interval.as_deref() {
             None => DEFAULT_FSYNC_INTERVAL_US,
             Some(_) if durability != "periodic" => {
                 return Err("fsync-interval applies only to durability periodic".into());
             }
-            Some(s) => parse_interval_us(s)
-                .ok_or_else(|| format!("invalid fsync-interval '{s}' (a whole number with unit us, ms or s, e.g. 10ms)"))?,
+            Some(s) => parse_interval_us(s).ok_or_else(|| {
+                format!("invalid fsync-interval '{s}' (a whole number with unit us, ms or s, e.g. 10ms)")
+            })?,
         };
         let loglevel = cli.loglevel.clone().unwrap_or_else(|| "notice".into());
         let password = cli.requirepass.clone().filter(|p| !p.is_empty()).map(String::into_bytes);

@@ -68,7 +68,8 @@ impl CommandTable {
 /// What the connection must do after a command.
 pub enum Outcome {
     Done,
-    /// The client blocks (BLPOP & co.); the connection waits and re-runs.
+    /// The client blocks (BLPOP & co.); the connection waits for a push to
+    /// serve it, or for its deadline.
     Block(BlockRequest),
 }
 
@@ -211,6 +212,9 @@ pub fn run(
         block: None,
     };
     let result = (def.handler)(&mut ctx, args, out);
+    // Clients blocked on keys this command (or EXEC) wrote are served now,
+    // before its locks are released: nobody else sees the data in between.
+    ctx.keys.serve_ready();
     let block = ctx.block.take();
     drop(ctx);
     finish(worker, client, idx, mark, result, out);

@@ -5,13 +5,15 @@
 //!
 //! Blocking commands first try to serve themselves like their non-blocking
 //! twin. When every key is empty they register with `Ctx::block` and write
-//! nothing; the connection re-runs the whole command when a key is written,
-//! so each handler is simply retried until it finds data or times out.
+//! nothing, leaving a `ListWaiter` that the next command writing one of the
+//! keys uses to hand them their element(s), in the order clients blocked.
 
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags, parse_block_timeout};
+use super::{
+    BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
+};
 use crate::protocol::Reply;
 use crate::store::list::ListValue;
-use crate::store::{EntryMut, Value};
+use crate::store::{EntryMut, KeyAccess, Value};
 use crate::util::{eq_ic, parse_i64};
 use smallvec::SmallVec;
 use std::ops::Range;
@@ -122,7 +124,7 @@ fn resolve_index(index: i64, len: usize) -> Option<usize> {
     if (0..len as i64).contains(&i) { Some(i as usize) } else { None }
 }
 
-/// True while the connection re-runs a blocked command after a wake-up.
+/// True while the connection re-runs a blocked command (`Readiness::Retry`).
 /// Redis 7.0 keeps such a client blocked when a key it waits on turned into
 /// another type, so a retry skips wrong-typed keys instead of failing.
 fn is_retry(ctx: &Ctx<'_>) -> bool {
@@ -132,11 +134,58 @@ fn is_retry(ctx: &Ctx<'_>) -> bool {
 /// Blocks on `keys` until the deadline, then replies with a null array
 /// (Redis 7.0 uses that for every list command's timeout, BLMOVE included).
 /// Where blocking is not allowed (MULTI/EXEC), replies `denied` right away.
-fn block_or_reply(ctx: &mut Ctx<'_>, keys: &[&[u8]], deadline_ms: u64, out: &mut Reply, denied: fn(&mut Reply)) {
+fn block_or_reply(
+    ctx: &mut Ctx<'_>,
+    keys: &[&[u8]],
+    deadline_ms: u64,
+    out: &mut Reply,
+    denied: fn(&mut Reply),
+    waiter: ListWaiter,
+) {
     if ctx.can_block() {
-        ctx.block(keys, deadline_ms, |o| o.null_array());
+        ctx.block_serving(keys, deadline_ms, |o| o.null_array(), Box::new(waiter));
     } else {
         denied(out);
+    }
+}
+
+/// What a blocked list command takes once one of its keys has elements.
+enum ListWaiter {
+    /// BLPOP/BRPOP: `[key, element]`.
+    Pop(End),
+    /// BLMPOP: `[key, [elements]]`, up to `count`.
+    MPop(End, usize),
+    /// BLMOVE/BRPOPLPUSH: the element, pushed onto `dst`.
+    Move { dst: Vec<u8>, from: End, to: End },
+}
+
+impl BlockedOp for ListWaiter {
+    fn readiness(&self, keys: &mut KeyAccess<'_>, key: &[u8]) -> Readiness {
+        match keys.peek(key).map(|e| e.value()) {
+            Some(Value::List(list)) if !list.is_empty() => {}
+            Some(Value::List(_)) | None => return Readiness::Empty,
+            Some(_) => return Readiness::WrongType,
+        }
+        // The destination may live in a partition the pushing command does
+        // not hold. Taking its lock now could invert the lock order, so it
+        // is only tried; when busy, the client re-runs BLMOVE itself.
+        match self {
+            ListWaiter::Move { dst, .. } if !keys.hold_partition_of(dst) => Readiness::Retry,
+            _ => Readiness::Ready,
+        }
+    }
+
+    fn serve(&self, keys: &mut KeyAccess<'_>, key: &[u8], out: &mut Reply) {
+        let served = match self {
+            ListWaiter::Pop(end) => pop_with_key(keys, key, *end, false, out),
+            ListWaiter::MPop(end, count) => mpop_from(keys, &[key], *end, *count, false, out),
+            // Redis 7.0 answers WRONGTYPE when the destination is not a list,
+            // leaving the source alone; the client is unblocked either way.
+            ListWaiter::Move { dst, from, to } => move_element(keys, key, dst, *from, *to, out),
+        };
+        if let Err(e) = served {
+            out.error(&e.0);
+        }
     }
 }
 
@@ -239,7 +288,7 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End) -> CmdResul
 /// are empty. With `skip_wrongtype` (a blocked retry), keys of another type
 /// count as empty instead of failing.
 fn mpop_from(
-    ctx: &mut Ctx<'_>,
+    access: &mut KeyAccess<'_>,
     keys: &[&[u8]],
     end: End,
     count: usize,
@@ -247,7 +296,7 @@ fn mpop_from(
     out: &mut Reply,
 ) -> Result<bool, CmdError> {
     for &key in keys {
-        let Some(mut e) = ctx.keys.get_mut(key) else { continue };
+        let Some(mut e) = access.get_mut(key) else { continue };
         let Value::List(list) = e.value_mut() else {
             e.unchanged();
             if skip_wrongtype {
@@ -330,7 +379,7 @@ fn parse_mpop<'a>(args: &'a [&'a [u8]], numkeys_idx: usize) -> Result<MpopArgs<'
 
 fn lmpop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let m = parse_mpop(args, 1)?;
-    if !mpop_from(ctx, m.keys, m.end, m.count, false, out)? {
+    if !mpop_from(&mut ctx.keys, m.keys, m.end, m.count, false, out)? {
         out.null_array();
     }
     Ok(())
@@ -340,8 +389,8 @@ fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let m = parse_mpop(args, 2)?;
     let deadline = parse_block_timeout(args[1], ctx.keys.now_ms)?;
     let retry = is_retry(ctx);
-    if !mpop_from(ctx, m.keys, m.end, m.count, retry, out)? {
-        block_or_reply(ctx, m.keys, deadline, out, |o| o.null_array());
+    if !mpop_from(&mut ctx.keys, m.keys, m.end, m.count, retry, out)? {
+        block_or_reply(ctx, m.keys, deadline, out, |o| o.null_array(), ListWaiter::MPop(m.end, m.count));
     }
     Ok(())
 }
@@ -360,26 +409,41 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End) -> CmdResu
     let keys = &args[1..args.len() - 1];
     let retry = is_retry(ctx);
     for &key in keys {
-        let Some(mut e) = ctx.keys.get_mut(key) else { continue };
-        let Value::List(list) = e.value_mut() else {
-            e.unchanged();
-            if retry {
-                continue;
-            }
-            return Err(err::WRONGTYPE.into());
-        };
-        match pop_at(list, end) {
-            Some(v) => {
-                out.array(2);
-                out.bulk(key);
-                out.bulk(&v);
-                return Ok(());
-            }
-            None => e.unchanged(),
+        if pop_with_key(&mut ctx.keys, key, end, retry, out)? {
+            return Ok(());
         }
     }
-    block_or_reply(ctx, keys, deadline, out, |o| o.null_array());
+    block_or_reply(ctx, keys, deadline, out, |o| o.null_array(), ListWaiter::Pop(end));
     Ok(())
+}
+
+/// Pops one element from the list at `key` and writes `[key, element]`.
+/// False (nothing written) when there is none; a key of another type fails,
+/// or counts as empty with `skip_wrongtype`.
+fn pop_with_key(
+    keys: &mut KeyAccess<'_>,
+    key: &[u8],
+    end: End,
+    skip_wrongtype: bool,
+    out: &mut Reply,
+) -> Result<bool, CmdError> {
+    let Some(mut e) = keys.get_mut(key) else { return Ok(false) };
+    let Value::List(list) = e.value_mut() else {
+        e.unchanged();
+        return if skip_wrongtype { Ok(false) } else { Err(err::WRONGTYPE.into()) };
+    };
+    match pop_at(list, end) {
+        Some(v) => {
+            out.array(2);
+            out.bulk(key);
+            out.bulk(&v);
+            Ok(true)
+        }
+        None => {
+            e.unchanged();
+            Ok(false)
+        }
+    }
 }
 
 // ---- moves ------------------------------------------------------------------
@@ -388,7 +452,7 @@ fn bpop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End) -> CmdResu
 /// it as a bulk reply. Returns false (nothing written) when `src` is missing.
 /// Both types are checked before anything changes, as in Redis.
 fn move_element(
-    ctx: &mut Ctx<'_>,
+    keys: &mut KeyAccess<'_>,
     src: &[u8],
     dst: &[u8],
     from: End,
@@ -397,7 +461,7 @@ fn move_element(
 ) -> Result<bool, CmdError> {
     if src == dst {
         // One list: rotate in place, so the key (and its TTL) stays.
-        let Some(mut e) = ctx.keys.get_mut(src) else { return Ok(false) };
+        let Some(mut e) = keys.get_mut(src) else { return Ok(false) };
         let Value::List(list) = e.value_mut() else {
             e.unchanged();
             return Err(err::WRONGTYPE.into());
@@ -413,16 +477,16 @@ fn move_element(
             }
         };
     }
-    match ctx.keys.peek(src) {
+    match keys.peek(src) {
         None => return Ok(false),
         Some(e) if !matches!(e.value(), Value::List(_)) => return Err(err::WRONGTYPE.into()),
         Some(_) => {}
     }
-    if ctx.keys.peek(dst).is_some_and(|e| !matches!(e.value(), Value::List(_))) {
+    if keys.peek(dst).is_some_and(|e| !matches!(e.value(), Value::List(_))) {
         return Err(err::WRONGTYPE.into());
     }
     let value = {
-        let Some(mut e) = ctx.keys.get_mut(src) else { return Ok(false) };
+        let Some(mut e) = keys.get_mut(src) else { return Ok(false) };
         let popped = match e.value_mut() {
             Value::List(list) => pop_at(list, from),
             _ => None,
@@ -436,7 +500,7 @@ fn move_element(
         }
     };
     out.bulk(&value);
-    let mut d = ctx.keys.get_or_insert_with(dst, new_list);
+    let mut d = keys.get_or_insert_with(dst, new_list);
     if let Value::List(list) = d.value_mut() {
         push_at(list, to, value);
     }
@@ -446,14 +510,14 @@ fn move_element(
 fn lmove(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let from = End::parse(args[3])?;
     let to = End::parse(args[4])?;
-    if !move_element(ctx, args[1], args[2], from, to, out)? {
+    if !move_element(&mut ctx.keys, args[1], args[2], from, to, out)? {
         out.null();
     }
     Ok(())
 }
 
 fn rpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    if !move_element(ctx, args[1], args[2], End::Right, End::Left, out)? {
+    if !move_element(&mut ctx.keys, args[1], args[2], End::Right, End::Left, out)? {
         out.null();
     }
     Ok(())
@@ -473,9 +537,10 @@ fn blocking_move(ctx: &mut Ctx<'_>, args: &[&[u8]], from: End, to: End, timeout:
     let deadline = parse_block_timeout(timeout, ctx.keys.now_ms)?;
     let (src, dst) = (args[1], args[2]);
     let src_wrong_on_retry = is_retry(ctx) && ctx.keys.peek(src).is_some_and(|e| !matches!(e.value(), Value::List(_)));
-    if src_wrong_on_retry || !move_element(ctx, src, dst, from, to, out)? {
+    if src_wrong_on_retry || !move_element(&mut ctx.keys, src, dst, from, to, out)? {
         // Inside MULTI Redis answers a null bulk here, but a null array on timeout.
-        block_or_reply(ctx, &[src], deadline, out, |o| o.null());
+        let waiter = ListWaiter::Move { dst: dst.to_vec(), from, to };
+        block_or_reply(ctx, &[src], deadline, out, |o| o.null(), waiter);
     }
     Ok(())
 }

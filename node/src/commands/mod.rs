@@ -19,11 +19,13 @@ pub mod zsets;
 
 use crate::protocol::Reply;
 use crate::server::Shared;
-use crate::server::client::Client;
-use crate::store::KeyAccess;
+use crate::server::client::{Client, ClientInfo};
+use crate::store::{KeyAccess, Keyspace, Serve, Waiter};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use tokio::sync::Notify;
 
 /// An error reply. Messages start with their Redis error code.
@@ -172,11 +174,137 @@ pub struct BlockRequest {
     pub keys: Vec<Vec<u8>>,
     /// Unix ms; 0 = forever.
     pub deadline_ms: u64,
-    pub waiter: Arc<Notify>,
+    pub waiter: Arc<BlockedClient>,
     /// Reply sent when the deadline passes.
     pub on_timeout: fn(&mut Reply),
     /// The database the keys are in.
     pub db: usize,
+}
+
+impl BlockRequest {
+    /// Takes the client off every key it waits on.
+    pub fn unregister(&self, ks: &Keyspace) {
+        let waiter: Arc<dyn Waiter> = self.waiter.clone();
+        ks.forget_waiter(self.db, &self.keys, &waiter);
+    }
+}
+
+/// Whether a blocked command can take what it waits for from a key that was
+/// just written. Checking must not change the data.
+pub enum Readiness {
+    Ready,
+    /// The key holds another type: this client stays blocked (Redis 7.0),
+    /// clients queued behind it may still be served.
+    WrongType,
+    /// Missing or empty: nobody queued on the key can be served.
+    Empty,
+    /// Serving needs a partition another command holds right now: the client
+    /// is woken to re-run its command instead, taking locks in order.
+    Retry,
+}
+
+/// How a blocked command serves itself from a ready key; built by the
+/// command when it blocks.
+pub trait BlockedOp: Send + Sync {
+    fn readiness(&self, keys: &mut KeyAccess<'_>, key: &[u8]) -> Readiness;
+    /// Takes the data from `key` (found `Ready`) and writes the command's
+    /// whole reply.
+    fn serve(&self, keys: &mut KeyAccess<'_>, key: &[u8], out: &mut Reply);
+}
+
+/// A block only the deadline ends.
+struct NeverReady;
+
+impl BlockedOp for NeverReady {
+    fn readiness(&self, _keys: &mut KeyAccess<'_>, _key: &[u8]) -> Readiness {
+        Readiness::Empty
+    }
+
+    fn serve(&self, _keys: &mut KeyAccess<'_>, _key: &[u8], _out: &mut Reply) {}
+}
+
+/// What woke a blocked client.
+pub enum Woken {
+    /// Served by a push: the complete reply.
+    Served(Vec<u8>),
+    /// Re-run the command (see `Readiness::Retry`).
+    Retry,
+}
+
+const WAITING: u8 = 0;
+const SERVED: u8 = 1;
+const RETRY: u8 = 2;
+const CANCELLED: u8 = 3;
+
+/// A blocked client as queued on each of its keys. A client blocked on
+/// several keys is served at most once: whoever moves `state` away from
+/// WAITING first — a push serving it, or its own connection giving up on
+/// timeout, kill or disconnect — decides, and the other side does nothing.
+pub struct BlockedClient {
+    state: AtomicU8,
+    wake: Notify,
+    reply: parking_lot::Mutex<Vec<u8>>,
+    resp3: bool,
+    info: Arc<ClientInfo>,
+    op: Box<dyn BlockedOp>,
+}
+
+impl BlockedClient {
+    fn claim(&self, to: u8) -> bool {
+        self.state.compare_exchange(WAITING, to, AcqRel, Acquire).is_ok()
+    }
+
+    /// Completes when a push served the client or asked it to retry.
+    pub async fn woken(&self) {
+        self.wake.notified().await
+    }
+
+    /// Gives up waiting (timeout, kill, disconnect). False when a push
+    /// claimed the client first: `woken` then completes shortly.
+    pub fn cancel(&self) -> bool {
+        self.claim(CANCELLED)
+    }
+
+    /// The outcome, once `woken` has completed.
+    pub fn outcome(&self) -> Option<Woken> {
+        match self.state.load(Acquire) {
+            SERVED => Some(Woken::Served(std::mem::take(&mut *self.reply.lock()))),
+            RETRY => Some(Woken::Retry),
+            _ => None,
+        }
+    }
+}
+
+impl Waiter for BlockedClient {
+    fn serve(&self, keys: &mut KeyAccess<'_>, key: &[u8]) -> Serve {
+        if self.state.load(Acquire) != WAITING {
+            return Serve::Dequeue;
+        }
+        match self.op.readiness(keys, key) {
+            Readiness::WrongType => Serve::Skip,
+            Readiness::Empty => Serve::Stop,
+            Readiness::Retry => {
+                if self.claim(RETRY) {
+                    self.wake.notify_one();
+                }
+                Serve::Dequeue
+            }
+            Readiness::Ready => {
+                if !self.claim(SERVED) {
+                    return Serve::Dequeue;
+                }
+                // Not blocked any more as far as INFO and CLIENT LIST go,
+                // even before its connection writes the reply.
+                self.info.blocked.store(false, Relaxed);
+                let mut out = Reply::new(self.resp3);
+                self.op.serve(keys, key, &mut out);
+                debug_assert!(!out.is_empty(), "a ready key must produce a reply");
+                *self.reply.lock() = out.buf;
+                self.wake.notify_one();
+                Serve::Dequeue
+            }
+        }
+    }
 }
 
 /// What a handler works with.
@@ -198,12 +326,34 @@ impl Ctx<'_> {
         !self.in_exec
     }
 
-    /// Asks to block on `keys` until `deadline_ms` (0 = forever). The
-    /// handler writes nothing; the connection waits, then re-runs the
-    /// command, or writes `on_timeout` at the deadline.
+    /// Asks to block until `deadline_ms` (0 = forever) with nothing that can
+    /// serve the client early (WAIT): the connection writes `on_timeout`.
     pub fn block(&mut self, keys: &[&[u8]], deadline_ms: u64, on_timeout: fn(&mut Reply)) {
-        let waiter = Arc::new(Notify::new());
-        self.keys.block_on(keys, &waiter);
+        self.block_serving(keys, deadline_ms, on_timeout, Box::new(NeverReady));
+    }
+
+    /// Asks to block on `keys` until `deadline_ms` (0 = forever). The
+    /// handler writes nothing; a later write to one of the keys serves the
+    /// client through `op`, or the connection writes `on_timeout` at the
+    /// deadline.
+    pub fn block_serving(
+        &mut self,
+        keys: &[&[u8]],
+        deadline_ms: u64,
+        on_timeout: fn(&mut Reply),
+        op: Box<dyn BlockedOp>,
+    ) {
+        let waiter = Arc::new(BlockedClient {
+            state: AtomicU8::new(WAITING),
+            wake: Notify::new(),
+            reply: Default::default(),
+            resp3: self.client.resp3,
+            info: self.client.info.clone(),
+            op,
+        });
+        let queued: Arc<dyn Waiter> = waiter.clone();
+        self.keys.block_on(keys, &queued);
+        self.client.info.blocked.store(true, Relaxed);
         self.block = Some(BlockRequest {
             keys: keys.iter().map(|k| k.to_vec()).collect(),
             deadline_ms,

@@ -162,6 +162,9 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     }
 
     out.array(queued.len());
+    // Clients blocked on keys the transaction writes are served after the
+    // last queued command, still under these locks (`dispatch::run`), so
+    // the transaction sees its own pushes, as in Redis.
     ctx.in_exec = true;
     for q in &queued {
         let def = table.get(q.cmd);

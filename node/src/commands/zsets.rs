@@ -3,7 +3,9 @@
 //! ZMPOP and the blocking BZPOPMIN/BZMPOP), ZRANDMEMBER and ZSCAN, with Redis
 //! 7.0's replies, errors and argument quirks.
 
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags, parse_block_timeout};
+use super::{
+    BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
+};
 use crate::protocol::{Reply, format_double};
 use crate::store::set::SetValue;
 use crate::store::zset::{LexBound, LexRange, ScoreRange, ZSetValue};
@@ -1133,24 +1135,68 @@ fn bzpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, max: bool) 
             continue;
         };
         if let Some((m, s)) = pop_many(&mut e, max, 1).pop() {
-            out.array(3);
-            out.bulk(key);
-            out.bulk(&m);
-            out.double(s);
+            reply_bzpop(out, key, &m, s);
             return Ok(());
         }
     }
-    block_or_null(ctx, keys, deadline, out);
+    block_or_null(ctx, keys, deadline, out, ZSetWaiter { max, count: None });
     Ok(())
+}
+
+/// BZPOPMIN/BZPOPMAX's reply: `[key, member, score]`, flat in RESP3 too.
+fn reply_bzpop(out: &mut Reply, key: &[u8], member: &[u8], score: f64) {
+    out.array(3);
+    out.bulk(key);
+    out.bulk(member);
+    out.double(score);
+}
+
+/// ZMPOP/BZMPOP's reply: `[key, [[member, score], ...]]`.
+fn reply_zmpop(out: &mut Reply, key: &[u8], popped: &[(Box<[u8]>, f64)]) {
+    out.array(2);
+    out.bulk(key);
+    out.array(popped.len());
+    for (m, s) in popped {
+        out.array(2);
+        out.bulk(m);
+        out.double(*s);
+    }
 }
 
 /// Nothing to pop: block on `keys`, or answer like a timeout when blocking
 /// is not allowed (inside MULTI).
-fn block_or_null(ctx: &mut Ctx<'_>, keys: &[&[u8]], deadline: u64, out: &mut Reply) {
+fn block_or_null(ctx: &mut Ctx<'_>, keys: &[&[u8]], deadline: u64, out: &mut Reply, waiter: ZSetWaiter) {
     if ctx.can_block() {
-        ctx.block(keys, deadline, |o| o.null_array());
+        ctx.block_serving(keys, deadline, |o| o.null_array(), Box::new(waiter));
     } else {
         out.null_array();
+    }
+}
+
+/// What a blocked BZPOPMIN/BZPOPMAX (`count` None) or BZMPOP takes once one
+/// of its keys has members.
+struct ZSetWaiter {
+    max: bool,
+    count: Option<usize>,
+}
+
+impl BlockedOp for ZSetWaiter {
+    fn readiness(&self, keys: &mut KeyAccess<'_>, key: &[u8]) -> Readiness {
+        match keys.peek(key).map(|e| e.value()) {
+            Some(Value::ZSet(z)) if !z.is_empty() => Readiness::Ready,
+            Some(Value::ZSet(_)) | None => Readiness::Empty,
+            Some(_) => Readiness::WrongType,
+        }
+    }
+
+    fn serve(&self, keys: &mut KeyAccess<'_>, key: &[u8], out: &mut Reply) {
+        let Ok(Some(mut e)) = write_zset(keys, key) else { return };
+        let popped = pop_many(&mut e, self.max, self.count.unwrap_or(1));
+        match (self.count, popped.first()) {
+            (None, Some((m, s))) => reply_bzpop(out, key, m, *s),
+            (Some(_), _) => reply_zmpop(out, key, &popped),
+            (None, None) => {}
+        }
     }
 }
 
@@ -1200,18 +1246,11 @@ fn zmpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, numkeys_idx
             continue;
         };
         let popped = pop_many(&mut e, max, count.unwrap_or(1));
-        out.array(2);
-        out.bulk(key);
-        out.array(popped.len());
-        for (m, s) in &popped {
-            out.array(2);
-            out.bulk(m);
-            out.double(*s);
-        }
+        reply_zmpop(out, key, &popped);
         return Ok(());
     }
     if blocking {
-        block_or_null(ctx, keys, deadline, out);
+        block_or_null(ctx, keys, deadline, out, ZSetWaiter { max, count: Some(count.unwrap_or(1)) });
     } else {
         out.null_array();
     }

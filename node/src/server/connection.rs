@@ -5,15 +5,17 @@
 
 use super::client::{Client, ClientInfo, PushMsg};
 use super::{NewConn, Shared};
-use crate::commands::BlockRequest;
 use crate::commands::dispatch::{self, Outcome};
+use crate::commands::{BlockRequest, Woken};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, parse_request};
 use smallvec::SmallVec;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::futures::Notified;
 use tokio::sync::mpsc;
 use tracing::debug;
 
@@ -139,14 +141,40 @@ impl Buffers {
     }
 }
 
+/// A command waiting for a push to serve it.
+struct BlockedCmd {
+    /// Owned copy of the arguments, re-run if the push asks for a retry.
+    args: Vec<Vec<u8>>,
+    block: BlockRequest,
+    /// CLIENT REPLY OFF/SKIP applied to the command: its eventual reply is
+    /// dropped too.
+    quiet: bool,
+}
+
+/// The connection's wake-up for anything other than its own input: a
+/// pub/sub message, CLIENT KILL, shutdown. Created once and re-armed only
+/// when it fires, so there is no waiter churn per request — and one armed
+/// future for the whole connection, including while a command blocks.
+struct Attention<'a, 'p> {
+    info: &'a ClientInfo,
+    notified: Pin<&'p mut Notified<'a>>,
+}
+
+impl Attention<'_, '_> {
+    async fn fired(&mut self) {
+        self.notified.as_mut().await;
+        self.notified.set(self.info.attention.notified());
+    }
+}
+
 /// Why processing the buffer stopped.
 enum Step {
     /// All complete requests done; read more.
     NeedMore,
     /// Output is large: write it, then continue with the buffered requests.
     Flush,
-    /// A command blocked; these owned args re-run when woken.
-    Blocked(Vec<Vec<u8>>, BlockRequest),
+    /// A command blocked.
+    Blocked(BlockedCmd),
     /// Protocol error or QUIT: write what we have and close.
     Close,
 }
@@ -164,9 +192,9 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let mut bufs = Buffers { rbuf: Vec::with_capacity(READ_CHUNK), start: 0, out: Reply::new(false), accounted: 0 };
     let mut req = Request::default();
     bufs.account(&shared);
-    // Created once and re-armed only when it fires: no waiter churn per request.
     let attention = info.attention.notified();
     tokio::pin!(attention);
+    let mut attention = Attention { info: &info, notified: attention };
 
     'conn: loop {
         // Messages published to us while we were busy go out with the next write.
@@ -194,8 +222,7 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                 Ok(0) | Err(_) => break 'conn,
                 Ok(n) => ServerStats::add(&metrics.server.net_input_bytes, n as u64),
             },
-            _ = &mut attention => {
-                attention.set(info.attention.notified());
+            _ = attention.fired() => {
                 if info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
                     break 'conn;
                 }
@@ -226,12 +253,15 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
                     let _ = flush(&mut stream, &mut bufs.out, &metrics).await;
                     break 'conn;
                 }
-                Step::Blocked(args, block) => {
+                Step::Blocked(cmd) => {
                     if flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
-                        unregister(&shared, &block);
+                        // Leaving: whatever a push may have served is lost, as in Redis.
+                        cmd.block.waiter.cancel();
+                        cmd.block.unregister(&shared.ks);
                         break 'conn;
                     }
-                    if !wait_blocked(&mut stream, &shared, &metrics, &mut client, &mut bufs, args, block).await {
+                    if !wait_blocked(&mut stream, &shared, &metrics, &mut client, &mut bufs, &mut attention, cmd).await
+                    {
                         break 'conn;
                     }
                 }
@@ -304,6 +334,7 @@ fn process(
         let consumed = req.consumed;
         let outcome;
         let mut owned_args: Option<Vec<Vec<u8>>> = None;
+        let quiet;
         {
             let args: SmallVec<[&[u8]; 8]> = match &req.owned {
                 Some(words) => words.iter().map(|w| w.as_slice()).collect(),
@@ -317,7 +348,8 @@ fn process(
             // CLIENT REPLY SKIP applies to the command after the one that set it.
             let skip_this = std::mem::take(&mut client.reply_skip_next);
             outcome = dispatch::execute(shared, metrics, client, &args, &mut bufs.out);
-            if skip_this || client.reply_off {
+            quiet = skip_this || client.reply_off;
+            if quiet {
                 bufs.out.truncate(reply_mark);
             }
             if matches!(outcome, Outcome::Block(_)) {
@@ -325,8 +357,8 @@ fn process(
             }
         }
         bufs.start += consumed;
-        if let Outcome::Block(b) = outcome {
-            return Step::Blocked(owned_args.expect("set when blocking"), b);
+        if let Outcome::Block(block) = outcome {
+            return Step::Blocked(BlockedCmd { args: owned_args.expect("set when blocking"), block, quiet });
         }
         if client.close_after_reply {
             return Step::Close;
@@ -347,35 +379,21 @@ async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, out: &mut Reply, metrics: 
     r
 }
 
-/// Removes a blocked client's registrations from the keys it waited on.
-fn unregister(shared: &Shared, block: &BlockRequest) {
-    for key in &block.keys {
-        let idx = shared.ks.partition_of_key(key);
-        let mut part = shared.ks.lock(idx);
-        let k = (block.db as u8, key.clone().into_boxed_slice());
-        if let Some(list) = part.blocked.get_mut(&k) {
-            list.retain(|w| !Arc::ptr_eq(w, &block.waiter));
-            if list.is_empty() {
-                part.blocked.remove(&k);
-            }
-        }
-    }
-}
-
-/// Waits for a blocked command's keys, its deadline, or the client going
-/// away; re-runs the command when woken. Returns false to close.
+/// Waits until a push serves the blocked command (its reply is then
+/// written), its deadline passes, or the client goes away. Returns false to
+/// close the connection.
 async fn wait_blocked<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     shared: &Shared,
     metrics: &WorkerMetrics,
     client: &mut Client,
     bufs: &mut Buffers,
-    args: Vec<Vec<u8>>,
-    mut block: BlockRequest,
+    attention: &mut Attention<'_, '_>,
+    cmd: BlockedCmd,
 ) -> bool {
-    let info = client.info.clone();
-    info.blocked.store(true, Relaxed);
-    let result = loop {
+    let BlockedCmd { args, mut block, quiet } = cmd;
+    let reply_mark = bufs.out.len();
+    let keep_open = loop {
         let deadline = block.deadline_ms;
         let sleep = async {
             if deadline == 0 {
@@ -385,29 +403,50 @@ async fn wait_blocked<S: AsyncRead + AsyncWrite + Unpin>(
                 tokio::time::sleep(Duration::from_millis(deadline.saturating_sub(now))).await
             }
         };
-        tokio::select! {
-            _ = block.waiter.notified() => {}
-            _ = sleep => {
-                unregister(shared, &block);
-                (block.on_timeout)(&mut bufs.out);
-                break true;
-            }
+        // None: a push woke us; Some(true): deadline; Some(false): leaving.
+        let gave_up = tokio::select! {
+            _ = block.waiter.woken() => None,
+            _ = sleep => Some(true),
             r = stream.read_buf(&mut bufs.rbuf) => match r {
                 // Input while blocked is kept for after; EOF means the client left.
-                Ok(0) | Err(_) => { unregister(shared, &block); break false; }
+                Ok(0) | Err(_) => Some(false),
                 Ok(n) => { ServerStats::add(&metrics.server.net_input_bytes, n as u64); continue; }
             },
             // Pub/sub messages wait in their queue until the command ends.
-            _ = info.attention.notified() => {
-                if info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
-                    unregister(shared, &block);
-                    break false;
+            _ = attention.fired() => {
+                if client.info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                    Some(false)
+                } else {
+                    continue;
                 }
-                continue;
+            }
+        };
+        if let Some(timed_out) = gave_up {
+            if block.waiter.cancel() {
+                block.unregister(&shared.ks);
+                if timed_out {
+                    (block.on_timeout)(&mut bufs.out);
+                }
+                break timed_out;
+            }
+            // A push claimed the client first, under its lock: the outcome
+            // is moments away. A client that is leaving loses it, as in Redis.
+            block.waiter.woken().await;
+            if !timed_out {
+                block.unregister(&shared.ks);
+                break false;
             }
         }
-        // Woken: the keys were written. Retry; the command may block again.
-        unregister(shared, &block);
+        let Some(woken) = block.waiter.outcome() else { continue };
+        // Served through one key: drop the stale entries on the others.
+        block.unregister(&shared.ks);
+        match woken {
+            Woken::Served(reply) => {
+                bufs.out.raw(&reply);
+                break true;
+            }
+            Woken::Retry => {}
+        }
         client.begin_batch();
         let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
         let Some(idx) = shared.table.lookup(argv[0]) else { break true };
@@ -421,6 +460,9 @@ async fn wait_blocked<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     };
-    info.blocked.store(false, Relaxed);
-    result
+    if quiet {
+        bufs.out.truncate(reply_mark);
+    }
+    client.info.blocked.store(false, Relaxed);
+    keep_open
 }

@@ -2,19 +2,19 @@
 //!
 //! It wraps the partitions a command has locked and applies, in one place,
 //! everything Redis does around a key lookup: lazy expiry, hit/miss counting,
-//! access-time updates for eviction, WATCH invalidation, waking blocked
-//! clients, deleting collections that became empty, and memory accounting.
+//! access-time updates for eviction, WATCH invalidation, marking keys ready
+//! for blocked clients (and serving them before the locks are released),
+//! deleting collections that became empty, and memory accounting.
 //! Writes go through `EntryMut`, whose `Drop` settles the bookkeeping so no
 //! command can forget it.
 
-use super::partition::{Db, Entry, Location, Meta, Partition};
+use super::partition::{Db, Entry, Location, Meta, Partition, Serve, Waiter};
 use super::slab_table::{NONE, hash_bytes};
 use super::stats::StoreStats;
 use super::value::Value;
 use super::{Keyspace, Locked};
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use tokio::sync::Notify;
 
 pub struct KeyAccess<'a> {
     pub ks: &'a Keyspace,
@@ -195,15 +195,75 @@ impl<'a> KeyAccess<'a> {
         self.insert_new(key, value, expire_at);
     }
 
-    /// Registers `waiter` to be woken when any of `keys` is written. The
-    /// keys' partitions are locked, so no push can slip in between the
-    /// command's check and this registration.
-    pub fn block_on(&mut self, keys: &[&[u8]], waiter: &Arc<Notify>) {
+    /// Queues `waiter` on each of `keys`, behind the clients already
+    /// blocked there. The keys' partitions are locked, so no push can slip
+    /// in between the command's check and this registration.
+    pub fn block_on(&mut self, keys: &[&[u8]], waiter: &Arc<dyn Waiter>) {
         let db = self.db;
         for key in keys {
             let (_, part) = self.part_mut(hash_bytes(key));
-            part.blocked.entry((db as u8, (*key).into())).or_default().push(waiter.clone());
+            let queue = part.blocked.entry((db as u8, (*key).into())).or_default();
+            // A key named twice (BLPOP k k 0) queues the client once, as in Redis.
+            if !queue.back().is_some_and(|w| Arc::ptr_eq(w, waiter)) {
+                queue.push_back(waiter.clone());
+            }
         }
+    }
+
+    /// Serves the clients blocked on keys this command made ready, in the
+    /// order the keys became ready and, per key, in the order the clients
+    /// blocked — while the command still holds its partitions, so no other
+    /// client sees the data in between. A waiter that moves data to another
+    /// key (BLMOVE) makes that key ready in turn; it is served in the same
+    /// pass. Costs one empty-vector check per held partition when no key
+    /// became ready.
+    pub fn serve_ready(&mut self) {
+        self.serve_held();
+        // Whole-keyspace commands (SWAPDB) hold no partition here; serve
+        // the ones they left ready one at a time.
+        while let Some(idx) = self.locked.deferred.pop() {
+            let held = std::mem::replace(&mut self.locked, self.ks.lock_one(idx));
+            self.serve_held();
+            self.locked = held;
+        }
+    }
+
+    fn serve_held(&mut self) {
+        while let Some((part, (db, key))) = self.locked.pop_ready() {
+            let saved_db = std::mem::replace(&mut self.db, db as usize);
+            self.serve_key(part, &(db, key));
+            self.db = saved_db;
+        }
+    }
+
+    /// Offers one ready key to its waiters, first come first served.
+    fn serve_key(&mut self, part: u32, qkey: &super::partition::DbKey) {
+        let mut i = 0;
+        while let Some(waiter) = self.locked.get(part).blocked.get(qkey).and_then(|q| q.get(i)).cloned() {
+            match waiter.serve(self, &qkey.1) {
+                Serve::Skip => i += 1,
+                Serve::Stop => break,
+                Serve::Dequeue => {
+                    let p = self.locked.get(part);
+                    if let Some(queue) = p.blocked.get_mut(qkey) {
+                        if queue.get(i).is_some_and(|w| Arc::ptr_eq(w, &waiter)) {
+                            queue.remove(i);
+                        }
+                        if queue.is_empty() {
+                            p.blocked.remove(qkey);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes sure the partition of `key` is held, taking its lock only if it
+    /// is free right now (a blocked BLMOVE served from a push needs its
+    /// destination). False when another command holds it.
+    pub fn hold_partition_of(&mut self, key: &[u8]) -> bool {
+        let idx = self.ks.partition_of_key(key);
+        self.locked.try_hold(self.ks, idx)
     }
 
     /// Runs `f` on every partition: the held guards when all are locked
@@ -216,7 +276,11 @@ impl<'a> KeyAccess<'a> {
         } else {
             debug_assert!(self.locked.is_empty(), "partial locks with a whole-keyspace command");
             for i in 0..self.ks.num_partitions() as u32 {
-                f(&mut self.ks.lock(i));
+                let mut part = self.ks.lock(i);
+                f(&mut part);
+                if !part.ready.is_empty() {
+                    self.locked.deferred.push(i);
+                }
             }
         }
     }
@@ -342,5 +406,130 @@ impl Drop for EntryMut<'_> {
                 self.part.signal_ready(db, &key);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::list::ListValue;
+    use parking_lot::Mutex;
+    use smallvec::SmallVec;
+
+    type Log = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
+
+    /// A waiter that records each offer and answers as told.
+    struct Probe {
+        id: u32,
+        answer: fn() -> Serve,
+        log: Log,
+    }
+
+    impl Waiter for Probe {
+        fn serve(&self, _keys: &mut KeyAccess<'_>, key: &[u8]) -> Serve {
+            self.log.lock().push((self.id, key.to_vec()));
+            (self.answer)()
+        }
+    }
+
+    fn probe(id: u32, answer: fn() -> Serve, log: &Log) -> Arc<dyn Waiter> {
+        Arc::new(Probe { id, answer, log: log.clone() })
+    }
+
+    fn access<'a>(ks: &'a Keyspace, stats: &'a StoreStats, keys: &[&[u8]]) -> KeyAccess<'a> {
+        let mut parts: SmallVec<[u32; 8]> = keys.iter().map(|k| ks.partition_of_key(k)).collect();
+        let locked = ks.lock_set(&mut parts);
+        KeyAccess { ks, locked, db: 0, now_ms: 1, touch: true, stats }
+    }
+
+    fn rpush(keys: &mut KeyAccess<'_>, key: &[u8]) {
+        let mut e = keys.get_or_insert_with(key, || Value::List(ListValue::default()));
+        if let Value::List(list) = e.value_mut() {
+            list.push_back(b"x".to_vec());
+        }
+    }
+
+    fn queued(ks: &Keyspace, key: &[u8]) -> usize {
+        ks.lock(ks.partition_of_key(key)).blocked.get(&(0, key.into())).map_or(0, |q| q.len())
+    }
+
+    /// Two keys in different partitions.
+    fn keys_apart(ks: &Keyspace) -> (Vec<u8>, Vec<u8>) {
+        let a = b"a".to_vec();
+        let b = (0..).map(|i| format!("b{i}").into_bytes()).find(|b| ks.partition_of_key(b) != ks.partition_of_key(&a));
+        (a, b.expect("some key lands elsewhere"))
+    }
+
+    #[test]
+    fn waiters_are_offered_a_ready_key_first_come_first_served() {
+        let (ks, stats, log) = (Keyspace::new(16), StoreStats::default(), Log::default());
+        let mut keys = access(&ks, &stats, &[b"k"]);
+        let waiters = [probe(1, || Serve::Dequeue, &log), probe(2, || Serve::Dequeue, &log)];
+        for w in &waiters {
+            keys.block_on(&[b"k", b"k"], w);
+        }
+        keys.serve_ready();
+        assert!(log.lock().is_empty(), "blocking alone makes nothing ready");
+        rpush(&mut keys, b"k");
+        keys.serve_ready();
+        drop(keys);
+        assert_eq!(*log.lock(), [(1, b"k".to_vec()), (2, b"k".to_vec())]);
+        assert_eq!(queued(&ks, b"k"), 0, "served waiters leave the queue");
+    }
+
+    #[test]
+    fn skip_keeps_a_waiter_queued_and_stop_ends_the_offers() {
+        let (ks, stats, log) = (Keyspace::new(16), StoreStats::default(), Log::default());
+        let mut keys = access(&ks, &stats, &[b"k"]);
+        for w in [probe(1, || Serve::Skip, &log), probe(2, || Serve::Stop, &log), probe(3, || Serve::Dequeue, &log)] {
+            keys.block_on(&[b"k"], &w);
+        }
+        rpush(&mut keys, b"k");
+        keys.serve_ready();
+        drop(keys);
+        let ids: Vec<u32> = log.lock().iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, [1, 2]);
+        assert_eq!(queued(&ks, b"k"), 3);
+    }
+
+    #[test]
+    fn keys_are_served_in_the_order_they_became_ready_across_partitions() {
+        let (ks, stats) = (Keyspace::new(16), StoreStats::default());
+        let (a, b) = keys_apart(&ks);
+        for (first, second) in [(&a, &b), (&b, &a)] {
+            let log = Log::default();
+            let mut keys = access(&ks, &stats, &[&a, &b]);
+            keys.block_on(&[&a], &probe(1, || Serve::Dequeue, &log));
+            keys.block_on(&[&b], &probe(2, || Serve::Dequeue, &log));
+            rpush(&mut keys, first);
+            rpush(&mut keys, second);
+            keys.serve_ready();
+            let served: Vec<Vec<u8>> = log.lock().iter().map(|(_, k)| k.clone()).collect();
+            assert_eq!(served, [first.clone(), second.clone()]);
+        }
+    }
+
+    #[test]
+    fn whole_keyspace_commands_serve_after_releasing_each_partition() {
+        let (ks, stats, log) = (Keyspace::new(16), StoreStats::default(), Log::default());
+        access(&ks, &stats, &[b"k"]).block_on(&[b"k"], &probe(1, || Serve::Dequeue, &log));
+        let mut keys = KeyAccess { ks: &ks, locked: ks.lock_none(), db: 0, now_ms: 1, touch: true, stats: &stats };
+        keys.for_each_partition(|part| part.signal_ready(0, b"k"));
+        assert!(log.lock().is_empty(), "nothing is served while a partition is being walked");
+        keys.serve_ready();
+        assert_eq!(*log.lock(), [(1, b"k".to_vec())]);
+    }
+
+    #[test]
+    fn a_partition_held_elsewhere_is_not_waited_for() {
+        let (ks, stats) = (Keyspace::new(16), StoreStats::default());
+        let (a, b) = keys_apart(&ks);
+        let mut keys = access(&ks, &stats, &[&a]);
+        let busy = ks.lock(ks.partition_of_key(&b));
+        assert!(!keys.hold_partition_of(&b));
+        drop(busy);
+        assert!(keys.hold_partition_of(&b));
+        assert!(keys.locked.holds(ks.partition_of_key(&b)));
+        assert!(ks.try_lock(ks.partition_of_key(&b)).is_none(), "now held by the command");
     }
 }

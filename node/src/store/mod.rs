@@ -16,7 +16,7 @@ pub mod value;
 pub mod zset;
 
 pub use access::{EntryMut, KeyAccess, clear_db};
-pub use partition::{Db, Entry, Location, Meta, NUM_DBS, Partition};
+pub use partition::{Db, Entry, Location, Meta, NUM_DBS, Partition, Serve, Waiter};
 pub use slab_table::{fast_rand, hash_bytes};
 pub use stats::StoreStats;
 pub use value::{Value, WRONGTYPE};
@@ -24,6 +24,7 @@ pub use value::{Value, WRONGTYPE};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::cell::Cell;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -92,18 +93,40 @@ impl Keyspace {
         idx.sort_unstable();
         idx.dedup();
         let guards = idx.iter().map(|&i| (i, self.lock(i))).collect();
-        Locked { guards, all: false }
+        Locked { guards, all: false, deferred: SmallVec::new() }
+    }
+
+    /// Locks one partition.
+    pub fn lock_one(&self, idx: u32) -> Locked<'_> {
+        let mut guards = SmallVec::new();
+        guards.push((idx, self.lock(idx)));
+        Locked { guards, all: false, deferred: SmallVec::new() }
     }
 
     /// Locks every partition (commands that see the whole keyspace inside EXEC).
     pub fn lock_all(&self) -> Locked<'_> {
         let guards = (0..self.parts.len() as u32).map(|i| (i, self.lock(i))).collect();
-        Locked { guards, all: true }
+        Locked { guards, all: true, deferred: SmallVec::new() }
     }
 
     /// No partitions locked: for commands that lock one partition at a time.
     pub fn lock_none(&self) -> Locked<'_> {
-        Locked { guards: SmallVec::new(), all: false }
+        Locked { guards: SmallVec::new(), all: false, deferred: SmallVec::new() }
+    }
+
+    /// Takes `waiter` off the queues of `keys` in `db` (it timed out, left,
+    /// or was served through another key). Locks one partition at a time.
+    pub fn forget_waiter(&self, db: usize, keys: &[Vec<u8>], waiter: &Arc<dyn Waiter>) {
+        for key in keys {
+            let mut part = self.lock(self.partition_of_key(key));
+            let k = (db as u8, key.clone().into_boxed_slice());
+            if let Some(queue) = part.blocked.get_mut(&k) {
+                queue.retain(|w| !Arc::ptr_eq(w, waiter));
+                if queue.is_empty() {
+                    part.blocked.remove(&k);
+                }
+            }
+        }
     }
 
     /// Adds a memory delta; folded into the shared counter in batches.
@@ -153,6 +176,9 @@ impl Keyspace {
 pub struct Locked<'a> {
     guards: SmallVec<[(u32, MutexGuard<'a, Partition>); 4]>,
     all: bool,
+    /// Partitions a whole-keyspace command locked one at a time and left
+    /// with ready keys: served when the command ends.
+    deferred: SmallVec<[u32; 4]>,
 }
 
 impl<'a> Locked<'a> {
@@ -181,6 +207,37 @@ impl<'a> Locked<'a> {
 
     pub fn holds(&self, idx: u32) -> bool {
         self.all || self.guards.iter().any(|(i, _)| *i == idx)
+    }
+
+    /// Adds partition `idx` to the held set if it is free right now. Never
+    /// waits, so it cannot deadlock whatever order the held locks are in.
+    fn try_hold(&mut self, ks: &'a Keyspace, idx: u32) -> bool {
+        if self.holds(idx) {
+            return true;
+        }
+        match ks.try_lock(idx) {
+            Some(guard) => {
+                self.guards.push((idx, guard));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes and returns the ready key signalled first among the held
+    /// partitions, with its partition.
+    fn pop_ready(&mut self) -> Option<(u32, partition::DbKey)> {
+        let mut first: Option<(u64, usize, usize)> = None;
+        for (g, (_, part)) in self.guards.iter().enumerate() {
+            for (pos, (seq, _)) in part.ready.iter().enumerate() {
+                if first.is_none_or(|(s, _, _)| *seq < s) {
+                    first = Some((*seq, g, pos));
+                }
+            }
+        }
+        let (_, g, pos) = first?;
+        let (idx, part) = &mut self.guards[g];
+        Some((*idx, part.ready.remove(pos).1))
     }
 }
 

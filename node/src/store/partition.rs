@@ -2,11 +2,12 @@
 //! bookkeeping, eviction metadata, WATCH versions, blocked clients and its
 //! memory counter. A partition is only ever touched under its own lock.
 
+use super::KeyAccess;
 use super::slab_table::{Keyed, NONE, SlabTable};
 use super::value::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::cell::Cell;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
-use tokio::sync::Notify;
 
 /// Number of logical databases (SELECT 0..15).
 pub const NUM_DBS: usize = 16;
@@ -195,14 +196,44 @@ pub struct WatchState {
 /// A key in one database: (db index, key bytes).
 pub type DbKey = (u8, Box<[u8]>);
 
+/// A client blocked on keys (BLPOP & co.), as the store queues it. The
+/// store decides when and in which order waiters are offered a key; the
+/// waiter decides whether it can take something from it.
+pub trait Waiter: Send + Sync {
+    /// Offers `key` (in `keys.db`), just written, to this waiter, whose
+    /// partitions `keys` holds locked.
+    fn serve(&self, keys: &mut KeyAccess<'_>, key: &[u8]) -> Serve;
+}
+
+/// What the queue of a ready key does after offering it to one waiter.
+pub enum Serve {
+    /// Remove the waiter: it was served, or is no longer waiting.
+    Dequeue,
+    /// The key holds a type this waiter does not want: it stays queued and
+    /// the next waiter is offered the key.
+    Skip,
+    /// The key has nothing left to give: stop offering it.
+    Stop,
+}
+
+thread_local! {
+    /// Order in which keys became ready. Keys are served in that order
+    /// (Redis's ready list), and a command's keys are all signalled and
+    /// served by the thread running it, so a per-thread counter suffices.
+    static READY_SEQ: Cell<u64> = const { Cell::new(0) };
+}
+
 pub struct Partition {
     pub dbs: Box<[Db]>,
     /// Bytes accounted to keys in this partition.
     pub mem: i64,
     /// Keys some client WATCHes, with their modification versions.
     pub watched: HashMap<DbKey, WatchState>,
-    /// Clients blocked (BLPOP & co.) waiting for a key to be pushed to.
-    pub blocked: HashMap<DbKey, Vec<Arc<Notify>>>,
+    /// Clients blocked (BLPOP & co.) on each key, in the order they blocked.
+    pub blocked: HashMap<DbKey, VecDeque<Arc<dyn Waiter>>>,
+    /// Keys with waiters written since this partition was last served,
+    /// tagged with their `READY_SEQ`.
+    pub ready: Vec<(u64, DbKey)>,
 }
 
 impl Default for Partition {
@@ -212,6 +243,7 @@ impl Default for Partition {
             mem: 0,
             watched: HashMap::new(),
             blocked: HashMap::new(),
+            ready: Vec::new(),
         }
     }
 }
@@ -239,17 +271,23 @@ impl Partition {
         }
     }
 
-    /// Wakes the clients blocked on `key`: they retry their command.
+    /// Marks `key` ready when clients are blocked on it: the command that
+    /// wrote it serves them before releasing this partition
+    /// (`KeyAccess::serve_ready`).
     #[inline]
     pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
         if self.blocked.is_empty() {
             return;
         }
-        if let Some(waiters) = self.blocked.remove(&(db as u8, Box::<[u8]>::from(key))) {
-            for w in waiters {
-                w.notify_one();
-            }
+        let k = (db as u8, Box::<[u8]>::from(key));
+        if !self.blocked.contains_key(&k) || self.ready.iter().any(|(_, r)| *r == k) {
+            return;
         }
+        let seq = READY_SEQ.with(|c| {
+            c.set(c.get() + 1);
+            c.get()
+        });
+        self.ready.push((seq, k));
     }
 
     pub fn keys(&self) -> usize {
