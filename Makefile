@@ -7,7 +7,7 @@ ifdef STRATA_CACHE
 export CARGO_TARGET_DIR ?= $(STRATA_CACHE)/target
 endif
 
-.PHONY: help deps build run test lint fmt bench crds chart manifests k8s-tools clean
+.PHONY: help deps build run test check lint fmt bench crds chart manifests k8s-tools images e2e clean
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -28,7 +28,9 @@ lint: ## rustfmt check and clippy with warnings as errors
 fmt: ## Format the code
 	$(CARGO) fmt --all
 
-test: deps lint k8s-tools chart ## Every test: lint, chart, unit, integration, differential, operator vs a real API server
+test: check e2e ## Every test: `check`, then the e2e suite on a real cluster
+
+check: deps lint k8s-tools chart ## Every test but e2e: lint, chart, unit, integration, differential, operator vs a real API server
 	$(CARGO) test --workspace --no-fail-fast
 
 k8s-tools: ## Build once (cached in ~/.cache/strata/k8s) the kube-apiserver, etcd, kubectl and helm the tests use
@@ -64,6 +66,15 @@ chart: ## Lint and render the Helm chart with default and all optional values; c
 	@! $(HELM_TEMPLATE) --set replicaCount=2 --set leaderElection.enabled=false >/dev/null 2>&1 || \
 	  { echo "chart: replicaCount=2 without leader election must be refused" >&2; exit 1; }
 	./scripts/render-manifests.sh --check
+
+# Images for the e2e suite go here (outside the clone, cached like the rest).
+IMAGES ?= $(or $(STRATA_CACHE),$(HOME)/.cache/strata)/images
+
+images: ## Build the strata-node, strata-operator and e2e client images as tarballs (no Docker needed)
+	./scripts/build-images.sh $(IMAGES)
+
+e2e: ## End-to-end suite on a real cluster (KUBECONFIG, kind, or a local one: see e2e/README.md)
+	./e2e/run.sh
 
 manifests: ## Render manifests/install.yaml from the Helm chart
 	./scripts/render-manifests.sh

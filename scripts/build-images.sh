@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the strata-node and strata-operator container images without Docker or a registry:
+# Builds the strata-node and strata-operator container images (and strata-e2e-client, the e2e
+# suite's in-cluster client) without Docker or a registry:
 # static binaries (glibc, +crt-static) packed FROM scratch by scripts/pack-image.py into
 # docker-archive tarballs, tagged with the workspace version (never `latest`).
 #
@@ -23,9 +24,9 @@ say "static release build for $TRIPLE (version $VERSION)"
 # No debug info in images (the release profile keeps it for local profiling).
 CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=debuginfo \
   RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --target "$TRIPLE" \
-  -p strata-node --bin strata-node -p strata-operator --bin strata-operator
+  -p strata-node --bin strata-node -p strata-operator --bin strata-operator -p strata-e2e --bin e2e-client
 BIN=$CARGO_TARGET_DIR/$TRIPLE/release
-for b in strata-node strata-operator; do
+for b in strata-node strata-operator e2e-client; do
   if ldd "$BIN/$b" 2>&1 | grep -q '=>'; then
     say "$b is dynamically linked; a FROM scratch image needs a static binary"; exit 1
   fi
@@ -43,4 +44,6 @@ export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/n
   -o "$OUT/strata-node-$VERSION.tar"
 ./scripts/pack-image.py --tag "strata-operator:$VERSION" --file "$BIN/strata-operator:/strata-operator" \
   --entrypoint /strata-operator --expose 8080 "${common[@]}" -o "$OUT/strata-operator-$VERSION.tar"
+./scripts/pack-image.py --tag "strata-e2e-client:$VERSION" --file "$BIN/e2e-client:/e2e-client" \
+  --entrypoint /e2e-client "${common[@]}" -o "$OUT/strata-e2e-client-$VERSION.tar"
 say "images in $OUT"

@@ -63,7 +63,11 @@ pub const MIN_DERIVED_MEMORY_LIMIT: &str = "64Mi";
 #[serde(rename_all = "camelCase", default)]
 #[schemars(transform = spec_rules, transform = reflow_docs)]
 pub struct CacheClusterSpec {
-    /// Number of cache node pods (shards). Each pod is one strata-node with its own volume.
+    /// Number of cache node pods. Each pod is one strata-node with its own memory and volume,
+    /// holding the keys written to it: the client Service spreads connections over the pods, and
+    /// a connection sees the keys of the pod it reached (no cross-pod routing yet; use one
+    /// replica, or address pods through the headless Service, when every client must see every
+    /// key).
     /// Minimum 1; default 1. Also settable through the scale subresource (`kubectl scale`).
     #[schemars(range(min = 1))]
     pub replicas: i32,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use backoff::Backoffs;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -205,7 +205,7 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     obs.replicas = sts_status.replicas;
     obs.ready = sts_status.ready_replicas.unwrap_or(0);
     obs.updated = pods.iter().filter(|p| is_current(p, &sts)).count() as i32;
-    obs.failing_pods = rollout::failing_pods(&pods);
+    obs.failing_pods = rollout::failing_pods(&pods, Timestamp::now());
     let settled = step == Step::Complete && obs.ready >= obs.desired;
     obs.rollout = Some(step);
     write_status(cc, ctx, &obs).await?;
@@ -308,15 +308,25 @@ async fn evict(ctx: &Context, cc: &CacheCluster, pods: &Api<Pod>, pod: &str) -> 
     match pods.evict(pod, &EvictParams::default()).await {
         Ok(_) => {
             tracing::info!(pod, "replacing pod to roll out the current spec");
-            publish(
-                ctx,
-                cc,
-                EventType::Normal,
-                "RollingPod",
-                "Evict",
-                format!("Replacing pod {pod} with the current spec"),
-            )
-            .await;
+            // The pod as the related object: Events with the same reason and related object
+            // are merged into one series, and each replaced pod deserves its own.
+            let related = ObjectReference {
+                api_version: Some("v1".to_owned()),
+                kind: Some("Pod".to_owned()),
+                name: Some(pod.to_owned()),
+                namespace: cc.namespace(),
+                ..Default::default()
+            };
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "RollingPod".to_owned(),
+                note: Some(format!("Replacing pod {pod} with the current spec")),
+                action: "Evict".to_owned(),
+                secondary: Some(related),
+            };
+            if let Err(e) = ctx.recorder.publish(&event, &cc.object_ref(&())).await {
+                tracing::warn!(error = %e, "could not publish an Event");
+            }
             Ok(Step::Waiting { pod: pod.to_owned(), why: "to be replaced".to_owned() })
         }
         // 429: the PodDisruptionBudget allows no disruption right now.

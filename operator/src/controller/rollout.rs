@@ -5,6 +5,7 @@
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 
 /// Label the StatefulSet controller puts on each pod: the revision it was created from.
 const REVISION_LABEL: &str = "controller-revision-hash";
@@ -83,8 +84,12 @@ pub fn next_step(sts: &StatefulSet, pods: &[Pod]) -> Step {
     }
 }
 
+/// How long a pod may stay unschedulable before it counts as failing: a new pod waits briefly
+/// for its volume to bind, and that is no reason to report the cluster Degraded.
+const UNSCHEDULABLE_GRACE_SECONDS: i64 = 60;
+
 /// Why pods are stuck, as "<pod>: <reason> (<message>)", for the Degraded condition.
-pub fn failing_pods(pods: &[Pod]) -> Vec<String> {
+pub fn failing_pods(pods: &[Pod], now: Timestamp) -> Vec<String> {
     let mut out = Vec::new();
     for p in pods {
         let Some(status) = &p.status else { continue };
@@ -100,10 +105,13 @@ pub fn failing_pods(pods: &[Pod]) -> Vec<String> {
             out.push(format!("{}: {}{msg}", pod_name(p), w.reason.as_deref().unwrap_or_default()));
             continue;
         }
-        let unschedulable =
-            status.conditions.iter().flatten().find(|c| {
-                c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
-            });
+        let unschedulable = status.conditions.iter().flatten().find(|c| {
+            let since = c.last_transition_time.as_ref().map_or(now, |t| t.0);
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+                && now.as_second() - since.as_second() >= UNSCHEDULABLE_GRACE_SECONDS
+        });
         if let Some(c) = unschedulable {
             let msg = c.message.as_deref().map(|m| format!(" ({})", truncate(m, 200))).unwrap_or_default();
             out.push(format!("{}: Unschedulable{msg}", pod_name(p)));
@@ -240,6 +248,28 @@ mod tests {
             }),
             ..Default::default()
         }]);
-        assert_eq!(failing_pods(&[p, pod(1, "v1", true)]), ["demo-0: ImagePullBackOff (image not found)"]);
+        assert_eq!(
+            failing_pods(&[p, pod(1, "v1", true)], Timestamp::now()),
+            ["demo-0: ImagePullBackOff (image not found)"]
+        );
+    }
+
+    #[test]
+    fn unschedulable_counts_only_after_a_grace_period() {
+        let mut p = pod(0, "v1", false);
+        let since = Timestamp::from_second(1_000).unwrap();
+        p.status.as_mut().unwrap().conditions.as_mut().unwrap().push(PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some("pod has unbound immediate PersistentVolumeClaims".into()),
+            last_transition_time: Some(Time(since)),
+            ..Default::default()
+        });
+        let at = |secs: i64| Timestamp::from_second(1_000 + secs).unwrap();
+        assert!(failing_pods(std::slice::from_ref(&p), at(5)).is_empty(), "a volume still binding is not a failure");
+        let failing = failing_pods(&[p], at(UNSCHEDULABLE_GRACE_SECONDS));
+        assert_eq!(failing.len(), 1);
+        assert!(failing[0].starts_with("demo-0: Unschedulable (pod has unbound"), "{failing:?}");
     }
 }

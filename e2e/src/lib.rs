@@ -1,0 +1,9 @@
+//! Strata's end-to-end harness: a real cluster chosen by `e2e/cluster.sh` (an existing one, kind,
+//! or a local process cluster), reached through the kubeconfig that script writes.
+//!
+//! - [`client`]: writes and verifies keys over the Redis protocol (used in-cluster by the
+//!   `e2e-client` image and from the test through a port-forward);
+//! - [`cluster`]: kubectl/helm runners, port-forwards, waits, and failure diagnostics.
+
+pub mod client;
+pub mod cluster;
