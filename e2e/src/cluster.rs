@@ -2,30 +2,18 @@
 //! dump for failures. kubectl and helm come from PATH (`e2e/cluster.sh env` puts the project's
 //! builds first); the kubeconfig from `STRATA_E2E_KUBECONFIG`, which only `make e2e` sets.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use crate::util::run;
+pub use crate::util::{Output, eventually, http_get};
 
 /// The cluster and the repository the suite runs against.
 pub struct Env {
     pub kubeconfig: PathBuf,
     pub root: PathBuf,
-}
-
-/// What a command printed.
-pub struct Output {
-    pub success: bool,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-impl Output {
-    /// Panics with the command's output unless it succeeded.
-    pub fn ok(self, what: &str) -> String {
-        assert!(self.success, "{what} failed:\n{}\n{}", self.stdout, self.stderr);
-        self.stdout
-    }
 }
 
 impl Env {
@@ -52,22 +40,7 @@ impl Env {
     }
 
     fn run(&self, program: &str, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut cmd = Command::new(program);
-        cmd.env("KUBECONFIG", &self.kubeconfig)
-            .args(args)
-            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("running {program}: {e} (is it on PATH?)"));
-        if let Some(input) = stdin {
-            child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        }
-        let out = child.wait_with_output().unwrap();
-        Output {
-            success: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        run(Command::new(program).env("KUBECONFIG", &self.kubeconfig).args(args), stdin)
     }
 
     pub async fn client(&self) -> kube::Client {
@@ -137,37 +110,9 @@ impl Drop for PortForward {
     }
 }
 
-/// Polls `check` until it returns Some, or panics after `timeout` naming `what`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 /// Prints a progress line (the suite runs for minutes; `--nocapture` shows these).
 pub fn step(what: &str) {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     let start = START.get_or_init(Instant::now);
     eprintln!("[e2e +{:>5.1}s] {what}", start.elapsed().as_secs_f64());
-}
-
-/// `GET path` on 127.0.0.1:`port` (through a port-forward): (status code, body).
-pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n").ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let code = raw.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, raw.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default()))
 }

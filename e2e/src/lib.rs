@@ -3,7 +3,9 @@
 //!
 //! - [`client`]: writes and verifies keys over the Redis protocol (used in-cluster by the
 //!   `e2e-client` image and from the test through a port-forward);
-//! - [`cluster`]: kubectl/helm runners, port-forwards, waits, and failure diagnostics.
+//! - [`cluster`]: kubectl/helm runners, port-forwards, waits, and failure diagnostics;
+//! - [`util`]: running commands, polling, plain HTTP GETs (shared with the operator's tests).
 
 pub mod client;
 pub mod cluster;
+pub mod util;

@@ -155,6 +155,24 @@ fn redis_port_forward(env: &Env, target: &str) -> strata_e2e::cluster::PortForwa
     env.port_forward(NS, target, 6379)
 }
 
+/// `helm install` of the chart from this checkout; returns once the operator is ready.
+fn install_operator(env: &Env) {
+    let chart = env.root.join("charts/strata-operator").display().to_string();
+    let args = ["install", RELEASE, &chart, "-n", OPERATOR_NS, "--create-namespace", "--wait", "--timeout", "5m"];
+    env.helm(&args).ok("helm install");
+    env.kubectl(&["-n", OPERATOR_NS, "rollout", "status", "deployment/strata-operator", "--timeout=120s"])
+        .ok("operator Deployment ready");
+}
+
+/// DBSIZE through a port-forward.
+async fn dbsize(port: u16) -> usize {
+    blocking(move || {
+        let mut c = client::connect("127.0.0.1", port).expect("connecting through the port-forward");
+        redis::cmd("DBSIZE").query(&mut c).expect("DBSIZE")
+    })
+    .await
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::task::spawn_blocking(f).await.expect("blocking task")
 }
@@ -168,21 +186,7 @@ async fn strata_on_kubernetes() {
     let _cleanup = Cleanup(&env);
 
     step("helm install the operator");
-    let chart = env.root.join("charts/strata-operator");
-    env.helm(&[
-        "install",
-        RELEASE,
-        &chart.display().to_string(),
-        "-n",
-        OPERATOR_NS,
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "5m",
-    ])
-    .ok("helm install");
-    env.kubectl(&["-n", OPERATOR_NS, "rollout", "status", "deployment/strata-operator", "--timeout=120s"])
-        .ok("operator Deployment ready");
+    install_operator(&env);
 
     step("apply the minimal example CacheCluster (with a 1Gi volume per pod)");
     env.kubectl(&["create", "namespace", NS]).ok("creating the test namespace");
@@ -208,12 +212,7 @@ async fn strata_on_kubernetes() {
     let report = blocking(move || client::write_and_verify("127.0.0.1", port, KEYS, "forwarded")).await;
     assert!(report.is_ok(), "{report:?}");
     // Both writers' keys are there: the Job's, through the Service, landed on the same pod.
-    let dbsize: usize = blocking(move || {
-        let mut c = client::connect("127.0.0.1", port).unwrap();
-        redis::cmd("DBSIZE").query(&mut c).unwrap()
-    })
-    .await;
-    assert_eq!(dbsize, 2 * KEYS);
+    assert_eq!(dbsize(port).await, 2 * KEYS);
     drop(pf);
 
     step("Prometheus: the node's and the operator's /metrics");
@@ -277,13 +276,7 @@ async fn strata_on_kubernetes() {
     assert!(story.iter().any(|(t, r, n)| t == "Warning" && r == "Unavailable" && n.contains("1/2")), "{story:?}");
     // durability none promises a cache: the replaced node starts empty (RAM only).
     let pf = redis_port_forward(&env, &format!("pod/{CC}-0"));
-    let port = pf.port;
-    let dbsize: usize = blocking(move || {
-        let mut c = client::connect("127.0.0.1", port).unwrap();
-        redis::cmd("DBSIZE").query(&mut c).unwrap()
-    })
-    .await;
-    assert_eq!(dbsize, 0, "durability none keeps data in RAM only: a new pod starts empty");
+    assert_eq!(dbsize(pf.port).await, 0, "durability none keeps data in RAM only: a new pod starts empty");
     drop(pf);
     let out = client_job(&env, "after-delete", &endpoint).await;
     assert!(out.starts_with("ok "), "the endpoint answers after the pod loss: {out}");
@@ -405,18 +398,7 @@ async fn strata_on_kubernetes() {
 async fn no_acknowledged_write_lost_after_pod_deletion() {
     let env = Env::from_env();
     let _cleanup = Cleanup(&env);
-    env.helm(&[
-        "install",
-        RELEASE,
-        &env.root.join("charts/strata-operator").display().to_string(),
-        "-n",
-        OPERATOR_NS,
-        "--create-namespace",
-        "--wait",
-        "--timeout",
-        "5m",
-    ])
-    .ok("helm install");
+    install_operator(&env);
     env.kubectl(&["create", "namespace", NS]).ok("namespace");
     let cc = json!({
         "apiVersion": "strata.dev/v1alpha1", "kind": "CacheCluster",

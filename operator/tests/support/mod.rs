@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use kube::config::Kubeconfig;
 use kube::{Client, Config};
+pub use strata_e2e::util::{Output, eventually, http_get, run};
 
 const TOKEN: &str = "strata-test-admin-token";
 
@@ -275,29 +276,6 @@ impl Drop for Operator {
     }
 }
 
-pub struct Output {
-    pub success: bool,
-    pub stdout: String,
-    pub stderr: String,
-}
-
-fn run(cmd: &mut Command, stdin: Option<&str>) -> Output {
-    use std::io::Write;
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
-    if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    Output {
-        success: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 fn log_to(cmd: &mut Command, path: &Path) {
     let file = std::fs::File::create(path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
     cmd.stdin(Stdio::null()).stdout(file.try_clone().unwrap()).stderr(file);
@@ -319,37 +297,6 @@ pub fn kubeconfig_with_token(url: &str, token: &str) -> String {
 
 fn kubeconfig_for(url: &str) -> Kubeconfig {
     Kubeconfig::from_yaml(&kubeconfig_yaml(url)).expect("test kubeconfig parses")
-}
-
-/// Minimal HTTP/1.1 GET on 127.0.0.1:`port`.
-pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n").ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let code = raw.split_whitespace().nth(1)?.parse().ok()?;
-    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    Some((code, body))
-}
-
-/// Polls `check` every 250 ms until it returns Some, or panics after `timeout` with `what`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        if Instant::now() > deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// Lines of a log file that mention `needle` (for failure messages).
