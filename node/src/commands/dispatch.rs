@@ -10,7 +10,6 @@ use crate::store::KeyAccess;
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
 
 /// Every command, indexed by lower-case name.
 pub struct CommandTable {
@@ -103,14 +102,19 @@ pub fn execute(
     args: &[&[u8]],
     out: &mut Reply,
 ) -> Outcome {
-    let Some(idx) = shared.table.lookup(args[0]) else {
+    let table = &shared.table;
+    let last = client.last_lookup;
+    let cached = last != usize::MAX && table.get(last).name.as_bytes().eq_ignore_ascii_case(args[0]);
+    let found = if cached { Some(last) } else { table.lookup(args[0]) };
+    let Some(idx) = found else {
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
         out.error(&unknown_command(args));
         return Outcome::Done;
     };
-    let def = shared.table.get(idx);
+    client.last_lookup = idx;
+    let def = table.get(idx);
     let stat = &worker.cmds[idx];
     if !arity_ok(def.arity, args.len()) {
         if client.multi.is_some() {
@@ -189,6 +193,11 @@ pub fn run(
     let ks = &shared.ks;
     let locked = match def.keys {
         Keys::None | Keys::All => ks.lock_none(),
+        // Most commands name one key: lock its partition without building
+        // position and partition lists.
+        Keys::Range(first, last, step) if single_key(first, last, step, args.len()) => {
+            ks.lock_one(ks.partition_of_key(args[first as usize]))
+        }
         _ => {
             let mut parts: SmallVec<[u32; 8]> =
                 def.key_positions(args).iter().map(|&i| ks.partition_of_key(args[i])).collect();
@@ -224,6 +233,13 @@ pub fn run(
     }
 }
 
+/// True when a key range names exactly one key, at `first`, among `n` arguments.
+#[inline]
+fn single_key(first: i32, last: i32, step: i32, n: usize) -> bool {
+    let last = if last < 0 { n as i32 + last } else { last };
+    step > 0 && first > 0 && (first as usize) < n && last == first
+}
+
 /// Writes an error result and records the call and its latency.
 pub fn finish(
     worker: &WorkerMetrics,
@@ -242,9 +258,44 @@ pub fn finish(
             true
         }
     };
-    let end = Instant::now();
-    let nanos = end.duration_since(client.clock_mark).as_nanos() as u64;
-    client.clock_mark = end;
+    let end = crate::store::mono_ns();
+    let nanos = end.saturating_sub(client.clock_mark_ns);
+    client.clock_mark_ns = end;
     worker.cmds[idx].record(nanos, failed);
     crate::metrics::ServerStats::add(&worker.server.commands, 1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The single-key locking shortcut must pick exactly what the general
+    /// key-position walk would, for every ranged command and argument count.
+    #[test]
+    fn single_key_shortcut_matches_key_positions() {
+        let table = CommandTable::new();
+        let args_pool: Vec<&[u8]> = vec![b"cmd", b"a", b"b", b"c", b"d", b"e", b"f"];
+        let mut shortcut_used = 0;
+        for (_, def) in table.iter() {
+            let Keys::Range(first, last, step) = def.keys else { continue };
+            for n in 1..=args_pool.len() {
+                let args = &args_pool[..n];
+                if single_key(first, last, step, n) {
+                    shortcut_used += 1;
+                    assert_eq!(def.key_positions(args).as_slice(), &[first as usize], "{} with {n} args", def.name);
+                }
+            }
+        }
+        assert!(shortcut_used > 0);
+    }
+
+    #[test]
+    fn no_command_name_is_too_long_to_look_up() {
+        // The per-client cache compares names directly; `lookup` only sees
+        // names of up to 32 bytes. Both must agree on every command.
+        let table = CommandTable::new();
+        for (i, def) in table.iter() {
+            assert_eq!(table.lookup(def.name.to_ascii_uppercase().as_bytes()), Some(i), "{}", def.name);
+        }
+    }
 }

@@ -122,14 +122,40 @@ fn parse_len(s: &[u8]) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
-fn parse_multibulk(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
-    let Some(nl) = find_crlf(buf, 1) else {
-        if buf.len() > limits.max_inline_len {
-            return Parse::Error(ERR_BIG_MBULK);
+/// The common header shape, plain digits then CRLF, read in one pass:
+/// `(index of the CR, value)`. `None` means "use the general path", which
+/// gives the same answer for every header this accepts (digits hold no CR,
+/// and 18 digits cannot overflow).
+#[inline]
+fn digits_crlf(buf: &[u8], from: usize) -> Option<(usize, i64)> {
+    let mut v: i64 = 0;
+    let mut i = from;
+    while i < buf.len() && i - from < 18 {
+        let c = buf[i];
+        if !c.is_ascii_digit() {
+            break;
         }
-        return Parse::Incomplete { hint: 0 };
+        v = v * 10 + (c - b'0') as i64;
+        i += 1;
+    }
+    let crlf = i > from && buf.get(i) == Some(&b'\r') && buf.get(i + 1) == Some(&b'\n');
+    crlf.then_some((i, v))
+}
+
+fn parse_multibulk(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
+    let (nl, count) = match digits_crlf(buf, 1) {
+        Some((nl, v)) => (nl, Some(v)),
+        None => {
+            let Some(nl) = find_crlf(buf, 1) else {
+                if buf.len() > limits.max_inline_len {
+                    return Parse::Error(ERR_BIG_MBULK);
+                }
+                return Parse::Incomplete { hint: 0 };
+            };
+            (nl, parse_len(&buf[1..nl]))
+        }
     };
-    let Some(count) = parse_len(&buf[1..nl]) else {
+    let Some(count) = count else {
         return Parse::Error(ERR_MBULK_LEN);
     };
     let max_count = if limits.unauthenticated { 10 } else { limits.max_multibulk_len as i64 };
@@ -150,13 +176,19 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
         if buf[pos] != b'$' {
             return Parse::Error(expected_dollar(buf[pos]));
         }
-        let Some(nl) = find_crlf(buf, pos + 1) else {
-            if buf.len() - pos > limits.max_inline_len {
-                return Parse::Error(ERR_BIG_BULK);
+        let (nl, len) = match digits_crlf(buf, pos + 1) {
+            Some((nl, v)) => (nl, Some(v)),
+            None => {
+                let Some(nl) = find_crlf(buf, pos + 1) else {
+                    if buf.len() - pos > limits.max_inline_len {
+                        return Parse::Error(ERR_BIG_BULK);
+                    }
+                    return Parse::Incomplete { hint: 0 };
+                };
+                (nl, parse_len(&buf[pos + 1..nl]))
             }
-            return Parse::Incomplete { hint: 0 };
         };
-        let len = match parse_len(&buf[pos + 1..nl]) {
+        let len = match len {
             Some(l) if l >= 0 && l <= max_bulk => l as usize,
             _ => return Parse::Error(ERR_BULK_LEN),
         };
@@ -465,6 +497,38 @@ mod tests {
             assert!(matches!(p, Parse::Incomplete { .. }), "cut {cut}: {p:?}");
         }
         assert_eq!(parse(buf).0, Parse::Complete);
+    }
+
+    #[test]
+    fn header_fast_path_agrees_with_general_path() {
+        let headers: [&[u8]; 12] = [
+            b"3\r\n",
+            b"0\r\n",
+            b"007\r\n",
+            b"123456789012345678\r\n",
+            b"1234567890123456789\r\n",
+            b"-1\r\n",
+            b"+5\r\n",
+            b"5\rx\r\n",
+            b"5\n",
+            b"5\r",
+            b"\r\n",
+            b"12a\r\n",
+        ];
+        for h in headers {
+            let general = find_crlf(h, 0).map(|nl| (nl, parse_len(&h[..nl])));
+            if let Some((nl, v)) = digits_crlf(h, 0) {
+                assert_eq!(general, Some((nl, Some(v))), "{:?}", String::from_utf8_lossy(h));
+            }
+        }
+        // Shapes the fast path must leave to the general path.
+        assert_eq!(digits_crlf(b"3\r\n", 0), Some((1, 3)));
+        assert_eq!(digits_crlf(b"-1\r\n", 0), None);
+        assert_eq!(digits_crlf(b"1234567890123456789\r\n", 0), None);
+        assert_eq!(digits_crlf(b"5\r", 0), None);
+        // Whole requests that take the general path still parse as before.
+        assert_eq!(parse(b"*1\r\n$0004\r\nPING\r\n").1, vec![b"PING".to_vec()]);
+        assert_eq!(parse(b"*-1\r\n").0, Parse::Complete);
     }
 
     #[test]

@@ -102,7 +102,10 @@ pub struct Client {
     /// When the previous command finished (or the batch began): the start
     /// of the next command's latency measurement, so each command costs one
     /// clock read.
-    pub clock_mark: std::time::Instant,
+    pub clock_mark_ns: u64,
+    /// Command-table index of the previous request's name (usize::MAX =
+    /// none): a pipeline of one command skips the table lookup.
+    pub last_lookup: usize,
 }
 
 impl Client {
@@ -123,14 +126,15 @@ impl Client {
             reply_off: false,
             reply_skip_next: false,
             now_ms: crate::store::now_ms(),
-            clock_mark: std::time::Instant::now(),
+            clock_mark_ns: crate::store::mono_ns(),
+            last_lookup: usize::MAX,
         }
     }
 
     /// Starts a new batch: refreshes the command clock and the latency mark.
     pub fn begin_batch(&mut self) {
         self.now_ms = crate::store::now_ms();
-        self.clock_mark = std::time::Instant::now();
+        self.clock_mark_ns = crate::store::mono_ns();
         self.info.last_active_ms.store(self.now_ms, std::sync::atomic::Ordering::Relaxed);
     }
 

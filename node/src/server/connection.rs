@@ -198,8 +198,12 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
 
     'conn: loop {
         // Messages published to us while we were busy go out with the next write.
-        while let Ok(msg) = push_rx.try_recv() {
-            deliver_push(&info, &mut bufs.out, msg);
+        // `pending_push` is raised before a message is queued (and its
+        // notify makes it visible), so an idle channel costs one load.
+        if info.pending_push.load(Relaxed) != 0 {
+            while let Ok(msg) = push_rx.try_recv() {
+                deliver_push(&info, &mut bufs.out, msg);
+            }
         }
         if !bufs.out.is_empty() && flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
             break;

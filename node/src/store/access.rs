@@ -44,7 +44,11 @@ impl<'a> KeyAccess<'a> {
 
     /// Finds a live key, deleting it first if it has expired.
     fn locate(&mut self, key: &[u8]) -> Option<Loc> {
-        let hash = hash_bytes(key);
+        self.locate_hashed(key, hash_bytes(key))
+    }
+
+    /// `locate` for callers that go on to insert with the same hash.
+    fn locate_hashed(&mut self, key: &[u8], hash: u64) -> Option<Loc> {
         let db = self.db;
         let now = self.now_ms;
         let stats = self.stats;
@@ -109,6 +113,11 @@ impl<'a> KeyAccess<'a> {
     /// when dropped.
     pub fn get_mut(&mut self, key: &[u8]) -> Option<EntryMut<'_>> {
         let loc = self.locate(key)?;
+        Some(self.entry_mut_at(loc))
+    }
+
+    /// Write access to a located key, touching its access metadata.
+    fn entry_mut_at(&mut self, loc: Loc) -> EntryMut<'_> {
         let clock = self.ks.clock_secs();
         let touch = self.touch;
         let db = self.db;
@@ -119,16 +128,18 @@ impl<'a> KeyAccess<'a> {
             Self::touch_meta(&mut e.meta, clock);
         }
         let old_mem = e.mem();
-        Some(EntryMut { ks, part, db, slot: loc.slot, old_mem, modified: true })
+        EntryMut { ks, part, db, slot: loc.slot, old_mem, modified: true }
     }
 
     /// Write lookup that creates the key with `make()` when it is missing.
     pub fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> Value) -> EntryMut<'_> {
-        if self.locate(key).is_some() {
-            return self.get_mut(key).expect("key just located");
+        // Hash once for both the lookup and a possible insert.
+        let hash = hash_bytes(key);
+        if let Some(loc) = self.locate_hashed(key, hash) {
+            return self.entry_mut_at(loc);
         }
         // New key: guard the slot the insert returned instead of looking it up again.
-        let (part, slot) = self.insert_new(key, make(), 0);
+        let (part, slot) = self.insert_new_hashed(key, hash, make(), 0);
         let db = self.db;
         let ks = self.ks;
         let part = self.locked.get(part);
@@ -139,7 +150,10 @@ impl<'a> KeyAccess<'a> {
     /// Inserts a key known to be absent (callers check with `contains`);
     /// returns its partition and slot.
     fn insert_new(&mut self, key: &[u8], value: Value, expire_at: u64) -> (u32, u32) {
-        let hash = hash_bytes(key);
+        self.insert_new_hashed(key, hash_bytes(key), value, expire_at)
+    }
+
+    fn insert_new_hashed(&mut self, key: &[u8], hash: u64, value: Value, expire_at: u64) -> (u32, u32) {
         let clock = self.ks.clock_secs();
         let db = self.db;
         let ks = self.ks;
@@ -165,13 +179,15 @@ impl<'a> KeyAccess<'a> {
     /// Sets `key` to `value` (SET semantics: any old value and type is
     /// replaced). `expire_at` 0 = no TTL; with `keep_ttl` the old TTL stays.
     pub fn set(&mut self, key: &[u8], value: Value, expire_at: u64, keep_ttl: bool) {
-        if let Some(mut e) = self.get_mut(key) {
+        let hash = hash_bytes(key);
+        if let Some(loc) = self.locate_hashed(key, hash) {
+            let mut e = self.entry_mut_at(loc);
             *e.value_mut() = value;
             let new_exp = if keep_ttl { e.expire_at } else { expire_at };
             e.set_expire(new_exp);
             return;
         }
-        self.insert_new(key, value, expire_at);
+        self.insert_new_hashed(key, hash, value, expire_at);
     }
 
     /// Deletes a key; true when it existed.
@@ -218,6 +234,10 @@ impl<'a> KeyAccess<'a> {
     /// pass. Costs one empty-vector check per held partition when no key
     /// became ready.
     pub fn serve_ready(&mut self) {
+        // The usual case, checked inline: no key became ready.
+        if self.locked.deferred.is_empty() && self.locked.guards.iter().all(|(_, p)| p.ready.is_empty()) {
+            return;
+        }
         self.serve_held();
         // Whole-keyspace commands (SWAPDB) hold no partition here; serve
         // the ones they left ready one at a time.

@@ -26,7 +26,7 @@ use smallvec::SmallVec;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 pub struct Keyspace {
     parts: Box<[Mutex<Partition>]>,
@@ -241,13 +241,54 @@ impl<'a> Locked<'a> {
     }
 }
 
-/// Current unix time in milliseconds.
+/// Reads a clock as (seconds, nanoseconds). Straight integer math on the
+/// result is cheaper than `SystemTime`/`Instant` arithmetic, which matters
+/// at a few clock reads per request.
+#[inline]
+fn read_clock(id: libc::clockid_t) -> (i64, i64) {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes into it.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    (ts.tv_sec, ts.tv_nsec)
+}
+
+/// Current unix time in milliseconds (0 before 1970).
 #[inline]
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    let (secs, nanos) = read_clock(libc::CLOCK_REALTIME);
+    if secs < 0 { 0 } else { secs as u64 * 1000 + nanos as u64 / 1_000_000 }
+}
+
+/// Monotonic time in nanoseconds (the clock `Instant` uses), for latencies.
+#[inline]
+pub fn mono_ns() -> u64 {
+    let (secs, nanos) = read_clock(libc::CLOCK_MONOTONIC);
+    secs as u64 * 1_000_000_000 + nanos as u64
 }
 
 /// Removes an entry chosen by eviction; returns the bytes it accounted for.
 pub fn evict_slot(ks: &Keyspace, part: &mut Partition, db: usize, slot: u32) -> usize {
     access::remove_slot(ks, part, db, slot).mem()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    #[test]
+    fn clocks_match_std() {
+        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        let ours = now_ms();
+        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        assert!(before <= ours && ours <= after, "{before} <= {ours} <= {after}");
+
+        let start = Instant::now();
+        let a = mono_ns();
+        std::thread::sleep(Duration::from_millis(20));
+        let b = mono_ns();
+        let elapsed = start.elapsed().as_nanos() as u64;
+        assert!(b - a >= 20_000_000, "slept 20 ms, measured {} ns", b - a);
+        assert!(b - a <= elapsed, "measured {} ns inside {elapsed} ns", b - a);
+    }
 }
