@@ -187,7 +187,13 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     let sts = apply(client, &ns, &desired.stateful_set).await?;
 
     let mut obs = Observation { desired: cc.spec.replicas, ..Default::default() };
-    reconcile_monitoring(client, &ns, &name, desired.service_monitor.as_ref(), &mut obs).await?;
+    // Discovery costs an API call: only when a ServiceMonitor is wanted, or may be left to delete.
+    let was_applied = cc.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| c.type_ == crate::api::Condition::MONITORING && c.status == ConditionStatus::True)
+    });
+    if desired.service_monitor.is_some() || was_applied {
+        reconcile_monitoring(client, &ns, &name, desired.service_monitor.as_ref(), &mut obs).await?;
+    }
 
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let selector = resources::selector_string(&name);
@@ -204,7 +210,7 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     let sts_status = sts.status.clone().unwrap_or_default();
     obs.replicas = sts_status.replicas;
     obs.ready = sts_status.ready_replicas.unwrap_or(0);
-    obs.updated = pods.iter().filter(|p| is_current(p, &sts)).count() as i32;
+    obs.updated = rollout::updated_pods(&sts, &pods);
     obs.failing_pods = rollout::failing_pods(&pods, Timestamp::now());
     let settled = step == Step::Complete && obs.ready >= obs.desired;
     obs.rollout = Some(step);
@@ -324,9 +330,7 @@ async fn evict(ctx: &Context, cc: &CacheCluster, pods: &Api<Pod>, pod: &str) -> 
                 action: "Evict".to_owned(),
                 secondary: Some(related),
             };
-            if let Err(e) = ctx.recorder.publish(&event, &cc.object_ref(&())).await {
-                tracing::warn!(error = %e, "could not publish an Event");
-            }
+            publish(ctx, cc, &event).await;
             Ok(Step::Waiting { pod: pod.to_owned(), why: "to be replaced".to_owned() })
         }
         // 429: the PodDisruptionBudget allows no disruption right now.
@@ -339,11 +343,6 @@ async fn evict(ctx: &Context, cc: &CacheCluster, pods: &Api<Pod>, pod: &str) -> 
         }
         Err(source) => Err(Error::Evict { pod: pod.to_owned(), source }),
     }
-}
-
-fn is_current(pod: &Pod, sts: &StatefulSet) -> bool {
-    let update = sts.status.as_ref().and_then(|s| s.update_revision.as_deref());
-    update.is_some() && pod.labels().get("controller-revision-hash").map(String::as_str) == update
 }
 
 /// Writes status with server-side apply and publishes Events for condition changes.
@@ -364,7 +363,14 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
     for v in status::transitions(&previous.conditions, &verdicts) {
         let first = previous.conditions.iter().all(|c| c.type_ != v.type_);
         if let Some((kind, reason)) = event_for(v, first) {
-            publish(ctx, cc, kind, reason, "Reconcile", v.message.clone()).await;
+            let event = Event {
+                type_: kind,
+                reason: reason.to_owned(),
+                note: Some(v.message.clone()),
+                action: "Reconcile".to_owned(),
+                secondary: None,
+            };
+            publish(ctx, cc, &event).await;
         }
     }
     if cc.status.as_ref() == Some(&new_status) {
@@ -402,12 +408,10 @@ fn event_for(v: &Verdict, first: bool) -> Option<(EventType, &'static str)> {
     }
 }
 
-async fn publish(ctx: &Context, cc: &CacheCluster, type_: EventType, reason: &str, action: &str, note: String) {
-    let event =
-        Event { type_, reason: reason.to_owned(), note: Some(note), action: action.to_owned(), secondary: None };
-    if let Err(e) = ctx.recorder.publish(&event, &cc.object_ref(&())).await {
+async fn publish(ctx: &Context, cc: &CacheCluster, event: &Event) {
+    if let Err(e) = ctx.recorder.publish(event, &cc.object_ref(&())).await {
         // Events are best effort: the status carries the same information.
-        tracing::warn!(error = %e, reason, "could not publish an Event");
+        tracing::warn!(error = %e, reason = %event.reason, "could not publish an Event");
     }
 }
 

@@ -60,9 +60,7 @@ pub fn next_step(sts: &StatefulSet, pods: &[Pod]) -> Step {
 
     let mut ours: Vec<(i32, &Pod)> = pods.iter().filter_map(|p| ordinal(name, p).map(|o| (o, p))).collect();
     ours.sort_by_key(|(o, _)| *o);
-    let current = |p: &Pod| {
-        p.metadata.labels.as_ref().and_then(|l| l.get(REVISION_LABEL)).map(String::as_str) == Some(update_revision)
-    };
+    let current = |p: &Pod| at_revision(p, update_revision);
 
     if let Some((_, p)) = ours.iter().find(|(_, p)| terminating(p)) {
         return Step::Waiting { pod: pod_name(p), why: "to terminate".to_owned() };
@@ -87,6 +85,16 @@ pub fn next_step(sts: &StatefulSet, pods: &[Pod]) -> Step {
 /// How long a pod may stay unschedulable before it counts as failing: a new pod waits briefly
 /// for its volume to bind, and that is no reason to report the cluster Degraded.
 const UNSCHEDULABLE_GRACE_SECONDS: i64 = 60;
+
+/// Pods created from the StatefulSet's current (update) revision.
+pub fn updated_pods(sts: &StatefulSet, pods: &[Pod]) -> i32 {
+    let Some(update) = sts.status.as_ref().and_then(|s| s.update_revision.as_deref()) else { return 0 };
+    pods.iter().filter(|p| at_revision(p, update)).count() as i32
+}
+
+fn at_revision(p: &Pod, revision: &str) -> bool {
+    p.metadata.labels.as_ref().and_then(|l| l.get(REVISION_LABEL)).map(String::as_str) == Some(revision)
+}
 
 /// Why pods are stuck, as "<pod>: <reason> (<message>)", for the Degraded condition.
 pub fn failing_pods(pods: &[Pod], now: Timestamp) -> Vec<String> {
@@ -224,6 +232,15 @@ mod tests {
         assert_eq!(next_step(&s, &pods), Step::Evict("demo-0".into()));
         let pods = [pod(0, "v2", true), pod(1, "v2", true), pod(2, "v2", true)];
         assert_eq!(next_step(&s, &pods), Step::Complete);
+    }
+
+    #[test]
+    fn updated_pods_counts_the_update_revision() {
+        let s = sts(3, 2, 2, "v2");
+        assert_eq!(updated_pods(&s, &[pod(0, "v1", true), pod(1, "v2", false), pod(2, "v2", true)]), 2);
+        let mut unseen = s.clone();
+        unseen.status.as_mut().unwrap().update_revision = None;
+        assert_eq!(updated_pods(&unseen, &[pod(0, "v2", true)]), 0);
     }
 
     #[test]
