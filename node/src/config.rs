@@ -48,6 +48,12 @@ pub struct Cli {
     #[arg(long, env = "STRATA_CPU_AFFINITY")]
     pub cpu_affinity: Option<String>,
 
+    /// Serve from as few worker threads as the load needs ("yes"), moving
+    /// connections to more workers when one runs hot, or keep every worker
+    /// busy ("no", for dedicated cores) [default: yes].
+    #[arg(long, env = "STRATA_ADAPTIVE_THREADS")]
+    pub adaptive_threads: Option<String>,
+
     /// Memory limit for data plus buffers, e.g. 512mb, 2gb; 0 = no limit.
     #[arg(long, env = "STRATA_MAXMEMORY")]
     pub maxmemory: Option<String>,
@@ -168,6 +174,8 @@ pub struct StartupConfig {
     pub unixsocketperm: Option<u32>,
     pub threads: usize,
     pub cpu_affinity: Option<Vec<usize>>,
+    /// Grow and shrink the set of active workers with the load.
+    pub adaptive_threads: bool,
     pub dir: PathBuf,
     pub metrics_port: u16,
     pub metrics_bind: String,
@@ -196,8 +204,6 @@ pub struct RuntimeConfig {
     /// Output buffer hard limits (bytes) for normal and pub/sub clients; 0 = none.
     pub obuf_limit_normal: AtomicUsize,
     pub obuf_limit_pubsub: AtomicUsize,
-    pub lfu_log_factor: AtomicU64,
-    pub lfu_decay_time: AtomicU64,
 }
 
 impl RuntimeConfig {
@@ -307,6 +313,11 @@ impl Config {
             Some("auto") => Some(allowed_cpus()),
             Some(list) => Some(parse_cpu_list(list)?),
         };
+        let adaptive_threads = match cli.adaptive_threads.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None | Some("yes") => true,
+            Some("no") => false,
+            Some(other) => return Err(format!("invalid adaptive-threads '{other}' (yes or no)")),
+        };
         let mem = |v: &Option<String>, default: u64, what: &str| -> Result<u64, String> {
             match v {
                 None => Ok(default),
@@ -357,6 +368,7 @@ impl Config {
             unixsocketperm: perm,
             threads,
             cpu_affinity,
+            adaptive_threads,
             dir: cli.dir.clone().unwrap_or_else(|| PathBuf::from("./data")),
             metrics_port: cli.metrics_port.unwrap_or(9121),
             metrics_bind: cli.metrics_bind.clone().unwrap_or_else(|| "0.0.0.0".into()),
@@ -386,8 +398,6 @@ impl Config {
             loglevel: RwLock::new(loglevel),
             obuf_limit_normal: AtomicUsize::new(0),
             obuf_limit_pubsub: AtomicUsize::new(32 * 1024 * 1024),
-            lfu_log_factor: AtomicU64::new(10),
-            lfu_decay_time: AtomicU64::new(1),
         };
         if startup.threads > 1024 {
             return Err("threads must be at most 1024".into());
@@ -411,6 +421,7 @@ fn apply_file_directive(cli: &mut Cli, name: &str, value: &str) -> Result<(), St
         "unixsocketperm" => set(&mut cli.unixsocketperm, v),
         "threads" | "io-threads" => set(&mut cli.threads, v.parse().map_err(|_| "not a number")?),
         "cpu-affinity" => set(&mut cli.cpu_affinity, v),
+        "adaptive-threads" => set(&mut cli.adaptive_threads, v),
         "maxmemory" => set(&mut cli.maxmemory, v),
         "maxmemory-policy" => set(&mut cli.maxmemory_policy, v),
         "maxmemory-samples" => set(&mut cli.maxmemory_samples, v.parse().map_err(|_| "not a number")?),

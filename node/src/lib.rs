@@ -7,6 +7,7 @@
 pub mod commands;
 pub mod config;
 pub mod eviction;
+pub mod logging;
 pub mod metrics;
 pub mod protocol;
 pub mod server;

@@ -131,6 +131,25 @@ fn type_and_object() {
     d.finish();
 }
 
+/// lfu-log-factor set at run time changes how accesses count: at 0 every
+/// access increments the counter, as in Redis.
+#[test]
+fn lfu_log_factor_set_at_run_time_applies() {
+    let args = ["--maxmemory-policy", "allkeys-lfu"];
+    let mut d = Diff::with_servers(Server::strata_with(&args), Server::redis_with(&args));
+    d.exact(&["CONFIG", "SET", "lfu-log-factor", "0"]);
+    d.exact(&["CONFIG", "GET", "lfu-log-factor"]);
+    d.exact(&["SET", "a", "v"]);
+    for _ in 0..20 {
+        d.exact(&["GET", "a"]);
+    }
+    d.exact(&["OBJECT", "FREQ", "a"]);
+    d.exact(&["CONFIG", "SET", "lfu-decay-time", "0"]);
+    d.exact(&["CONFIG", "GET", "lfu-decay-time"]);
+    d.exact(&["OBJECT", "FREQ", "a"]);
+    d.finish();
+}
+
 /// OBJECT FREQ and which commands count as an access, under an LFU policy.
 #[test]
 fn object_freq_under_lfu() {

@@ -146,6 +146,27 @@ fn query_buffer_limit_closes_the_offender() {
 }
 
 #[test]
+fn output_buffer_limit_for_normal_clients_drops_the_client_as_redis_does() {
+    for server in [Server::strata(), Server::redis()] {
+        let mut c = server.conn();
+        assert_eq!(c.cmd(&["CONFIG", "SET", "client-output-buffer-limit", "normal 65536 0 0"]), Frame::ok());
+        assert_eq!(c.cmd(&["SET", "big", &"v".repeat(100_000)]), Frame::ok());
+        assert_eq!(c.cmd(&["STRLEN", "big"]), Frame::int(100_000), "{}: small replies pass", server.name());
+        // A reply over the hard limit: the connection is dropped, the reply never sent.
+        c.send(&["GET", "big"]);
+        c.set_timeout(Some(Duration::from_secs(5)));
+        assert!(c.is_closed(), "{}: client over its output buffer limit kept", server.name());
+        let mut other = server.conn();
+        assert_eq!(other.cmd(&["STRLEN", "big"]), Frame::int(100_000), "{}: data kept", server.name());
+        if server.kind() == ServerKind::Strata {
+            // Redis 7.2's INFO field; Debian's 7.0 does not have it yet.
+            let disconnects = info_field(&mut other, "client_output_buffer_limit_disconnections");
+            assert_eq!(disconnects.as_deref(), Some("1"));
+        }
+    }
+}
+
+#[test]
 fn slow_reader_does_not_stall_others_or_blow_memory() {
     // A client pipelines many large GETs and never reads: its socket buffer
     // fills up; the server must keep serving everyone else.

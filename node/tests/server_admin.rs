@@ -664,3 +664,25 @@ fn server_commands_inside_exec() {
     assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(0), "the next write evicted everything it could");
     c.ok(&["CONFIG", "SET", "maxmemory", "0", "maxmemory-policy", "noeviction"]);
 }
+
+#[test]
+fn config_set_loglevel_changes_what_the_running_node_logs() {
+    let server = Server::strata_with(&["--loglevel", "notice"]);
+    let mut c = server.conn();
+    // A protocol error is logged at debug level only.
+    let provoke = || {
+        let mut g = server.conn();
+        g.send_raw(b"*1\r\n$x\r\n");
+        assert!(g.read_frame().is_error());
+    };
+    provoke();
+    assert_eq!(c.cmd(&["PING"]), Frame::simple("PONG"));
+    assert!(!server.logs().contains("protocol error"), "debug line logged at notice");
+    assert_eq!(c.cmd(&["CONFIG", "SET", "loglevel", "debug"]), Frame::ok());
+    provoke();
+    assert!(
+        wait_for(Duration::from_secs(5), || server.logs().contains("protocol error")),
+        "CONFIG SET loglevel debug did not reach the logger:\n{}",
+        server.logs()
+    );
+}

@@ -12,7 +12,6 @@ use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::protocol::Reply;
 use crate::store::{Entry, KeyAccess, Location, NUM_DBS, Value, fast_rand};
 use crate::util::{eq_ic, glob_match};
-use std::sync::atomic::Ordering::Relaxed;
 
 const R: u32 = flags::READONLY;
 const W: u32 = flags::WRITE;
@@ -663,8 +662,8 @@ fn object(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let policy = runtime.policy_name();
     let lfu = policy.contains("lfu");
     let shares_integers = ctx.shared.maxmemory() == 0 || !(lfu || policy.contains("lru"));
-    let decay_minutes = runtime.lfu_decay_time.load(Relaxed);
-    let clock = ctx.keys.ks.clock_secs();
+    let ks = ctx.keys.ks;
+    let clock = ks.clock_secs();
     let Some(e) = ctx.keys.get_notouch(args[2]) else {
         out.null();
         return Ok(());
@@ -675,10 +674,7 @@ fn object(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             if !lfu {
                 return Err(NO_LFU.into());
             }
-            // Redis decays the counter by one per `lfu-decay-time` idle minutes.
-            let idle_minutes = clock.saturating_sub(e.meta.last_access) as u64 / 60;
-            let periods = idle_minutes.checked_div(decay_minutes).unwrap_or(0);
-            out.int((e.meta.freq as u64).saturating_sub(periods) as i64);
+            out.int(ks.lfu_counter(&e.meta, clock) as i64);
         }
         ObjectSub::IdleTime => {
             if lfu {

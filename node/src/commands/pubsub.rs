@@ -182,7 +182,7 @@ fn deliver(shared: &Shared, sub: &ClientInfo, msg: &Encoded, me: &mut Client, ou
         if !sub.killed.load(Relaxed) {
             tracing::warn!(client = sub.id, addr = %sub.addr, "closing pub/sub client over its output buffer limit");
             // Written from any publisher's thread, hence a real atomic add.
-            shared.workers[sub.worker].server.output_buffer_disconnects.fetch_add(1, Relaxed);
+            shared.workers[sub.worker.load(Relaxed)].server.output_buffer_disconnects.fetch_add(1, Relaxed);
             sub.kill();
         }
         return;

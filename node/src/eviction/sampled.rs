@@ -35,6 +35,7 @@ impl EvictionPolicy for Sampled {
 
     fn pick(&self, ks: &Keyspace, samples: usize) -> Option<Victim> {
         let nparts = ks.num_partitions() as u64;
+        let clock = ks.clock_secs();
         let mut best: Option<(u64, Victim)> = None;
         let mut taken = 0;
         // Random partitions first (the same one may be drawn twice: with few
@@ -72,7 +73,7 @@ impl EvictionPolicy for Sampled {
                 // Lower score = better victim.
                 let score = match self.rank {
                     Rank::Lru => e.meta.last_access as u64,
-                    Rank::Lfu => ((e.meta.freq as u64) << 32) | e.meta.last_access as u64,
+                    Rank::Lfu => ((ks.lfu_counter(&e.meta, clock) as u64) << 32) | e.meta.last_access as u64,
                     Rank::Random => fast_rand(),
                     Rank::Ttl => e.expire_at,
                 };

@@ -235,6 +235,20 @@ fn encode_process(enc: &mut DescriptorEncoder, s: &Shared) -> fmt::Result {
     let m = enc.encode_descriptor("strata_uptime", "Time since start-up.", Some(&Unit::Seconds), MetricType::Gauge)?;
     ConstGauge::new(s.uptime().as_secs_f64()).encode(m)?;
     gauge(enc, "strata_worker_threads", "Worker threads serving clients.", None, s.workers.len() as u64)?;
+    gauge(
+        enc,
+        "strata_worker_threads_active",
+        "Worker threads taking connections now (adaptive-threads).",
+        None,
+        s.balance.active() as u64,
+    )?;
+    counter(
+        enc,
+        "strata_connection_migrations",
+        "Connections moved between worker threads.",
+        None,
+        s.balance.migrations.load(Relaxed),
+    )?;
     let mut m = enc.encode_descriptor("strata_build", "Build information.", None, MetricType::Info)?;
     m.encode_info(&[("version", env!("CARGO_PKG_VERSION"))])
 }

@@ -50,8 +50,8 @@ pub struct ClientInfo {
     pub attention: Notify,
     /// Pub/sub deliveries (followed by `attention`).
     pub push_tx: mpsc::UnboundedSender<PushMsg>,
-    /// Which worker thread owns this client.
-    pub worker: usize,
+    /// Which worker thread owns this client (it may move, see `balance`).
+    pub worker: AtomicUsize,
 }
 
 impl ClientInfo {

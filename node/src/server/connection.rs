@@ -4,17 +4,18 @@
 //! query-buffer limits, and graceful shutdown.
 
 use super::client::{Client, ClientInfo, PushMsg};
+use super::socket::ClientSocket;
 use super::{NewConn, Shared};
 use crate::commands::dispatch::{self, Outcome};
 use crate::commands::{BlockRequest, Woken};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, parse_request};
 use smallvec::SmallVec;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::futures::Notified;
 use tokio::sync::mpsc;
 use tracing::debug;
@@ -25,26 +26,67 @@ const READ_CHUNK: usize = 16 * 1024;
 /// buffer without bound (the reader's socket applies back-pressure).
 const OUT_FLUSH_AT: usize = 256 * 1024;
 
-pub async fn serve(conn: NewConn, shared: Arc<Shared>, metrics: Arc<WorkerMetrics>, worker: usize) {
-    let (push_tx, push_rx) = mpsc::unbounded_channel();
-    let id = shared.clients.next_id();
-    ServerStats::add(&metrics.server.connections_received, 1);
-    match conn {
+pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
+    let new_state = |addr: String, laddr: String, fd: i32| {
+        let (push_tx, push_rx) = mpsc::unbounded_channel();
+        let id = shared.clients.next_id();
+        ServerStats::add(&shared.workers[worker].server.connections_received, 1);
+        shared.balance.load(worker).conns.fetch_add(1, Relaxed);
+        let info = new_info(id, addr, laddr, fd, push_tx, worker);
+        ConnState::new(&shared, info, push_rx)
+    };
+    let (fd, state) = match conn {
         NewConn::Tcp(std, peer, local) => {
             let _ = std.set_nonblocking(true);
             let _ = std.set_nodelay(true);
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&std);
             set_keepalive(&std, shared.config.runtime.tcp_keepalive.load(Relaxed));
-            let Ok(stream) = tokio::net::TcpStream::from_std(std) else { return };
-            let info = new_info(id, peer.to_string(), local.to_string(), fd, push_tx, worker);
-            run(stream, info, push_rx, shared, metrics).await;
+            let state = new_state(peer.to_string(), local.to_string(), std.as_raw_fd());
+            (OwnedFd::from(std), state)
         }
         NewConn::Unix(std, path) => {
             let _ = std.set_nonblocking(true);
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&std);
-            let Ok(stream) = tokio::net::UnixStream::from_std(std) else { return };
-            let info = new_info(id, format!("{path}:0"), format!("{path}:0"), fd, push_tx, worker);
-            run(stream, info, push_rx, shared, metrics).await;
+            let state = new_state(format!("{path}:0"), format!("{path}:0"), std.as_raw_fd());
+            (OwnedFd::from(std), state)
+        }
+        NewConn::Moved(moved) => (moved.fd, moved.state),
+    };
+    match ClientSocket::new(fd) {
+        Ok(socket) => drive(socket, state, shared, worker).await,
+        Err(e) => {
+            tracing::warn!(client = state.info.id, "cannot register connection: {e}");
+            state.close(&shared, worker);
+        }
+    }
+}
+
+/// A connection on its way from one worker to another: the socket, out of
+/// the old worker's event loop, and everything the client had.
+pub struct MovedConn {
+    fd: OwnedFd,
+    state: ConnState,
+}
+
+/// Serves a connection on this worker until it closes or moves away.
+async fn drive(mut socket: ClientSocket, mut state: ConnState, shared: Arc<Shared>, worker: usize) {
+    match run(&mut socket, &mut state, &shared, worker).await {
+        Exit::Close => {
+            state.close(&shared, worker);
+            socket.shutdown_write();
+        }
+        Exit::Move(to) => {
+            let fd = match socket.detach() {
+                Ok(fd) => fd,
+                Err(_) => return state.close(&shared, worker),
+            };
+            shared.balance.moved(worker, to);
+            state.info.worker.store(to, Relaxed);
+            let moved = Box::new(MovedConn { fd, state });
+            if let Err(mpsc::error::SendError(NewConn::Moved(back))) = shared.worker_tx(to).send(NewConn::Moved(moved))
+            {
+                // The target worker has stopped (shutdown): close here.
+                shared.balance.moved(to, worker);
+                back.state.close(&shared, worker);
+            }
         }
     }
 }
@@ -100,8 +142,44 @@ fn new_info(
         killed: Default::default(),
         attention: Default::default(),
         push_tx,
-        worker,
+        worker: worker.into(),
     })
+}
+
+/// Everything a connection carries between requests; moves with it when it
+/// changes worker.
+struct ConnState {
+    info: Arc<ClientInfo>,
+    push_rx: mpsc::UnboundedReceiver<PushMsg>,
+    client: Client,
+    bufs: Buffers,
+}
+
+impl ConnState {
+    fn new(shared: &Shared, info: Arc<ClientInfo>, push_rx: mpsc::UnboundedReceiver<PushMsg>) -> Self {
+        shared.clients.add(info.clone());
+        let authenticated = !shared.config.runtime.has_password.load(Relaxed);
+        let client = Client::new(info.clone(), authenticated);
+        let mut bufs = Buffers { rbuf: Vec::with_capacity(READ_CHUNK), start: 0, out: Reply::new(false), accounted: 0 };
+        bufs.account(shared);
+        ConnState { info, push_rx, client, bufs }
+    }
+
+    /// Clean-up when the connection ends: subscriptions, watches, registry, memory.
+    fn close(mut self, shared: &Shared, worker: usize) {
+        crate::commands::pubsub::unsubscribe_all(shared, &mut self.client);
+        crate::commands::transactions::unwatch_all(shared, &mut self.client);
+        shared.conn_mem.fetch_sub(self.bufs.accounted, Relaxed);
+        shared.clients.remove(self.info.id);
+        shared.balance.load(worker).conns.fetch_sub(1, Relaxed);
+    }
+}
+
+/// How a connection left this worker's loop.
+enum Exit {
+    Close,
+    /// Asked to continue on another worker.
+    Move(usize),
 }
 
 /// Connection buffers, with their footprint reported to `conn_mem`.
@@ -179,22 +257,14 @@ enum Step {
     Close,
 }
 
-async fn run<S: AsyncRead + AsyncWrite + Unpin>(
-    mut stream: S,
-    info: Arc<ClientInfo>,
-    mut push_rx: mpsc::UnboundedReceiver<PushMsg>,
-    shared: Arc<Shared>,
-    metrics: Arc<WorkerMetrics>,
-) {
-    shared.clients.add(info.clone());
-    let authenticated = !shared.config.runtime.has_password.load(Relaxed);
-    let mut client = Client::new(info.clone(), authenticated);
-    let mut bufs = Buffers { rbuf: Vec::with_capacity(READ_CHUNK), start: 0, out: Reply::new(false), accounted: 0 };
+async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, worker: usize) -> Exit {
+    let metrics = &*shared.workers[worker];
+    let ConnState { info, push_rx, client, bufs } = state;
+    let info = &**info;
     let mut req = Request::default();
-    bufs.account(&shared);
     let attention = info.attention.notified();
     tokio::pin!(attention);
-    let mut attention = Attention { info: &info, notified: attention };
+    let mut attention = Attention { info, notified: attention };
 
     'conn: loop {
         // Messages published to us while we were busy go out with the next write.
@@ -202,11 +272,18 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         // notify makes it visible), so an idle channel costs one load.
         if info.pending_push.load(Relaxed) != 0 {
             while let Ok(msg) = push_rx.try_recv() {
-                deliver_push(&info, &mut bufs.out, msg);
+                deliver_push(info, &mut bufs.out, msg);
             }
         }
-        if !bufs.out.is_empty() && flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
+        if !bufs.out.is_empty() && flush(stream, &mut bufs.out, metrics).await.is_err() {
             break;
+        }
+        // Between batches, with every reply written: the one point where the
+        // connection may move to another worker.
+        if let Some(to) = shared.balance.should_leave(worker)
+            && !shared.shutting_down.load(Relaxed)
+        {
+            return Exit::Move(to);
         }
         // Read more input, unless something else needs attention first.
         let idle = shared.config.runtime.timeout.load(Relaxed);
@@ -245,49 +322,43 @@ async fn run<S: AsyncRead + AsyncWrite + Unpin>(
 
         // Execute everything complete, handling blocking commands in between.
         loop {
-            let step = process(&shared, &metrics, &mut client, &mut bufs, &mut req);
+            let step = process(shared, metrics, client, bufs, &mut req);
             match step {
                 Step::NeedMore => break,
                 Step::Flush => {
-                    if flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
+                    if flush(stream, &mut bufs.out, metrics).await.is_err() {
                         break 'conn;
                     }
                 }
                 Step::Close => {
-                    let _ = flush(&mut stream, &mut bufs.out, &metrics).await;
+                    let _ = flush(stream, &mut bufs.out, metrics).await;
                     break 'conn;
                 }
                 Step::Blocked(cmd) => {
-                    if flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
+                    if flush(stream, &mut bufs.out, metrics).await.is_err() {
                         // Leaving: whatever a push may have served is lost, as in Redis.
                         cmd.block.waiter.cancel();
                         cmd.block.unregister(&shared.ks);
                         break 'conn;
                     }
-                    if !wait_blocked(&mut stream, &shared, &metrics, &mut client, &mut bufs, &mut attention, cmd).await
-                    {
+                    if !wait_blocked(stream, shared, metrics, client, bufs, &mut attention, cmd).await {
                         break 'conn;
                     }
                 }
             }
         }
-        if !bufs.out.is_empty() && flush(&mut stream, &mut bufs.out, &metrics).await.is_err() {
+        if !bufs.out.is_empty() && flush(stream, &mut bufs.out, metrics).await.is_err() {
             break;
         }
         if client.close_after_reply {
             break;
         }
         bufs.compact();
-        bufs.account(&shared);
+        bufs.account(shared);
         info.qbuf.store(bufs.rbuf.len(), Relaxed);
     }
 
-    // Clean-up: subscriptions, watches, registry, memory.
-    crate::commands::pubsub::unsubscribe_all(&shared, &mut client);
-    crate::commands::transactions::unwatch_all(&shared, &mut client);
-    shared.conn_mem.fetch_sub(bufs.accounted, Relaxed);
-    shared.clients.remove(info.id);
-    let _ = stream.shutdown().await;
+    Exit::Close
 }
 
 /// Appends a pub/sub message to the output.
@@ -311,6 +382,8 @@ fn process(
         unauthenticated: !client.authenticated,
         ..Limits::default()
     };
+    // client-output-buffer-limit normal <hard>: replies not yet written.
+    let obuf_limit = rt.obuf_limit_normal.load(Relaxed);
     loop {
         let data = &bufs.rbuf[bufs.start..];
         if data.is_empty() {
@@ -367,13 +440,20 @@ fn process(
         if client.close_after_reply {
             return Step::Close;
         }
+        if obuf_limit != 0 && bufs.out.len() > obuf_limit && !client.in_pubsub() {
+            // As Redis: the client is dropped and its pending replies with it.
+            tracing::warn!(client = client.id(), addr = %client.info.addr, "closing client over its output buffer limit");
+            ServerStats::add(&metrics.server.output_buffer_disconnects, 1);
+            bufs.out.buf.clear();
+            return Step::Close;
+        }
         if bufs.out.len() >= OUT_FLUSH_AT {
             return Step::Flush;
         }
     }
 }
 
-async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, out: &mut Reply, metrics: &WorkerMetrics) -> std::io::Result<()> {
+async fn flush(stream: &mut ClientSocket, out: &mut Reply, metrics: &WorkerMetrics) -> std::io::Result<()> {
     if out.buf.is_empty() {
         return Ok(());
     }
@@ -386,8 +466,8 @@ async fn flush<S: AsyncWrite + Unpin>(stream: &mut S, out: &mut Reply, metrics: 
 /// Waits until a push serves the blocked command (its reply is then
 /// written), its deadline passes, or the client goes away. Returns false to
 /// close the connection.
-async fn wait_blocked<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
+async fn wait_blocked(
+    stream: &mut ClientSocket,
     shared: &Shared,
     metrics: &WorkerMetrics,
     client: &mut Client,

@@ -1,14 +1,16 @@
 //! The server: listeners, one event loop per worker thread, shared state,
 //! and graceful shutdown.
 //!
-//! An acceptor thread takes new connections and hands them round-robin to
-//! the workers; each worker runs a single-threaded tokio runtime and owns
+//! An acceptor thread takes new connections and hands them to the least
+//! loaded active worker (see [`balance`]); each worker runs a single-threaded tokio runtime and owns
 //! its connections for their whole life. Any worker can serve any key
 //! (the keyspace is shared and partitioned), so a request never hops
 //! between threads.
 
+pub mod balance;
 pub mod client;
 mod connection;
+mod socket;
 
 use crate::commands::dispatch::CommandTable;
 use crate::commands::pubsub::Hub;
@@ -16,11 +18,12 @@ use crate::config::Config;
 use crate::metrics::WorkerMetrics;
 use crate::store::Keyspace;
 use crate::store::expire::ActiveExpiry;
+use balance::Balancer;
 use client::ClientRegistry;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
@@ -52,6 +55,10 @@ pub struct Shared {
     /// Ports actually bound (useful when 0 was asked for in tests).
     pub tcp_port: AtomicUsize,
     pub metrics_port: AtomicUsize,
+    /// Which workers are active, and their load.
+    pub balance: Balancer,
+    /// Each worker's inbox for new and moved connections (set by `run`).
+    worker_inbox: OnceLock<Vec<mpsc::UnboundedSender<NewConn>>>,
 }
 
 /// Fixed memory the node uses regardless of data (tables, runtime): part of
@@ -75,6 +82,11 @@ impl Shared {
 
     pub fn uptime(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// The inbox of a worker (only called once workers run).
+    fn worker_tx(&self, worker: usize) -> &mpsc::UnboundedSender<NewConn> {
+        &self.worker_inbox.get().expect("workers started")[worker]
     }
 }
 
@@ -110,6 +122,8 @@ impl OpsSampler {
 pub enum NewConn {
     Tcp(std::net::TcpStream, SocketAddr, SocketAddr),
     Unix(std::os::unix::net::UnixStream, String),
+    /// A connection another worker handed over (see [`balance`]).
+    Moved(Box<connection::MovedConn>),
 }
 
 /// Builds the shared state from a configuration.
@@ -137,6 +151,8 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
         used_memory_peak: AtomicU64::new(0),
         tcp_port: AtomicUsize::new(0),
         metrics_port: AtomicUsize::new(0),
+        balance: Balancer::new(config.startup.threads, config.startup.adaptive_threads),
+        worker_inbox: OnceLock::new(),
         config,
     })
 }
@@ -158,10 +174,11 @@ pub fn run(shared: Arc<Shared>) -> i32 {
             .expect("spawn worker thread");
         handles.push(handle);
     }
+    let _ = shared.worker_inbox.set(senders);
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("acceptor runtime");
     let code = rt.block_on(async {
-        let code = acceptor_main(shared.clone(), senders).await;
+        let code = acceptor_main(shared.clone()).await;
         // Workers stop once the shutdown signal reached their connections;
         // meanwhile this runtime keeps serving /readyz (503) and /metrics.
         let _ = tokio::task::spawn_blocking(move || {
@@ -199,6 +216,7 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("worker runtime");
     rt.block_on(async move {
         let metrics = shared.workers[id].clone();
+        let mut ticks = 0u32;
         let mut shutdown = shared.shutdown.subscribe();
         let open = Arc::new(AtomicUsize::new(0));
         let tick = Duration::from_millis(100);
@@ -211,16 +229,16 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
                 conn = rx.recv() => {
                     let Some(conn) = conn else { break };
                     let shared = shared.clone();
-                    let metrics = metrics.clone();
                     let open = open.clone();
                     open.fetch_add(1, Relaxed);
                     tokio::spawn(async move {
-                        connection::serve(conn, shared, metrics, id).await;
+                        connection::serve(conn, shared, id).await;
                         open.fetch_sub(1, Relaxed);
                     });
                 }
                 _ = ticker.tick() => {
-                    background_tick(&shared, &metrics, window, id);
+                    ticks = ticks.wrapping_add(1);
+                    background_tick(&shared, &metrics, window, id, ticks);
                 }
                 _ = shutdown.changed() => break,
             }
@@ -234,7 +252,7 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
 }
 
 /// Periodic work on every worker: active expiry and memory bookkeeping.
-fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker: usize) {
+fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker: usize, tick_no: u32) {
     let started = Instant::now();
     loop {
         let now = crate::store::now_ms();
@@ -250,9 +268,10 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     if worker == 0 {
         shared.ops_samples.lock().sample(shared.total_commands());
     }
+    shared.balance.tick(worker, tick_no);
 }
 
-async fn acceptor_main(shared: Arc<Shared>, workers: Vec<mpsc::UnboundedSender<NewConn>>) -> i32 {
+async fn acceptor_main(shared: Arc<Shared>) -> i32 {
     let sc = &shared.config.startup;
     let mut tcp = Vec::new();
     if sc.port != 0 {
@@ -315,9 +334,13 @@ async fn acceptor_main(shared: Arc<Shared>, workers: Vec<mpsc::UnboundedSender<N
         }
     }
     shared.ready.store(true, Relaxed);
-    info!(threads = sc.threads, partitions = shared.ks.num_partitions(), "ready to accept connections");
+    info!(
+        threads = sc.threads,
+        adaptive_threads = sc.adaptive_threads,
+        partitions = shared.ks.num_partitions(),
+        "ready to accept connections"
+    );
 
-    let mut next = 0usize;
     let mut sigterm =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
@@ -329,7 +352,7 @@ async fn acceptor_main(shared: Arc<Shared>, workers: Vec<mpsc::UnboundedSender<N
                     Ok((stream, peer)) => {
                         let local = stream.local_addr().unwrap_or(peer);
                         if let Ok(std) = stream.into_std() {
-                            dispatch_conn(&shared, &workers, &mut next, NewConn::Tcp(std, peer, local));
+                            dispatch_conn(&shared, NewConn::Tcp(std, peer, local));
                         }
                     }
                     Err(e) => { warn!("accept failed: {e}"); tokio::time::sleep(Duration::from_millis(10)).await; }
@@ -340,7 +363,7 @@ async fn acceptor_main(shared: Arc<Shared>, workers: Vec<mpsc::UnboundedSender<N
                     Ok((stream, _)) => {
                         let path = sc.unixsocket.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
                         if let Ok(std) = stream.into_std() {
-                            dispatch_conn(&shared, &workers, &mut next, NewConn::Unix(std, path));
+                            dispatch_conn(&shared, NewConn::Unix(std, path));
                         }
                     }
                     Err(e) => { warn!("accept failed: {e}"); tokio::time::sleep(Duration::from_millis(10)).await; }
@@ -374,17 +397,15 @@ async fn accept_any(ls: &[tokio::net::TcpListener]) -> std::io::Result<(tokio::n
     .await
 }
 
-fn dispatch_conn(shared: &Shared, workers: &[mpsc::UnboundedSender<NewConn>], next: &mut usize, conn: NewConn) {
+fn dispatch_conn(shared: &Shared, conn: NewConn) {
+    let worker = shared.balance.pick();
     let maxclients = shared.config.runtime.maxclients.load(Relaxed);
     if shared.clients.count() >= maxclients {
-        let w = &shared.workers[*next % workers.len()];
-        crate::metrics::ServerStats::add(&w.server.rejected_connections, 1);
+        crate::metrics::ServerStats::add(&shared.workers[worker].server.rejected_connections, 1);
         reject_conn(conn);
         return;
     }
-    let i = *next % workers.len();
-    *next = next.wrapping_add(1);
-    let _ = workers[i].send(conn);
+    let _ = shared.worker_tx(worker).send(conn);
 }
 
 /// Tells a client over the limit why, as Redis does, and closes it.
@@ -400,6 +421,7 @@ fn reject_conn(conn: NewConn) {
             let _ = s.set_nonblocking(false);
             let _ = s.write_all(MSG);
         }
+        NewConn::Moved(_) => {}
     }
 }
 

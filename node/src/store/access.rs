@@ -65,10 +65,12 @@ impl<'a> KeyAccess<'a> {
     }
 
     #[inline]
-    fn touch_meta(meta: &mut Meta, clock: u32) {
+    fn touch_meta(ks: &Keyspace, meta: &mut Meta, clock: u32) {
+        // Redis's order: decay for the idle time, then count this access.
+        let counter = lfu_decayed(meta.freq, meta.last_access, clock, ks.lfu_decay_minutes());
+        meta.freq = lfu_log_incr(counter, ks.lfu_log_factor());
         meta.last_access = clock;
         meta.visited = true;
-        meta.freq = lfu_log_incr(meta.freq);
     }
 
     /// Read lookup: counts a hit or miss and updates access metadata.
@@ -92,7 +94,7 @@ impl<'a> KeyAccess<'a> {
         let db = self.db;
         let e = self.locked.get(loc.part).dbs[db].entry_mut(loc.slot);
         if touch {
-            Self::touch_meta(&mut e.meta, clock);
+            Self::touch_meta(self.ks, &mut e.meta, clock);
         }
         Some(e)
     }
@@ -125,7 +127,7 @@ impl<'a> KeyAccess<'a> {
         let part = self.locked.get(loc.part);
         let e = part.dbs[db].entry_mut(loc.slot);
         if touch {
-            Self::touch_meta(&mut e.meta, clock);
+            Self::touch_meta(ks, &mut e.meta, clock);
         }
         let old_mem = e.mem();
         EntryMut { ks, part, db, slot: loc.slot, old_mem, modified: true }
@@ -353,16 +355,30 @@ pub fn clear_db(ks: &Keyspace, part: &mut Partition, db: usize) -> usize {
 
 /// Redis's LFU counter: starts at 5, grows logarithmically.
 pub const LFU_INIT: u8 = 5;
-const LFU_LOG_FACTOR: f64 = 10.0;
+/// Redis's defaults for `lfu-log-factor` and `lfu-decay-time`.
+pub const LFU_DEFAULT_LOG_FACTOR: u32 = 10;
+pub const LFU_DEFAULT_DECAY_MINUTES: u32 = 1;
 
-fn lfu_log_incr(counter: u8) -> u8 {
+/// Counts one access: the higher the counter and `factor`, the less likely
+/// it grows (Redis's LFULogIncr).
+fn lfu_log_incr(counter: u8, factor: u32) -> u8 {
     if counter == 255 {
         return 255;
     }
     let r = (super::fast_rand() % 1_000_000) as f64 / 1_000_000.0;
     let base = (counter as f64 - LFU_INIT as f64).max(0.0);
-    let p = 1.0 / (base * LFU_LOG_FACTOR + 1.0);
+    let p = 1.0 / (base * factor as f64 + 1.0);
     if r < p { counter + 1 } else { counter }
+}
+
+/// The counter after `decay_minutes`-long idle periods since `last_access`
+/// (seconds, keyspace clock), one decrement each (Redis's LFUDecrAndReturn).
+pub fn lfu_decayed(counter: u8, last_access: u32, clock: u32, decay_minutes: u32) -> u8 {
+    if decay_minutes == 0 {
+        return counter;
+    }
+    let periods = clock.saturating_sub(last_access) / 60 / decay_minutes;
+    counter.saturating_sub(periods.min(255) as u8)
 }
 
 /// Write access to one entry; settles bookkeeping on drop.
@@ -432,6 +448,25 @@ impl Drop for EntryMut<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lfu_counter_decays_one_per_idle_period_and_never_below_zero() {
+        assert_eq!(lfu_decayed(10, 0, 59, 1), 10, "under a minute idle");
+        assert_eq!(lfu_decayed(10, 0, 120, 1), 8);
+        assert_eq!(lfu_decayed(10, 0, 600, 5), 8, "two 5-minute periods");
+        assert_eq!(lfu_decayed(10, 0, 100_000, 1), 0);
+        assert_eq!(lfu_decayed(10, 0, 100_000, 0), 10, "decay time 0: no decay");
+        assert_eq!(lfu_decayed(10, 500, 100, 1), 10, "clock behind last access");
+    }
+
+    #[test]
+    fn lfu_log_factor_sets_how_fast_the_counter_grows() {
+        // Factor 0: every access counts.
+        assert!((0..50).all(|_| lfu_log_incr(40, 0) == 41));
+        // A huge factor: past the initial value, practically never.
+        assert!((0..1000).filter(|_| lfu_log_incr(40, u32::MAX) == 41).count() < 3);
+        assert_eq!(lfu_log_incr(255, 0), 255, "saturates");
+    }
     use crate::store::list::ListValue;
     use parking_lot::Mutex;
     use smallvec::SmallVec;

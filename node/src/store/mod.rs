@@ -38,6 +38,10 @@ pub struct Keyspace {
     /// Seconds since start, refreshed by the workers' periodic tick: the
     /// LRU clock, read on every access without a system call.
     clock: AtomicU32,
+    /// LFU counter growth (`lfu-log-factor`): higher = slower growth.
+    lfu_log_factor: AtomicU32,
+    /// Idle minutes per LFU counter decrement (`lfu-decay-time`); 0 = none.
+    lfu_decay_minutes: AtomicU32,
 }
 
 /// Batch size for folding a thread's memory deltas into the global counter:
@@ -59,6 +63,8 @@ impl Keyspace {
             used: AtomicI64::new(0),
             started: Instant::now(),
             clock: AtomicU32::new(0),
+            lfu_log_factor: AtomicU32::new(access::LFU_DEFAULT_LOG_FACTOR),
+            lfu_decay_minutes: AtomicU32::new(access::LFU_DEFAULT_DECAY_MINUTES),
         }
     }
 
@@ -164,6 +170,28 @@ impl Keyspace {
     #[inline]
     pub fn clock_secs(&self) -> u32 {
         self.clock.load(Ordering::Relaxed)
+    }
+
+    pub fn lfu_log_factor(&self) -> u32 {
+        self.lfu_log_factor.load(Ordering::Relaxed)
+    }
+
+    pub fn lfu_decay_minutes(&self) -> u32 {
+        self.lfu_decay_minutes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_lfu_log_factor(&self, factor: u32) {
+        self.lfu_log_factor.store(factor, Ordering::Relaxed);
+    }
+
+    pub fn set_lfu_decay_minutes(&self, minutes: u32) {
+        self.lfu_decay_minutes.store(minutes, Ordering::Relaxed);
+    }
+
+    /// An entry's LFU counter as of `clock`: decremented by one per
+    /// `lfu-decay-time` minutes idle, as Redis does before reading it.
+    pub fn lfu_counter(&self, meta: &Meta, clock: u32) -> u8 {
+        access::lfu_decayed(meta.freq, meta.last_access, clock, self.lfu_decay_minutes())
     }
 
     /// Refreshes the cached LRU clock (called every 100 ms by the workers).

@@ -128,7 +128,8 @@ impl Server {
     }
 
     /// Starts `strata-node` with extra arguments. Unless given, adds
-    /// `--bind 127.0.0.1 --port <free> --threads 2 --metrics-port 0`.
+    /// `--bind 127.0.0.1 --port <free> --threads 2 --adaptive-threads no
+    /// --metrics-port 0`.
     /// The literal `{dir}` in any argument is replaced by the server's temp
     /// dir (its working directory), e.g. `--unixsocket {dir}/s.sock`.
     pub fn strata_with(args: &[&str]) -> Server {
@@ -165,6 +166,8 @@ impl Server {
                         ("--bind", "127.0.0.1".to_string()),
                         ("--port", port.to_string()),
                         ("--threads", "2".to_string()),
+                        // Connections on both workers, so every test crosses threads.
+                        ("--adaptive-threads", "no".to_string()),
                         ("--metrics-port", "0".to_string()),
                     ] {
                         if !has_flag(&extra, flag) {

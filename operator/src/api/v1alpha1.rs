@@ -310,7 +310,9 @@ impl DurabilityMode {
 pub struct CpuSpec {
     /// Pin each worker thread to its own CPU. Needs Guaranteed QoS: integer
     /// `resources.limits.cpu` with requests equal to limits for cpu and memory, and the
-    /// kubelet's static CPU manager policy on the node. Default false.
+    /// kubelet's static CPU manager policy on the node. Pinned workers all serve at all
+    /// times; unpinned, the node serves from as few workers as its load needs and gives the
+    /// other cores back (adaptive threads). Default false.
     pub pinning: bool,
 
     /// Worker threads of the node (one event loop each). When unset: the CPU limit rounded

@@ -51,6 +51,9 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
     }
     if spec.cpu.pinning {
         line("cpu-affinity", &"auto");
+        // Dedicated cores: keep every worker serving rather than giving
+        // cores back to neighbours that cannot use them.
+        line("adaptive-threads", &"no");
     }
     line("durability", &spec.durability.mode.as_str());
     if spec.durability.mode == DurabilityMode::Periodic
@@ -365,11 +368,13 @@ mod tests {
             json!({"limits": {"cpu": "2", "memory": "1Gi"}, "requests": {"cpu": "2000m", "memory": "1024Mi"}});
         let text = config(json!({"cpu": {"pinning": true}, "resources": guaranteed})).unwrap();
         assert_eq!(directive(&text, "cpu-affinity").as_deref(), Some("auto"));
+        assert_eq!(directive(&text, "adaptive-threads").as_deref(), Some("no"));
         // Requests may be left out (Kubernetes copies the limits).
         let limits_only = json!({"limits": {"cpu": "1", "memory": "1Gi"}});
         assert!(config(json!({"cpu": {"pinning": true}, "resources": limits_only})).is_ok());
         let text = config(json!({"cpu": {"pinning": false}, "resources": guaranteed})).unwrap();
         assert_eq!(directive(&text, "cpu-affinity"), None);
+        assert_eq!(directive(&text, "adaptive-threads"), None, "shared cores: the node's default (adaptive)");
     }
 
     #[test]
