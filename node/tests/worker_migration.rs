@@ -46,11 +46,11 @@ fn client_state_survives_moving_between_workers() {
     assert_eq!(watcher.cmd(&["WATCH", "w"]), Frame::ok());
     let mut resp3 = server.conn();
     assert!(matches!(resp3.cmd(&["HELLO", "3"]), Frame::Map(_)));
-    let mut others: Vec<RawConn> = (0..5).map(|_| server.conn()).collect();
+    let mut others: Vec<RawConn> = (0..40).map(|_| server.conn()).collect();
     touch_all(&mut others);
 
-    // Spread out: worker 0 hands half its connections to worker 1 as each
-    // finishes its next request.
+    // Spread out: each connection of worker 0 moves to worker 1 with
+    // chance 1/2, as it finishes its next request.
     assert_eq!(ctl.cmd(&["DEBUG", "ACTIVE-THREADS", "2"]), Frame::ok());
     for round in 0..2 {
         touch_all(&mut others);
@@ -59,10 +59,10 @@ fn client_state_survives_moving_between_workers() {
         }
         assert_eq!(multi.cmd(&["INCR", "ctr"]), Frame::simple("QUEUED"));
     }
-    // Half of the 11 connections; a move is counted just after the reply
-    // that precedes it is written, hence the wait.
-    let spread = 11 / 2;
-    assert!(wait_for(Duration::from_secs(5), || migrations(&mut ctl) - before == spread), "expected {spread} moves");
+    // A move is counted just after the reply that precedes it is written.
+    std::thread::sleep(Duration::from_millis(200));
+    let spread = migrations(&mut ctl) - before;
+    assert!((5..=41).contains(&spread), "about half of 46 connections should move, saw {spread}");
 
     // And back: worker 1 drains every connection it has into worker 0.
     assert_eq!(ctl.cmd(&["DEBUG", "ACTIVE-THREADS", "1"]), Frame::ok());
@@ -96,7 +96,7 @@ fn subscribers_and_blocked_clients_move_without_losing_messages() {
     assert_eq!(ctl.cmd(&["DEBUG", "ACTIVE-THREADS", "1"]), Frame::ok());
     touch_all(std::slice::from_mut(&mut ctl));
 
-    let mut subs: Vec<RawConn> = (0..4).map(|_| server.conn()).collect();
+    let mut subs: Vec<RawConn> = (0..16).map(|_| server.conn()).collect();
     for s in &mut subs {
         assert_eq!(
             s.cmd(&["SUBSCRIBE", "news"]),
@@ -115,7 +115,7 @@ fn subscribers_and_blocked_clients_move_without_losing_messages() {
     assert_eq!(ctl.cmd(&["DEBUG", "ACTIVE-THREADS", "2"]), Frame::ok());
     for i in 0..10 {
         let msg = format!("m{i}");
-        assert_eq!(ctl.cmd(&["PUBLISH", "news", &msg]), Frame::int(4));
+        assert_eq!(ctl.cmd(&["PUBLISH", "news", &msg]), Frame::int(16));
         for s in &mut subs {
             assert_eq!(
                 s.read_frame(),
@@ -128,7 +128,7 @@ fn subscribers_and_blocked_clients_move_without_losing_messages() {
         assert_eq!(b.read_frame(), Frame::bulks(&["queue", &format!("v{i}")]), "served in the order they blocked");
         assert_eq!(b.cmd(&["PING"]), Frame::simple("PONG"));
     }
-    assert!(migrations(&mut ctl) >= 3, "subscribers move after delivering a message");
+    assert!(migrations(&mut ctl) >= 1, "subscribers move after delivering a message");
 }
 
 #[test]

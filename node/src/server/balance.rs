@@ -5,10 +5,13 @@
 //! and, on a machine whose cores are shared with clients or other pods,
 //! preempts them. Redis stays single-threaded until its I/O threads pay off
 //! for the same reason. Connections are owned by one worker, so activation
-//! moves connections: a connection asked to leave hands its socket and state
-//! to another worker between two batches of requests (never with a reply or
-//! a blocked command in flight), and new connections go to active workers
-//! only.
+//! moves connections: when a worker is asked to shed, each of its
+//! connections decides once, at its next point between two batches of
+//! requests (never with a reply or a blocked command in flight), whether to
+//! hand its socket and state to another worker — every one of them when the
+//! worker is released, a share of them when workers are added. Busy
+//! connections reach that point first, so the load moves with them in the
+//! right proportion. New connections go to active workers only.
 //!
 //! Every worker samples its own thread CPU time each tick; worker 0
 //! evaluates the samples every [`WINDOW_TICKS`] ticks and grows or shrinks
@@ -17,7 +20,9 @@
 //! cores there is nothing to give back.
 
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use tracing::info;
 
 /// Ticks (100 ms each) per load evaluation.
@@ -31,18 +36,23 @@ const SHRINK_BELOW: f64 = 0.5;
 /// Windows to wait after a change before the next one, so the moved
 /// connections show up in the samples first.
 const COOLDOWN_WINDOWS: u32 = 2;
-/// `shed` value asking every connection of a worker to leave.
-const DRAIN: usize = usize::MAX;
+/// `share` meaning "every connection leaves".
+const ALL: u32 = 1 << 16;
 
 /// One worker's load, as seen by the balancer.
 #[derive(Default)]
 pub struct WorkerLoad {
-    /// Thread CPU time at the last tick, ns.
+    /// Thread CPU time and monotonic time of the worker's last sample, ns.
     cpu_ns: AtomicU64,
-    /// Connections this worker owns.
+    sampled_at_ns: AtomicU64,
+    /// Connections this worker owns (counted from the moment one is
+    /// assigned, so a burst of accepts spreads out).
     pub conns: AtomicUsize,
-    /// Connections asked to leave: a count, or [`DRAIN`] for all of them.
-    shed: AtomicUsize,
+    /// Bumped each time the worker is asked to shed: each connection
+    /// considers `share` once per epoch.
+    epoch: AtomicU32,
+    /// Chance, out of [`ALL`], that a connection leaves in this epoch.
+    share: AtomicU32,
 }
 
 /// The active-worker set and the load samples behind it.
@@ -58,8 +68,8 @@ pub struct Balancer {
 
 #[derive(Default)]
 struct Window {
-    started_ns: u64,
-    cpu_at_start: Vec<u64>,
+    /// Each worker's (CPU ns, sampled at ns) when the window began.
+    start: Vec<(u64, u64)>,
     cooldown: u32,
 }
 
@@ -90,7 +100,7 @@ impl Balancer {
             self.resize(active, self.loads.len(), &[]);
         }
         // Start a fresh window: samples taken under the old mode mean little.
-        w.cpu_at_start.clear();
+        w.start.clear();
         w.cooldown = 0;
     }
 
@@ -103,9 +113,23 @@ impl Balancer {
         &self.loads[worker]
     }
 
-    /// Where a new connection goes: the active worker with the fewest.
+    /// Where a new connection goes: the active worker with the fewest,
+    /// which counts it at once. [`Balancer::unpick`] undoes it.
     pub fn pick(&self) -> usize {
-        self.least_loaded(None)
+        let worker = self.least_loaded(None);
+        self.loads[worker].conns.fetch_add(1, Relaxed);
+        worker
+    }
+
+    /// A picked connection that never reached its worker.
+    pub fn unpick(&self, worker: usize) {
+        self.loads[worker].conns.fetch_sub(1, Relaxed);
+    }
+
+    /// The worker's shed epoch, for a connection arriving there: it will
+    /// consider only later requests to shed.
+    pub fn epoch(&self, worker: usize) -> u32 {
+        self.loads[worker].epoch.load(Acquire)
     }
 
     fn least_loaded(&self, except: Option<usize>) -> usize {
@@ -113,30 +137,27 @@ impl Balancer {
         (0..active).filter(|&w| Some(w) != except).min_by_key(|&w| self.loads[w].conns.load(Relaxed)).unwrap_or(0)
     }
 
-    /// Called by a connection between batches: the worker it should move
-    /// to, if its worker is shedding connections. One relaxed load when not.
+    /// Called by a connection between batches, with the last shed epoch it
+    /// saw on this worker: the worker it should move to, if any. One load
+    /// when nothing changed.
     #[inline]
-    pub fn should_leave(&self, worker: usize) -> Option<usize> {
-        let load = &self.loads[worker];
-        if load.shed.load(Relaxed) == 0 {
+    pub fn should_leave(&self, worker: usize, seen_epoch: &mut u32) -> Option<usize> {
+        let epoch = self.loads[worker].epoch.load(Acquire);
+        if epoch == *seen_epoch {
             return None;
         }
+        *seen_epoch = epoch;
         self.leave_slow(worker)
     }
 
     #[cold]
     fn leave_slow(&self, worker: usize) -> Option<usize> {
-        let load = &self.loads[worker];
-        let draining = load.shed.load(Relaxed) == DRAIN;
-        if !draining {
-            // Claim one of the requested departures.
-            load.shed.fetch_update(Relaxed, Relaxed, |s| if s == 0 || s == DRAIN { None } else { Some(s - 1) }).ok()?;
-        }
-        let target = self.least_loaded(Some(worker));
-        if target == worker || (draining && worker < self.active()) {
+        let share = self.loads[worker].share.load(Relaxed);
+        if share == 0 || (share < ALL && (crate::store::fast_rand() % ALL as u64) as u32 >= share) {
             return None;
         }
-        Some(target)
+        let target = self.least_loaded(Some(worker));
+        (target != worker).then_some(target)
     }
 
     /// Bookkeeping for a connection that moved from one worker to another.
@@ -159,28 +180,30 @@ impl Balancer {
     /// Every worker, every tick: records its own CPU time. Worker 0 then
     /// evaluates the window when it is complete.
     pub fn tick(&self, worker: usize, tick_no: u32) {
-        self.loads[worker].cpu_ns.store(thread_cpu_ns(), Relaxed);
+        let load = &self.loads[worker];
+        load.cpu_ns.store(thread_cpu_ns(), Relaxed);
+        load.sampled_at_ns.store(crate::store::mono_ns(), Relaxed);
         if worker == 0 && self.adaptive() && tick_no % WINDOW_TICKS == 0 {
-            self.evaluate(crate::store::mono_ns());
+            self.evaluate();
         }
     }
 
-    /// Grows or shrinks the active set from the CPU used since the last call.
-    fn evaluate(&self, now_ns: u64) {
+    /// Grows or shrinks the active set from the CPU each worker used between
+    /// its own samples (workers tick out of step with each other).
+    fn evaluate(&self) {
         let mut w = self.window.lock();
-        let cpu: Vec<u64> = self.loads.iter().map(|l| l.cpu_ns.load(Relaxed)).collect();
-        let elapsed = now_ns.saturating_sub(w.started_ns);
-        let first = w.cpu_at_start.len() != cpu.len();
-        let busy: Vec<f64> = if first || elapsed == 0 {
-            vec![0.0; cpu.len()]
-        } else {
-            cpu.iter()
-                .zip(&w.cpu_at_start)
-                .map(|(now, then)| now.saturating_sub(*then) as f64 / elapsed as f64)
-                .collect()
-        };
-        w.started_ns = now_ns;
-        w.cpu_at_start = cpu;
+        let now: Vec<(u64, u64)> =
+            self.loads.iter().map(|l| (l.cpu_ns.load(Relaxed), l.sampled_at_ns.load(Relaxed))).collect();
+        let first = w.start.len() != now.len();
+        let busy: Vec<f64> = now
+            .iter()
+            .zip(&w.start)
+            .map(|(&(cpu, at), &(cpu0, at0))| {
+                let elapsed = at.saturating_sub(at0);
+                if elapsed == 0 { 0.0 } else { cpu.saturating_sub(cpu0) as f64 / elapsed as f64 }
+            })
+            .collect();
+        w.start = now;
         if first {
             return;
         }
@@ -204,22 +227,18 @@ impl Balancer {
         if to == from {
             return;
         }
-        if to > from {
-            for load in &self.loads[from..to] {
-                load.shed.store(0, Relaxed);
-            }
+        let (keep, shed, share) = if to > from {
             // Each active worker gives the newcomers their share.
-            for load in &self.loads[..from] {
-                let conns = load.conns.load(Relaxed);
-                load.shed.store(conns * (to - from) / to, Relaxed);
-            }
+            (from..to, 0..from, ALL * (to - from) as u32 / to as u32)
         } else {
-            for load in &self.loads[..to] {
-                load.shed.store(0, Relaxed);
-            }
-            for load in &self.loads[to..] {
-                load.shed.store(DRAIN, Relaxed);
-            }
+            (0..to, to..self.loads.len(), ALL)
+        };
+        for load in &self.loads[keep] {
+            load.share.store(0, Relaxed);
+        }
+        for load in &self.loads[shed] {
+            load.share.store(share, Relaxed);
+            load.epoch.fetch_add(1, Release);
         }
         info!(from, to, cpu = format!("{total:.2}"), "active worker threads changed");
     }
@@ -274,55 +293,75 @@ mod tests {
     fn non_adaptive_keeps_every_worker_active() {
         let b = Balancer::new(4, false);
         assert_eq!(b.active(), 4);
-        b.evaluate(1);
-        b.evaluate(1_000_000_000);
+        sample(&b, 0, 0, 0);
+        b.evaluate();
+        sample(&b, 0, 950_000_000, 1_000_000_000);
+        b.evaluate();
         assert_eq!(b.active(), 4);
-        assert_eq!(b.should_leave(3), None);
+        assert_eq!(b.should_leave(3, &mut 0), None);
     }
 
     #[test]
-    fn new_connections_go_to_the_least_loaded_active_worker() {
+    fn new_connections_go_to_the_least_loaded_active_worker_and_count_at_once() {
         let b = Balancer::new(3, true);
         assert_eq!(b.pick(), 0, "one active worker at start");
         b.active.store(3, Relaxed);
-        b.loads[0].conns.store(5, Relaxed);
-        b.loads[1].conns.store(2, Relaxed);
-        b.loads[2].conns.store(4, Relaxed);
-        assert_eq!(b.pick(), 1);
+        // A burst of accepts spreads out even before any connection runs.
+        let picks: Vec<usize> = (0..5).map(|_| b.pick()).collect();
+        assert_eq!(picks, vec![1, 2, 0, 1, 2]);
+        b.unpick(2);
+        assert_eq!(b.pick(), 2);
+    }
+
+    /// Each of `n` connections on `worker` passes one safe point.
+    fn pass_all(b: &Balancer, worker: usize, n: usize) -> Vec<Option<usize>> {
+        (0..n).map(|_| b.should_leave(worker, &mut 0)).collect()
     }
 
     #[test]
-    fn growing_sheds_a_share_and_shrinking_drains_the_released_worker() {
+    fn growing_moves_a_share_once_per_connection_and_shrinking_moves_all() {
         let b = Balancer::new(2, true);
-        b.loads[0].conns.store(10, Relaxed);
+        b.loads[0].conns.store(1000, Relaxed);
         b.resize(1, 2, &[0.9, 0.0]);
         assert_eq!(b.active(), 2);
-        // Half of worker 0's connections leave, to worker 1, then no more.
-        let left: Vec<_> = (0..10).filter_map(|_| b.should_leave(0)).collect();
-        assert_eq!(left, vec![1; 5]);
-        assert_eq!(b.should_leave(1), None);
+        // About half of worker 0's connections leave, all to worker 1.
+        let left: Vec<usize> = pass_all(&b, 0, 1000).into_iter().flatten().collect();
+        assert!((400..600).contains(&left.len()), "{} of 1000 left", left.len());
+        assert!(left.iter().all(|&w| w == 1));
+        // A connection that already decided in this epoch does not again.
+        let mut seen = b.epoch(0);
+        assert!((0..100).all(|_| b.should_leave(0, &mut seen).is_none()));
+        assert_eq!(b.should_leave(1, &mut b.epoch(1)), None, "the new worker keeps its own");
 
-        b.loads[1].conns.store(5, Relaxed);
         b.resize(2, 1, &[0.1, 0.1]);
         assert_eq!(b.active(), 1);
-        // Every connection of worker 1 leaves for worker 0; worker 0 keeps its own.
-        assert!((0..7).all(|_| b.should_leave(1) == Some(0)));
-        assert_eq!(b.should_leave(0), None);
+        assert!(pass_all(&b, 1, 50).iter().all(|&t| t == Some(0)), "every connection of worker 1 leaves");
+        assert!(pass_all(&b, 0, 50).iter().all(Option::is_none), "worker 0 keeps its own");
+    }
+
+    /// Records a sample for `worker` as its tick would.
+    fn sample(b: &Balancer, worker: usize, cpu_ns: u64, at_ns: u64) {
+        b.loads[worker].cpu_ns.store(cpu_ns, Relaxed);
+        b.loads[worker].sampled_at_ns.store(at_ns, Relaxed);
     }
 
     #[test]
-    fn evaluation_reads_cpu_deltas_over_the_window_and_cools_down() {
+    fn evaluation_reads_each_workers_cpu_over_its_own_interval_and_cools_down() {
         let b = Balancer::new(2, true);
-        b.evaluate(0); // first window: baseline only
-        b.loads[0].cpu_ns.store(450_000_000, Relaxed); // 0.45 s of CPU in 0.5 s: 0.9 busy
-        b.evaluate(500_000_000);
+        sample(&b, 0, 0, 0);
+        sample(&b, 1, 0, 80_000_000); // worker 1 ticks 80 ms out of step
+        b.evaluate(); // first window: baseline only
+        sample(&b, 0, 450_000_000, 500_000_000); // 0.9 busy
+        sample(&b, 1, 0, 580_000_000);
+        b.evaluate();
         assert_eq!(b.active(), 2, "a hot worker 0 brings in worker 1");
         // Idle now, but the cool-down holds the set for two windows.
-        b.evaluate(1_000_000_000);
-        b.evaluate(1_500_000_000);
-        assert_eq!(b.active(), 2);
-        b.evaluate(2_000_000_000);
-        assert_eq!(b.active(), 1);
+        for window in 2..=4 {
+            sample(&b, 0, 450_000_000, window * 500_000_000);
+            sample(&b, 1, 0, window * 500_000_000 + 80_000_000);
+            b.evaluate();
+            assert_eq!(b.active(), if window < 4 { 2 } else { 1 }, "window {window}");
+        }
     }
 
     #[test]

@@ -31,7 +31,6 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
         let (push_tx, push_rx) = mpsc::unbounded_channel();
         let id = shared.clients.next_id();
         ServerStats::add(&shared.workers[worker].server.connections_received, 1);
-        shared.balance.load(worker).conns.fetch_add(1, Relaxed);
         let info = new_info(id, addr, laddr, fd, push_tx, worker);
         ConnState::new(&shared, info, push_rx)
     };
@@ -50,6 +49,8 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
         }
         NewConn::Moved(moved) => (moved.fd, moved.state),
     };
+    let mut state = state;
+    state.seen_epoch = shared.balance.epoch(worker);
     match ClientSocket::new(fd) {
         Ok(socket) => drive(socket, state, shared, worker).await,
         Err(e) => {
@@ -153,6 +154,8 @@ struct ConnState {
     push_rx: mpsc::UnboundedReceiver<PushMsg>,
     client: Client,
     bufs: Buffers,
+    /// The last shed epoch of its worker this connection considered.
+    seen_epoch: u32,
 }
 
 impl ConnState {
@@ -162,7 +165,7 @@ impl ConnState {
         let client = Client::new(info.clone(), authenticated);
         let mut bufs = Buffers { rbuf: Vec::with_capacity(READ_CHUNK), start: 0, out: Reply::new(false), accounted: 0 };
         bufs.account(shared);
-        ConnState { info, push_rx, client, bufs }
+        ConnState { info, push_rx, client, bufs, seen_epoch: 0 }
     }
 
     /// Clean-up when the connection ends: subscriptions, watches, registry, memory.
@@ -259,7 +262,7 @@ enum Step {
 
 async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, worker: usize) -> Exit {
     let metrics = &*shared.workers[worker];
-    let ConnState { info, push_rx, client, bufs } = state;
+    let ConnState { info, push_rx, client, bufs, seen_epoch } = state;
     let info = &**info;
     let mut req = Request::default();
     let attention = info.attention.notified();
@@ -280,9 +283,11 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
         }
         // Between batches, with every reply written: the one point where the
         // connection may move to another worker.
-        if let Some(to) = shared.balance.should_leave(worker)
-            && !shared.shutting_down.load(Relaxed)
-        {
+        if shared.shutting_down.load(Relaxed) {
+            // Also for a client that never stops sending.
+            break;
+        }
+        if let Some(to) = shared.balance.should_leave(worker, seen_epoch) {
             return Exit::Move(to);
         }
         // Read more input, unless something else needs attention first.
@@ -443,7 +448,8 @@ fn process(
         if obuf_limit != 0 && bufs.out.len() > obuf_limit && !client.in_pubsub() {
             // As Redis: the client is dropped and its pending replies with it.
             tracing::warn!(client = client.id(), addr = %client.info.addr, "closing client over its output buffer limit");
-            ServerStats::add(&metrics.server.output_buffer_disconnects, 1);
+            // Publishers on other threads bump this counter too: a real atomic add.
+            metrics.server.output_buffer_disconnects.fetch_add(1, Relaxed);
             bufs.out.buf.clear();
             return Step::Close;
         }
@@ -494,7 +500,15 @@ async fn wait_blocked(
             r = stream.read_buf(&mut bufs.rbuf) => match r {
                 // Input while blocked is kept for after; EOF means the client left.
                 Ok(0) | Err(_) => Some(false),
-                Ok(n) => { ServerStats::add(&metrics.server.net_input_bytes, n as u64); continue; }
+                Ok(n) => {
+                    ServerStats::add(&metrics.server.net_input_bytes, n as u64);
+                    if bufs.rbuf.len() - bufs.start > shared.config.runtime.client_query_buffer_limit.load(Relaxed) {
+                        tracing::warn!(client = client.info.id, "closing blocked client that exceeded client-query-buffer-limit");
+                        Some(false)
+                    } else {
+                        continue;
+                    }
+                }
             },
             // Pub/sub messages wait in their queue until the command ends.
             _ = attention.fired() => {

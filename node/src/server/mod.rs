@@ -398,14 +398,16 @@ async fn accept_any(ls: &[tokio::net::TcpListener]) -> std::io::Result<(tokio::n
 }
 
 fn dispatch_conn(shared: &Shared, conn: NewConn) {
-    let worker = shared.balance.pick();
     let maxclients = shared.config.runtime.maxclients.load(Relaxed);
     if shared.clients.count() >= maxclients {
-        crate::metrics::ServerStats::add(&shared.workers[worker].server.rejected_connections, 1);
+        crate::metrics::ServerStats::add(&shared.workers[0].server.rejected_connections, 1);
         reject_conn(conn);
         return;
     }
-    let _ = shared.worker_tx(worker).send(conn);
+    let worker = shared.balance.pick();
+    if shared.worker_tx(worker).send(conn).is_err() {
+        shared.balance.unpick(worker);
+    }
 }
 
 /// Tells a client over the limit why, as Redis does, and closes it.

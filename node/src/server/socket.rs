@@ -90,8 +90,8 @@ impl ClientSocket {
     }
 
     /// A slow reader: watch writability until the rest is written, then go
-    /// back to read interest only. Re-registering costs two epoll_ctl calls,
-    /// paid only under back-pressure.
+    /// back to read interest only. Re-registering costs four epoll_ctl
+    /// calls, paid only under back-pressure.
     async fn write_when_writable(&mut self, mut data: &[u8]) -> io::Result<()> {
         self.reregister(Interest::READABLE | Interest::WRITABLE)?;
         let result = async {
