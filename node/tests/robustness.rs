@@ -194,6 +194,29 @@ fn slow_reader_does_not_stall_others_or_blow_memory() {
 }
 
 #[test]
+fn client_kill_ends_a_client_stuck_on_unread_replies() {
+    let server = Server::strata();
+    let mut c = server.conn();
+    assert_eq!(c.cmd(&["SET", "big", &"v".repeat(256 * 1024)]), Frame::ok());
+    // Never reads: the server's write blocks once the socket buffers are full.
+    let mut stuck = server.conn();
+    assert_eq!(stuck.cmd(&["CLIENT", "SETNAME", "stuck"]), Frame::ok());
+    let Frame::Integer(id) = stuck.cmd(&["CLIENT", "ID"]) else { panic!("CLIENT ID") };
+    stuck.send_raw(&b"*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n".repeat(64));
+    // 16 MB of replies against a few MB of socket buffers: give the server
+    // time to fill them and block.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(c.cmd(&["CLIENT", "KILL", "ID", &id.to_string()]), Frame::int(1));
+    assert!(
+        wait_for(Duration::from_secs(5), || {
+            !matches!(c.cmd(&["CLIENT", "LIST"]), Frame::Bulk(ref b) if String::from_utf8_lossy(b).contains("name=stuck"))
+        }),
+        "a client stuck on a full socket survived CLIENT KILL"
+    );
+    assert_alive(&server);
+}
+
+#[test]
 fn many_connections_opened_and_dropped() {
     let server = Server::strata_with(&["--threads", "2"]);
     for _ in 0..200 {

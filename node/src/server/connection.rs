@@ -278,7 +278,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                 deliver_push(info, &mut bufs.out, msg);
             }
         }
-        if !bufs.out.is_empty() && flush(stream, &mut bufs.out, metrics).await.is_err() {
+        if !bufs.out.is_empty() && flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
             break;
         }
         // Between batches, with every reply written: the one point where the
@@ -331,16 +331,16 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
             match step {
                 Step::NeedMore => break,
                 Step::Flush => {
-                    if flush(stream, &mut bufs.out, metrics).await.is_err() {
+                    if flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
                         break 'conn;
                     }
                 }
                 Step::Close => {
-                    let _ = flush(stream, &mut bufs.out, metrics).await;
+                    let _ = flush(stream, &mut bufs.out, metrics, &mut attention, shared).await;
                     break 'conn;
                 }
                 Step::Blocked(cmd) => {
-                    if flush(stream, &mut bufs.out, metrics).await.is_err() {
+                    if flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
                         // Leaving: whatever a push may have served is lost, as in Redis.
                         cmd.block.waiter.cancel();
                         cmd.block.unregister(&shared.ks);
@@ -352,7 +352,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                 }
             }
         }
-        if !bufs.out.is_empty() && flush(stream, &mut bufs.out, metrics).await.is_err() {
+        if !bufs.out.is_empty() && flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
             break;
         }
         if client.close_after_reply {
@@ -459,12 +459,32 @@ fn process(
     }
 }
 
-async fn flush(stream: &mut ClientSocket, out: &mut Reply, metrics: &WorkerMetrics) -> std::io::Result<()> {
+/// Writes the pending replies. A reader too slow to take them keeps this
+/// waiting, but CLIENT KILL and shutdown still end it.
+async fn flush(
+    stream: &mut ClientSocket,
+    out: &mut Reply,
+    metrics: &WorkerMetrics,
+    attention: &mut Attention<'_, '_>,
+    shared: &Shared,
+) -> std::io::Result<()> {
     if out.buf.is_empty() {
         return Ok(());
     }
-    let r = stream.write_all(&out.buf).await;
-    ServerStats::add(&metrics.server.net_output_bytes, out.buf.len() as u64);
+    let mut rest = &out.buf[..];
+    let r = loop {
+        tokio::select! {
+            biased;
+            r = stream.write_all(&mut rest) => break r,
+            _ = attention.fired() => {
+                if attention.info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                    break Err(std::io::Error::other("client killed while its replies were pending"));
+                }
+                // Something else (a pub/sub message): it waits its turn.
+            }
+        }
+    };
+    ServerStats::add(&metrics.server.net_output_bytes, (out.buf.len() - rest.len()) as u64);
     out.buf.clear();
     r
 }

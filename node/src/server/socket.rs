@@ -75,12 +75,13 @@ impl ClientSocket {
     }
 
     /// Writes all of `data`: directly while the socket takes it, waiting
-    /// for write readiness only when it is full.
-    pub async fn write_all(&mut self, mut data: &[u8]) -> io::Result<()> {
+    /// for write readiness only when it is full. `data` is advanced as it
+    /// goes, so a caller that stops waiting knows what is left.
+    pub async fn write_all(&mut self, data: &mut &[u8]) -> io::Result<()> {
         let fd = self.registered()?.as_raw_fd();
         while !data.is_empty() {
             match raw_write(fd, data) {
-                Ok(n) => data = &data[n..],
+                Ok(n) => *data = &data[n..],
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return self.write_when_writable(data).await,
                 Err(e) => return Err(e),
@@ -92,14 +93,16 @@ impl ClientSocket {
     /// A slow reader: watch writability until the rest is written, then go
     /// back to read interest only. Re-registering costs four epoll_ctl
     /// calls, paid only under back-pressure.
-    async fn write_when_writable(&mut self, mut data: &[u8]) -> io::Result<()> {
+    /// Cancelling it (CLIENT KILL while stuck) leaves write interest on,
+    /// which costs nothing but a spurious wake-up or two.
+    async fn write_when_writable(&mut self, data: &mut &[u8]) -> io::Result<()> {
         self.reregister(Interest::READABLE | Interest::WRITABLE)?;
         let result = async {
             let afd = self.registered()?;
             while !data.is_empty() {
                 let mut guard = afd.writable().await?;
                 match guard.try_io(|afd| raw_write(afd.as_raw_fd(), data)) {
-                    Ok(Ok(n)) => data = &data[n..],
+                    Ok(Ok(n)) => *data = &data[n..],
                     Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                     Ok(Err(e)) => return Err(e),
                     // Readiness was stale and is now cleared: wait again.
