@@ -19,6 +19,7 @@
 //! adaptive-threads no) keeps every worker active: for dedicated, pinned
 //! cores there is nothing to give back.
 
+use crate::store::{mono_ns, thread_cpu_ns};
 use parking_lot::Mutex;
 use std::sync::atomic::{
     AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
@@ -182,7 +183,7 @@ impl Balancer {
     pub fn tick(&self, worker: usize, tick_no: u32) {
         let load = &self.loads[worker];
         load.cpu_ns.store(thread_cpu_ns(), Relaxed);
-        load.sampled_at_ns.store(crate::store::mono_ns(), Relaxed);
+        load.sampled_at_ns.store(mono_ns(), Relaxed);
         if worker == 0 && self.adaptive() && tick_no % WINDOW_TICKS == 0 {
             self.evaluate();
         }
@@ -211,10 +212,10 @@ impl Balancer {
             w.cooldown -= 1;
             return;
         }
-        let active = self.active();
         if !self.adaptive() {
             return;
         }
+        let active = self.active();
         if let Some(next) = decide(&busy, active) {
             w.cooldown = COOLDOWN_WINDOWS;
             self.resize(active, next, &busy);
@@ -258,14 +259,6 @@ fn decide(busy: &[f64], active: usize) -> Option<usize> {
         return Some(active - 1);
     }
     None
-}
-
-/// CPU time this thread has used, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes into it.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 #[cfg(test)]

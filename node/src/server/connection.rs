@@ -34,7 +34,7 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
         let info = new_info(id, addr, laddr, fd, push_tx, worker);
         ConnState::new(&shared, info, push_rx)
     };
-    let (fd, state) = match conn {
+    let (fd, mut state) = match conn {
         NewConn::Tcp(std, peer, local) => {
             let _ = std.set_nonblocking(true);
             let _ = std.set_nodelay(true);
@@ -49,7 +49,6 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
         }
         NewConn::Moved(moved) => (moved.fd, moved.state),
     };
-    let mut state = state;
     state.seen_epoch = shared.balance.epoch(worker);
     match ClientSocket::new(fd) {
         Ok(socket) => drive(socket, state, shared, worker).await,
@@ -96,7 +95,6 @@ fn set_keepalive(s: &std::net::TcpStream, secs: u64) {
     if secs == 0 {
         return;
     }
-    use std::os::fd::AsRawFd;
     let fd = s.as_raw_fd();
     let on: libc::c_int = 1;
     let idle = secs.min(i32::MAX as u64) as libc::c_int;

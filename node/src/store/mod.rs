@@ -294,6 +294,12 @@ pub fn mono_ns() -> u64 {
     secs as u64 * 1_000_000_000 + nanos as u64
 }
 
+/// CPU time the calling thread has used, in nanoseconds (worker load).
+pub fn thread_cpu_ns() -> u64 {
+    let (secs, nanos) = read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
+    secs as u64 * 1_000_000_000 + nanos as u64
+}
+
 /// Removes an entry chosen by eviction; returns the bytes it accounted for.
 pub fn evict_slot(ks: &Keyspace, part: &mut Partition, db: usize, slot: u32) -> usize {
     access::remove_slot(ks, part, db, slot).mem()
