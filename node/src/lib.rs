@@ -4,6 +4,7 @@
 //! listener → worker thread → connection → RESP parser → command table →
 //! keyspace → reply buffer → socket.
 
+pub mod base;
 pub mod commands;
 pub mod config;
 pub mod eviction;

@@ -6,7 +6,7 @@ use crate::metrics::WorkerMetrics;
 use crate::protocol::Reply;
 use crate::server::Shared;
 use crate::server::client::{Client, Queued};
-use crate::store::KeyAccess;
+use crate::store::{KeyAccess, PendingRead};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -70,6 +70,9 @@ pub enum Outcome {
     /// The client blocks (BLPOP & co.); the connection waits for a push to
     /// serve it, or for its deadline.
     Block(BlockRequest),
+    /// The command did not run: some of its keys are not ready (a disk
+    /// read). The connection awaits this, then runs the same request again.
+    Pending(PendingRead),
 }
 
 /// Redis's reply for an unknown command, quoting up to the first args.
@@ -219,8 +222,22 @@ pub fn run(
         worker,
         in_exec,
         block: None,
+        pending: None,
     };
+    // Keys not ready in RAM: nothing runs, nothing is recorded; the
+    // connection waits and comes back with the same request.
+    if ks.may_pend() {
+        let keys = def.key_positions(args).into_iter().map(|i| args[i]);
+        if let Some(wait) = ctx.keys.pending(keys) {
+            return Outcome::Pending(wait);
+        }
+    }
     let result = (def.handler)(&mut ctx, args, out);
+    if let Some(wait) = ctx.pending.take() {
+        // The handler (EXEC) found a key not ready before changing anything.
+        debug_assert!(result.is_ok() && out.len() == mark, "a pending command must not reply");
+        return Outcome::Pending(wait);
+    }
     // Clients blocked on keys this command (or EXEC) wrote are served now,
     // before its locks are released: nobody else sees the data in between.
     ctx.keys.serve_ready();

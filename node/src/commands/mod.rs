@@ -318,6 +318,9 @@ pub struct Ctx<'a> {
     pub in_exec: bool,
     /// Set when the command asks to block.
     pub block: Option<BlockRequest>,
+    /// Set by a handler that found a key not ready before changing
+    /// anything (EXEC): the connection waits, then runs it again.
+    pub pending: Option<crate::store::PendingRead>,
 }
 
 impl Ctx<'_> {

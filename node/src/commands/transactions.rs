@@ -149,6 +149,24 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         ks.lock_set(&mut parts)
     };
 
+    // A queued command's key not ready in RAM: wait before anything runs,
+    // then the whole EXEC runs again (the transaction is put back).
+    if ks.may_pend() {
+        let keys: Vec<&[u8]> = queued
+            .iter()
+            .flat_map(|q| {
+                let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
+                table.get(q.cmd).key_positions(&args).into_iter().map(|i| q.args[i].as_slice())
+            })
+            .collect();
+        if let Some(wait) = ctx.keys.pending(keys) {
+            ctx.client.info.multi.store(queued.len() as u32, Relaxed);
+            ctx.client.multi = Some(queued);
+            ctx.pending = Some(wait);
+            return Ok(());
+        }
+    }
+
     // A watched key modified since WATCH aborts the transaction.
     let touched = ctx.client.watched.iter().any(|(db, key, version)| {
         let idx = ks.partition_of_key(key);

@@ -114,7 +114,7 @@ mod tests {
         for i in 0..n {
             let key = format!("k{i}");
             let h = hash_bytes(key.as_bytes());
-            let mut part = ks.lock(ks.partition_of(h));
+            let mut part = ks.lock(ks.partition_of_key(key.as_bytes()));
             let meta = Meta { last_access: i as u32, freq: 5, visited: false, prev: u32::MAX, next: u32::MAX };
             let entry = Entry {
                 key: key.as_bytes().into(),
@@ -140,7 +140,7 @@ mod tests {
 
     fn set_visited(ks: &Keyspace, key: &str) {
         let h = hash_bytes(key.as_bytes());
-        let mut part = ks.lock(ks.partition_of(h));
+        let mut part = ks.lock(ks.partition_of_key(key.as_bytes()));
         let slot = part.dbs[0].find(h, key.as_bytes()).unwrap();
         part.dbs[0].entry_mut(slot).meta.visited = true;
     }

@@ -10,6 +10,7 @@ use crate::commands::dispatch::{self, Outcome};
 use crate::commands::{BlockRequest, Woken};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, parse_request};
+use crate::store::PendingRead;
 use smallvec::SmallVec;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
@@ -254,6 +255,9 @@ enum Step {
     Flush,
     /// A command blocked.
     Blocked(BlockedCmd),
+    /// A command's keys are not ready: wait, then run it again (it is still
+    /// first in the buffer).
+    Pending(PendingRead),
     /// Protocol error or QUIT: write what we have and close.
     Close,
 }
@@ -336,6 +340,15 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                 Step::Close => {
                     let _ = flush(stream, &mut bufs.out, metrics, &mut attention, shared).await;
                     break 'conn;
+                }
+                Step::Pending(wait) => {
+                    // Replies of the requests before it go out meanwhile.
+                    if flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
+                        break 'conn;
+                    }
+                    if !wait_pending(wait, &mut attention, shared).await {
+                        break 'conn;
+                    }
                 }
                 Step::Blocked(cmd) => {
                     if flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
@@ -428,6 +441,11 @@ fn process(
             // CLIENT REPLY SKIP applies to the command after the one that set it.
             let skip_this = std::mem::take(&mut client.reply_skip_next);
             outcome = dispatch::execute(shared, metrics, client, &args, &mut bufs.out);
+            if let Outcome::Pending(wait) = outcome {
+                // Not run: it runs again from the start after the wait.
+                client.reply_skip_next = skip_this;
+                return Step::Pending(wait);
+            }
             quiet = skip_this || client.reply_off;
             if quiet {
                 bufs.out.truncate(reply_mark);
@@ -485,6 +503,23 @@ async fn flush(
     ServerStats::add(&metrics.server.net_output_bytes, (out.buf.len() - rest.len()) as u64);
     out.buf.clear();
     r
+}
+
+/// Awaits a pending command's wait; false when the client is killed or the
+/// node shuts down meanwhile (close the connection).
+async fn wait_pending(wait: PendingRead, attention: &mut Attention<'_, '_>, shared: &Shared) -> bool {
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut wait => return true,
+            _ = attention.fired() => {
+                if attention.info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                    return false;
+                }
+            }
+        }
+    }
 }
 
 /// Waits until a push serves the blocked command (its reply is then
@@ -568,6 +603,16 @@ async fn wait_blocked(
         let Some(idx) = shared.table.lookup(argv[0]) else { break true };
         match dispatch::run(shared, metrics, client, idx, &argv, &mut bufs.out, false) {
             Outcome::Done => break true,
+            Outcome::Pending(wait) => {
+                // Woken to retry, but a key is not ready: wait, retry again.
+                if !wait_pending(wait, attention, shared).await {
+                    break false;
+                }
+                if client.info.killed.load(Relaxed) {
+                    break false;
+                }
+                continue;
+            }
             Outcome::Block(b) => {
                 // Keep the original deadline across retries.
                 let keep = block.deadline_ms;

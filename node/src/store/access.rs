@@ -8,7 +8,8 @@
 //! Writes go through `EntryMut`, whose `Drop` settles the bookkeeping so no
 //! command can forget it.
 
-use super::partition::{Db, Entry, Location, Meta, Partition, Serve, Waiter};
+use super::journal::ChangeKind;
+use super::partition::{Entry, Location, Meta, Partition, Serve, Waiter};
 use super::slab_table::{NONE, hash_bytes};
 use super::stats::StoreStats;
 use super::value::Value;
@@ -37,8 +38,8 @@ struct Loc {
 
 impl<'a> KeyAccess<'a> {
     #[inline]
-    fn part_mut(&mut self, key_hash: u64) -> (u32, &mut Partition) {
-        let idx = self.ks.partition_of(key_hash);
+    fn part_mut(&mut self, key: &[u8]) -> (u32, &mut Partition) {
+        let idx = self.ks.partition_of_key(key);
         (idx, self.locked.get(idx))
     }
 
@@ -53,11 +54,11 @@ impl<'a> KeyAccess<'a> {
         let now = self.now_ms;
         let stats = self.stats;
         let ks = self.ks;
-        let (part_idx, part) = self.part_mut(hash);
+        let (part_idx, part) = self.part_mut(key);
         let slot = part.dbs[db].find(hash, key)?;
         let exp = part.dbs[db].entry(slot).expire_at;
         if exp != 0 && exp <= now {
-            remove_slot(ks, part, db, slot);
+            part.remove_entry(ks, db, slot, None, ChangeKind::Expired);
             StoreStats::bump(&stats.expired, 1);
             return None;
         }
@@ -130,7 +131,7 @@ impl<'a> KeyAccess<'a> {
             Self::touch_meta(ks, &mut e.meta, clock);
         }
         let old_mem = e.mem();
-        EntryMut { ks, part, db, slot: loc.slot, old_mem, modified: true }
+        EntryMut { ks, part, db, slot: loc.slot, old_mem, modified: true, written: false, expire_set: false }
     }
 
     /// Write lookup that creates the key with `make()` when it is missing.
@@ -146,7 +147,9 @@ impl<'a> KeyAccess<'a> {
         let ks = self.ks;
         let part = self.locked.get(part);
         let old_mem = part.dbs[db].entry(slot).mem();
-        EntryMut { ks, part, db, slot, old_mem, modified: true }
+        // The insert journaled the new key; the guard journals what the
+        // command then writes into it.
+        EntryMut { ks, part, db, slot, old_mem, modified: true, written: false, expire_set: false }
     }
 
     /// Inserts a key known to be absent (callers check with `contains`);
@@ -159,22 +162,14 @@ impl<'a> KeyAccess<'a> {
         let clock = self.ks.clock_secs();
         let db = self.db;
         let ks = self.ks;
-        let (part_idx, part) = self.part_mut(hash);
+        let (part_idx, part) = self.part_mut(key);
         let entry = Entry {
             key: key.into(),
             expire_at,
             meta: Meta { last_access: clock, freq: LFU_INIT, visited: false, prev: NONE, next: NONE },
             loc: Location::Ram(value),
         };
-        let mem = entry.mem() as i64;
-        let is_blocking_type = matches!(entry.value(), Value::List(_) | Value::ZSet(_));
-        let slot = part.dbs[db].insert(hash, entry);
-        part.mem += mem;
-        ks.add_mem(mem);
-        part.touch_watched(db, key);
-        if is_blocking_type {
-            part.signal_ready(db, key);
-        }
+        let slot = part.insert_entry(ks, db, hash, entry);
         (part_idx, slot)
     }
 
@@ -203,7 +198,7 @@ impl<'a> KeyAccess<'a> {
         let db = self.db;
         let ks = self.ks;
         let part = self.locked.get(loc.part);
-        Some(remove_slot(ks, part, db, loc.slot))
+        Some(part.remove_entry(ks, db, loc.slot, None, ChangeKind::Delete))
     }
 
     /// Puts back an entry taken with `take` under `key` (overwriting), with
@@ -219,7 +214,7 @@ impl<'a> KeyAccess<'a> {
     pub fn block_on(&mut self, keys: &[&[u8]], waiter: &Arc<dyn Waiter>) {
         let db = self.db;
         for key in keys {
-            let (_, part) = self.part_mut(hash_bytes(key));
+            let (_, part) = self.part_mut(key);
             let queue = part.blocked.entry((db as u8, (*key).into())).or_default();
             // A key named twice (BLPOP k k 0) queues the client once, as in Redis.
             if !queue.back().is_some_and(|w| Arc::ptr_eq(w, waiter)) {
@@ -320,7 +315,7 @@ impl<'a> KeyAccess<'a> {
             if at > now {
                 break;
             }
-            remove_slot(ks, part, db, slot);
+            part.remove_entry(ks, db, slot, None, ChangeKind::Expired);
             n += 1;
         }
         if n > 0 {
@@ -329,28 +324,9 @@ impl<'a> KeyAccess<'a> {
     }
 }
 
-/// Removes one entry, settling memory, WATCH and returning it.
-pub(crate) fn remove_slot(ks: &Keyspace, part: &mut Partition, db: usize, slot: u32) -> Entry {
-    let entry = part.dbs[db].remove(slot);
-    let mem = entry.mem() as i64;
-    part.mem -= mem;
-    ks.add_mem(-mem);
-    part.touch_watched(db, &entry.key);
-    entry
-}
-
 /// Empties one database of one partition (FLUSHDB/FLUSHALL); returns keys removed.
 pub fn clear_db(ks: &Keyspace, part: &mut Partition, db: usize) -> usize {
-    let n = part.dbs[db].len();
-    if n == 0 {
-        return 0;
-    }
-    let mem: i64 = part.dbs[db].table.iter().map(|(_, e)| e.mem() as i64).sum();
-    part.mem -= mem;
-    ks.add_mem(-mem);
-    part.dbs[db] = Db::new();
-    part.touch_all_watched(Some(db));
-    n
+    part.clear_db(ks, db)
 }
 
 /// Redis's LFU counter: starts at 5, grows logarithmically.
@@ -389,12 +365,16 @@ pub struct EntryMut<'a> {
     slot: u32,
     old_mem: usize,
     modified: bool,
+    /// The entry was borrowed mutably (its value may have changed).
+    written: bool,
+    expire_set: bool,
 }
 
 impl EntryMut<'_> {
     /// Sets or clears (0) the TTL.
     pub fn set_expire(&mut self, expire_at: u64) {
         self.part.dbs[self.db].set_expire(self.slot, expire_at);
+        self.expire_set = true;
     }
 
     /// Declares that the command did not change the key after all (e.g.
@@ -413,6 +393,7 @@ impl Deref for EntryMut<'_> {
 
 impl DerefMut for EntryMut<'_> {
     fn deref_mut(&mut self) -> &mut Entry {
+        self.written = true;
         self.part.dbs[self.db].entry_mut(self.slot)
     }
 }
@@ -423,24 +404,17 @@ impl Drop for EntryMut<'_> {
         let e = self.part.dbs[db].entry(self.slot);
         if e.value().is_empty_collection() {
             // What was accounted for this key is `old_mem`, from before the write.
-            let entry = self.part.dbs[db].remove(self.slot);
-            self.part.mem -= self.old_mem as i64;
-            self.ks.add_mem(-(self.old_mem as i64));
-            self.part.touch_watched(db, &entry.key);
+            self.part.remove_entry(self.ks, db, self.slot, Some(self.old_mem), ChangeKind::Delete);
             return;
         }
         let delta = e.mem() as i64 - self.old_mem as i64;
-        let wakes = matches!(e.value(), Value::List(_) | Value::ZSet(_));
-        if delta != 0 {
+        if self.modified {
+            let kind = if self.expire_set && !self.written { ChangeKind::Expire } else { ChangeKind::Write };
+            self.part.settle_update(self.ks, db, self.slot, delta, kind);
+        } else if delta != 0 {
+            // Unchanged for clients, but e.g. a buffer was trimmed.
             self.part.mem += delta;
             self.ks.add_mem(delta);
-        }
-        if self.modified && (!self.part.watched.is_empty() || (wakes && !self.part.blocked.is_empty())) {
-            let key = e.key.clone();
-            self.part.touch_watched(db, &key);
-            if wakes {
-                self.part.signal_ready(db, &key);
-            }
         }
     }
 }

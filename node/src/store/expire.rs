@@ -40,7 +40,7 @@ impl ActiveExpiry {
                 while budget > 0 {
                     match part.dbs[db].expires.first() {
                         Some(&(at, slot)) if at <= now_ms => {
-                            super::access::remove_slot(ks, &mut part, db, slot);
+                            part.remove_entry(ks, db, slot, None, super::ChangeKind::Expired);
                             removed += 1;
                             budget -= 1;
                         }

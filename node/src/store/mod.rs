@@ -1,14 +1,19 @@
-//! The keyspace: every key of every database, partitioned by key hash.
+//! The keyspace: every key of every database, partitioned by Redis Cluster
+//! hash slot (`CRC16(key or {tag}) mod 16384`), so a slot lives in exactly
+//! one partition and moving a slot (cluster mode) moves whole partitions' worth
+//! of bookkeeping, never splits one.
 //!
 //! There is no global lock: each partition has its own short mutex, and a
-//! command locks only the partitions its keys hash to, always in ascending
-//! partition order (so multi-key commands and EXEC cannot deadlock).
+//! command locks only the partitions its keys' slots map to, always in
+//! ascending partition order (so multi-key commands and EXEC cannot deadlock).
 
 mod access;
 pub mod expire;
 pub mod hash;
+pub mod journal;
 pub mod list;
 pub mod partition;
+pub mod pending;
 pub mod set;
 pub mod slab_table;
 pub mod stats;
@@ -16,16 +21,19 @@ pub mod value;
 pub mod zset;
 
 pub use access::{EntryMut, KeyAccess, clear_db};
+pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, Entry, Location, Meta, NUM_DBS, Partition, Serve, Waiter};
+pub use pending::PendingRead;
 pub use slab_table::{fast_rand, hash_bytes};
 pub use stats::StoreStats;
 pub use value::{Value, WRONGTYPE};
 
+use crate::base::slot::{SLOTS, key_slot};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicUsize, Ordering};
 use std::time::Instant;
 
 pub struct Keyspace {
@@ -42,6 +50,11 @@ pub struct Keyspace {
     lfu_log_factor: AtomicU32,
     /// Idle minutes per LFU counter decrement (`lfu-decay-time`); 0 = none.
     lfu_decay_minutes: AtomicU32,
+    /// Told about every change (the durability log), if any.
+    journal: Option<Arc<dyn Journal>>,
+    /// Keys marked to make their next command wait (`pending`), over all
+    /// partitions: lets commands skip the per-key check when none are.
+    delayed_keys: AtomicUsize,
 }
 
 /// Batch size for folding a thread's memory deltas into the global counter:
@@ -54,35 +67,52 @@ thread_local! {
 }
 
 impl Keyspace {
-    /// `partitions` is rounded up to a power of two.
+    /// `partitions` is rounded up to a power of two, at most one per slot.
     pub fn new(partitions: usize) -> Self {
-        let n = partitions.max(1).next_power_of_two();
+        let n = partitions.clamp(1, SLOTS).next_power_of_two();
         Keyspace {
-            parts: (0..n).map(|_| Mutex::new(Partition::default())).collect(),
+            parts: (0..n).map(|i| Mutex::new(Partition::new(i as u32, SLOTS / n))).collect(),
             mask: (n - 1) as u64,
             used: AtomicI64::new(0),
             started: Instant::now(),
             clock: AtomicU32::new(0),
             lfu_log_factor: AtomicU32::new(access::LFU_DEFAULT_LOG_FACTOR),
             lfu_decay_minutes: AtomicU32::new(access::LFU_DEFAULT_DECAY_MINUTES),
+            journal: None,
+            delayed_keys: AtomicUsize::new(0),
         }
+    }
+
+    /// A keyspace that reports every change to `journal`.
+    pub fn with_journal(partitions: usize, journal: Arc<dyn Journal>) -> Self {
+        Keyspace { journal: Some(journal), ..Keyspace::new(partitions) }
+    }
+
+    #[inline]
+    pub(crate) fn journal(&self) -> Option<&dyn Journal> {
+        self.journal.as_deref()
     }
 
     pub fn num_partitions(&self) -> usize {
         self.parts.len()
     }
 
-    /// The partition a key hash belongs to. Uses bits the hash table itself
-    /// does not rely on (hashbrown uses the low bits for buckets and the top
-    /// 7 for tags), so keys within a partition still spread evenly.
+    /// The partition that owns a hash slot: slot mod partitions, so each
+    /// partition owns the slots `p, p + n, p + 2n, ...`.
     #[inline]
-    pub fn partition_of(&self, hash: u64) -> u32 {
-        ((hash >> 40) & self.mask) as u32
+    pub fn partition_of_slot(&self, slot: u16) -> u32 {
+        (slot as u64 & self.mask) as u32
     }
 
     #[inline]
     pub fn partition_of_key(&self, key: &[u8]) -> u32 {
-        self.partition_of(hash_bytes(key))
+        self.partition_of_slot(key_slot(key))
+    }
+
+    /// Keys (over all databases) in one hash slot.
+    pub fn keys_in_slot(&self, slot: u16) -> u64 {
+        let part = self.lock(self.partition_of_slot(slot));
+        part.slot_keys(slot) as u64
     }
 
     pub fn lock(&self, idx: u32) -> MutexGuard<'_, Partition> {
@@ -302,7 +332,7 @@ pub fn thread_cpu_ns() -> u64 {
 
 /// Removes an entry chosen by eviction; returns the bytes it accounted for.
 pub fn evict_slot(ks: &Keyspace, part: &mut Partition, db: usize, slot: u32) -> usize {
-    access::remove_slot(ks, part, db, slot).mem()
+    part.remove_entry(ks, db, slot, None, ChangeKind::Evicted).mem()
 }
 
 #[cfg(test)]

@@ -2,9 +2,11 @@
 //! bookkeeping, eviction metadata, WATCH versions, blocked clients and its
 //! memory counter. A partition is only ever touched under its own lock.
 
-use super::KeyAccess;
-use super::slab_table::{Keyed, NONE, SlabTable};
+use super::journal::{Change, ChangeKind};
+use super::slab_table::{Keyed, NONE, SlabTable, hash_bytes};
 use super::value::Value;
+use super::{KeyAccess, Keyspace};
+use crate::base::slot::{SLOTS, key_slot};
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -234,32 +236,38 @@ pub struct Partition {
     /// Keys with waiters written since this partition was last served,
     /// tagged with their `READY_SEQ`.
     pub ready: Vec<(u64, DbKey)>,
+    /// This partition's index in the keyspace (journal records name it).
+    index: u32,
+    /// Sequence number of the last change journaled here.
+    seq: u64,
+    /// Keys per hash slot this partition owns (over all databases); slot
+    /// `s` is at `s / partitions`.
+    slot_keys: Box<[u32]>,
+    /// Keys whose next access must first wait (see `pending`): the test
+    /// stand-in for a value that is on disk only. Key → delay in ms.
+    pub(super) delayed: HashMap<DbKey, u64>,
 }
 
-impl Default for Partition {
-    fn default() -> Self {
+impl Partition {
+    /// An empty partition owning `slots` hash slots.
+    pub fn new(index: u32, slots: usize) -> Self {
         Partition {
             dbs: (0..NUM_DBS).map(|_| Db::new()).collect(),
             mem: 0,
             watched: HashMap::new(),
             blocked: HashMap::new(),
             ready: Vec::new(),
+            index,
+            seq: 0,
+            slot_keys: vec![0; slots].into_boxed_slice(),
+            delayed: HashMap::new(),
         }
     }
-}
 
-impl Partition {
     /// Records a modification of `key` for WATCH.
     #[inline]
     pub fn touch_watched(&mut self, db: usize, key: &[u8]) {
-        if self.watched.is_empty() {
-            return;
-        }
-        // Avoids allocating a key on every write by probing with a borrowed key
-        // only when watches exist at all (rare).
-        if let Some(w) = self.watched.get_mut(&(db as u8, Box::<[u8]>::from(key))) {
-            w.version += 1;
-        }
+        bump_watch(&mut self.watched, db, key);
     }
 
     /// Marks every watched key of `db` (or of all dbs) as modified (FLUSHDB, SWAPDB).
@@ -292,5 +300,144 @@ impl Partition {
 
     pub fn keys(&self) -> usize {
         self.dbs.iter().map(|d| d.len()).sum()
+    }
+
+    /// Keys in hash slot `slot`, which this partition must own.
+    pub fn slot_keys(&self, slot: u16) -> u32 {
+        self.slot_keys[self.slot_index(slot)]
+    }
+
+    #[inline]
+    fn slot_index(&self, slot: u16) -> usize {
+        slot as usize / (SLOTS / self.slot_keys.len())
+    }
+
+    #[inline]
+    fn count_key(&mut self, key: &[u8], delta: i32) {
+        let i = self.slot_index(key_slot(key));
+        self.slot_keys[i] = self.slot_keys[i].wrapping_add_signed(delta);
+    }
+
+    // The mutation funnel. Every change to the keyspace goes through one of
+    // the functions below, which settle memory, per-slot counts, WATCH and
+    // the journal in one place.
+
+    #[inline]
+    fn journal(&mut self, ks: &Keyspace, db: usize, key: &[u8], kind: ChangeKind, entry: Option<&Entry>) {
+        self.seq += 1;
+        if let Some(j) = ks.journal() {
+            j.record(&Change { seq: self.seq, partition: self.index, db, key, kind, entry });
+        }
+    }
+
+    /// Adds an entry for a key known to be absent; returns its slot.
+    pub(super) fn insert_entry(&mut self, ks: &Keyspace, db: usize, hash: u64, entry: Entry) -> u32 {
+        let mem = entry.mem() as i64;
+        let wakes = entry.value().wakes_blocked();
+        self.count_key(&entry.key, 1);
+        let slot = self.dbs[db].insert(hash, entry);
+        self.mem += mem;
+        ks.add_mem(mem);
+        self.settle_write(ks, db, slot, ChangeKind::Write, wakes);
+        slot
+    }
+
+    /// WATCH, wake-ups and the journal after a key was written.
+    pub(super) fn settle_write(&mut self, ks: &Keyspace, db: usize, slot: u32, kind: ChangeKind, wakes: bool) {
+        let e = self.dbs[db].entry(slot);
+        bump_watch(&mut self.watched, db, &e.key);
+        if wakes && !self.blocked.is_empty() {
+            let key = e.key.clone();
+            self.signal_ready(db, &key);
+        }
+        self.seq += 1;
+        if let Some(j) = ks.journal() {
+            let e = self.dbs[db].entry(slot);
+            j.record(&Change { seq: self.seq, partition: self.index, db, key: &e.key, kind, entry: Some(e) });
+        }
+    }
+
+    /// Settles an entry whose value changed in place by `mem_delta` bytes.
+    pub(super) fn settle_update(&mut self, ks: &Keyspace, db: usize, slot: u32, mem_delta: i64, kind: ChangeKind) {
+        if mem_delta != 0 {
+            self.mem += mem_delta;
+            ks.add_mem(mem_delta);
+        }
+        let wakes = self.dbs[db].entry(slot).value().wakes_blocked();
+        self.settle_write(ks, db, slot, kind, wakes);
+    }
+
+    /// Removes the entry in `slot`; `accounted` is what it was counted as
+    /// in memory (its size before the command that emptied it, if any).
+    pub(super) fn remove_entry(
+        &mut self,
+        ks: &Keyspace,
+        db: usize,
+        slot: u32,
+        accounted: Option<usize>,
+        kind: ChangeKind,
+    ) -> Entry {
+        let entry = self.dbs[db].remove(slot);
+        let mem = accounted.unwrap_or_else(|| entry.mem()) as i64;
+        self.mem -= mem;
+        ks.add_mem(-mem);
+        self.count_key(&entry.key, -1);
+        bump_watch(&mut self.watched, db, &entry.key);
+        self.journal(ks, db, &entry.key, kind, None);
+        entry
+    }
+
+    /// Empties database `db` of this partition (FLUSHDB, FLUSHALL);
+    /// returns the keys removed. As Redis 7.0, WATCH is invalidated only for
+    /// watched keys that existed.
+    pub fn clear_db(&mut self, ks: &Keyspace, db: usize) -> usize {
+        let n = self.dbs[db].len();
+        if n == 0 {
+            return 0;
+        }
+        let old = std::mem::replace(&mut self.dbs[db], Db::new());
+        let mut mem = 0i64;
+        for (_, e) in old.table.iter() {
+            mem += e.mem() as i64;
+            self.count_key(&e.key, -1);
+            bump_watch(&mut self.watched, db, &e.key);
+        }
+        self.mem -= mem;
+        ks.add_mem(-mem);
+        self.journal(ks, db, &[], ChangeKind::FlushDb, None);
+        n
+    }
+
+    /// Swaps databases `a` and `b` of this partition (SWAPDB). WATCHers of
+    /// keys that exist in either are invalidated; clients blocked on either
+    /// database retry.
+    pub fn swap_dbs(&mut self, ks: &Keyspace, a: usize, b: usize) {
+        self.dbs.swap(a, b);
+        let Partition { dbs, watched, blocked, .. } = self;
+        for ((d, key), w) in watched.iter_mut() {
+            let d = *d as usize;
+            if (d == a || d == b) && [a, b].iter().any(|&x| dbs[x].find(hash_bytes(key), key).is_some()) {
+                w.version += 1;
+            }
+        }
+        let waiting: Vec<DbKey> =
+            blocked.keys().filter(|(d, _)| *d as usize == a || *d as usize == b).cloned().collect();
+        for (d, key) in waiting {
+            self.signal_ready(d as usize, &key);
+        }
+        self.journal(ks, a, &[], ChangeKind::SwapDb(b), None);
+    }
+}
+
+/// Bumps the WATCH version of `key`, if anyone watches it.
+#[inline]
+fn bump_watch(watched: &mut HashMap<DbKey, WatchState>, db: usize, key: &[u8]) {
+    if watched.is_empty() {
+        return;
+    }
+    // Avoids allocating a key on every write by probing with a borrowed key
+    // only when watches exist at all (rare).
+    if let Some(w) = watched.get_mut(&(db as u8, Box::<[u8]>::from(key))) {
+        w.version += 1;
     }
 }

@@ -31,6 +31,12 @@ impl Value {
         }
     }
 
+    /// Lists and sorted sets can serve clients blocked on their key.
+    #[inline]
+    pub fn wakes_blocked(&self) -> bool {
+        matches!(self, Value::List(_) | Value::ZSet(_))
+    }
+
     /// The name TYPE reports.
     pub fn type_name(&self) -> &'static str {
         match self {
