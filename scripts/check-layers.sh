@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Fails when a module of strata-node uses a module above it in the layer
+# order of DESIGN.md §3: each layer may use only itself and those before it.
+# A file's layer is the first component of its path under node/src; lib.rs,
+# main.rs and bin/ are the top. References are `crate::<layer>` anywhere in
+# code (use lines and paths), comments excluded.
+set -euo pipefail
+cd "$(dirname "$0")/../node/src"
+ORDER=(base sys protocol config metrics policy store memory session commands server main)
+rank() {
+  local i
+  for i in "${!ORDER[@]}"; do [[ ${ORDER[$i]} == "$1" ]] && { echo "$i"; return; }; done
+  echo -1
+}
+status=0
+while IFS= read -r file; do
+  top=${file%%/*}
+  top=${top%.rs}
+  case $top in lib | main | bin) top=main ;; esac
+  me=$(rank "$top")
+  if ((me < 0)); then
+    echo "check-layers: $file is in '$top', which is not a layer (${ORDER[*]})" >&2
+    status=1
+    continue
+  fi
+  # Strip line comments (doc comments included), then list crate::<name>.
+  while IFS=: read -r line used; do
+    them=$(rank "$used")
+    if ((them < 0)); then
+      echo "check-layers: node/src/$file:$line uses crate::$used, which is not a layer" >&2
+      status=1
+    elif ((them > me)); then
+      echo "check-layers: node/src/$file:$line: '$top' uses crate::$used, a layer above it" >&2
+      status=1
+    fi
+  done < <(sed -E 's://.*$::' "$file" | grep -noE 'crate::[a-z_]+' | sed -E 's/crate:://' | sort -u -t: -k2,2 || true)
+done < <(find . -name '*.rs' -printf '%P\n' | sort)
+if ((status == 0)); then
+  echo "check-layers: every module uses only the layers before it (${ORDER[*]})"
+fi
+exit $status
