@@ -441,6 +441,42 @@ mod tests {
         assert_eq!((stats.hits, stats.evictions), (2, 4));
     }
 
+    /// SIEVE written the plain way (a Vec from oldest to newest and a hand
+    /// index), to check the linked version against.
+    fn reference_sieve_hits(trace: &[Request], capacity: usize) -> u64 {
+        let mut queue: Vec<(u64, bool)> = Vec::new();
+        let mut hand: Option<usize> = None;
+        let mut hits = 0;
+        for req in trace {
+            if let Some(entry) = queue.iter_mut().find(|(id, _)| *id == req.id) {
+                entry.1 = true;
+                hits += 1;
+                continue;
+            }
+            if queue.len() == capacity {
+                let mut h = hand.unwrap_or(0);
+                while queue[h].1 {
+                    queue[h].1 = false;
+                    h = (h + 1) % queue.len();
+                }
+                queue.remove(h);
+                // The victim's newer neighbour slid into its place.
+                hand = (h < queue.len()).then_some(h);
+            }
+            queue.push((req.id, false));
+        }
+        hits
+    }
+
+    #[test]
+    fn sieve_matches_a_plain_reference_implementation() {
+        let t = zipf_trace(500, 20_000, 0.8, 7);
+        for capacity in [1, 2, 7, 50, 200] {
+            let got = simulate(PolicyKind::Sieve, t.iter().copied(), Capacity::objects(capacity)).hits;
+            assert_eq!(got, reference_sieve_hits(&t, capacity as usize), "capacity {capacity}");
+        }
+    }
+
     #[test]
     fn table_sampling_sees_every_live_entry_and_tracks_bytes() {
         let mut p = AnyPolicy::new(PolicyKind::AllKeysRandom);
