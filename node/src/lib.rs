@@ -10,6 +10,7 @@ pub mod config;
 pub mod eviction;
 pub mod logging;
 pub mod metrics;
+pub mod policy;
 pub mod protocol;
 pub mod server;
 pub mod store;
