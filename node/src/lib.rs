@@ -7,8 +7,8 @@
 pub mod base;
 pub mod commands;
 pub mod config;
-pub mod eviction;
 pub mod logging;
+pub mod memory;
 pub mod metrics;
 pub mod policy;
 pub mod protocol;

@@ -146,7 +146,7 @@ pub fn execute(
         ));
         return Outcome::Done;
     }
-    if def.has(flags::DENYOOM) && !crate::eviction::ensure_memory(shared, &worker.store) {
+    if def.has(flags::DENYOOM) && !crate::memory::ensure_memory(shared, &worker.store) {
         stat.reject();
         out.error(err::OOM);
         return Outcome::Done;

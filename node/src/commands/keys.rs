@@ -304,7 +304,7 @@ fn put_moved(keys: &mut KeyAccess<'_>, key: &[u8], entry: Entry) {
     if let Some(mut e) = keys.get_mut(key) {
         e.meta.last_access = meta.last_access;
         e.meta.freq = meta.freq;
-        e.meta.visited = meta.visited;
+        e.meta.flags = meta.flags;
         e.unchanged();
     }
 }

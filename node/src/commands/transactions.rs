@@ -125,7 +125,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
     // Memory first, before any lock is taken (eviction locks partitions).
     let grows = queued.iter().any(|q| table.get(q.cmd).has(flags::DENYOOM));
-    if grows && !crate::eviction::ensure_memory(shared, ctx.keys.stats) {
+    if grows && !crate::memory::ensure_memory(shared, ctx.keys.stats) {
         unwatch_locked(&mut ctx.keys, ctx.client);
         return Err(format!("EXECABORT Transaction discarded because of: {}", super::err::OOM).into());
     }

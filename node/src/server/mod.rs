@@ -133,8 +133,11 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
     let (shutdown, _) = watch::channel(false);
     let run_id: String = (0..40).map(|_| format!("{:x}", crate::store::fast_rand() % 16)).collect();
     let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let ks = Keyspace::new(config.startup.partitions);
+    // Resolved once here (and again by CONFIG SET): never looked up per eviction.
+    ks.set_policy(crate::policy::PolicyKind::ALL[config.runtime.policy.load(Relaxed) as usize]);
     Arc::new(Shared {
-        ks: Keyspace::new(config.startup.partitions),
+        ks,
         clients: ClientRegistry::default(),
         pubsub: Hub::default(),
         workers,

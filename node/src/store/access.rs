@@ -9,11 +9,12 @@
 //! command can forget it.
 
 use super::journal::ChangeKind;
-use super::partition::{Entry, Location, Meta, Partition, Serve, Waiter};
-use super::slab_table::{NONE, hash_bytes};
+use super::partition::{Entry, Location, Partition, Serve, Waiter};
+use super::slab_table::hash_bytes;
 use super::stats::StoreStats;
 use super::value::Value;
 use super::{Keyspace, Locked};
+use crate::policy::EntryState;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
@@ -65,15 +66,6 @@ impl<'a> KeyAccess<'a> {
         Some(Loc { part: part_idx, slot })
     }
 
-    #[inline]
-    fn touch_meta(ks: &Keyspace, meta: &mut Meta, clock: u32) {
-        // Redis's order: decay for the idle time, then count this access.
-        let counter = lfu_decayed(meta.freq, meta.last_access, clock, ks.lfu_decay_minutes());
-        meta.freq = lfu_log_incr(counter, ks.lfu_log_factor());
-        meta.last_access = clock;
-        meta.visited = true;
-    }
-
     /// Read lookup: counts a hit or miss and updates access metadata.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
         self.read(key, self.touch)
@@ -91,13 +83,13 @@ impl<'a> KeyAccess<'a> {
             return None;
         };
         StoreStats::bump(&self.stats.hits, 1);
-        let clock = self.ks.clock_secs();
         let db = self.db;
-        let e = self.locked.get(loc.part).dbs[db].entry_mut(loc.slot);
-        if touch {
-            Self::touch_meta(self.ks, &mut e.meta, clock);
+        let clock = if touch { Some(self.ks.policy_clock()) } else { None };
+        let d = &mut self.locked.get(loc.part).dbs[db];
+        if let Some(clock) = clock {
+            d.touch(loc.slot, &clock, false);
         }
-        Some(e)
+        Some(d.entry(loc.slot))
     }
 
     /// Lookup that neither counts stats nor touches (internal checks).
@@ -121,16 +113,14 @@ impl<'a> KeyAccess<'a> {
 
     /// Write access to a located key, touching its access metadata.
     fn entry_mut_at(&mut self, loc: Loc) -> EntryMut<'_> {
-        let clock = self.ks.clock_secs();
-        let touch = self.touch;
+        let clock = if self.touch { Some(self.ks.policy_clock()) } else { None };
         let db = self.db;
         let ks = self.ks;
         let part = self.locked.get(loc.part);
-        let e = part.dbs[db].entry_mut(loc.slot);
-        if touch {
-            Self::touch_meta(ks, &mut e.meta, clock);
+        if let Some(clock) = clock {
+            part.dbs[db].touch(loc.slot, &clock, true);
         }
-        let old_mem = e.mem();
+        let old_mem = part.dbs[db].entry(loc.slot).mem();
         EntryMut { ks, part, db, slot: loc.slot, old_mem, modified: true, written: false, expire_set: false }
     }
 
@@ -159,17 +149,12 @@ impl<'a> KeyAccess<'a> {
     }
 
     fn insert_new_hashed(&mut self, key: &[u8], hash: u64, value: Value, expire_at: u64) -> (u32, u32) {
-        let clock = self.ks.clock_secs();
+        let clock = self.ks.policy_clock();
         let db = self.db;
         let ks = self.ks;
         let (part_idx, part) = self.part_mut(key);
-        let entry = Entry {
-            key: key.into(),
-            expire_at,
-            meta: Meta { last_access: clock, freq: LFU_INIT, visited: false, prev: NONE, next: NONE },
-            loc: Location::Ram(value),
-        };
-        let slot = part.insert_entry(ks, db, hash, entry);
+        let entry = Entry { key: key.into(), expire_at, meta: EntryState::new(&clock), loc: Location::Ram(value) };
+        let slot = part.insert_entry(ks, db, hash, entry, &clock);
         (part_idx, slot)
     }
 
@@ -329,34 +314,6 @@ pub fn clear_db(ks: &Keyspace, part: &mut Partition, db: usize) -> usize {
     part.clear_db(ks, db)
 }
 
-/// Redis's LFU counter: starts at 5, grows logarithmically.
-pub const LFU_INIT: u8 = 5;
-/// Redis's defaults for `lfu-log-factor` and `lfu-decay-time`.
-pub const LFU_DEFAULT_LOG_FACTOR: u32 = 10;
-pub const LFU_DEFAULT_DECAY_MINUTES: u32 = 1;
-
-/// Counts one access: the higher the counter and `factor`, the less likely
-/// it grows (Redis's LFULogIncr).
-fn lfu_log_incr(counter: u8, factor: u32) -> u8 {
-    if counter == 255 {
-        return 255;
-    }
-    let r = (super::fast_rand() % 1_000_000) as f64 / 1_000_000.0;
-    let base = (counter as f64 - LFU_INIT as f64).max(0.0);
-    let p = 1.0 / (base * factor as f64 + 1.0);
-    if r < p { counter + 1 } else { counter }
-}
-
-/// The counter after `decay_minutes`-long idle periods since `last_access`
-/// (seconds, keyspace clock), one decrement each (Redis's LFUDecrAndReturn).
-pub fn lfu_decayed(counter: u8, last_access: u32, clock: u32, decay_minutes: u32) -> u8 {
-    if decay_minutes == 0 {
-        return counter;
-    }
-    let periods = clock.saturating_sub(last_access) / 60 / decay_minutes;
-    counter.saturating_sub(periods.min(255) as u8)
-}
-
 /// Write access to one entry; settles bookkeeping on drop.
 pub struct EntryMut<'a> {
     ks: &'a Keyspace,
@@ -423,24 +380,6 @@ impl Drop for EntryMut<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn lfu_counter_decays_one_per_idle_period_and_never_below_zero() {
-        assert_eq!(lfu_decayed(10, 0, 59, 1), 10, "under a minute idle");
-        assert_eq!(lfu_decayed(10, 0, 120, 1), 8);
-        assert_eq!(lfu_decayed(10, 0, 600, 5), 8, "two 5-minute periods");
-        assert_eq!(lfu_decayed(10, 0, 100_000, 1), 0);
-        assert_eq!(lfu_decayed(10, 0, 100_000, 0), 10, "decay time 0: no decay");
-        assert_eq!(lfu_decayed(10, 500, 100, 1), 10, "clock behind last access");
-    }
-
-    #[test]
-    fn lfu_log_factor_sets_how_fast_the_counter_grows() {
-        // Factor 0: every access counts.
-        assert!((0..50).all(|_| lfu_log_incr(40, 0) == 41));
-        // A huge factor: past the initial value, practically never.
-        assert!((0..1000).filter(|_| lfu_log_incr(40, u32::MAX) == 41).count() < 3);
-        assert_eq!(lfu_log_incr(255, 0), 255, "saturates");
-    }
     use crate::store::list::ListValue;
     use parking_lot::Mutex;
     use smallvec::SmallVec;

@@ -8,6 +8,7 @@
 //! ascending partition order (so multi-key commands and EXEC cannot deadlock).
 
 mod access;
+mod evict;
 pub mod expire;
 pub mod hash;
 pub mod journal;
@@ -21,6 +22,7 @@ pub mod value;
 pub mod zset;
 
 pub use access::{EntryMut, KeyAccess, clear_db};
+pub use evict::Victim;
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, Entry, Location, Meta, NUM_DBS, Partition, Serve, Waiter};
 pub use pending::PendingRead;
@@ -29,11 +31,12 @@ pub use stats::StoreStats;
 pub use value::{Value, WRONGTYPE};
 
 use crate::base::slot::{SLOTS, key_slot};
+use crate::policy::{Clock, LFU_DEFAULT_DECAY_MINUTES, LFU_DEFAULT_LOG_FACTOR, PolicyKind};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 use std::time::Instant;
 
 pub struct Keyspace {
@@ -52,6 +55,8 @@ pub struct Keyspace {
     lfu_decay_minutes: AtomicU32,
     /// Told about every change (the durability log), if any.
     journal: Option<Arc<dyn Journal>>,
+    /// The eviction policy every database's instance runs (`PolicyKind` index).
+    policy: AtomicU8,
     /// Keys marked to make their next command wait (`pending`), over all
     /// partitions: lets commands skip the per-key check when none are.
     delayed_keys: AtomicUsize,
@@ -71,14 +76,15 @@ impl Keyspace {
     pub fn new(partitions: usize) -> Self {
         let n = partitions.clamp(1, SLOTS).next_power_of_two();
         Keyspace {
-            parts: (0..n).map(|i| Mutex::new(Partition::new(i as u32, SLOTS / n))).collect(),
+            parts: (0..n).map(|i| Mutex::new(Partition::new(i as u32, SLOTS / n, PolicyKind::NoEviction))).collect(),
             mask: (n - 1) as u64,
             used: AtomicI64::new(0),
             started: Instant::now(),
             clock: AtomicU32::new(0),
-            lfu_log_factor: AtomicU32::new(access::LFU_DEFAULT_LOG_FACTOR),
-            lfu_decay_minutes: AtomicU32::new(access::LFU_DEFAULT_DECAY_MINUTES),
+            lfu_log_factor: AtomicU32::new(LFU_DEFAULT_LOG_FACTOR),
+            lfu_decay_minutes: AtomicU32::new(LFU_DEFAULT_DECAY_MINUTES),
             journal: None,
+            policy: AtomicU8::new(0),
             delayed_keys: AtomicUsize::new(0),
         }
     }
@@ -221,7 +227,37 @@ impl Keyspace {
     /// An entry's LFU counter as of `clock`: decremented by one per
     /// `lfu-decay-time` minutes idle, as Redis does before reading it.
     pub fn lfu_counter(&self, meta: &Meta, clock: u32) -> u8 {
-        access::lfu_decayed(meta.freq, meta.last_access, clock, self.lfu_decay_minutes())
+        crate::policy::lfu_decayed(meta.freq, meta.last_access, clock, self.lfu_decay_minutes())
+    }
+
+    /// The eviction policy the databases run.
+    pub fn policy_kind(&self) -> PolicyKind {
+        PolicyKind::ALL[self.policy.load(Ordering::Relaxed) as usize]
+    }
+
+    /// What the eviction policy's hooks need to know of time and tuning.
+    #[inline]
+    pub fn policy_clock(&self) -> Clock {
+        Clock {
+            now_secs: self.clock_secs(),
+            lfu_log_factor: self.lfu_log_factor(),
+            lfu_decay_minutes: self.lfu_decay_minutes(),
+        }
+    }
+
+    /// Switches every database of every partition to eviction policy
+    /// `kind` (start-up, CONFIG SET), one partition lock at a time. Each
+    /// policy re-links the entries it finds.
+    pub fn set_policy(&self, kind: PolicyKind) {
+        let idx = PolicyKind::ALL.iter().position(|k| *k == kind).expect("listed") as u8;
+        self.policy.store(idx, Ordering::Relaxed);
+        let clock = self.policy_clock();
+        for i in 0..self.parts.len() as u32 {
+            let mut part = self.lock(i);
+            for db in part.dbs.iter_mut() {
+                db.set_policy(kind, fast_rand(), &clock);
+            }
+        }
     }
 
     /// Refreshes the cached LRU clock (called every 100 ms by the workers).
@@ -328,11 +364,6 @@ pub fn mono_ns() -> u64 {
 pub fn thread_cpu_ns() -> u64 {
     let (secs, nanos) = read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
     secs as u64 * 1_000_000_000 + nanos as u64
-}
-
-/// Removes an entry chosen by eviction; returns the bytes it accounted for.
-pub fn evict_slot(ks: &Keyspace, part: &mut Partition, db: usize, slot: u32) -> usize {
-    part.remove_entry(ks, db, slot, None, ChangeKind::Evicted).mem()
 }
 
 #[cfg(test)]

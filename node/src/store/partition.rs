@@ -3,10 +3,11 @@
 //! memory counter. A partition is only ever touched under its own lock.
 
 use super::journal::{Change, ChangeKind};
-use super::slab_table::{Keyed, NONE, SlabTable, hash_bytes};
+use super::slab_table::{Keyed, SlabTable, fast_rand, hash_bytes};
 use super::value::Value;
 use super::{KeyAccess, Keyspace};
 use crate::base::slot::{SLOTS, key_slot};
+use crate::policy::{AnyPolicy, Clock, Entries, EntryState, Policy, PolicyKind};
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -27,19 +28,9 @@ pub enum Location {
     Ram(Value),
 }
 
-/// Eviction metadata kept in every index entry.
-#[derive(Clone, Copy, Debug)]
-pub struct Meta {
-    /// Last access time in seconds since the keyspace epoch (LRU, IDLETIME).
-    pub last_access: u32,
-    /// Logarithmic access counter (LFU, OBJECT FREQ).
-    pub freq: u8,
-    /// SIEVE's visited bit.
-    pub visited: bool,
-    /// SIEVE queue links (slot numbers in the same database, or NONE).
-    pub prev: u32,
-    pub next: u32,
-}
+/// Eviction metadata kept in every index entry: the policy's fixed-size
+/// per-entry state (access time, LFU counter, policy bits and links).
+pub type Meta = EntryState;
 
 pub struct Entry {
     pub key: Box<[u8]>,
@@ -76,27 +67,72 @@ impl Entry {
 }
 
 /// One logical database's share of a partition.
-#[derive(Default)]
 pub struct Db {
     pub table: SlabTable<Entry>,
     /// (expire_at, slot) for every key with a TTL: exact active expiry and
     /// volatile-ttl eviction without sampling.
     pub expires: BTreeSet<(u64, u32)>,
-    /// SIEVE queue: head = newest, tail = oldest; `hand` walks tail → head.
-    pub sieve_head: u32,
-    pub sieve_tail: u32,
-    pub sieve_hand: u32,
+    /// The eviction policy's instance for this table: owns its queues.
+    policy: AnyPolicy,
+}
+
+/// What the policy sees of a database: its entries' states, sampling and
+/// expiry order. Borrowed apart from the policy so both can be mutable.
+struct DbEntries<'a> {
+    table: &'a mut SlabTable<Entry>,
+    expires: &'a BTreeSet<(u64, u32)>,
+}
+
+impl Entries for DbEntries<'_> {
+    #[inline]
+    fn state(&self, slot: u32) -> &EntryState {
+        &self.table.get(slot).expect("live slot").meta
+    }
+
+    #[inline]
+    fn state_mut(&mut self, slot: u32) -> &mut EntryState {
+        &mut self.table.get_mut(slot).expect("live slot").meta
+    }
+
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    fn random_slot(&self, rand: u64) -> Option<u32> {
+        self.table.random_slot(rand)
+    }
+
+    fn expire_at(&self, slot: u32) -> u64 {
+        self.table.get(slot).map_or(0, |e| e.expire_at)
+    }
+
+    fn soonest_expiring(&self) -> Option<u32> {
+        self.expires.first().map(|&(_, s)| s)
+    }
+
+    fn random_expiring(&self, rand: u64) -> Option<u32> {
+        // Among the 64 soonest: the expiry set has no O(1) random access.
+        let n = self.expires.len().min(64);
+        if n == 0 {
+            return None;
+        }
+        self.expires.iter().nth(rand as usize % n).map(|&(_, s)| s)
+    }
+
+    fn size(&self, slot: u32) -> usize {
+        self.table.get(slot).map_or(0, Entry::mem)
+    }
 }
 
 impl Db {
-    pub fn new() -> Self {
-        Db {
-            table: SlabTable::default(),
-            expires: BTreeSet::new(),
-            sieve_head: NONE,
-            sieve_tail: NONE,
-            sieve_hand: NONE,
-        }
+    pub fn new(policy: PolicyKind, seed: u64) -> Self {
+        Db { table: SlabTable::default(), expires: BTreeSet::new(), policy: AnyPolicy::with_seed(policy, seed) }
+    }
+
+    /// Splits the database into its policy and the policy's view of it.
+    #[inline]
+    fn policy_and_entries(&mut self) -> (&mut AnyPolicy, DbEntries<'_>) {
+        (&mut self.policy, DbEntries { table: &mut self.table, expires: &self.expires })
     }
 
     pub fn len(&self) -> usize {
@@ -122,50 +158,60 @@ impl Db {
         self.table.get_mut(slot).expect("live slot")
     }
 
-    /// Inserts an entry for a key known to be absent; links it at the head of
-    /// the SIEVE queue and into the expiry set.
-    pub fn insert(&mut self, hash: u64, mut entry: Entry) -> u32 {
-        entry.meta.prev = NONE;
-        entry.meta.next = self.sieve_head;
+    /// Inserts an entry for a key known to be absent (its `meta` already
+    /// set); the policy queues it and the expiry set takes its TTL.
+    pub fn insert(&mut self, hash: u64, entry: Entry, clock: &Clock) -> u32 {
         let expire_at = entry.expire_at;
         let slot = self.table.insert_new(hash, entry);
-        if self.sieve_head != NONE {
-            let head = self.sieve_head;
-            self.entry_mut(head).meta.prev = slot;
-        }
-        self.sieve_head = slot;
-        if self.sieve_tail == NONE {
-            self.sieve_tail = slot;
-        }
+        let (policy, mut entries) = self.policy_and_entries();
+        policy.on_insert(&mut entries, slot, clock);
         if expire_at != 0 {
             self.expires.insert((expire_at, slot));
         }
         slot
     }
 
-    /// Removes the entry in `slot` from the index, queue and expiry set.
+    /// Removes the entry in `slot` from the policy, expiry set and index.
     pub fn remove(&mut self, slot: u32) -> Entry {
-        let (prev, next, expire_at) = {
-            let e = self.entry(slot);
-            (e.meta.prev, e.meta.next, e.expire_at)
-        };
-        if prev != NONE {
-            self.entry_mut(prev).meta.next = next;
-        } else {
-            self.sieve_head = next;
-        }
-        if next != NONE {
-            self.entry_mut(next).meta.prev = prev;
-        } else {
-            self.sieve_tail = prev;
-        }
-        if self.sieve_hand == slot {
-            self.sieve_hand = prev;
-        }
+        let (policy, mut entries) = self.policy_and_entries();
+        policy.on_remove(&mut entries, slot);
+        let expire_at = self.entry(slot).expire_at;
         if expire_at != 0 {
             self.expires.remove(&(expire_at, slot));
         }
         self.table.remove(slot).expect("live slot")
+    }
+
+    /// Counts a read (`write` false) or write access for the policy.
+    #[inline]
+    pub fn touch(&mut self, slot: u32, clock: &Clock, write: bool) {
+        let (policy, mut entries) = self.policy_and_entries();
+        if write {
+            policy.on_update(&mut entries, slot, clock);
+        } else {
+            policy.on_access(&mut entries, slot, clock);
+        }
+    }
+
+    /// The policy's best victim here, as (score, slot): lower goes first.
+    pub fn eviction_candidate(&mut self, samples: usize, clock: &Clock) -> Option<(u64, u32)> {
+        let (policy, mut entries) = self.policy_and_entries();
+        policy.candidate(&mut entries, samples, clock, &mut fast_rand)
+    }
+
+    /// Switches to another policy, which re-links every entry.
+    pub fn set_policy(&mut self, kind: PolicyKind, seed: u64, clock: &Clock) {
+        if self.policy.kind() == kind {
+            return;
+        }
+        self.policy = AnyPolicy::with_seed(kind, seed);
+        let live: Vec<u32> = self.table.iter().map(|(slot, _)| slot).collect();
+        let (policy, mut entries) = self.policy_and_entries();
+        policy.rebuild(&mut entries, &mut live.into_iter(), clock);
+    }
+
+    pub fn policy_kind(&self) -> PolicyKind {
+        self.policy.kind()
     }
 
     /// Changes a key's expiry (0 = persist), keeping the expiry set in step.
@@ -183,8 +229,9 @@ impl Db {
         self.entry_mut(slot).expire_at = expire_at;
     }
 
+    /// Empties the table, keeping the policy kind.
     pub fn clear(&mut self) {
-        *self = Db::new();
+        *self = Db::new(self.policy.kind(), fast_rand());
     }
 }
 
@@ -250,9 +297,9 @@ pub struct Partition {
 
 impl Partition {
     /// An empty partition owning `slots` hash slots.
-    pub fn new(index: u32, slots: usize) -> Self {
+    pub fn new(index: u32, slots: usize, policy: PolicyKind) -> Self {
         Partition {
-            dbs: (0..NUM_DBS).map(|_| Db::new()).collect(),
+            dbs: (0..NUM_DBS).map(|db| Db::new(policy, policy_seed(index, db))).collect(),
             mem: 0,
             watched: HashMap::new(),
             blocked: HashMap::new(),
@@ -331,11 +378,11 @@ impl Partition {
     }
 
     /// Adds an entry for a key known to be absent; returns its slot.
-    pub(super) fn insert_entry(&mut self, ks: &Keyspace, db: usize, hash: u64, entry: Entry) -> u32 {
+    pub(super) fn insert_entry(&mut self, ks: &Keyspace, db: usize, hash: u64, entry: Entry, clock: &Clock) -> u32 {
         let mem = entry.mem() as i64;
         let wakes = entry.value().wakes_blocked();
         self.count_key(&entry.key, 1);
-        let slot = self.dbs[db].insert(hash, entry);
+        let slot = self.dbs[db].insert(hash, entry, clock);
         self.mem += mem;
         ks.add_mem(mem);
         self.settle_write(ks, db, slot, ChangeKind::Write, wakes);
@@ -395,7 +442,8 @@ impl Partition {
         if n == 0 {
             return 0;
         }
-        let old = std::mem::replace(&mut self.dbs[db], Db::new());
+        let fresh = Db::new(self.dbs[db].policy_kind(), policy_seed(self.index, db));
+        let old = std::mem::replace(&mut self.dbs[db], fresh);
         let mut mem = 0i64;
         for (_, e) in old.table.iter() {
             mem += e.mem() as i64;
@@ -427,6 +475,11 @@ impl Partition {
         }
         self.journal(ks, a, &[], ChangeKind::SwapDb(b), None);
     }
+}
+
+/// A seed per (partition, database), so policies' coin flips differ.
+fn policy_seed(partition: u32, db: usize) -> u64 {
+    ((partition as u64) << 8 | db as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1
 }
 
 /// Bumps the WATCH version of `key`, if anyone watches it.

@@ -1,0 +1,77 @@
+//! Eviction victims: the policy instance of each (partition, database)
+//! proposes its best candidate; the keyspace compares candidates of a few
+//! partitions, one lock at a time, and removes the winner. The memory
+//! budget (`crate::eviction`) decides when and how much.
+
+use super::Keyspace;
+use super::journal::ChangeKind;
+use super::partition::NUM_DBS;
+use super::slab_table::fast_rand;
+use super::stats::StoreStats;
+
+/// A key chosen for eviction. It carries the key itself: between choosing
+/// (under one partition's lock) and evicting (under it again) the slot may
+/// have been freed and reused by another key, which must not be evicted.
+#[derive(Clone, Debug)]
+pub struct Victim {
+    pub part: u32,
+    pub db: usize,
+    pub slot: u32,
+    pub key: Box<[u8]>,
+}
+
+impl Keyspace {
+    /// The best victim among `samples` candidates, each proposed by the
+    /// policy of a random non-empty (partition, database); None when no
+    /// database has anything this policy may evict.
+    pub fn eviction_victim(&self, samples: usize) -> Option<Victim> {
+        let nparts = self.num_partitions() as u64;
+        let clock = self.policy_clock();
+        let samples = samples.max(1);
+        let mut best: Option<(u64, Victim)> = None;
+        let mut taken = 0;
+        // Random partitions first (the same one may be drawn twice: with few
+        // partitions that is how several candidates come from one); if those
+        // were empty (tiny keyspace), walk partitions in order from a random
+        // start until enough candidates are found.
+        let random_draws = samples as u64 * 4;
+        let start = fast_rand() % nparts;
+        for attempt in 0..random_draws + nparts {
+            if taken >= samples {
+                break;
+            }
+            let pidx = if attempt < random_draws {
+                (fast_rand() % nparts) as u32
+            } else {
+                ((start + attempt - random_draws) % nparts) as u32
+            };
+            let mut part = self.lock(pidx);
+            for db in 0..NUM_DBS {
+                let d = &mut part.dbs[db];
+                if d.is_empty() {
+                    continue;
+                }
+                let Some((score, slot)) = d.eviction_candidate(1, &clock) else { continue };
+                taken += 1;
+                if best.as_ref().is_none_or(|(s, _)| score < *s) {
+                    let key = d.entry(slot).key.clone();
+                    best = Some((score, Victim { part: pidx, db, slot, key }));
+                }
+            }
+        }
+        best.map(|(_, v)| v)
+    }
+
+    /// Removes a victim if it is still the key that was chosen; returns the
+    /// bytes freed.
+    pub fn evict(&self, v: &Victim, stats: &StoreStats) -> Option<usize> {
+        let mut part = self.lock(v.part);
+        if part.dbs[v.db].table.get(v.slot).is_none_or(|e| e.key != v.key) {
+            return None;
+        }
+        let freed = part.remove_entry(self, v.db, v.slot, None, ChangeKind::Evicted).mem();
+        StoreStats::bump(&stats.evicted, 1);
+        StoreStats::bump(&stats.evicted_bytes, freed as u64);
+        Some(freed)
+    }
+}
