@@ -2,14 +2,17 @@
 //!
 //! Each worker writes only its own `WorkerMetrics` (single-writer relaxed
 //! atomics), so recording a command touches no cache line another core
-//! writes. `/metrics` (see `http`) and INFO sum over workers when read.
+//! writes. The server sums them into one [`Snapshot`] when read, which both
+//! `/metrics` ([`exposition`]) and INFO render.
 
-pub mod collector;
-pub mod http;
+pub mod exposition;
+pub mod snapshot;
+mod store_stats;
 
-use crate::store::StoreStats;
+pub use snapshot::{CmdTotals, DbFigures, Snapshot};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+pub use store_stats::{StatsTotals, StoreStats, totals as store_stats_totals};
 
 /// Upper bounds (seconds) of the command latency histogram buckets.
 pub const LATENCY_BUCKETS: [f64; 14] =

@@ -10,6 +10,8 @@
 pub mod balance;
 pub mod client;
 mod connection;
+mod http;
+mod snapshot;
 mod socket;
 
 use crate::commands::dispatch::CommandTable;
@@ -324,7 +326,7 @@ async fn acceptor_main(shared: Arc<Shared>) -> i32 {
         return 1;
     }
     if sc.metrics_port != 0 {
-        match crate::metrics::http::start(shared.clone()).await {
+        match http::start(shared.clone()).await {
             Ok(addr) => {
                 shared.metrics_port.store(addr.port() as usize, Relaxed);
                 info!(%addr, "serving /metrics, /healthz, /readyz");
@@ -432,8 +434,8 @@ fn reject_conn(conn: NewConn) {
 
 impl Shared {
     /// Keyspace statistics summed over workers.
-    pub fn store_totals(&self) -> crate::store::stats::StatsTotals {
+    pub fn store_totals(&self) -> crate::metrics::StatsTotals {
         let all: Vec<_> = self.workers.iter().map(|w| w.store.clone()).collect();
-        crate::store::stats::totals(&all)
+        crate::metrics::store_stats_totals(&all)
     }
 }

@@ -8,10 +8,10 @@
 //! Writes go through `EntryMut`, whose `Drop` settles the bookkeeping so no
 //! command can forget it.
 
+use super::StoreStats;
 use super::journal::ChangeKind;
 use super::partition::{Entry, Location, Partition, Serve, Waiter};
 use super::slab_table::hash_bytes;
-use super::stats::StoreStats;
 use super::value::Value;
 use super::{Keyspace, Locked};
 use crate::policy::EntryState;

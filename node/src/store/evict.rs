@@ -4,10 +4,10 @@
 //! budget (`crate::eviction`) decides when and how much.
 
 use super::Keyspace;
+use super::StoreStats;
 use super::journal::ChangeKind;
 use super::partition::NUM_DBS;
 use super::slab_table::fast_rand;
-use super::stats::StoreStats;
 
 /// A key chosen for eviction. It carries the key itself: between choosing
 /// (under one partition's lock) and evicting (under it again) the slot may

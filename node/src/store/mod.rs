@@ -17,20 +17,20 @@ pub mod partition;
 pub mod pending;
 pub mod set;
 pub mod slab_table;
-pub mod stats;
 pub mod value;
 pub mod zset;
 
+pub use crate::metrics::StoreStats;
 pub use access::{EntryMut, KeyAccess, clear_db};
 pub use evict::Victim;
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, Entry, Location, Meta, NUM_DBS, Partition, Serve, Waiter};
 pub use pending::PendingRead;
 pub use slab_table::{fast_rand, hash_bytes};
-pub use stats::StoreStats;
 pub use value::{Value, WRONGTYPE};
 
 use crate::base::slot::{SLOTS, key_slot};
+use crate::metrics::DbFigures;
 use crate::policy::{Clock, LFU_DEFAULT_DECAY_MINUTES, LFU_DEFAULT_LOG_FACTOR, PolicyKind};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
@@ -113,6 +113,15 @@ impl Keyspace {
     #[inline]
     pub fn partition_of_key(&self, key: &[u8]) -> u32 {
         self.partition_of_slot(key_slot(key))
+    }
+
+    /// Key counts of every database, one partition lock at a time.
+    pub fn db_figures(&self, now_ms: u64) -> [DbFigures; NUM_DBS] {
+        let mut out = [DbFigures::default(); NUM_DBS];
+        for i in 0..self.parts.len() as u32 {
+            self.lock(i).add_db_figures(now_ms, &mut out);
+        }
+        out
     }
 
     /// Keys (over all databases) in one hash slot.

@@ -7,6 +7,7 @@ use super::slab_table::{Keyed, SlabTable, fast_rand, hash_bytes};
 use super::value::Value;
 use super::{KeyAccess, Keyspace};
 use crate::base::slot::{SLOTS, key_slot};
+use crate::metrics::DbFigures;
 use crate::policy::{AnyPolicy, Clock, Entries, EntryState, Policy, PolicyKind};
 use std::cell::Cell;
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -347,6 +348,16 @@ impl Partition {
 
     pub fn keys(&self) -> usize {
         self.dbs.iter().map(|d| d.len()).sum()
+    }
+
+    /// Adds this partition's keys, TTL keys and remaining TTLs per
+    /// database to `out` (INFO keyspace, `strata_keys`).
+    pub fn add_db_figures(&self, now_ms: u64, out: &mut [DbFigures]) {
+        for (f, d) in out.iter_mut().zip(self.dbs.iter()) {
+            f.keys += d.len() as u64;
+            f.expires += d.expires.len() as u64;
+            f.ttl_sum_ms += d.expires.iter().map(|&(at, _)| at.saturating_sub(now_ms) as u128).sum::<u128>();
+        }
     }
 
     /// Keys in hash slot `slot`, which this partition must own.

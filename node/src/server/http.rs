@@ -6,8 +6,8 @@
 //! runtime rather than a full HTTP stack: no extra dependencies, and every
 //! connection is bounded in time, header size and number.
 
-use super::collector;
-use crate::server::Shared;
+use super::Shared;
+use crate::metrics::exposition;
 use prometheus_client::registry::Registry;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,7 +38,8 @@ pub async fn start(shared: Arc<Shared>) -> std::io::Result<SocketAddr> {
     let host = sc.metrics_bind.trim_start_matches('[').trim_end_matches(']');
     let listener = TcpListener::bind((host, sc.metrics_port)).await?;
     let addr = listener.local_addr()?;
-    let registry = Arc::new(collector::registry(shared.clone()));
+    let source = shared.clone();
+    let registry = Arc::new(exposition::registry(Box::new(move || source.snapshot_with_keys())));
     tokio::spawn(serve(listener, shared, registry));
     Ok(addr)
 }

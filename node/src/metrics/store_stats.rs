@@ -1,4 +1,5 @@
-//! Keyspace statistics, one set per worker thread.
+//! Keyspace statistics (hits, misses, expiry, eviction), one set per
+//! worker thread; the store bumps them.
 //!
 //! Each worker writes only its own counters (relaxed atomics on a cache line
 //! no other core writes), and readers (INFO, /metrics) sum over workers, so

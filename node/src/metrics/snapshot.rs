@@ -1,0 +1,136 @@
+//! One reading of every figure the node reports. The server takes it (see
+//! `server::Shared::snapshot`); `/metrics` and INFO both render it, so a
+//! figure is defined and computed in one place.
+
+use super::{CmdStat, LATENCY_BUCKETS, StatsTotals, WorkerMetrics};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+/// Number of logical databases the snapshot reports on.
+pub const DATABASES: usize = 16;
+
+#[derive(Debug, Default, Clone)]
+pub struct Snapshot {
+    pub uptime: Duration,
+    /// Worker threads, and how many take connections now.
+    pub worker_threads: u64,
+    pub active_threads: u64,
+    pub adaptive_threads: bool,
+    pub connection_migrations: u64,
+    pub clients: ClientFigures,
+    pub server: ServerTotals,
+    pub store: StatsTotals,
+    pub memory: MemoryFigures,
+    /// Per database; filled only when the caller counted keys.
+    pub keyspace: [DbFigures; DATABASES],
+    /// Commands ever called or refused, with their totals.
+    pub commands: Vec<(&'static str, CmdTotals)>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClientFigures {
+    pub connected: u64,
+    pub blocked: u64,
+    pub max_input_buffer: u64,
+    pub max_output_buffer: u64,
+}
+
+/// Connection and traffic counters summed over workers.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ServerTotals {
+    pub connections_received: u64,
+    pub rejected_connections: u64,
+    pub commands: u64,
+    pub net_input_bytes: u64,
+    pub net_output_bytes: u64,
+    pub protocol_errors: u64,
+    pub output_buffer_disconnects: u64,
+}
+
+impl ServerTotals {
+    pub fn sum(workers: &[Arc<WorkerMetrics>]) -> Self {
+        let total = |f: fn(&WorkerMetrics) -> &std::sync::atomic::AtomicU64| super::sum(workers, f);
+        ServerTotals {
+            connections_received: total(|w| &w.server.connections_received),
+            rejected_connections: total(|w| &w.server.rejected_connections),
+            commands: total(|w| &w.server.commands),
+            net_input_bytes: total(|w| &w.server.net_input_bytes),
+            net_output_bytes: total(|w| &w.server.net_output_bytes),
+            protocol_errors: total(|w| &w.server.protocol_errors),
+            output_buffer_disconnects: total(|w| &w.server.output_buffer_disconnects),
+        }
+    }
+}
+
+/// Memory by component, in bytes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MemoryFigures {
+    /// Keys, values and index.
+    pub keyspace: u64,
+    /// Client query and output buffers.
+    pub connections: u64,
+    /// `used_memory`: the above plus a fixed baseline.
+    pub used: u64,
+    pub peak: u64,
+    /// `maxmemory` (0 = no limit).
+    pub max: u64,
+}
+
+/// Keys of one database.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct DbFigures {
+    pub keys: u64,
+    /// Keys with a TTL.
+    pub expires: u64,
+    /// Sum of their remaining TTLs, for the average INFO shows.
+    pub ttl_sum_ms: u128,
+}
+
+impl DbFigures {
+    /// Average remaining TTL of keys that have one (INFO's `avg_ttl`).
+    pub fn avg_ttl_ms(&self) -> u128 {
+        if self.expires == 0 { 0 } else { self.ttl_sum_ms / self.expires as u128 }
+    }
+}
+
+/// One command's counters summed over workers.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct CmdTotals {
+    pub calls: u64,
+    pub usec: u64,
+    pub failed: u64,
+    pub rejected: u64,
+    pub nanos: u64,
+    /// Per-bucket (not cumulative) counts; the last slot is the +Inf overflow.
+    pub buckets: [u64; LATENCY_BUCKETS.len() + 1],
+}
+
+impl CmdTotals {
+    pub fn sum(workers: &[Arc<WorkerMetrics>], idx: usize) -> Self {
+        let mut t = CmdTotals::default();
+        for w in workers {
+            if let Some(stat) = w.cmds.get(idx) {
+                t.add(stat);
+            }
+        }
+        t
+    }
+
+    pub fn add(&mut self, s: &CmdStat) {
+        self.calls += s.calls.load(Relaxed);
+        self.usec += s.usec.load(Relaxed);
+        self.failed += s.failed.load(Relaxed);
+        self.rejected += s.rejected.load(Relaxed);
+        self.nanos += s.nanos.load(Relaxed);
+        for (t, b) in self.buckets.iter_mut().zip(&s.buckets) {
+            *t += b.load(Relaxed);
+        }
+    }
+
+    /// Commands never called nor refused are left out: the table has
+    /// hundreds of entries and most are never used.
+    pub fn is_active(&self) -> bool {
+        self.calls > 0 || self.rejected > 0
+    }
+}

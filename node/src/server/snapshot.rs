@@ -1,0 +1,111 @@
+//! The node's figures in one reading, for `/metrics` and INFO alike.
+
+use super::Shared;
+use crate::metrics::snapshot::{ClientFigures, MemoryFigures, ServerTotals};
+use crate::metrics::{CmdTotals, DbFigures, Snapshot};
+use crate::store::NUM_DBS;
+use std::sync::atomic::Ordering::Relaxed;
+
+impl Shared {
+    /// Every figure but the keyspace's, which the caller counts (INFO runs
+    /// inside EXEC with every partition already locked; a scrape locks them
+    /// one at a time): see [`Shared::snapshot_with_keys`].
+    pub fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot {
+        let clients = self.clients.all();
+        let used = self.used_memory();
+        self.used_memory_peak.fetch_max(used, Relaxed);
+        Snapshot {
+            uptime: self.uptime(),
+            worker_threads: self.workers.len() as u64,
+            active_threads: self.balance.active() as u64,
+            adaptive_threads: self.balance.adaptive(),
+            connection_migrations: self.balance.migrations.load(Relaxed),
+            clients: ClientFigures {
+                connected: clients.len() as u64,
+                blocked: clients.iter().filter(|c| c.blocked.load(Relaxed)).count() as u64,
+                max_input_buffer: clients.iter().map(|c| c.qbuf.load(Relaxed)).max().unwrap_or(0) as u64,
+                max_output_buffer: clients
+                    .iter()
+                    .map(|c| c.obuf.load(Relaxed) + c.pending_push.load(Relaxed))
+                    .max()
+                    .unwrap_or(0) as u64,
+            },
+            server: ServerTotals::sum(&self.workers),
+            store: self.store_totals(),
+            memory: MemoryFigures {
+                keyspace: self.ks.used_memory().max(0) as u64,
+                connections: self.conn_mem.load(Relaxed).max(0) as u64,
+                used,
+                peak: self.used_memory_peak.load(Relaxed),
+                max: self.maxmemory(),
+            },
+            keyspace,
+            commands: self
+                .table
+                .iter()
+                .map(|(idx, def)| (def.name, CmdTotals::sum(&self.workers, idx)))
+                .filter(|(_, t)| t.is_active())
+                .collect(),
+        }
+    }
+
+    /// A snapshot with the keyspace counted partition by partition.
+    pub fn snapshot_with_keys(&self) -> Snapshot {
+        self.snapshot(self.ks.db_figures(crate::store::now_ms()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{Cli, Config};
+    use crate::metrics::{ServerStats, StoreStats};
+    use clap::Parser;
+    use prometheus_client::encoding::text::encode;
+
+    /// Value of the sample whose series (name and labels, as written) is `series`.
+    fn sample(text: &str, series: &str) -> Option<f64> {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    #[test]
+    fn node_families_sum_over_workers() {
+        let cli =
+            Cli::try_parse_from(["strata-node", "--threads", "2", "--partitions", "4", "--maxmemory", "1mb"]).unwrap();
+        let shared = crate::server::build_shared(Config::from_cli(cli).unwrap());
+        for (i, w) in shared.workers.iter().enumerate() {
+            let n = i as u64 + 1;
+            ServerStats::add(&w.server.connections_received, n);
+            ServerStats::add(&w.server.net_input_bytes, 100 * n);
+            ServerStats::add(&w.server.protocol_errors, n);
+            StoreStats::bump(&w.store.hits, 10 * n);
+            StoreStats::bump(&w.store.misses, n);
+            StoreStats::bump(&w.store.evicted_bytes, 7);
+        }
+        let source = shared.clone();
+        let registry = crate::metrics::exposition::registry(Box::new(move || source.snapshot_with_keys()));
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+
+        for (series, want) in [
+            ("strata_connections_received_total", 3.0),
+            ("strata_net_input_bytes_total", 300.0),
+            ("strata_protocol_errors_total", 3.0),
+            ("strata_keyspace_hits_total", 30.0),
+            ("strata_keyspace_misses_total", 3.0),
+            ("strata_evicted_bytes_total", 14.0),
+            ("strata_connections", 0.0),
+            ("strata_memory_max_bytes", 1024.0 * 1024.0),
+            ("strata_worker_threads", 2.0),
+            ("strata_keys{db=\"0\"}", 0.0),
+            ("strata_keys{db=\"15\"}", 0.0),
+        ] {
+            assert_eq!(sample(&text, series), Some(want), "{series} in\n{text}");
+        }
+        assert!(sample(&text, "strata_memory_used_bytes{component=\"total\"}").unwrap() > 0.0);
+        let build = format!("strata_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
+        assert_eq!(sample(&text, &build), Some(1.0));
+        assert!(sample(&text, "strata_uptime_seconds").unwrap() >= 0.0);
+        // No command ran: no per-command series.
+        assert!(!text.contains("command=\""), "{text}");
+    }
+}
