@@ -3,8 +3,8 @@
 //! These act on the calling connection's own state (`Client`) and, for
 //! CLIENT LIST/KILL, on the shared view of other clients (`ClientInfo`).
 
-use super::server::{lossy, subcommand};
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
+use super::args::{help, lossy, subcommand};
+use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, arg_i64, err, flags};
 use crate::protocol::Reply;
 use crate::server::Shared;
 use crate::server::client::{Client, ClientInfo};
@@ -12,10 +12,6 @@ use crate::store::NUM_DBS;
 use crate::util::eq_ic;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
-
-/// The version HELLO and INFO report: tools gate features on it, and Strata
-/// implements Redis 7.0's command semantics.
-pub const REDIS_VERSION: &str = "7.0.15";
 
 /// Flags of commands a client may always send (before AUTH, inside MULTI, ...).
 const ALWAYS: u32 = flags::NOSCRIPT | flags::LOADING | flags::STALE | flags::FAST | flags::NO_AUTH | flags::ALLOW_BUSY;
@@ -336,14 +332,6 @@ fn client(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         _ => help(out, CLIENT_HELP),
     }
     Ok(())
-}
-
-/// Writes a HELP reply: an array of status lines.
-pub fn help(out: &mut Reply, lines: &[&str]) {
-    out.array(lines.len());
-    for l in lines {
-        out.simple(l);
-    }
 }
 
 fn on_off(arg: &[u8]) -> Result<bool, CmdError> {

@@ -7,6 +7,7 @@
 use super::sets::{
     arg_random_count, parse_cursor, parse_scan_opts, random_item, reply_random_items, reply_scan, scan_step,
 };
+use super::typed::{read_value, remove_members, value_mut};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::protocol::Reply;
 use crate::store::Value;
@@ -44,11 +45,7 @@ fn new_hash() -> Value {
 
 /// The hash at `key` for reading: None when missing, WRONGTYPE for other types.
 fn read_hash<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Result<Option<&'a HashValue>, CmdError> {
-    match ctx.keys.get(key).map(|e| e.value()) {
-        None => Ok(None),
-        Some(Value::Hash(h)) => Ok(Some(h)),
-        Some(_) => Err(err::WRONGTYPE.into()),
-    }
+    read_value(&mut ctx.keys, key)
 }
 
 // ---------------------------------------------------------------- writes
@@ -59,10 +56,7 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<i64, CmdError> {
         return Err(err::arity(std::str::from_utf8(args[0]).unwrap_or("hset")).into());
     }
     let mut e = ctx.keys.get_or_insert_with(args[1], new_hash);
-    let Value::Hash(hash) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let hash = value_mut::<HashValue>(&mut e)?;
     let mut created = 0;
     for pair in args[2..].chunks_exact(2) {
         created += hash.insert_slice(pair[0], pair[1]) as i64;
@@ -84,10 +78,7 @@ fn hmset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let mut e = ctx.keys.get_or_insert_with(args[1], new_hash);
-    let Value::Hash(hash) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let hash = value_mut::<HashValue>(&mut e)?;
     let created = !hash.contains(args[2]) && hash.insert(args[2], args[3].to_vec());
     if !created {
         e.unchanged();
@@ -97,29 +88,7 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
-        out.int(0);
-        return Ok(());
-    };
-    let Value::Hash(hash) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
-    let mut deleted = 0;
-    for field in &args[2..] {
-        if hash.remove(field).is_some() {
-            deleted += 1;
-            // The key goes away with its last field, as in Redis.
-            if hash.is_empty() {
-                break;
-            }
-        }
-    }
-    if deleted == 0 {
-        e.unchanged();
-    }
-    out.int(deleted);
-    Ok(())
+    remove_members(ctx, args[1], &args[2..], out, |hash: &mut HashValue, field| hash.remove(field).is_some())
 }
 
 /// Applies `update` to the current value of a field (None when absent) and
@@ -131,10 +100,7 @@ fn update_field(
     update: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, CmdError>,
 ) -> Result<(), CmdError> {
     let mut e = ctx.keys.get_or_insert_with(key, new_hash);
-    let Value::Hash(hash) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let hash = value_mut::<HashValue>(&mut e)?;
     match update(hash.get(field).map(Vec::as_slice)) {
         Ok(value) => {
             hash.insert(field, value);

@@ -8,6 +8,7 @@
 //! nothing, leaving a `ListWaiter` that the next command writing one of the
 //! keys uses to hand them their element(s), in the order clients blocked.
 
+use super::typed::value_mut;
 use super::{
     BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
 };
@@ -221,10 +222,7 @@ fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End, only_exist
 }
 
 fn push_into(e: &mut EntryMut<'_>, values: &[&[u8]], end: End, out: &mut Reply) -> CmdResult {
-    let Value::List(list) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let list = value_mut::<ListValue>(e)?;
     for v in values {
         push_at(list, end, v.to_vec());
     }
@@ -258,10 +256,7 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End) -> CmdResul
         }
         return Ok(());
     };
-    let Value::List(list) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let list = value_mut::<ListValue>(&mut e)?;
     match count {
         None => match pop_at(list, end) {
             Some(v) => out.bulk(&v),
@@ -462,10 +457,7 @@ fn move_element(
     if src == dst {
         // One list: rotate in place, so the key (and its TTL) stays.
         let Some(mut e) = keys.get_mut(src) else { return Ok(false) };
-        let Value::List(list) = e.value_mut() else {
-            e.unchanged();
-            return Err(err::WRONGTYPE.into());
-        };
+        let list = value_mut::<ListValue>(&mut e)?;
         return match list.rotate(from == End::Left, to == End::Left) {
             Some(v) => {
                 out.bulk(v);
@@ -735,10 +727,7 @@ impl Search<'_> {
 fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let index = arg_i64(args[2]);
     let Some(mut e) = ctx.keys.get_mut(args[1]) else { return Err(err::NO_SUCH_KEY.into()) };
-    let Value::List(list) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let list = value_mut::<ListValue>(&mut e)?;
     let slot = index.and_then(|i| resolve_index(i, list.len()).ok_or(CmdError::from(err::INDEX_OUT_OF_RANGE)));
     match slot {
         Ok(i) => {
@@ -759,10 +748,7 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.int(0);
         return Ok(());
     };
-    let Value::List(list) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let list = value_mut::<ListValue>(&mut e)?;
     let removed = list.remove_matching(args[3], count);
     if removed == 0 {
         e.unchanged();
@@ -778,10 +764,7 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.ok();
         return Ok(());
     };
-    let Value::List(list) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let list = value_mut::<ListValue>(&mut e)?;
     // An empty selection empties the list; the key then goes away.
     list.retain_range(clamp_range(start, end, list.len()).unwrap_or(0..0));
     out.ok();
@@ -800,10 +783,7 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.int(0);
         return Ok(());
     };
-    let Value::List(list) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let list = value_mut::<ListValue>(&mut e)?;
     let pivot = list.iter().position(|v| v.as_slice() == args[3]);
     match pivot {
         Some(i) => {

@@ -5,17 +5,26 @@
 //! handler — command metadata kept as data, so dispatch, COMMAND INFO,
 //! COMMAND GETKEYS, MULTI/EXEC locking and metrics all read one source.
 
+pub mod admin;
+pub mod args;
+pub mod command_meta;
+pub mod config;
 pub mod connection;
+pub mod debug;
 pub mod dispatch;
 pub mod hashes;
+pub mod info;
 pub mod keys;
 pub mod lists;
 pub mod pubsub;
-pub mod server;
 pub mod sets;
+mod stats;
 pub mod strings;
 pub mod transactions;
+pub mod typed;
 pub mod zsets;
+
+pub use args::{arg_f64, arg_i64, parse_block_timeout};
 
 use crate::protocol::Reply;
 use crate::server::Shared;
@@ -27,6 +36,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
 use tokio::sync::Notify;
+
+/// The version HELLO and INFO report: tools gate features on it, and Strata
+/// implements Redis 7.0's command semantics.
+pub const REDIS_VERSION: &str = "7.0.15";
 
 /// An error reply. Messages start with their Redis error code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -367,42 +380,15 @@ impl Ctx<'_> {
     }
 }
 
-/// Parses a blocking timeout in seconds (float allowed) into an absolute
-/// deadline in unix ms (0 = block forever), as Redis 7.0 does: the value
-/// times 1000 is truncated toward zero (so `0.0001` and `-0.0001` mean
-/// forever), and values too large for a 64-bit millisecond count end up
-/// negative there, hence "timeout is negative".
-pub fn parse_block_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
-    let secs = crate::util::parse_f64(arg).ok_or(CmdError::from(err::TIMEOUT_NOT_FLOAT))?;
-    let ms = secs * 1000.0;
-    let tval: i64 = if ms.is_finite() && ms.abs() < 9.2e18 { ms as i64 } else { i64::MIN };
-    if tval < 0 {
-        return Err(err::TIMEOUT_NEG.into());
-    }
-    if tval == 0 {
-        return Ok(0);
-    }
-    now_ms
-        .checked_add(tval as u64)
-        .filter(|&d| d <= i64::MAX as u64)
-        .ok_or(CmdError::from("ERR timeout is out of range"))
-}
-
-/// Parses an integer argument or fails with Redis's "not an integer" error.
-pub fn arg_i64(arg: &[u8]) -> Result<i64, CmdError> {
-    crate::util::parse_i64(arg).ok_or(CmdError::from(err::NOT_INT))
-}
-
-/// Parses a float argument or fails with Redis's "not a valid float" error.
-pub fn arg_f64(arg: &[u8]) -> Result<f64, CmdError> {
-    crate::util::parse_f64(arg).ok_or(CmdError::from(err::NOT_FLOAT))
-}
-
 /// Every command family's table, in one list.
 pub fn all_commands() -> Vec<&'static CommandDef> {
-    let families: [&'static [CommandDef]; 11] = [
+    let families: &[&'static [CommandDef]] = &[
         connection::COMMANDS,
-        server::COMMANDS,
+        command_meta::COMMANDS,
+        config::COMMANDS,
+        info::COMMANDS,
+        admin::COMMANDS,
+        debug::COMMANDS,
         keys::COMMANDS,
         strings::COMMANDS,
         lists::COMMANDS,
@@ -411,7 +397,6 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         zsets::COMMANDS,
         transactions::COMMANDS,
         pubsub::COMMANDS,
-        &[],
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

@@ -14,7 +14,7 @@ use crate::server::Shared;
 use crate::server::client::{Client, ClientInfo};
 use crate::util::glob_match;
 use parking_lot::RwLock;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -32,12 +32,13 @@ pub const COMMANDS: &[CommandDef] = &[
 ];
 
 type Subscribers = HashMap<u64, Arc<ClientInfo>>;
+type SubscriptionMap = RwLock<HashMap<Vec<u8>, Subscribers>>;
 
 /// Channel and pattern subscriptions of every client.
 #[derive(Default)]
 pub struct Hub {
-    channels: RwLock<HashMap<Vec<u8>, Subscribers>>,
-    patterns: RwLock<HashMap<Vec<u8>, Subscribers>>,
+    channels: SubscriptionMap,
+    patterns: SubscriptionMap,
 }
 
 impl Hub {
@@ -66,31 +67,70 @@ fn set_counts(client: &Client) {
     client.info.psubs.store(client.patterns.len() as u32, Relaxed);
 }
 
+/// Channels or patterns: where one kind of subscription is kept, and the
+/// names its confirmations carry.
+struct Kind {
+    subscribe: &'static str,
+    unsubscribe: &'static str,
+    hub: fn(&Hub) -> &SubscriptionMap,
+    client: fn(&mut Client) -> &mut HashSet<Vec<u8>>,
+}
+
+const CHANNELS: Kind =
+    Kind { subscribe: "subscribe", unsubscribe: "unsubscribe", hub: |h| &h.channels, client: |c| &mut c.channels };
+
+const PATTERNS: Kind =
+    Kind { subscribe: "psubscribe", unsubscribe: "punsubscribe", hub: |h| &h.patterns, client: |c| &mut c.patterns };
+
 fn subscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let hub = &ctx.shared.pubsub;
-    for ch in &args[1..] {
-        if ctx.client.channels.insert(ch.to_vec()) {
-            hub.channels.write().entry(ch.to_vec()).or_default().insert(ctx.client.id(), ctx.client.info.clone());
-        }
-        confirm(out, "subscribe", Some(ch), ctx.client.subscription_count());
-    }
-    set_counts(ctx.client);
-    Ok(())
+    subscribe_to(ctx, &args[1..], out, &CHANNELS)
 }
 
 fn psubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let hub = &ctx.shared.pubsub;
-    for p in &args[1..] {
-        if ctx.client.patterns.insert(p.to_vec()) {
-            hub.patterns.write().entry(p.to_vec()).or_default().insert(ctx.client.id(), ctx.client.info.clone());
+    subscribe_to(ctx, &args[1..], out, &PATTERNS)
+}
+
+fn unsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    unsubscribe_from(ctx, &args[1..], out, &CHANNELS)
+}
+
+fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    unsubscribe_from(ctx, &args[1..], out, &PATTERNS)
+}
+
+fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind) -> CmdResult {
+    let hub = (kind.hub)(&ctx.shared.pubsub);
+    for name in names {
+        if (kind.client)(ctx.client).insert(name.to_vec()) {
+            hub.write().entry(name.to_vec()).or_default().insert(ctx.client.id(), ctx.client.info.clone());
         }
-        confirm(out, "psubscribe", Some(p), ctx.client.subscription_count());
+        confirm(out, kind.subscribe, Some(name), ctx.client.subscription_count());
     }
     set_counts(ctx.client);
     Ok(())
 }
 
-fn remove_sub(map: &RwLock<HashMap<Vec<u8>, Subscribers>>, name: &[u8], id: u64) {
+/// Drops the named subscriptions, or every one of this kind when none is named.
+fn unsubscribe_from(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind) -> CmdResult {
+    let names: Vec<Vec<u8>> = if names.is_empty() {
+        (kind.client)(ctx.client).iter().cloned().collect()
+    } else {
+        names.iter().map(|n| n.to_vec()).collect()
+    };
+    if names.is_empty() {
+        confirm(out, kind.unsubscribe, None, ctx.client.subscription_count());
+    }
+    for name in names {
+        if (kind.client)(ctx.client).remove(&name) {
+            remove_sub((kind.hub)(&ctx.shared.pubsub), &name, ctx.client.id());
+        }
+        confirm(out, kind.unsubscribe, Some(&name), ctx.client.subscription_count());
+    }
+    set_counts(ctx.client);
+    Ok(())
+}
+
+fn remove_sub(map: &SubscriptionMap, name: &[u8], id: u64) {
     let mut m = map.write();
     if let Some(subs) = m.get_mut(name) {
         subs.remove(&id);
@@ -98,44 +138,6 @@ fn remove_sub(map: &RwLock<HashMap<Vec<u8>, Subscribers>>, name: &[u8], id: u64)
             m.remove(name);
         }
     }
-}
-
-fn unsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let names: Vec<Vec<u8>> = if args.len() > 1 {
-        args[1..].iter().map(|a| a.to_vec()).collect()
-    } else {
-        ctx.client.channels.iter().cloned().collect()
-    };
-    if names.is_empty() {
-        confirm(out, "unsubscribe", None, ctx.client.subscription_count());
-    }
-    for ch in names {
-        if ctx.client.channels.remove(&ch) {
-            remove_sub(&ctx.shared.pubsub.channels, &ch, ctx.client.id());
-        }
-        confirm(out, "unsubscribe", Some(&ch), ctx.client.subscription_count());
-    }
-    set_counts(ctx.client);
-    Ok(())
-}
-
-fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let names: Vec<Vec<u8>> = if args.len() > 1 {
-        args[1..].iter().map(|a| a.to_vec()).collect()
-    } else {
-        ctx.client.patterns.iter().cloned().collect()
-    };
-    if names.is_empty() {
-        confirm(out, "punsubscribe", None, ctx.client.subscription_count());
-    }
-    for p in names {
-        if ctx.client.patterns.remove(&p) {
-            remove_sub(&ctx.shared.pubsub.patterns, &p, ctx.client.id());
-        }
-        confirm(out, "punsubscribe", Some(&p), ctx.client.subscription_count());
-    }
-    set_counts(ctx.client);
-    Ok(())
 }
 
 /// Drops all of a disconnecting (or RESET) client's subscriptions.
@@ -227,7 +229,7 @@ fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let hub = &ctx.shared.pubsub;
-    match super::server::subcommand("pubsub", &["channels", "numsub", "numpat", "help"], args)? {
+    match super::args::subcommand("pubsub", &["channels", "numsub", "numpat", "help"], args)? {
         "channels" => {
             let pattern = args.get(2).copied();
             let channels = hub.channels.read();

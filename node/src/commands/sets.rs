@@ -6,6 +6,7 @@
 //! parsing, the slot-cursor walk) and the random sampling HRANDFIELD shares
 //! with SRANDMEMBER: both collection types sit on a `SlabTable`.
 
+use super::typed::{read_value, remove_members, value_mut};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::protocol::Reply;
 use crate::store::Value;
@@ -46,11 +47,7 @@ fn new_set() -> Value {
 
 /// The set at `key` for reading: None when missing, WRONGTYPE for other types.
 fn read_set<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Result<Option<&'a SetValue>, CmdError> {
-    match ctx.keys.get(key).map(|e| e.value()) {
-        None => Ok(None),
-        Some(Value::Set(s)) => Ok(Some(s)),
-        Some(_) => Err(err::WRONGTYPE.into()),
-    }
+    read_value(&mut ctx.keys, key)
 }
 
 /// Replies with a whole set (RESP3 set type). An intset comes out in
@@ -79,10 +76,7 @@ fn sorted_intset(set: &SetValue) -> Vec<&[u8]> {
 
 fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let mut e = ctx.keys.get_or_insert_with(args[1], new_set);
-    let Value::Set(set) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let set = value_mut::<SetValue>(&mut e)?;
     let added = args[2..].iter().filter(|m| set.insert(m)).count();
     if added == 0 {
         e.unchanged();
@@ -92,29 +86,7 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
-        out.int(0);
-        return Ok(());
-    };
-    let Value::Set(set) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
-    // Stops early once the set is empty, as Redis does (the key goes away).
-    let mut removed = 0;
-    for m in &args[2..] {
-        if set.remove(m) {
-            removed += 1;
-            if set.is_empty() {
-                break;
-            }
-        }
-    }
-    if removed == 0 {
-        e.unchanged();
-    }
-    out.int(removed);
-    Ok(())
+    remove_members(ctx, args[1], &args[2..], out, |set: &mut SetValue, m| set.remove(m))
 }
 
 fn smembers(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -166,10 +138,7 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         return Ok(());
     };
-    let Value::Set(set) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let set = value_mut::<SetValue>(&mut e)?;
     let Some(count) = count else {
         let slot = set.table().random_slot(fast_rand()).expect("stored sets are never empty");
         let member = set.remove_slot(slot).expect("live slot");

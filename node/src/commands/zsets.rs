@@ -3,6 +3,7 @@
 //! ZMPOP and the blocking BZPOPMIN/BZMPOP), ZRANDMEMBER and ZSCAN, with Redis
 //! 7.0's replies, errors and argument quirks.
 
+use super::typed::{read_value, value_mut};
 use super::{
     BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
 };
@@ -323,13 +324,7 @@ fn arg_positive(arg: &[u8]) -> Result<i64, CmdError> {
 
 /// The sorted set at `key` for reading (counts a hit or miss).
 fn read_zset<'a>(keys: &'a mut KeyAccess<'_>, key: &[u8]) -> Result<Option<&'a ZSetValue>, CmdError> {
-    match keys.get(key) {
-        None => Ok(None),
-        Some(e) => match e.value() {
-            Value::ZSet(z) => Ok(Some(z)),
-            _ => Err(err::WRONGTYPE.into()),
-        },
-    }
+    read_value(keys, key)
 }
 
 /// Write access to the sorted set at `key`; WRONGTYPE leaves the key untouched.
@@ -346,10 +341,7 @@ fn write_zset<'a>(keys: &'a mut KeyAccess<'_>, key: &[u8]) -> Result<Option<Entr
 
 /// The sorted set inside an entry `write_zset` returned.
 fn zset_mut<'e>(e: &'e mut EntryMut<'_>) -> &'e mut ZSetValue {
-    match e.value_mut() {
-        Value::ZSet(z) => z,
-        _ => unreachable!("write_zset checked the type"),
-    }
+    value_mut(e).expect("write_zset checked the type")
 }
 
 /// Members, optionally with scores: RESP2 flattens pairs, RESP3 nests them.
@@ -443,10 +435,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, zincrby: boo
         return Ok(());
     }
     let mut e = ctx.keys.get_or_insert_with(key, || Value::ZSet(ZSetValue::default()));
-    let Value::ZSet(z) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
+    let z = value_mut::<ZSetValue>(&mut e)?;
     let (mut added, mut updated) = (0i64, 0i64);
     let mut last = None;
     let mut nan = false;

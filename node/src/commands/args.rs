@@ -1,0 +1,70 @@
+//! Argument parsing and replies shared by every command family: numbers,
+//! blocking timeouts, subcommand resolution, HELP replies and the quoting
+//! of arguments in error messages.
+
+use super::command_meta::sub_def;
+use super::{CmdError, err};
+use crate::protocol::Reply;
+use crate::util::eq_ic;
+
+/// An argument for an error message (Redis quotes at most 128 bytes).
+pub fn lossy(a: &[u8]) -> String {
+    String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned()
+}
+
+/// Resolves `args[1]` among a container's `supported` subcommands and checks
+/// its arity, with Redis's errors; returns the lower-case subcommand name.
+pub fn subcommand(container: &str, supported: &[&'static str], args: &[&[u8]]) -> Result<&'static str, CmdError> {
+    let given = args[1];
+    let Some(&name) = supported.iter().find(|s| eq_ic(given, s)) else {
+        return Err(
+            format!("ERR unknown subcommand '{}'. Try {} HELP.", lossy(given), container.to_ascii_uppercase()).into()
+        );
+    };
+    let full = format!("{container}|{name}");
+    if let Some(def) = sub_def(&full)
+        && !super::dispatch::arity_ok(def.arity, args.len())
+    {
+        return Err(err::arity(&full).into());
+    }
+    Ok(name)
+}
+
+/// Writes a HELP reply: an array of status lines.
+pub fn help(out: &mut Reply, lines: &[&str]) {
+    out.array(lines.len());
+    for l in lines {
+        out.simple(l);
+    }
+}
+
+/// Parses a blocking timeout in seconds (float allowed) into an absolute
+/// deadline in unix ms (0 = block forever), as Redis 7.0 does: the value
+/// times 1000 is truncated toward zero (so `0.0001` and `-0.0001` mean
+/// forever), and values too large for a 64-bit millisecond count end up
+/// negative there, hence "timeout is negative".
+pub fn parse_block_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
+    let secs = crate::util::parse_f64(arg).ok_or(CmdError::from(err::TIMEOUT_NOT_FLOAT))?;
+    let ms = secs * 1000.0;
+    let tval: i64 = if ms.is_finite() && ms.abs() < 9.2e18 { ms as i64 } else { i64::MIN };
+    if tval < 0 {
+        return Err(err::TIMEOUT_NEG.into());
+    }
+    if tval == 0 {
+        return Ok(0);
+    }
+    now_ms
+        .checked_add(tval as u64)
+        .filter(|&d| d <= i64::MAX as u64)
+        .ok_or(CmdError::from("ERR timeout is out of range"))
+}
+
+/// Parses an integer argument or fails with Redis's "not an integer" error.
+pub fn arg_i64(arg: &[u8]) -> Result<i64, CmdError> {
+    crate::util::parse_i64(arg).ok_or(CmdError::from(err::NOT_INT))
+}
+
+/// Parses a float argument or fails with Redis's "not a valid float" error.
+pub fn arg_f64(arg: &[u8]) -> Result<f64, CmdError> {
+    crate::util::parse_f64(arg).ok_or(CmdError::from(err::NOT_FLOAT))
+}

@@ -1,0 +1,580 @@
+//! COMMAND (COUNT, DOCS, GETKEYS, INFO, LIST) and the metadata it reports:
+//! flags, ACL categories, key ranges and docs of commands and of container
+//! subcommands (CLIENT LIST, CONFIG GET, ...), whose arity checks and
+//! unknown-subcommand errors follow Redis 7.0.
+
+use super::args::{help, subcommand};
+use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err, flags};
+use crate::protocol::Reply;
+use crate::server::Shared;
+use crate::util::{eq_ic, glob_match};
+use smallvec::SmallVec;
+
+const LS: u32 = flags::LOADING | flags::STALE;
+const NLS: u32 = flags::NOSCRIPT | LS;
+
+pub const COMMANDS: &[CommandDef] =
+    &[CommandDef::new("command", -1, LS, Keys::None, command).acl("@slow @connection").subs(COMMAND_SUBS)];
+
+/// Redis's metadata for one subcommand of a container command.
+pub struct SubDef {
+    /// `container|sub`, lower case.
+    pub name: &'static str,
+    pub arity: i32,
+    pub flags: u32,
+    /// Legacy (first, last, step) key range.
+    pub range: (i32, i32, i32),
+    pub acl: &'static str,
+}
+
+const fn sub(name: &'static str, arity: i32, flags: u32, acl: &'static str) -> SubDef {
+    SubDef { name, arity, flags, range: (0, 0, 0), acl }
+}
+
+const fn keyed_sub(name: &'static str, arity: i32, flags: u32, acl: &'static str) -> SubDef {
+    SubDef { name, arity, flags, range: (2, 2, 1), acl }
+}
+
+const ADMIN_NLS: u32 = flags::ADMIN | NLS;
+
+/// Subcommands of every container Strata has, as Redis 7.0 describes them
+/// (NO-TOUCH and SETINFO as Redis 7.2 does).
+pub static SUBCOMMANDS: &[SubDef] = &[
+    sub("client|getname", 2, NLS, "@slow @connection"),
+    sub("client|getredir", 2, NLS, "@slow @connection"),
+    sub("client|help", 2, LS, "@slow @connection"),
+    sub("client|id", 2, NLS, "@slow @connection"),
+    sub("client|info", 2, NLS, "@slow @connection"),
+    sub("client|kill", -3, ADMIN_NLS, "@admin @slow @dangerous @connection"),
+    sub("client|list", -2, ADMIN_NLS, "@admin @slow @dangerous @connection"),
+    sub("client|no-evict", 3, ADMIN_NLS, "@admin @slow @dangerous @connection"),
+    sub("client|no-touch", 3, NLS, "@slow @connection"),
+    sub("client|reply", 3, NLS, "@slow @connection"),
+    sub("client|setinfo", 4, NLS, "@slow @connection"),
+    sub("client|setname", 3, NLS, "@slow @connection"),
+    sub("client|trackinginfo", 2, NLS, "@slow @connection"),
+    sub("command|count", 2, LS, "@slow @connection"),
+    sub("command|docs", -2, LS, "@slow @connection"),
+    sub("command|getkeys", -4, LS, "@slow @connection"),
+    sub("command|help", 2, LS, "@slow @connection"),
+    sub("command|info", -2, LS, "@slow @connection"),
+    sub("command|list", -2, LS, "@slow @connection"),
+    sub("config|get", -3, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("config|help", 2, LS, "@slow"),
+    sub("config|resetstat", 2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("config|rewrite", 2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("config|set", -4, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("memory|doctor", 2, 0, "@slow"),
+    sub("memory|help", 2, LS, "@slow"),
+    sub("memory|malloc-stats", 2, 0, "@slow"),
+    sub("memory|purge", 2, 0, "@slow"),
+    sub("memory|stats", 2, 0, "@slow"),
+    keyed_sub("memory|usage", -3, flags::READONLY, "@read @slow"),
+    keyed_sub("object|encoding", 3, flags::READONLY, "@keyspace @read @slow"),
+    keyed_sub("object|freq", 3, flags::READONLY, "@keyspace @read @slow"),
+    sub("object|help", 2, LS, "@keyspace @slow"),
+    keyed_sub("object|idletime", 3, flags::READONLY, "@keyspace @read @slow"),
+    keyed_sub("object|refcount", 3, flags::READONLY, "@keyspace @read @slow"),
+    sub("pubsub|channels", -2, flags::PUBSUB | LS, "@pubsub @slow"),
+    sub("pubsub|help", 2, LS, "@slow"),
+    sub("pubsub|numpat", 2, flags::PUBSUB | LS, "@pubsub @slow"),
+    sub("pubsub|numsub", -2, flags::PUBSUB | LS, "@pubsub @slow"),
+    sub("pubsub|shardchannels", -2, flags::PUBSUB | LS, "@pubsub @slow"),
+    sub("pubsub|shardnumsub", -2, flags::PUBSUB | LS, "@pubsub @slow"),
+];
+
+pub fn sub_def(full_name: &str) -> Option<&'static SubDef> {
+    SUBCOMMANDS.iter().find(|s| s.name == full_name)
+}
+
+const COMMAND_SUBS: &[&str] = &["count", "docs", "getkeys", "help", "info", "list"];
+
+const COMMAND_HELP: &[&str] = &[
+    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "(no subcommand)",
+    "    Return details about all Redis commands.",
+    "COUNT",
+    "    Return the total number of commands in this Redis server.",
+    "LIST",
+    "    Return a list of all commands in this Redis server.",
+    "INFO [<command-name> ...]",
+    "    Return details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "GETKEYS <full-command>",
+    "    Return the keys from a full Redis command.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// ACL categories in the order Redis lists them.
+const ACL_CATEGORIES: &[&str] = &[
+    "keyspace",
+    "read",
+    "write",
+    "set",
+    "sortedset",
+    "list",
+    "hash",
+    "string",
+    "bitmap",
+    "hyperloglog",
+    "geo",
+    "stream",
+    "pubsub",
+    "admin",
+    "fast",
+    "slow",
+    "blocking",
+    "dangerous",
+    "connection",
+    "transaction",
+    "scripting",
+];
+
+/// Command flags as COMMAND INFO shows them: each flag's name, in Redis's
+/// order, and the ACL categories Redis implies from it.
+const FLAG_INFO: &[(u32, &str, &[&str])] = &[
+    (flags::WRITE, "write", &["write"]),
+    (flags::READONLY, "readonly", &[]),
+    (flags::DENYOOM, "denyoom", &[]),
+    (flags::ADMIN, "admin", &["admin", "dangerous"]),
+    (flags::PUBSUB, "pubsub", &["pubsub"]),
+    (flags::NOSCRIPT, "noscript", &[]),
+    (flags::BLOCKING, "blocking", &["blocking"]),
+    (flags::LOADING, "loading", &[]),
+    (flags::STALE, "stale", &[]),
+    (flags::FAST, "fast", &["fast"]),
+    (flags::NO_AUTH, "no_auth", &[]),
+    (flags::NO_MULTI, "no_multi", &[]),
+    (flags::ALLOW_BUSY, "allow_busy", &[]),
+];
+
+/// Legacy key ranges Redis reports for commands whose keys are computed.
+const MOVABLE_RANGES: &[(&str, (i32, i32, i32))] = &[
+    ("sort", (1, 1, 1)),
+    ("sort_ro", (1, 1, 1)),
+    ("zunionstore", (1, 1, 1)),
+    ("zinterstore", (1, 1, 1)),
+    ("zdiffstore", (1, 1, 1)),
+    ("georadius", (1, 1, 1)),
+    ("georadiusbymember", (1, 1, 1)),
+    ("migrate", (3, 3, 1)),
+];
+
+/// One command or subcommand as COMMAND INFO / DOCS present it.
+struct CmdView {
+    name: String,
+    arity: i32,
+    flags: u32,
+    movable: bool,
+    range: (i32, i32, i32),
+    acl: &'static str,
+    subs: Vec<CmdView>,
+}
+
+impl CmdView {
+    fn of(def: &CommandDef) -> CmdView {
+        let mut view = CmdView {
+            name: def.name.into(),
+            arity: def.arity,
+            flags: def.flags,
+            movable: false,
+            range: (0, 0, 0),
+            acl: def.acl,
+            subs: vec![],
+        };
+        if !def.subcommands.is_empty() {
+            // Pure containers carry no flags or categories of their own; COMMAND,
+            // which also runs without a subcommand, keeps its own. None has keys.
+            if def.arity != -1 {
+                view.flags = 0;
+                view.acl = "";
+            }
+            view.subs = def.subcommands.iter().map(|s| CmdView::of_sub(def.name, s)).collect();
+            return view;
+        }
+        match def.keys {
+            Keys::None | Keys::All => {}
+            Keys::Range(f, l, s) => view.range = (f, l, s),
+            // DEBUG locks the key of DEBUG OBJECT, but Redis does not call it movable.
+            Keys::Custom(_) if def.name == "debug" => {}
+            Keys::Custom(_) => {
+                view.movable = true;
+                view.range = MOVABLE_RANGES.iter().find(|(n, _)| *n == def.name).map_or((0, 0, 0), |(_, r)| *r);
+            }
+        }
+        view
+    }
+
+    fn of_sub(container: &str, sub: &str) -> CmdView {
+        let name = if sub.contains('|') { sub.to_string() } else { format!("{container}|{sub}") };
+        let (arity, flags, range, acl) = match sub_def(&name) {
+            Some(d) => (d.arity, d.flags, d.range, d.acl),
+            None => (-2, 0, (0, 0, 0), ""),
+        };
+        CmdView { name, arity, flags, movable: false, range, acl, subs: vec![] }
+    }
+
+    /// Flag names in Redis's order.
+    fn flag_names(&self) -> SmallVec<[&'static str; 8]> {
+        let mut v = SmallVec::new();
+        for &(bit, name, _) in FLAG_INFO {
+            match name {
+                "fast" if self.name == "exec" => v.push("skip_slowlog"),
+                // WATCH refuses MULTI through this flag, but Redis does not list it.
+                "no_multi" if self.name == "watch" => continue,
+                "allow_busy" if self.movable => v.push("movablekeys"),
+                _ => {}
+            }
+            if self.flags & bit != 0 {
+                v.push(name);
+            }
+        }
+        v
+    }
+
+    /// Declared categories plus those Redis implies from the flags.
+    fn categories(&self) -> SmallVec<[&'static str; 8]> {
+        let bit = |name: &str| 1u32 << ACL_CATEGORIES.iter().position(|c| *c == name).expect("known category");
+        let mut set = 0u32;
+        for word in self.acl.split_whitespace() {
+            let word = word.trim_start_matches('@');
+            if let Some(i) = ACL_CATEGORIES.iter().position(|c| c.eq_ignore_ascii_case(word)) {
+                set |= 1 << i;
+            }
+        }
+        let f = self.flags;
+        for &(flag, _, implied) in FLAG_INFO {
+            if f & flag != 0 {
+                implied.iter().for_each(|cat| set |= bit(cat));
+            }
+        }
+        if f & flags::READONLY != 0 && set & bit("scripting") == 0 {
+            set |= bit("read");
+        }
+        if set & bit("fast") == 0 {
+            set |= bit("slow");
+        }
+        ACL_CATEGORIES.iter().enumerate().filter(|(i, _)| set & (1 << i) != 0).map(|(_, c)| *c).collect()
+    }
+
+    fn has_category(&self, cat: &str) -> bool {
+        self.categories().iter().any(|c| c.eq_ignore_ascii_case(cat))
+    }
+
+    fn write_info(&self, out: &mut Reply) {
+        out.array(10);
+        out.bulk(self.name.as_bytes());
+        out.int(self.arity as i64);
+        let names = self.flag_names();
+        out.set(names.len());
+        for n in &names {
+            out.simple(n);
+        }
+        out.int(self.range.0 as i64);
+        out.int(self.range.1 as i64);
+        out.int(self.range.2 as i64);
+        let cats = self.categories();
+        out.set(cats.len());
+        for c in &cats {
+            out.simple(&format!("@{c}"));
+        }
+        // Tips and key specs are not modelled.
+        out.set(0);
+        out.set(0);
+        // Redis: an empty set without subcommands, else an array.
+        if self.subs.is_empty() {
+            out.set(0);
+        } else {
+            out.array(self.subs.len());
+            for s in &self.subs {
+                s.write_info(out);
+            }
+        }
+    }
+
+    fn write_docs(&self, out: &mut Reply, container_group: Option<&'static str>) {
+        let doc = DOCS.iter().find(|d| d.0 == self.name);
+        let group = doc.map(|d| d.3).or(container_group).unwrap_or_else(|| self.derived_group());
+        let fields = if doc.is_some() { 4 } else { 1 } + usize::from(!self.subs.is_empty());
+        out.map(fields);
+        if let Some(&(_, summary, since, _, _)) = doc {
+            out.bulk(b"summary");
+            out.bulk(summary.as_bytes());
+            out.bulk(b"since");
+            out.bulk(since.as_bytes());
+        }
+        out.bulk(b"group");
+        out.bulk(group.as_bytes());
+        if let Some(&(_, _, _, _, complexity)) = doc {
+            out.bulk(b"complexity");
+            out.bulk(complexity.as_bytes());
+        }
+        if !self.subs.is_empty() {
+            out.bulk(b"subcommands");
+            out.map(self.subs.len());
+            for s in &self.subs {
+                out.bulk(s.name.as_bytes());
+                s.write_docs(out, Some(group));
+            }
+        }
+    }
+
+    /// The COMMAND DOCS group, from the command's categories.
+    fn derived_group(&self) -> &'static str {
+        let cats = self.categories();
+        for (cat, group) in [
+            ("bitmap", "bitmap"),
+            ("string", "string"),
+            ("list", "list"),
+            ("hash", "hash"),
+            ("sortedset", "sorted-set"),
+            ("set", "set"),
+            ("hyperloglog", "hyperloglog"),
+            ("geo", "geo"),
+            ("stream", "stream"),
+            ("pubsub", "pubsub"),
+            ("transaction", "transactions"),
+            ("scripting", "scripting"),
+            ("connection", "connection"),
+            ("keyspace", "generic"),
+        ] {
+            if cats.contains(&cat) {
+                return group;
+            }
+        }
+        "server"
+    }
+}
+
+/// Documentation of this family's commands: (name, summary, since, group, complexity).
+#[rustfmt::skip]
+const DOCS: &[(&str, &str, &str, &str, &str)] = &[
+    ("ping", "Ping the server", "1.0.0", "connection", "O(1)"),
+    ("echo", "Echo the given string", "1.0.0", "connection", "O(1)"),
+    ("hello", "Handshake with Redis", "6.0.0", "connection", "O(1)"),
+    ("auth", "Authenticate to the server", "1.0.0", "connection", "O(N) where N is the number of passwords defined for the user"),
+    ("select", "Change the selected database for the current connection", "1.0.0", "connection", "O(1)"),
+    ("quit", "Close the connection", "1.0.0", "connection", "O(1)"),
+    ("reset", "Reset the connection", "6.2.0", "connection", "O(1)"),
+    ("client", "A container for client connection commands", "2.4.0", "connection", "Depends on subcommand."),
+    ("client|getname", "Get the current connection name", "2.6.9", "connection", "O(1)"),
+    ("client|getredir", "Get tracking notifications redirection client ID if any", "6.0.0", "connection", "O(1)"),
+    ("client|help", "Show helpful text about the different subcommands", "5.0.0", "connection", "O(1)"),
+    ("client|id", "Returns the client ID for the current connection", "5.0.0", "connection", "O(1)"),
+    ("client|info", "Returns information about the current client connection.", "6.2.0", "connection", "O(1)"),
+    ("client|kill", "Kill the connection of a client", "2.4.0", "connection", "O(N) where N is the number of client connections"),
+    ("client|list", "Get the list of client connections", "2.4.0", "connection", "O(N) where N is the number of client connections"),
+    ("client|no-evict", "Set client eviction mode for the current connection", "7.0.0", "connection", "O(1)"),
+    ("client|no-touch", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys", "7.2.0", "connection", "O(1)"),
+    ("client|reply", "Instruct the server whether to reply to commands", "3.2.0", "connection", "O(1)"),
+    ("client|setinfo", "Set client or connection specific info", "7.2.0", "connection", "O(1)"),
+    ("client|setname", "Set the current connection name", "2.6.9", "connection", "O(1)"),
+    ("client|trackinginfo", "Return information about server assisted client side caching for the current connection", "6.2.0", "connection", "O(1)"),
+    ("command", "Get array of Redis command details", "2.8.13", "server", "O(N) where N is the total number of Redis commands"),
+    ("command|count", "Get total number of Redis commands", "2.8.13", "server", "O(1)"),
+    ("command|docs", "Get array of specific Redis command documentation", "7.0.0", "server", "O(N) where N is the number of commands to look up"),
+    ("command|getkeys", "Extract keys given a full Redis command", "2.8.13", "server", "O(N) where N is the number of arguments to the command"),
+    ("command|help", "Show helpful text about the different subcommands", "5.0.0", "server", "O(1)"),
+    ("command|info", "Get array of specific Redis command details, or all when no argument is given.", "2.8.13", "server", "O(N) where N is the number of commands to look up"),
+    ("command|list", "Get an array of Redis command names", "7.0.0", "server", "O(N) where N is the total number of Redis commands"),
+    ("config", "A container for server configuration commands", "2.0.0", "server", "Depends on subcommand."),
+    ("config|get", "Get the values of configuration parameters", "2.0.0", "server", "O(N) when N is the number of configuration parameters provided"),
+    ("config|help", "Show helpful text about the different subcommands", "5.0.0", "server", "O(1)"),
+    ("config|resetstat", "Reset the stats returned by INFO", "2.0.0", "server", "O(1)"),
+    ("config|rewrite", "Rewrite the configuration file with the in memory configuration", "2.8.0", "server", "O(1)"),
+    ("config|set", "Set configuration parameters to the given values", "2.0.0", "server", "O(N) when N is the number of configuration parameters provided"),
+    ("info", "Get information and statistics about the server", "1.0.0", "server", "O(1)"),
+    ("dbsize", "Return the number of keys in the selected database", "1.0.0", "server", "O(1)"),
+    ("flushdb", "Remove all keys from the current database", "1.0.0", "server", "O(N) where N is the number of keys in the selected database"),
+    ("flushall", "Remove all keys from all databases", "1.0.0", "server", "O(N) where N is the total number of keys in all databases"),
+    ("swapdb", "Swaps two Redis databases", "4.0.0", "server", "O(N) where N is the count of clients watching or blocking on keys from both databases."),
+    ("time", "Return the current server time", "2.6.0", "server", "O(1)"),
+    ("lastsave", "Get the UNIX time stamp of the last successful save to disk", "1.0.0", "server", "O(1)"),
+    ("debug", "A container for debugging commands", "1.0.0", "server", "Depends on subcommand."),
+    ("memory", "A container for memory diagnostics commands", "4.0.0", "server", "Depends on subcommand."),
+    ("memory|doctor", "Outputs memory problems report", "4.0.0", "server", "O(1)"),
+    ("memory|help", "Show helpful text about the different subcommands", "4.0.0", "server", "O(1)"),
+    ("memory|malloc-stats", "Show allocator internal stats", "4.0.0", "server", "Depends on how much memory is allocated, could be slow"),
+    ("memory|purge", "Ask the allocator to release memory", "4.0.0", "server", "Depends on how much memory is allocated, could be slow"),
+    ("memory|stats", "Show memory usage details", "4.0.0", "server", "O(1)"),
+    ("memory|usage", "Estimate the memory usage of a key", "4.0.0", "server", "O(N) where N is the number of samples."),
+    ("role", "Return the role of the instance in the context of replication", "2.8.12", "server", "O(1)"),
+    ("shutdown", "Synchronously save the dataset to disk and then shut down the server", "1.0.0", "server", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)"),
+];
+
+/// Looks up a command by name, or a subcommand by `container|sub`.
+fn find_view(shared: &Shared, name: &[u8]) -> Option<CmdView> {
+    if let Some(idx) = shared.table.lookup(name) {
+        return Some(CmdView::of(shared.table.get(idx)));
+    }
+    let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
+    let (container, sub) = name.split_once('|')?;
+    let def = shared.table.get(shared.table.lookup(container.as_bytes())?);
+    def.subcommands.contains(&sub).then(|| CmdView::of_sub(def.name, sub))
+}
+
+fn write_all_info(shared: &Shared, out: &mut Reply) {
+    out.array(shared.table.len());
+    for (_, def) in shared.table.iter() {
+        CmdView::of(def).write_info(out);
+    }
+}
+
+fn command(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let shared = ctx.shared;
+    if args.len() == 1 {
+        write_all_info(shared, out);
+        return Ok(());
+    }
+    match subcommand("command", COMMAND_SUBS, args)? {
+        "count" => out.int(shared.table.len() as i64),
+        "info" if args.len() == 2 => write_all_info(shared, out),
+        "info" => {
+            out.array(args.len() - 2);
+            for name in &args[2..] {
+                match find_view(shared, name) {
+                    Some(v) => v.write_info(out),
+                    None => out.null(),
+                }
+            }
+        }
+        "docs" => {
+            let views: Vec<CmdView> = if args.len() == 2 {
+                shared.table.iter().map(|(_, d)| CmdView::of(d)).collect()
+            } else {
+                args[2..].iter().filter_map(|n| find_view(shared, n)).collect()
+            };
+            out.map(views.len());
+            for v in &views {
+                out.bulk(v.name.as_bytes());
+                v.write_docs(out, None);
+            }
+        }
+        "list" => command_list(shared, args, out)?,
+        "getkeys" => command_getkeys(shared, &args[2..], out)?,
+        _ => help(out, COMMAND_HELP),
+    }
+    Ok(())
+}
+
+fn command_list(shared: &Shared, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    enum Filter<'a> {
+        All,
+        Module,
+        AclCat(&'a [u8]),
+        Pattern(&'a [u8]),
+    }
+    let filter = match args.len() {
+        2 => Filter::All,
+        5 if eq_ic(args[2], "filterby") => {
+            if eq_ic(args[3], "module") {
+                Filter::Module
+            } else if eq_ic(args[3], "aclcat") {
+                Filter::AclCat(args[4])
+            } else if eq_ic(args[3], "pattern") {
+                Filter::Pattern(args[4])
+            } else {
+                return Err(err::SYNTAX.into());
+            }
+        }
+        _ => return Err(err::SYNTAX.into()),
+    };
+    let mut names = Vec::new();
+    for (_, def) in shared.table.iter() {
+        let view = CmdView::of(def);
+        for v in std::iter::once(&view).chain(view.subs.iter()) {
+            let keep = match filter {
+                Filter::All => true,
+                // There are no modules.
+                Filter::Module => false,
+                Filter::AclCat(cat) => std::str::from_utf8(cat).is_ok_and(|c| v.has_category(c)),
+                Filter::Pattern(p) => glob_match(p, v.name.as_bytes(), true),
+            };
+            if keep {
+                names.push(v.name.clone());
+            }
+        }
+    }
+    out.array(names.len());
+    for n in &names {
+        out.bulk(n.as_bytes());
+    }
+    Ok(())
+}
+
+/// COMMAND GETKEYS: the keys a full command line refers to.
+fn command_getkeys(shared: &Shared, cmd: &[&[u8]], out: &mut Reply) -> CmdResult {
+    const INVALID: &str = "ERR Invalid command specified";
+    let def = shared.table.get(shared.table.lookup(cmd[0]).ok_or(CmdError::from(INVALID))?);
+    // Containers: the subcommand decides (MEMORY USAGE has a key, MEMORY STATS none).
+    let (arity, keys) = if def.subcommands.is_empty() {
+        (def.arity, def.keys)
+    } else {
+        let sub =
+            cmd.get(1).and_then(|s| def.subcommands.iter().find(|n| eq_ic(s, n))).ok_or(CmdError::from(INVALID))?;
+        let view = CmdView::of_sub(def.name, sub);
+        let (first, last, step) = view.range;
+        (view.arity, if first > 0 { Keys::Range(first, last, step) } else { Keys::None })
+    };
+    if !matches!(keys, Keys::Range(..) | Keys::Custom(_)) {
+        return Err("ERR The command has no key arguments".into());
+    }
+    if !super::dispatch::arity_ok(arity, cmd.len()) {
+        return Err("ERR Invalid number of arguments specified for command".into());
+    }
+    let positions = CommandDef::new(def.name, arity, def.flags, keys, def.handler).key_positions(cmd);
+    if positions.is_empty() {
+        return Err("ERR Invalid arguments specified for command".into());
+    }
+    out.array(positions.len());
+    for &i in &positions {
+        out.bulk(cmd[i]);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def_of(name: &str) -> &'static CommandDef {
+        crate::commands::all_commands().into_iter().find(|c| c.name == name).unwrap()
+    }
+
+    #[test]
+    fn every_supported_subcommand_has_metadata() {
+        let containers: [(&str, &[&str]); 4] = [
+            ("command", COMMAND_SUBS),
+            ("config", def_of("config").subcommands),
+            ("memory", def_of("memory").subcommands),
+            ("client", def_of("client").subcommands),
+        ];
+        for (container, subs) in containers {
+            for s in subs {
+                assert!(sub_def(&format!("{container}|{s}")).is_some(), "{container}|{s}");
+            }
+        }
+    }
+
+    #[test]
+    fn categories_and_flags_follow_redis_rules() {
+        let def = CommandDef::new("get", 2, flags::READONLY | flags::FAST, Keys::Range(1, 1, 1), command)
+            .acl("@string @fast @read");
+        let v = CmdView::of(&def);
+        assert_eq!(v.categories().as_slice(), ["read", "string", "fast"]);
+        assert_eq!(v.flag_names().as_slice(), ["readonly", "fast"]);
+        let def = CommandDef::new("flushall", -1, flags::WRITE, Keys::All, command).acl("@keyspace @dangerous");
+        assert_eq!(CmdView::of(&def).categories().as_slice(), ["keyspace", "write", "slow", "dangerous"]);
+        let shutdown = def_of("shutdown");
+        assert_eq!(
+            CmdView::of(shutdown).flag_names().as_slice(),
+            ["admin", "noscript", "loading", "stale", "no_multi", "allow_busy"]
+        );
+    }
+}

@@ -1,0 +1,330 @@
+//! INFO and its sections.
+
+use super::config::{absolute, yes_no};
+use super::stats::{keyspace_counts, lru_clock, mem_snapshot, ratio, start_time, total_system_memory, unix_micros};
+use super::{CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, flags};
+use crate::protocol::Reply;
+use crate::server::Shared;
+use crate::util::eq_ic;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
+
+const LS: u32 = flags::LOADING | flags::STALE;
+
+pub const COMMANDS: &[CommandDef] = &[CommandDef::new("info", -1, LS, Keys::All, info).acl("@slow @dangerous")];
+
+/// Every section, in output order.
+const ALL_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "cluster",
+    "keyspace",
+];
+
+/// Sections INFO leaves out unless asked for by name, `all` or `everything`.
+const NOT_DEFAULT: &[&str] = &["commandstats"];
+
+fn default_sections() -> impl Iterator<Item = &'static str> {
+    ALL_SECTIONS.iter().copied().filter(|s| !NOT_DEFAULT.contains(s))
+}
+
+fn info(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let mut wanted: Vec<&str> = Vec::new();
+    if args.len() == 1 {
+        wanted.extend(default_sections());
+    }
+    for a in &args[1..] {
+        if eq_ic(a, "default") {
+            wanted.extend(default_sections());
+        } else if eq_ic(a, "all") || eq_ic(a, "everything") {
+            wanted.extend(ALL_SECTIONS);
+        } else if let Some(s) = ALL_SECTIONS.iter().find(|s| eq_ic(a, s)) {
+            wanted.push(s);
+        }
+    }
+    let mut text = String::with_capacity(4096);
+    for section in ALL_SECTIONS.iter().filter(|s| wanted.contains(s)) {
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        write_section(ctx, section, &mut text);
+    }
+    out.verbatim(text.as_bytes());
+    Ok(())
+}
+
+/// Appends `name:value\r\n` to an INFO text.
+macro_rules! field {
+    ($out:expr, $name:expr, $($arg:tt)*) => {{
+        let _ = write!($out, "{}:", $name);
+        let _ = write!($out, $($arg)*);
+        $out.push_str("\r\n");
+    }};
+}
+
+fn write_section(ctx: &mut Ctx<'_>, section: &str, t: &mut String) {
+    let shared = ctx.shared;
+    let title = match section {
+        "cpu" => "CPU".to_string(),
+        s => format!("{}{}", s[..1].to_ascii_uppercase(), &s[1..]),
+    };
+    let _ = write!(t, "# {title}\r\n");
+    match section {
+        "server" => info_server(shared, t),
+        "clients" => info_clients(shared, t),
+        "memory" => info_memory(shared, t),
+        "persistence" => info_persistence(shared, t),
+        "stats" => info_stats(shared, t),
+        "replication" => info_replication(shared, t),
+        "cpu" => info_cpu(t),
+        "commandstats" => info_commandstats(shared, t),
+        "cluster" => field!(t, "cluster_enabled", "0"),
+        "keyspace" => info_keyspace(ctx, t),
+        // modules: there are none. errorstats: errors are not counted per code.
+        _ => {}
+    }
+}
+
+fn uname() -> String {
+    // SAFETY: uname fills a zeroed struct with NUL-terminated strings.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return std::env::consts::OS.into();
+        }
+        let s = |f: &[libc::c_char]| std::ffi::CStr::from_ptr(f.as_ptr()).to_string_lossy().into_owned();
+        format!("{} {} {}", s(&u.sysname), s(&u.release), s(&u.machine))
+    }
+}
+
+fn info_server(shared: &Shared, t: &mut String) {
+    let sc = &shared.config.startup;
+    let uptime = shared.uptime().as_secs();
+    field!(t, "redis_version", "{REDIS_VERSION}");
+    field!(t, "strata_version", "{}", env!("CARGO_PKG_VERSION"));
+    field!(t, "redis_git_sha1", "00000000");
+    field!(t, "redis_git_dirty", "0");
+    field!(t, "redis_build_id", "0");
+    field!(t, "redis_mode", "standalone");
+    field!(t, "os", "{}", uname());
+    field!(t, "arch_bits", "{}", usize::BITS);
+    field!(t, "monotonic_clock", "POSIX clock_gettime");
+    field!(t, "multiplexing_api", "epoll");
+    field!(t, "process_id", "{}", std::process::id());
+    field!(t, "process_supervised", "no");
+    field!(t, "run_id", "{}", shared.run_id);
+    field!(t, "tcp_port", "{}", shared.tcp_port.load(Relaxed));
+    field!(t, "server_time_usec", "{}", unix_micros());
+    field!(t, "uptime_in_seconds", "{uptime}");
+    field!(t, "uptime_in_days", "{}", uptime / 86400);
+    field!(t, "hz", "10");
+    field!(t, "configured_hz", "10");
+    field!(t, "lru_clock", "{}", lru_clock());
+    let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default();
+    field!(t, "executable", "{exe}");
+    let conf = sc.config_file.as_deref().map(absolute).unwrap_or_default();
+    field!(t, "config_file", "{conf}");
+    field!(t, "io_threads_active", "0");
+    field!(t, "strata_threads", "{}", sc.threads);
+    field!(t, "strata_adaptive_threads", "{}", yes_no(shared.balance.adaptive()));
+    field!(t, "strata_active_threads", "{}", shared.balance.active());
+    field!(t, "strata_connection_migrations", "{}", shared.balance.migrations.load(Relaxed));
+}
+
+fn info_clients(shared: &Shared, t: &mut String) {
+    let clients = shared.clients.all();
+    let max_in = clients.iter().map(|c| c.qbuf.load(Relaxed)).max().unwrap_or(0);
+    let max_out = clients.iter().map(|c| c.obuf.load(Relaxed) + c.pending_push.load(Relaxed)).max().unwrap_or(0);
+    let blocked = clients.iter().filter(|c| c.blocked.load(Relaxed)).count();
+    field!(t, "connected_clients", "{}", shared.clients.count());
+    field!(t, "cluster_connections", "0");
+    field!(t, "maxclients", "{}", shared.config.runtime.maxclients.load(Relaxed));
+    field!(t, "client_recent_max_input_buffer", "{max_in}");
+    field!(t, "client_recent_max_output_buffer", "{max_out}");
+    field!(t, "blocked_clients", "{blocked}");
+    field!(t, "tracking_clients", "0");
+}
+
+/// Redis's `bytesToHuman`.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["K", "M", "G", "T", "P"];
+    if n < 1024 {
+        return format!("{n}B");
+    }
+    let mut d = n as f64 / 1024.0;
+    for unit in UNITS {
+        if d < 1024.0 {
+            return format!("{d:.2}{unit}");
+        }
+        d /= 1024.0;
+    }
+    format!("{n}B")
+}
+
+fn info_memory(shared: &Shared, t: &mut String) {
+    let m = mem_snapshot(shared);
+    let max = shared.maxmemory();
+    let total = total_system_memory();
+    field!(t, "used_memory", "{}", m.used);
+    field!(t, "used_memory_human", "{}", human_bytes(m.used));
+    field!(t, "used_memory_rss", "{}", m.rss);
+    field!(t, "used_memory_rss_human", "{}", human_bytes(m.rss));
+    field!(t, "used_memory_peak", "{}", m.peak);
+    field!(t, "used_memory_peak_human", "{}", human_bytes(m.peak));
+    field!(t, "used_memory_peak_perc", "{:.2}%", ratio(m.used, m.peak) * 100.0);
+    field!(t, "used_memory_overhead", "{}", m.used.saturating_sub(m.dataset));
+    field!(t, "used_memory_dataset", "{}", m.dataset);
+    field!(t, "used_memory_dataset_perc", "{:.2}%", ratio(m.dataset, m.used) * 100.0);
+    field!(t, "total_system_memory", "{total}");
+    field!(t, "total_system_memory_human", "{}", human_bytes(total));
+    field!(t, "maxmemory", "{max}");
+    field!(t, "maxmemory_human", "{}", human_bytes(max));
+    field!(t, "maxmemory_policy", "{}", shared.config.runtime.policy_name());
+    field!(t, "mem_fragmentation_ratio", "{:.2}", ratio(m.rss, m.used));
+    field!(t, "mem_fragmentation_bytes", "{}", m.rss as i64 - m.used as i64);
+    field!(t, "mem_not_counted_for_evict", "0");
+    field!(t, "mem_clients_slaves", "0");
+    field!(t, "mem_clients_normal", "{}", m.clients);
+    field!(t, "mem_allocator", "libc");
+    field!(t, "lazyfree_pending_objects", "0");
+    field!(t, "lazyfreed_objects", "0");
+}
+
+fn info_persistence(shared: &Shared, t: &mut String) {
+    // There is no RDB or AOF: nothing is ever loaded or saved.
+    field!(t, "loading", "0");
+    field!(t, "async_loading", "0");
+    field!(t, "rdb_changes_since_last_save", "0");
+    field!(t, "rdb_bgsave_in_progress", "0");
+    field!(t, "rdb_last_save_time", "{}", start_time(shared));
+    field!(t, "rdb_last_bgsave_status", "ok");
+    field!(t, "rdb_last_bgsave_time_sec", "-1");
+    field!(t, "rdb_current_bgsave_time_sec", "-1");
+    field!(t, "rdb_saves", "0");
+    field!(t, "aof_enabled", "0");
+    field!(t, "aof_rewrite_in_progress", "0");
+    field!(t, "aof_rewrite_scheduled", "0");
+    field!(t, "aof_last_rewrite_time_sec", "-1");
+    field!(t, "aof_current_rewrite_time_sec", "-1");
+    field!(t, "aof_last_bgrewrite_status", "ok");
+    field!(t, "aof_rewrites", "0");
+    field!(t, "aof_last_write_status", "ok");
+    // Strata's own: the durability mode asked for, and what this build does.
+    field!(t, "strata_durability", "{}", shared.config.startup.durability);
+    field!(t, "strata_durability_effective", "none");
+}
+
+fn info_stats(shared: &Shared, t: &mut String) {
+    use crate::metrics::{WorkerMetrics, sum};
+    use std::sync::atomic::AtomicU64;
+    let total = |f: fn(&WorkerMetrics) -> &AtomicU64| sum(&shared.workers, f);
+    let store = shared.store_totals();
+    field!(t, "total_connections_received", "{}", total(|m| &m.server.connections_received));
+    field!(t, "total_commands_processed", "{}", shared.total_commands());
+    field!(t, "instantaneous_ops_per_sec", "{}", shared.ops_samples.lock().ops_per_sec());
+    field!(t, "total_net_input_bytes", "{}", total(|m| &m.server.net_input_bytes));
+    field!(t, "total_net_output_bytes", "{}", total(|m| &m.server.net_output_bytes));
+    field!(t, "rejected_connections", "{}", total(|m| &m.server.rejected_connections));
+    field!(t, "expired_keys", "{}", store.expired);
+    field!(t, "evicted_keys", "{}", store.evicted);
+    field!(t, "evicted_clients", "0");
+    field!(t, "keyspace_hits", "{}", store.hits);
+    field!(t, "keyspace_misses", "{}", store.misses);
+    field!(t, "pubsub_channels", "{}", shared.pubsub.num_channels());
+    field!(t, "pubsub_patterns", "{}", shared.pubsub.num_patterns());
+    field!(t, "pubsubshard_channels", "0");
+    field!(t, "total_protocol_errors", "{}", total(|m| &m.server.protocol_errors));
+    field!(t, "client_output_buffer_limit_disconnections", "{}", total(|m| &m.server.output_buffer_disconnects));
+    field!(t, "strata_evicted_bytes", "{}", store.evicted_bytes);
+}
+
+fn info_replication(shared: &Shared, t: &mut String) {
+    field!(t, "role", "master");
+    field!(t, "connected_slaves", "0");
+    field!(t, "master_failover_state", "no-failover");
+    field!(t, "master_replid", "{}", shared.run_id);
+    field!(t, "master_replid2", "{}", "0".repeat(40));
+    field!(t, "master_repl_offset", "0");
+    field!(t, "second_repl_offset", "-1");
+    field!(t, "repl_backlog_active", "0");
+    field!(t, "repl_backlog_size", "1048576");
+    field!(t, "repl_backlog_first_byte_offset", "0");
+    field!(t, "repl_backlog_histlen", "0");
+}
+
+/// (system, user) CPU seconds.
+fn rusage(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: getrusage fills a zeroed struct.
+    unsafe {
+        let mut r: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(who, &mut r) != 0 {
+            return (0.0, 0.0);
+        }
+        let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        (secs(r.ru_stime), secs(r.ru_utime))
+    }
+}
+
+fn info_cpu(t: &mut String) {
+    let (sys, user) = rusage(libc::RUSAGE_SELF);
+    let (csys, cuser) = rusage(libc::RUSAGE_CHILDREN);
+    field!(t, "used_cpu_sys", "{sys:.6}");
+    field!(t, "used_cpu_user", "{user:.6}");
+    field!(t, "used_cpu_sys_children", "{csys:.6}");
+    field!(t, "used_cpu_user_children", "{cuser:.6}");
+}
+
+fn info_commandstats(shared: &Shared, t: &mut String) {
+    use crate::metrics::CmdStat;
+    use std::sync::atomic::AtomicU64;
+    for (idx, def) in shared.table.iter() {
+        let total = |f: fn(&CmdStat) -> &AtomicU64| -> u64 {
+            shared.workers.iter().map(|w| f(&w.cmds[idx]).load(Relaxed)).sum()
+        };
+        let calls = total(|c| &c.calls);
+        let usec = total(|c| &c.usec);
+        let rejected = total(|c| &c.rejected);
+        let failed = total(|c| &c.failed);
+        if calls == 0 && rejected == 0 && failed == 0 {
+            continue;
+        }
+        let per_call = if calls == 0 { 0.0 } else { usec as f64 / calls as f64 };
+        let _ = write!(
+            t,
+            "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},\
+             failed_calls={failed}\r\n",
+            def.name
+        );
+    }
+}
+fn info_keyspace(ctx: &mut Ctx<'_>, t: &mut String) {
+    for (db, c) in keyspace_counts(ctx).iter().enumerate() {
+        if c.keys == 0 {
+            continue;
+        }
+        let avg_ttl = if c.expires == 0 { 0 } else { c.ttl_sum_ms / c.expires as u128 };
+        let _ = write!(t, "db{db}:keys={},expires={},avg_ttl={avg_ttl}\r\n", c.keys, c.expires);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_like_redis() {
+        assert_eq!(human_bytes(0), "0B");
+        assert_eq!(human_bytes(1023), "1023B");
+        assert_eq!(human_bytes(990912), "967.69K");
+        assert_eq!(human_bytes(104857600), "100.00M");
+        assert_eq!(human_bytes(3 << 30), "3.00G");
+    }
+}

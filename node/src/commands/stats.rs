@@ -1,0 +1,93 @@
+//! Figures several server commands report: clocks, memory and per-database
+//! key counts (INFO, MEMORY, LASTSAVE, TIME, DEBUG OBJECT).
+
+use super::Ctx;
+use crate::server::Shared;
+use crate::store::NUM_DBS;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub fn unix_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+pub fn unix_micros() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)
+}
+
+/// Unix time (s) the server started: LASTSAVE and rdb_last_save_time.
+pub fn start_time(shared: &Shared) -> u64 {
+    (unix_micros().saturating_sub(shared.uptime().as_micros()) / 1_000_000) as u64
+}
+
+/// Redis's 24-bit LRU clock (seconds resolution).
+pub fn lru_clock() -> u64 {
+    unix_secs() & ((1 << 24) - 1)
+}
+
+/// Resident set size of the process, from /proc.
+fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
+    pages * page
+}
+
+pub fn total_system_memory() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let kb = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next().and_then(|kb| kb.parse::<u64>().ok()));
+    kb.unwrap_or(0) * 1024
+}
+
+/// Memory figures shared by INFO memory, MEMORY STATS and MEMORY DOCTOR.
+pub struct MemSnapshot {
+    pub used: u64,
+    pub peak: u64,
+    pub dataset: u64,
+    pub clients: u64,
+    pub rss: u64,
+}
+
+pub fn mem_snapshot(shared: &Shared) -> MemSnapshot {
+    let used = shared.used_memory();
+    let peak = shared.used_memory_peak.fetch_max(used, Relaxed).max(used);
+    MemSnapshot {
+        used,
+        peak,
+        dataset: shared.ks.used_memory().max(0) as u64,
+        clients: shared.conn_mem.load(Relaxed).max(0) as u64,
+        rss: rss_bytes(),
+    }
+}
+
+pub fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+/// Key and TTL counts of one database.
+#[derive(Default, Clone, Copy)]
+pub struct DbCounts {
+    pub keys: u64,
+    pub expires: u64,
+    pub ttl_sum_ms: u128,
+}
+
+pub fn keyspace_counts(ctx: &mut Ctx<'_>) -> [DbCounts; NUM_DBS] {
+    let now = ctx.keys.now_ms;
+    let mut counts = [DbCounts::default(); NUM_DBS];
+    ctx.keys.for_each_partition(|part| {
+        for (db, c) in counts.iter_mut().enumerate() {
+            let d = &part.dbs[db];
+            c.keys += d.len() as u64;
+            c.expires += d.expires.len() as u64;
+            c.ttl_sum_ms += d.expires.iter().map(|&(at, _)| at.saturating_sub(now) as u128).sum::<u128>();
+        }
+    });
+    counts
+}

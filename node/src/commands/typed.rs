@@ -1,0 +1,90 @@
+//! Typed access to a key's value: the check every collection family makes
+//! before it reads or writes — the value of its own type, or WRONGTYPE.
+
+use super::{CmdError, CmdResult, Ctx, err};
+use crate::protocol::Reply;
+use crate::store::hash::HashValue;
+use crate::store::list::ListValue;
+use crate::store::set::SetValue;
+use crate::store::zset::ZSetValue;
+use crate::store::{EntryMut, KeyAccess, Value};
+
+/// A value type commands work on, picked out of a `Value`.
+pub trait TypedValue: Sized {
+    fn of(v: &Value) -> Option<&Self>;
+    fn of_mut(v: &mut Value) -> Option<&mut Self>;
+    fn is_empty(&self) -> bool;
+}
+
+macro_rules! typed_value {
+    ($ty:ty, $variant:ident) => {
+        impl TypedValue for $ty {
+            fn of(v: &Value) -> Option<&Self> {
+                if let Value::$variant(x) = v { Some(x) } else { None }
+            }
+
+            fn of_mut(v: &mut Value) -> Option<&mut Self> {
+                if let Value::$variant(x) = v { Some(x) } else { None }
+            }
+
+            fn is_empty(&self) -> bool {
+                <$ty>::is_empty(self)
+            }
+        }
+    };
+}
+
+typed_value!(HashValue, Hash);
+typed_value!(ListValue, List);
+typed_value!(SetValue, Set);
+typed_value!(ZSetValue, ZSet);
+
+/// The value at `key` for reading (counts a hit or miss): None when the key
+/// is missing, WRONGTYPE when it holds another type.
+pub fn read_value<'a, T: TypedValue>(keys: &'a mut KeyAccess<'_>, key: &[u8]) -> Result<Option<&'a T>, CmdError> {
+    match keys.get(key) {
+        None => Ok(None),
+        Some(e) => T::of(e.value()).map(Some).ok_or(CmdError::from(err::WRONGTYPE)),
+    }
+}
+
+/// The value inside an entry about to be written, or WRONGTYPE with the
+/// entry marked unchanged (so a key just created for the write goes away).
+pub fn value_mut<'e, T: TypedValue>(e: &'e mut EntryMut<'_>) -> Result<&'e mut T, CmdError> {
+    if T::of(e.value()).is_none() {
+        e.unchanged();
+        return Err(err::WRONGTYPE.into());
+    }
+    Ok(T::of_mut(e.value_mut()).expect("type checked above"))
+}
+
+/// HDEL, SREM: removes each of `members` with `remove` and replies with how
+/// many were there. A missing key counts as empty; removing stops once the
+/// value is empty, as Redis does (the key then goes away).
+pub fn remove_members<T: TypedValue>(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    members: &[&[u8]],
+    out: &mut Reply,
+    mut remove: impl FnMut(&mut T, &[u8]) -> bool,
+) -> CmdResult {
+    let Some(mut e) = ctx.keys.get_mut(key) else {
+        out.int(0);
+        return Ok(());
+    };
+    let value = value_mut::<T>(&mut e)?;
+    let mut removed = 0;
+    for m in members {
+        if remove(value, m) {
+            removed += 1;
+            if value.is_empty() {
+                break;
+            }
+        }
+    }
+    if removed == 0 {
+        e.unchanged();
+    }
+    out.int(removed);
+    Ok(())
+}
