@@ -686,3 +686,22 @@ fn config_set_loglevel_changes_what_the_running_node_logs() {
         server.logs()
     );
 }
+
+#[test]
+fn cluster_keyslot_answers_as_a_cluster_node_does() {
+    let server = Server::strata();
+    let mut c = server.conn();
+    // Slots a Redis Cluster node reports for the same keys.
+    assert_eq!(c.cmd(&["CLUSTER", "KEYSLOT", "foo"]), Frame::int(12182));
+    assert_eq!(c.cmd(&["CLUSTER", "KEYSLOT", "somekey"]), Frame::int(11058));
+    assert_eq!(c.cmd(&["CLUSTER", "KEYSLOT", "{user1000}.following"]), c.cmd(&["CLUSTER", "KEYSLOT", "user1000"]));
+    // An empty first tag: the whole key decides, not "bar".
+    assert_ne!(c.cmd(&["CLUSTER", "KEYSLOT", "foo{}{bar}"]), c.cmd(&["CLUSTER", "KEYSLOT", "bar"]));
+    assert_eq!(c.cmd(&["CLUSTER", "KEYSLOT", "bar"]), Frame::int(5061));
+    assert_eq!(
+        c.cmd(&["CLUSTER", "KEYSLOT"]),
+        Frame::error("ERR wrong number of arguments for 'cluster|keyslot' command")
+    );
+    // Not a cluster member: the rest is Redis's reply without cluster support.
+    assert_eq!(c.cmd(&["CLUSTER", "INFO"]), Frame::error("ERR This instance has cluster support disabled"));
+}

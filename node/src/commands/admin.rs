@@ -4,7 +4,7 @@
 use super::stats::{start_time, unix_micros};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err, flags};
 use crate::protocol::Reply;
-use crate::store::{Keyspace, NUM_DBS, Partition, clear_db, hash_bytes};
+use crate::store::NUM_DBS;
 use crate::util::eq_ic;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -45,31 +45,12 @@ fn flush_mode(args: &[&[u8]]) -> CmdResult {
     }
 }
 
-/// A WATCHed key in a partition: (database, key).
-type WatchKey = (u8, Box<[u8]>);
-
-/// Empties `db` in one partition. Redis 7.0 invalidates WATCH only for
-/// watched keys that existed; `clear_db` bumps every watched key of the
-/// database, so absent watched keys get their versions back.
-fn flush_partition_db(ks: &Keyspace, part: &mut Partition, db: usize) {
-    let absent: Vec<(WatchKey, u64)> = part
-        .watched
-        .iter()
-        .filter(|((d, k), _)| *d as usize == db && part.dbs[db].find(hash_bytes(k), k).is_none())
-        .map(|(k, w)| (k.clone(), w.version))
-        .collect();
-    clear_db(ks, part, db);
-    for (k, version) in absent {
-        if let Some(w) = part.watched.get_mut(&k) {
-            w.version = version;
-        }
-    }
-}
-
 fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     flush_mode(args)?;
     let (ks, db) = (ctx.keys.ks, ctx.keys.db);
-    ctx.keys.for_each_partition(|part| flush_partition_db(ks, part, db));
+    ctx.keys.for_each_partition(|part| {
+        part.clear_db(ks, db);
+    });
     out.ok();
     Ok(())
 }
@@ -77,7 +58,11 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     flush_mode(args)?;
     let ks = ctx.keys.ks;
-    ctx.keys.for_each_partition(|part| (0..NUM_DBS).for_each(|db| flush_partition_db(ks, part, db)));
+    ctx.keys.for_each_partition(|part| {
+        for db in 0..NUM_DBS {
+            part.clear_db(ks, db);
+        }
+    });
     out.ok();
     Ok(())
 }
@@ -91,28 +76,11 @@ fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     }
     let (a, b) = (a as usize, b as usize);
     if a != b {
-        ctx.keys.for_each_partition(|part| swap_partition_dbs(part, a, b));
+        let ks = ctx.keys.ks;
+        ctx.keys.for_each_partition(|part| part.swap_dbs(ks, a, b));
     }
     out.ok();
     Ok(())
-}
-
-/// Swaps two databases in one partition. WATCHers of keys that exist in
-/// either are invalidated; clients blocked on either database retry.
-fn swap_partition_dbs(part: &mut Partition, a: usize, b: usize) {
-    part.dbs.swap(a, b);
-    let Partition { dbs, watched, blocked, .. } = part;
-    for ((d, key), w) in watched.iter_mut() {
-        let d = *d as usize;
-        if (d == a || d == b) && [a, b].iter().any(|&x| dbs[x].find(hash_bytes(key), key).is_some()) {
-            w.version += 1;
-        }
-    }
-    let waiting: Vec<WatchKey> =
-        blocked.keys().filter(|(d, _)| *d as usize == a || *d as usize == b).cloned().collect();
-    for (d, key) in waiting {
-        part.signal_ready(d as usize, &key);
-    }
 }
 
 // ---------------------------------------------------------------------------

@@ -53,6 +53,8 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("client|setinfo", 4, NLS, "@slow @connection"),
     sub("client|setname", 3, NLS, "@slow @connection"),
     sub("client|trackinginfo", 2, NLS, "@slow @connection"),
+    sub("cluster|help", 2, LS, "@slow"),
+    sub("cluster|keyslot", 3, flags::STALE, "@slow"),
     sub("command|count", 2, LS, "@slow @connection"),
     sub("command|docs", -2, LS, "@slow @connection"),
     sub("command|getkeys", -4, LS, "@slow @connection"),

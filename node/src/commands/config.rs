@@ -389,7 +389,7 @@ fn evict_to_limit(ctx: &Ctx<'_>) {
     while shared.maxmemory() > 0 {
         let used = shared.used_memory();
         // Stop when under the limit, or when a round freed nothing.
-        if used <= shared.maxmemory() || used >= last || crate::eviction::ensure_memory(shared, ctx.keys.stats) {
+        if used <= shared.maxmemory() || used >= last || crate::memory::ensure_memory(shared, ctx.keys.stats) {
             break;
         }
         last = used;

@@ -31,15 +31,20 @@ const DEBUG_HELP: &[&str] = &[
     "ACTIVE-THREADS <count>",
     "    Serve from the first <count> worker threads now, moving connections",
     "    as adaptive-threads would (Strata only).",
+    "PENDING-DELAY <milliseconds> <key> [<key> ...]",
+    "    Make the next command on each key wait that long before it runs, as",
+    "    a read from disk would, without holding up other clients (Strata only).",
     "HELP",
     "    Prints this help.",
 ];
 
-/// DEBUG OBJECT locks its key; other subcommands have none.
+/// DEBUG OBJECT and PENDING-DELAY lock their keys; other subcommands have none.
 fn debug_keys(args: &[&[u8]]) -> SmallVec<[usize; 8]> {
     let mut v = SmallVec::new();
     if args.len() == 3 && eq_ic(args[1], "object") {
         v.push(2);
+    } else if args.len() >= 4 && eq_ic(args[1], "pending-delay") {
+        v.extend(3..args.len());
     }
     v
 }
@@ -59,6 +64,12 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let threads = ctx.shared.config.startup.threads as i64;
         let n = int_value(args[2], 1, threads).map_err(|e| CmdError::from(format!("ERR {e}")))?;
         ctx.shared.balance.set_active(n as usize);
+        out.ok();
+    } else if eq_ic(sub, "pending-delay") && args.len() >= 4 {
+        let ms = int_value(args[2], 0, i32::MAX as i64).map_err(|e| CmdError::from(format!("ERR {e}")))?;
+        for key in &args[3..] {
+            ctx.keys.delay_next_access(key, ms as u64);
+        }
         out.ok();
     } else if eq_ic(sub, "object") && args.len() == 3 {
         let clock = ctx.keys.ks.clock_secs();

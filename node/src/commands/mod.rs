@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod args;
+pub mod cluster;
 pub mod command_meta;
 pub mod config;
 pub mod connection;
@@ -397,6 +398,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         zsets::COMMANDS,
         transactions::COMMANDS,
         pubsub::COMMANDS,
+        cluster::COMMANDS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

@@ -1,7 +1,7 @@
 //! Eviction victims: the policy instance of each (partition, database)
 //! proposes its best candidate; the keyspace compares candidates of a few
 //! partitions, one lock at a time, and removes the winner. The memory
-//! budget (`crate::eviction`) decides when and how much.
+//! budget (`crate::memory`) decides when and how much.
 
 use super::Keyspace;
 use super::StoreStats;

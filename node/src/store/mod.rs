@@ -381,6 +381,42 @@ mod tests {
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     #[test]
+    fn a_slot_lives_in_one_partition_and_its_keys_are_counted() {
+        let ks = Keyspace::new(64);
+        let stats = StoreStats::default();
+        let keys: Vec<Vec<u8>> = (0..500).map(|i| format!("{{tag{}}}:{i}", i % 7).into_bytes()).collect();
+        for (i, key) in keys.iter().enumerate() {
+            let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![ks.partition_of_key(key)];
+            let mut k = KeyAccess {
+                ks: &ks,
+                locked: ks.lock_set(&mut parts),
+                db: i % 3,
+                now_ms: 1,
+                touch: true,
+                stats: &stats,
+            };
+            k.set(key, Value::Str(b"v".to_vec()), 0, false);
+        }
+        // Keys sharing a hash tag share a slot, hence a partition.
+        for t in 0..7 {
+            let tagged: Vec<&Vec<u8>> =
+                keys.iter().filter(|k| k.starts_with(format!("{{tag{t}}}").as_bytes())).collect();
+            let slot = key_slot(tagged[0]);
+            assert!(tagged.iter().all(|k| key_slot(k) == slot && ks.partition_of_key(k) == ks.partition_of_slot(slot)));
+            assert_eq!(ks.keys_in_slot(slot), tagged.len() as u64, "counted over every database");
+        }
+        let total: u64 = (0..SLOTS as u16).map(|s| ks.keys_in_slot(s)).sum();
+        assert_eq!(total, 500);
+        for i in 0..ks.num_partitions() as u32 {
+            let mut part = ks.lock(i);
+            for db in 0..NUM_DBS {
+                part.clear_db(&ks, db);
+            }
+        }
+        assert_eq!((0..SLOTS as u16).map(|s| ks.keys_in_slot(s)).sum::<u64>(), 0);
+    }
+
+    #[test]
     fn clocks_match_std() {
         let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
         let ours = now_ms();

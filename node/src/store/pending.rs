@@ -6,7 +6,7 @@
 //!
 //! What makes a key wait is the disk tier's business (a value that is on
 //! disk only, read once for all waiters). Until the tier lands, the only
-//! source is a test hook, `Keyspace::delay_next_access` (`DEBUG
+//! source is a test hook, `KeyAccess::delay_next_access` (`DEBUG
 //! PENDING-DELAY`): the key's next command waits the given time, once, as a
 //! first read of a cold value would.
 
@@ -20,15 +20,6 @@ use std::time::Duration;
 pub type PendingRead = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 impl Keyspace {
-    /// Makes the next command on `key` in `db` wait `delay_ms` before it
-    /// runs (test hook for the pending path).
-    pub fn delay_next_access(&self, db: usize, key: &[u8], delay_ms: u64) {
-        let mut part = self.lock(self.partition_of_key(key));
-        if part.delayed.insert((db as u8, key.into()), delay_ms).is_none() {
-            self.delayed_keys.fetch_add(1, Relaxed);
-        }
-    }
-
     /// True when some key may make a command wait (one shared read).
     #[inline]
     pub fn may_pend(&self) -> bool {
@@ -37,6 +28,16 @@ impl Keyspace {
 }
 
 impl KeyAccess<'_> {
+    /// Makes the next command on `key` (selected database, partition held)
+    /// wait `delay_ms` before it runs: the test hook for the pending path.
+    pub fn delay_next_access(&mut self, key: &[u8], delay_ms: u64) {
+        let db = self.db as u8;
+        let part = self.locked.get(self.ks.partition_of_key(key));
+        if part.delayed.insert((db, key.into()), delay_ms).is_none() {
+            self.ks.delayed_keys.fetch_add(1, Relaxed);
+        }
+    }
+
     /// The wait, if any of `keys` (in the selected database, partitions
     /// held) is not ready to be served. Takes the reason away: after the
     /// wait the command runs.
