@@ -14,4 +14,6 @@ pub mod policy;
 pub mod protocol;
 pub mod server;
 pub mod store;
+#[allow(unsafe_code)]
+pub mod sys;
 pub mod util;

@@ -19,7 +19,7 @@
 //! adaptive-threads no) keeps every worker active: for dedicated, pinned
 //! cores there is nothing to give back.
 
-use crate::store::{mono_ns, thread_cpu_ns};
+use crate::sys::clock::{mono_ns, thread_cpu_ns};
 use parking_lot::Mutex;
 use std::sync::atomic::{
     AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,

@@ -4,13 +4,13 @@
 //! query-buffer limits, and graceful shutdown.
 
 use super::client::{Client, ClientInfo, PushMsg};
-use super::socket::ClientSocket;
 use super::{NewConn, Shared};
 use crate::commands::dispatch::{self, Outcome};
 use crate::commands::{BlockRequest, Woken};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, parse_request};
 use crate::store::PendingRead;
+use crate::sys::socket::ClientSocket;
 use smallvec::SmallVec;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
@@ -39,7 +39,7 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
         NewConn::Tcp(std, peer, local) => {
             let _ = std.set_nonblocking(true);
             let _ = std.set_nodelay(true);
-            set_keepalive(&std, shared.config.runtime.tcp_keepalive.load(Relaxed));
+            crate::sys::socket::set_keepalive(&std, shared.config.runtime.tcp_keepalive.load(Relaxed));
             let state = new_state(peer.to_string(), local.to_string(), std.as_raw_fd());
             (OwnedFd::from(std), state)
         }
@@ -89,23 +89,6 @@ async fn drive(mut socket: ClientSocket, mut state: ConnState, shared: Arc<Share
                 back.state.close(&shared, worker);
             }
         }
-    }
-}
-
-fn set_keepalive(s: &std::net::TcpStream, secs: u64) {
-    if secs == 0 {
-        return;
-    }
-    let fd = s.as_raw_fd();
-    let on: libc::c_int = 1;
-    let idle = secs.min(i32::MAX as u64) as libc::c_int;
-    let intvl = (idle / 3).max(1);
-    // SAFETY: setsockopt on a valid socket fd with correctly sized int options.
-    unsafe {
-        let sz = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, &on as *const _ as *const _, sz);
-        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, &idle as *const _ as *const _, sz);
-        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, &intvl as *const _ as *const _, sz);
     }
 }
 

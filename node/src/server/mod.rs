@@ -12,7 +12,6 @@ pub mod client;
 mod connection;
 mod http;
 mod snapshot;
-mod socket;
 
 use crate::commands::dispatch::CommandTable;
 use crate::commands::pubsub::Hub;
@@ -201,18 +200,9 @@ pub fn run(shared: Arc<Shared>) -> i32 {
     code
 }
 
-fn pin_current_thread(cpu: usize) -> bool {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes a bit inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
-
 fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<NewConn>) {
     if let Some(cpu) = cpu {
-        if pin_current_thread(cpu) {
+        if crate::sys::cpu::pin_current_thread(cpu) {
             info!(worker = id, cpu, "worker pinned");
         } else {
             warn!(worker = id, cpu, "could not pin worker to CPU; running unpinned");

@@ -32,6 +32,7 @@ pub use value::{Value, WRONGTYPE};
 use crate::base::slot::{SLOTS, key_slot};
 use crate::metrics::DbFigures;
 use crate::policy::{Clock, LFU_DEFAULT_DECAY_MINUTES, LFU_DEFAULT_LOG_FACTOR, PolicyKind};
+pub use crate::sys::clock::{mono_ns, now_ms};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::cell::Cell;
@@ -344,41 +345,9 @@ impl<'a> Locked<'a> {
     }
 }
 
-/// Reads a clock as (seconds, nanoseconds). Straight integer math on the
-/// result is cheaper than `SystemTime`/`Instant` arithmetic, which matters
-/// at a few clock reads per request.
-#[inline]
-fn read_clock(id: libc::clockid_t) -> (i64, i64) {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes into it.
-    unsafe { libc::clock_gettime(id, &mut ts) };
-    (ts.tv_sec, ts.tv_nsec)
-}
-
-/// Current unix time in milliseconds (0 before 1970).
-#[inline]
-pub fn now_ms() -> u64 {
-    let (secs, nanos) = read_clock(libc::CLOCK_REALTIME);
-    if secs < 0 { 0 } else { secs as u64 * 1000 + nanos as u64 / 1_000_000 }
-}
-
-/// Monotonic time in nanoseconds (the clock `Instant` uses), for latencies.
-#[inline]
-pub fn mono_ns() -> u64 {
-    let (secs, nanos) = read_clock(libc::CLOCK_MONOTONIC);
-    secs as u64 * 1_000_000_000 + nanos as u64
-}
-
-/// CPU time the calling thread has used, in nanoseconds (worker load).
-pub fn thread_cpu_ns() -> u64 {
-    let (secs, nanos) = read_clock(libc::CLOCK_THREAD_CPUTIME_ID);
-    secs as u64 * 1_000_000_000 + nanos as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
     #[test]
     fn a_slot_lives_in_one_partition_and_its_keys_are_counted() {
@@ -414,21 +383,5 @@ mod tests {
             }
         }
         assert_eq!((0..SLOTS as u16).map(|s| ks.keys_in_slot(s)).sum::<u64>(), 0);
-    }
-
-    #[test]
-    fn clocks_match_std() {
-        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
-        let ours = now_ms();
-        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
-        assert!(before <= ours && ours <= after, "{before} <= {ours} <= {after}");
-
-        let start = Instant::now();
-        let a = mono_ns();
-        std::thread::sleep(Duration::from_millis(20));
-        let b = mono_ns();
-        let elapsed = start.elapsed().as_nanos() as u64;
-        assert!(b - a >= 20_000_000, "slept 20 ms, measured {} ns", b - a);
-        assert!(b - a <= elapsed, "measured {} ns inside {elapsed} ns", b - a);
     }
 }

@@ -144,3 +144,21 @@ fn raw_write(fd: RawFd, data: &[u8]) -> io::Result<usize> {
     let n = unsafe { libc::send(fd, data.as_ptr().cast(), data.len(), libc::MSG_NOSIGNAL) };
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
+
+/// Turns on TCP keepalive probes every `secs` seconds (0 = leave off).
+pub fn set_keepalive(s: &std::net::TcpStream, secs: u64) {
+    if secs == 0 {
+        return;
+    }
+    let fd = s.as_raw_fd();
+    let on: libc::c_int = 1;
+    let idle = secs.min(i32::MAX as u64) as libc::c_int;
+    let intvl = (idle / 3).max(1);
+    // SAFETY: setsockopt on a valid socket fd with correctly sized int options.
+    unsafe {
+        let sz = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, &on as *const _ as *const _, sz);
+        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, &idle as *const _ as *const _, sz);
+        libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, &intvl as *const _ as *const _, sz);
+    }
+}
