@@ -269,7 +269,6 @@ mod tests {
     use crate::config::{Cli, Config};
     use crate::metrics::ServerStats;
     use crate::store::StoreStats;
-    use clap::Parser;
     use prometheus_client::encoding::text::encode;
 
     /// Value of the sample whose series (name and labels, as written) is `series`.
