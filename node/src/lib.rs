@@ -7,7 +7,6 @@
 pub mod base;
 pub mod commands;
 pub mod config;
-pub mod logging;
 pub mod memory;
 pub mod metrics;
 pub mod policy;

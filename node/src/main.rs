@@ -1,5 +1,4 @@
-use clap::Parser;
-use strata_node::config::{Cli, Config};
+use strata_node::config::{Cli, Config, Durability};
 
 fn main() {
     let cli = Cli::parse();
@@ -10,11 +9,11 @@ fn main() {
             std::process::exit(2);
         }
     };
-    strata_node::logging::init(&config.runtime.loglevel.read().clone(), &config.startup.log_format);
+    strata_node::config::logging::init(&config.runtime.loglevel.read().clone(), &config.startup.log_format);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "strata-node starting");
-    if config.startup.durability != "none" {
+    if config.startup.durability != Durability::None {
         tracing::warn!(
-            durability = config.startup.durability,
+            durability = config.startup.durability.name(),
             "this build keeps data in RAM only: writes are not persisted until the disk tier lands; \
              running as durability none"
         );

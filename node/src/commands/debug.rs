@@ -1,9 +1,9 @@
 //! DEBUG and MEMORY: diagnostics of values, memory and worker threads.
 
 use super::args::{help, lossy, subcommand};
-use super::config::{MB, int_value};
 use super::stats::{DbCounts, keyspace_counts, lru_clock, mem_snapshot, ratio};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
+use crate::config::values::{Kind, MB, Origin};
 use crate::protocol::Reply;
 use crate::server::Shared;
 use crate::store::{Value, hash_bytes};
@@ -62,11 +62,13 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.ok();
     } else if eq_ic(sub, "active-threads") && args.len() == 3 {
         let threads = ctx.shared.config.startup.threads as i64;
-        let n = int_value(args[2], 1, threads).map_err(|e| CmdError::from(format!("ERR {e}")))?;
+        let n = Kind::Int { min: 1, max: threads }.parse(args[2], Origin::ConfigSet);
+        let n = n.map_err(|e| CmdError::from(format!("ERR {e}")))?.int();
         ctx.shared.balance.set_active(n as usize);
         out.ok();
     } else if eq_ic(sub, "pending-delay") && args.len() >= 4 {
-        let ms = int_value(args[2], 0, i32::MAX as i64).map_err(|e| CmdError::from(format!("ERR {e}")))?;
+        let ms = Kind::Int { min: 0, max: i32::MAX as i64 }.parse(args[2], Origin::ConfigSet);
+        let ms = ms.map_err(|e| CmdError::from(format!("ERR {e}")))?.int();
         for key in &args[3..] {
             ctx.keys.delay_next_access(key, ms as u64);
         }

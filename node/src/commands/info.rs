@@ -1,8 +1,8 @@
 //! INFO and its sections.
 
-use super::config::{absolute, yes_no};
 use super::stats::{keyspace_counts, lru_clock, mem_snapshot, ratio, start_time, total_system_memory, unix_micros};
 use super::{CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, flags};
+use crate::config::values::{absolute_path, yes_no};
 use crate::protocol::Reply;
 use crate::server::Shared;
 use crate::util::eq_ic;
@@ -130,7 +130,7 @@ fn info_server(shared: &Shared, t: &mut String) {
     field!(t, "lru_clock", "{}", lru_clock());
     let exe = std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default();
     field!(t, "executable", "{exe}");
-    let conf = sc.config_file.as_deref().map(absolute).unwrap_or_default();
+    let conf = sc.config_file.as_deref().map(absolute_path).unwrap_or_default();
     field!(t, "config_file", "{conf}");
     field!(t, "io_threads_active", "0");
     field!(t, "strata_threads", "{}", sc.threads);
@@ -218,7 +218,7 @@ fn info_persistence(shared: &Shared, t: &mut String) {
     field!(t, "aof_rewrites", "0");
     field!(t, "aof_last_write_status", "ok");
     // Strata's own: the durability mode asked for, and what this build does.
-    field!(t, "strata_durability", "{}", shared.config.startup.durability);
+    field!(t, "strata_durability", "{}", shared.config.startup.durability.name());
     field!(t, "strata_durability_effective", "none");
 }
 

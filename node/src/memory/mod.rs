@@ -5,7 +5,6 @@
 //! policy (nothing live is evicted while dead data still holds memory),
 //! then the eviction policy's victims (see `store::Keyspace::eviction_victim`).
 
-use crate::policy::PolicyKind;
 use crate::server::Shared;
 use crate::store::StoreStats;
 use std::sync::atomic::Ordering::Relaxed;
@@ -32,7 +31,7 @@ pub fn ensure_memory(shared: &Shared, stats: &StoreStats) -> bool {
     if shared.used_memory() <= max {
         return true;
     }
-    let kind = PolicyKind::ALL[rt.policy.load(Relaxed) as usize];
+    let kind = rt.policy();
     if !kind.evicts() {
         return false;
     }

@@ -115,72 +115,8 @@ pub trait Policy: Send {
     fn rebuild<E: Entries>(&mut self, e: &mut E, live: &mut dyn Iterator<Item = u32>, clock: &Clock);
 }
 
-/// Which policy, typed; parsed from and printed as the `maxmemory-policy` names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum PolicyKind {
-    NoEviction,
-    AllKeysLru,
-    AllKeysLfu,
-    AllKeysRandom,
-    VolatileLru,
-    VolatileLfu,
-    VolatileRandom,
-    VolatileTtl,
-    Sieve,
-}
-
-impl PolicyKind {
-    /// Every policy, in the order of the config's list.
-    pub const ALL: &[PolicyKind] = &[
-        PolicyKind::NoEviction,
-        PolicyKind::AllKeysLru,
-        PolicyKind::AllKeysLfu,
-        PolicyKind::AllKeysRandom,
-        PolicyKind::VolatileLru,
-        PolicyKind::VolatileLfu,
-        PolicyKind::VolatileRandom,
-        PolicyKind::VolatileTtl,
-        PolicyKind::Sieve,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            PolicyKind::NoEviction => "noeviction",
-            PolicyKind::AllKeysLru => "allkeys-lru",
-            PolicyKind::AllKeysLfu => "allkeys-lfu",
-            PolicyKind::AllKeysRandom => "allkeys-random",
-            PolicyKind::VolatileLru => "volatile-lru",
-            PolicyKind::VolatileLfu => "volatile-lfu",
-            PolicyKind::VolatileRandom => "volatile-random",
-            PolicyKind::VolatileTtl => "volatile-ttl",
-            PolicyKind::Sieve => "sieve",
-        }
-    }
-
-    /// Case-insensitive, as Redis's CONFIG SET.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.iter().copied().find(|k| k.name().eq_ignore_ascii_case(s))
-    }
-
-    /// Only keys with a TTL are candidates.
-    pub fn is_volatile(self) -> bool {
-        matches!(
-            self,
-            PolicyKind::VolatileLru | PolicyKind::VolatileLfu | PolicyKind::VolatileRandom | PolicyKind::VolatileTtl
-        )
-    }
-
-    /// False for noeviction (writes over the limit get OOM instead).
-    pub fn evicts(self) -> bool {
-        self != PolicyKind::NoEviction
-    }
-}
-
-impl std::fmt::Display for PolicyKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// Which policy: the typed setting, parsed and named in one place (config).
+pub use crate::config::EvictionPolicy as PolicyKind;
 
 /// noeviction: keeps the access metadata (OBJECT IDLETIME/FREQ) and never
 /// proposes a victim.
@@ -330,7 +266,7 @@ mod tests {
     fn policy_names_round_trip_and_match_the_config_list() {
         let names: Vec<&str> = PolicyKind::ALL.iter().map(|k| k.name()).collect();
         assert_eq!(names, crate::config::POLICIES);
-        for &k in PolicyKind::ALL {
+        for k in PolicyKind::ALL {
             assert_eq!(PolicyKind::parse(k.name()), Some(k));
             assert_eq!(PolicyKind::parse(&k.name().to_ascii_uppercase()), Some(k), "case-insensitive");
             assert_eq!(AnyPolicy::new(k).kind(), k);
@@ -354,7 +290,7 @@ mod tests {
     #[test]
     fn every_policy_updates_idle_time_and_frequency_on_access() {
         let clock = Clock { lfu_log_factor: 0, ..Clock::at(0) };
-        for &k in PolicyKind::ALL {
+        for k in PolicyKind::ALL {
             let mut p = AnyPolicy::new(k);
             let mut t = SimTable::default();
             let slot = t.insert(1, 10, 0, &mut p, &clock);

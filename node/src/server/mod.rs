@@ -136,7 +136,9 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
     let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let ks = Keyspace::new(config.startup.partitions);
     // Resolved once here (and again by CONFIG SET): never looked up per eviction.
-    ks.set_policy(crate::policy::PolicyKind::ALL[config.runtime.policy.load(Relaxed) as usize]);
+    ks.set_policy(config.runtime.policy());
+    ks.set_lfu_log_factor(config.runtime.lfu_log_factor.load(Relaxed));
+    ks.set_lfu_decay_minutes(config.runtime.lfu_decay_minutes.load(Relaxed));
     Arc::new(Shared {
         ks,
         clients: ClientRegistry::default(),
@@ -155,7 +157,7 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
         used_memory_peak: AtomicU64::new(0),
         tcp_port: AtomicUsize::new(0),
         metrics_port: AtomicUsize::new(0),
-        balance: Balancer::new(config.startup.threads, config.startup.adaptive_threads),
+        balance: Balancer::new(config.startup.threads, config.runtime.adaptive_threads.load(Relaxed)),
         worker_inbox: OnceLock::new(),
         config,
     })
@@ -331,7 +333,7 @@ async fn acceptor_main(shared: Arc<Shared>) -> i32 {
     shared.ready.store(true, Relaxed);
     info!(
         threads = sc.threads,
-        adaptive_threads = sc.adaptive_threads,
+        adaptive_threads = shared.config.runtime.adaptive_threads.load(Relaxed),
         partitions = shared.ks.num_partitions(),
         "ready to accept connections"
     );

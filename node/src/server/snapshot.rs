@@ -59,7 +59,6 @@ impl Shared {
 mod tests {
     use crate::config::{Cli, Config};
     use crate::metrics::{ServerStats, StoreStats};
-    use clap::Parser;
     use prometheus_client::encoding::text::encode;
 
     /// Value of the sample whose series (name and labels, as written) is `series`.

@@ -56,7 +56,7 @@ pub struct Keyspace {
     lfu_decay_minutes: AtomicU32,
     /// Told about every change (the durability log), if any.
     journal: Option<Arc<dyn Journal>>,
-    /// The eviction policy every database's instance runs (`PolicyKind` index).
+    /// The eviction policy every database's instance runs (as `u8`).
     policy: AtomicU8,
     /// Keys marked to make their next command wait (`pending`), over all
     /// partitions: lets commands skip the per-key check when none are.
@@ -242,7 +242,7 @@ impl Keyspace {
 
     /// The eviction policy the databases run.
     pub fn policy_kind(&self) -> PolicyKind {
-        PolicyKind::ALL[self.policy.load(Ordering::Relaxed) as usize]
+        PolicyKind::from_index(self.policy.load(Ordering::Relaxed))
     }
 
     /// What the eviction policy's hooks need to know of time and tuning.
@@ -259,8 +259,7 @@ impl Keyspace {
     /// `kind` (start-up, CONFIG SET), one partition lock at a time. Each
     /// policy re-links the entries it finds.
     pub fn set_policy(&self, kind: PolicyKind) {
-        let idx = PolicyKind::ALL.iter().position(|k| *k == kind).expect("listed") as u8;
-        self.policy.store(idx, Ordering::Relaxed);
+        self.policy.store(kind as u8, Ordering::Relaxed);
         let clock = self.policy_clock();
         for i in 0..self.parts.len() as u32 {
             let mut part = self.lock(i);

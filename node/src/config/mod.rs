@@ -1,0 +1,267 @@
+//! Configuration: command line, environment, a redis.conf-style file, and
+//! the runtime values CONFIG GET/SET read and change — all described by one
+//! table of parameters ([`params::PARAMS`]).
+//!
+//! Precedence, lowest to highest: built-in defaults, the config file,
+//! `STRATA_*` environment variables, command-line flags (clap merges the
+//! last two), then CONFIG SET at runtime.
+
+mod cli;
+pub mod file;
+pub mod logging;
+pub mod params;
+pub mod values;
+
+pub use cli::{Cli, command};
+pub use values::{DURABILITY_MODES, Durability, EvictionPolicy, POLICIES, parse_interval_us, parse_memory};
+
+use params::{IGNORED_DIRECTIVES, PARAMS, Param, Store};
+use parking_lot::RwLock;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use values::Origin;
+
+/// fsync interval of durability periodic when none is given (the table's
+/// default for `fsync-interval`).
+pub const DEFAULT_FSYNC_INTERVAL_US: u64 = 10_000;
+
+/// Number of logical databases (SELECT 0..15), fixed as in Redis.
+pub const DATABASES: usize = 16;
+
+/// Settings fixed at start-up.
+#[derive(Debug, Clone)]
+pub struct StartupConfig {
+    pub binds: Vec<String>,
+    pub port: u16,
+    pub unixsocket: Option<PathBuf>,
+    pub unixsocketperm: Option<u32>,
+    pub threads: usize,
+    pub cpu_affinity: Option<Vec<usize>>,
+    pub dir: PathBuf,
+    pub metrics_port: u16,
+    pub metrics_bind: String,
+    pub partitions: usize,
+    pub log_format: String,
+    pub config_file: Option<PathBuf>,
+    pub durability: Durability,
+    /// fsync interval of durability periodic, in microseconds.
+    pub fsync_interval_us: u64,
+}
+
+impl StartupConfig {
+    /// Before any parameter is loaded: what parameters without a default
+    /// leave (no Unix socket, a thread per allowed CPU, no pinning).
+    fn initial(config_file: Option<PathBuf>) -> StartupConfig {
+        StartupConfig {
+            binds: Vec::new(),
+            port: 0,
+            unixsocket: None,
+            unixsocketperm: None,
+            threads: allowed_cpus().len().max(1),
+            cpu_affinity: None,
+            dir: PathBuf::new(),
+            metrics_port: 0,
+            metrics_bind: String::new(),
+            partitions: 0,
+            log_format: String::new(),
+            config_file,
+            durability: Durability::None,
+            fsync_interval_us: DEFAULT_FSYNC_INTERVAL_US,
+        }
+    }
+}
+
+/// Settings CONFIG SET can change while running. Hot-path values are atomics.
+pub struct RuntimeConfig {
+    pub maxmemory: AtomicU64,
+    /// An [`EvictionPolicy`] as `u8`.
+    pub policy: AtomicU8,
+    pub maxmemory_samples: AtomicUsize,
+    pub maxclients: AtomicUsize,
+    pub timeout: AtomicU64,
+    pub tcp_keepalive: AtomicU64,
+    pub proto_max_bulk_len: AtomicUsize,
+    pub client_query_buffer_limit: AtomicUsize,
+    pub requirepass: RwLock<Option<Vec<u8>>>,
+    pub has_password: AtomicBool,
+    pub loglevel: RwLock<String>,
+    /// Output buffer hard limits (bytes) for normal and pub/sub clients; 0 = none.
+    pub obuf_limit_normal: AtomicUsize,
+    pub obuf_limit_pubsub: AtomicUsize,
+    /// Grow and shrink the set of active workers with the load.
+    pub adaptive_threads: AtomicBool,
+    /// LFU counter growth (`lfu-log-factor`): higher = slower growth.
+    pub lfu_log_factor: AtomicU32,
+    /// Idle minutes per LFU counter decrement (`lfu-decay-time`); 0 = none.
+    pub lfu_decay_minutes: AtomicU32,
+}
+
+impl RuntimeConfig {
+    /// Before any parameter is loaded; output buffer limits are Redis's defaults.
+    fn initial() -> RuntimeConfig {
+        RuntimeConfig {
+            maxmemory: AtomicU64::new(0),
+            policy: AtomicU8::new(EvictionPolicy::NoEviction as u8),
+            maxmemory_samples: AtomicUsize::new(0),
+            maxclients: AtomicUsize::new(0),
+            timeout: AtomicU64::new(0),
+            tcp_keepalive: AtomicU64::new(0),
+            proto_max_bulk_len: AtomicUsize::new(0),
+            client_query_buffer_limit: AtomicUsize::new(0),
+            requirepass: RwLock::new(None),
+            has_password: AtomicBool::new(false),
+            loglevel: RwLock::new(String::new()),
+            obuf_limit_normal: AtomicUsize::new(0),
+            obuf_limit_pubsub: AtomicUsize::new(32 * 1024 * 1024),
+            adaptive_threads: AtomicBool::new(true),
+            // Redis's defaults.
+            lfu_log_factor: AtomicU32::new(10),
+            lfu_decay_minutes: AtomicU32::new(1),
+        }
+    }
+
+    pub fn policy(&self) -> EvictionPolicy {
+        EvictionPolicy::from_index(self.policy.load(Relaxed))
+    }
+
+    pub fn policy_name(&self) -> &'static str {
+        self.policy().name()
+    }
+
+    pub fn password(&self) -> Option<Vec<u8>> {
+        self.requirepass.read().clone()
+    }
+}
+
+/// CPUs this process may run on (respects cgroup cpusets / taskset).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect();
+            if !cpus.is_empty() {
+                return cpus;
+            }
+        }
+    }
+    (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect()
+}
+
+/// Merged configuration: start-up settings and the initial runtime values.
+pub struct Config {
+    pub startup: StartupConfig,
+    pub runtime: RuntimeConfig,
+}
+
+/// Where a parameter's start-up value came from, for error messages.
+enum Source<'a> {
+    /// A flag or environment variable.
+    Given,
+    /// A config file directive (the name it was given by).
+    File(&'a str),
+    Default,
+}
+
+impl Config {
+    /// Every parameter from flags and environment, the config file or its
+    /// default, in that order of precedence.
+    pub fn from_cli(cli: Cli) -> Result<Config, String> {
+        let config_file = cli.config_file();
+        let directives = match &config_file {
+            Some(path) => file::read_config_file(path)?,
+            None => Vec::new(),
+        };
+        let in_file = |why: &str, name: &str| {
+            format!("{}: '{name}': {why}", config_file.as_deref().unwrap_or(std::path::Path::new("")).display())
+        };
+        if let Some((name, _)) =
+            directives.iter().find(|(n, _)| params::directive(n).is_none() && !IGNORED_DIRECTIVES.contains(&n.as_str()))
+        {
+            return Err(in_file("unknown directive", name));
+        }
+        let mut startup = StartupConfig::initial(config_file.clone());
+        let runtime = RuntimeConfig::initial();
+        let mut given = Vec::new();
+        for p in PARAMS {
+            // The first directive wins when a file repeats one (or its alias).
+            let from_file =
+                || directives.iter().find(|(n, _)| params::directive(n).is_some_and(|q| std::ptr::eq(q, p)));
+            let (value, source) = if let Some(v) = cli.given(p) {
+                (v, Source::Given)
+            } else if let Some((name, v)) = from_file() {
+                (v.as_str(), Source::File(name))
+            } else if let Some(v) = p.default {
+                (v, Source::Default)
+            } else {
+                continue;
+            };
+            load(p, value, &mut startup, &runtime).map_err(|why| match source {
+                Source::File(name) => in_file(&why, name),
+                Source::Given | Source::Default => format!("invalid {} '{value}': {why}", p.name),
+            })?;
+            if !matches!(source, Source::Default) {
+                given.push(p.name);
+            }
+        }
+        if given.contains(&"fsync-interval") && startup.durability != Durability::Periodic {
+            return Err("fsync-interval applies only to durability periodic".into());
+        }
+        Ok(Config { startup, runtime })
+    }
+}
+
+/// Parses a start-up value and stores it where the parameter lives.
+fn load(p: &Param, value: &str, startup: &mut StartupConfig, runtime: &RuntimeConfig) -> Result<(), String> {
+    let v = p.parse(value.as_bytes(), Origin::Startup)?;
+    match p.store {
+        Store::Startup(store) => store(startup, &v),
+        Store::Runtime(store) => {
+            store(runtime, &v);
+            Ok(())
+        }
+        Store::Nowhere => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_cli_precedence() {
+        let dir = std::env::temp_dir().join(format!("strata-conf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("node.conf");
+        std::fs::write(&f, "# comment\nport 7000\nmaxmemory 10mb\nmaxmemory-policy allkeys-lru\nsave \"\"\n").unwrap();
+        let cli = Cli::parse_from(["strata-node", "--config", f.to_str().unwrap(), "--port", "7001"]);
+        let c = Config::from_cli(cli).unwrap();
+        assert_eq!(c.startup.port, 7001, "command line wins over the file");
+        assert_eq!(c.runtime.maxmemory.load(Relaxed), 10 << 20);
+        assert_eq!(c.runtime.policy_name(), "allkeys-lru");
+        std::fs::write(&f, "bogus 1\n").unwrap();
+        let cli = Cli::parse_from(["strata-node", "--config", f.to_str().unwrap()]);
+        assert!(Config::from_cli(cli).is_err());
+    }
+
+    #[test]
+    fn durability_modes_and_intervals() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["strata-node"];
+            argv.extend_from_slice(args);
+            Config::from_cli(Cli::parse_from(argv))
+        };
+        let c = parse(&[]).unwrap();
+        assert_eq!((c.startup.durability.name(), c.startup.fsync_interval_us), ("none", DEFAULT_FSYNC_INTERVAL_US));
+        let c = parse(&["--durability", "periodic", "--fsync-interval", "1s"]).unwrap();
+        assert_eq!((c.startup.durability.name(), c.startup.fsync_interval_us), ("periodic", 1_000_000));
+        assert_eq!(parse(&["--durability", "SYNC"]).unwrap().startup.durability, Durability::Sync);
+        let err = parse(&["--durability", "always"]).err().unwrap();
+        assert!(err.contains("none, write-back, periodic, sync"), "{err}");
+        assert!(parse(&["--durability", "sync", "--fsync-interval", "10ms"]).is_err(), "interval needs periodic");
+        for bad in ["0ms", "10", "ms", "1.5s", "10m"] {
+            assert_eq!(parse_interval_us(bad), None, "{bad}");
+        }
+        assert_eq!(parse_interval_us("250us"), Some(250));
+    }
+}

@@ -1,0 +1,583 @@
+//! The one table of configuration parameters. Each entry gives a
+//! parameter's name (redis.conf directive and CONFIG name, from which the
+//! `--name` flag and `STRATA_NAME` variable derive), its help text, default
+//! and value type, where it is stored at start-up, whether CONFIG SET may
+//! change it and CONFIG REWRITE writes it, and how CONFIG GET reads it.
+
+use super::values::{Kind, MB, Origin, Parsed, absolute_path, format_cpu_list, format_interval_us, yes_no};
+use super::{Config, DATABASES};
+use super::{RuntimeConfig, StartupConfig};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Where a parameter's value lives.
+pub enum Store {
+    /// Fixed at start-up.
+    Startup(fn(&mut StartupConfig, &Parsed) -> Result<(), String>),
+    /// A runtime setting: stored alike at start-up and by CONFIG SET.
+    Runtime(fn(&RuntimeConfig, &Parsed)),
+    /// Not a node setting: a Redis parameter CONFIG alone knows.
+    Nowhere,
+}
+
+pub struct Param {
+    /// Lower case, as in redis.conf and CONFIG GET/SET.
+    pub name: &'static str,
+    /// Other names the config file and CONFIG accept (Redis's).
+    pub aliases: &'static [&'static str],
+    /// The `--help` heading it is listed under.
+    pub group: &'static str,
+    pub help: &'static str,
+    /// The value when none is given, as a user would write it; None where
+    /// it is computed (threads) or absent (unixsocket).
+    pub default: Option<&'static str>,
+    pub kind: Kind,
+    pub store: Store,
+    /// What CONFIG SET does beyond storing, inside the configuration (the
+    /// logger's level, buffer limits); a parameter with one is mutable.
+    /// Parts of the node that keep a copy of a value (the keyspace's policy,
+    /// the balancer) are told by CONFIG SET, which knows them.
+    pub live: Option<fn(&Config, &Parsed)>,
+    /// The current value, as CONFIG GET shows it.
+    pub get: fn(&Config) -> String,
+    /// Whether CONFIG REWRITE keeps it in the config file.
+    pub rewrite: bool,
+    /// Keep its environment value out of `--help` (passwords).
+    pub secret: bool,
+}
+
+impl Param {
+    /// The command-line flag, without its dashes.
+    pub fn flag(&self) -> &'static str {
+        self.name
+    }
+
+    /// The environment variable: `STRATA_` and the name in upper snake case.
+    pub fn env_var(&self) -> String {
+        format!("STRATA_{}", self.name.to_ascii_uppercase().replace('-', "_"))
+    }
+
+    /// Whether CONFIG SET may change it.
+    pub fn mutable(&self) -> bool {
+        matches!(self.store, Store::Runtime(_)) || self.live.is_some()
+    }
+
+    pub fn parse(&self, v: &[u8], origin: Origin) -> Result<Parsed, String> {
+        self.kind.parse(v, origin)
+    }
+
+    /// Applies a value CONFIG SET validated.
+    pub fn apply(&self, config: &Config, v: &Parsed) {
+        if let Store::Runtime(store) = self.store {
+            store(&config.runtime, v);
+        }
+        if let Some(live) = self.live {
+            live(config, v);
+        }
+    }
+
+    /// The value CONFIG REWRITE writes (memory in Redis's units).
+    pub fn file_value(&self, config: &Config) -> String {
+        self.kind.file_form((self.get)(config))
+    }
+
+    /// The value CONFIG REWRITE leaves out of the file when it has it.
+    pub fn file_default(&self) -> &'static str {
+        self.default.unwrap_or("")
+    }
+}
+
+const INT_MAX: i64 = i32::MAX as i64;
+const PORT: Kind = Kind::Int { min: 0, max: u16::MAX as i64 };
+const COUNT: Kind = Kind::Int { min: 0, max: INT_MAX };
+const BUFFER: Kind = Kind::Memory { min: MB, max: i64::MAX as u64 };
+
+/// Parameters of the node: command line, environment, config file, CONFIG.
+/// Those CONFIG REWRITE writes come in the order it appends them.
+#[rustfmt::skip]
+pub static PARAMS: &[Param] = &[
+    Param {
+        name: "maxmemory", aliases: &[], group: "Memory",
+        help: "Memory limit for data plus buffers, e.g. 512mb, 2gb; 0 = no limit.",
+        default: Some("0"), kind: Kind::Memory { min: 0, max: u64::MAX },
+        store: Store::Runtime(|rt, v| rt.maxmemory.store(v.bytes(), Relaxed)), live: None,
+        get: |c| c.runtime.maxmemory.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "maxmemory-policy", aliases: &[], group: "Memory",
+        help: "What to do at the limit: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, \
+               volatile-lfu, volatile-random, volatile-ttl, sieve.",
+        default: Some("noeviction"), kind: Kind::Policy,
+        store: Store::Runtime(|rt, v| {
+            let Parsed::Policy(p) = v else { unreachable!("a policy") };
+            rt.policy.store(*p as u8, Relaxed);
+        }),
+        live: None, get: |c| c.runtime.policy_name().into(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "maxmemory-samples", aliases: &[], group: "Memory",
+        help: "Keys sampled per eviction by the sampled policies (Redis: 5).",
+        default: Some("5"), kind: Kind::Int { min: 1, max: INT_MAX },
+        store: Store::Runtime(|rt, v| rt.maxmemory_samples.store(v.int() as usize, Relaxed)), live: None,
+        get: |c| c.runtime.maxmemory_samples.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "maxclients", aliases: &[], group: "Clients",
+        help: "Most concurrent clients.",
+        default: Some("10000"), kind: Kind::Int { min: 1, max: u32::MAX as i64 },
+        store: Store::Runtime(|rt, v| rt.maxclients.store(v.int() as usize, Relaxed)), live: None,
+        get: |c| c.runtime.maxclients.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "timeout", aliases: &[], group: "Clients",
+        help: "Close idle clients after this many seconds; 0 = never.",
+        default: Some("0"), kind: COUNT,
+        store: Store::Runtime(|rt, v| rt.timeout.store(v.int() as u64, Relaxed)), live: None,
+        get: |c| c.runtime.timeout.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tcp-keepalive", aliases: &[], group: "Clients",
+        help: "TCP keepalive interval in seconds; 0 = off.",
+        default: Some("300"), kind: COUNT,
+        store: Store::Runtime(|rt, v| rt.tcp_keepalive.store(v.int() as u64, Relaxed)), live: None,
+        get: |c| c.runtime.tcp_keepalive.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "requirepass", aliases: &[], group: "Security",
+        help: "Password clients must AUTH with.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| {
+            let Parsed::Text(pass) = v else { unreachable!("text") };
+            let pass = (!pass.is_empty()).then(|| pass.clone());
+            rt.has_password.store(pass.is_some(), Relaxed);
+            *rt.requirepass.write() = pass;
+        }),
+        live: None,
+        get: |c| c.runtime.password().map(|p| String::from_utf8_lossy(&p).into_owned()).unwrap_or_default(),
+        rewrite: true, secret: true,
+    },
+    Param {
+        name: "loglevel", aliases: &[], group: "Logging",
+        help: "Log level: debug, verbose, notice, warning (Redis names) or trace/info/warn/error.",
+        default: Some("notice"), kind: Kind::LogLevel,
+        store: Store::Runtime(|rt, v| *rt.loglevel.write() = v.text()),
+        live: Some(|_, v| super::logging::set_level(&v.text())),
+        get: |c| c.runtime.loglevel.read().clone(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "proto-max-bulk-len", aliases: &[], group: "Clients",
+        help: "Largest bulk string accepted, e.g. 512mb.",
+        default: Some("512mb"), kind: BUFFER,
+        store: Store::Runtime(|rt, v| rt.proto_max_bulk_len.store(v.bytes() as usize, Relaxed)), live: None,
+        get: |c| c.runtime.proto_max_bulk_len.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "client-query-buffer-limit", aliases: &[], group: "Clients",
+        help: "Largest query buffer per client, e.g. 1gb.",
+        default: Some("1gb"), kind: BUFFER,
+        store: Store::Runtime(|rt, v| rt.client_query_buffer_limit.store(v.bytes() as usize, Relaxed)), live: None,
+        get: |c| c.runtime.client_query_buffer_limit.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "adaptive-threads", aliases: &[], group: "Threads",
+        help: "Serve from as few worker threads as the load needs (\"yes\"), moving connections to more workers \
+               when one runs hot, or keep every worker busy (\"no\", for dedicated cores).",
+        default: Some("yes"), kind: Kind::YesNo,
+        store: Store::Runtime(|rt, v| rt.adaptive_threads.store(v.flag(), Relaxed)), live: None,
+        get: |c| yes_no(c.runtime.adaptive_threads.load(Relaxed)).into(), rewrite: true, secret: false,
+    },
+    // Fixed at start-up.
+    Param {
+        name: "bind", aliases: &[], group: "Network",
+        help: "Address(es) to listen on, space or comma separated.",
+        default: Some("127.0.0.1"), kind: Kind::Text,
+        store: Store::Startup(|c, v| {
+            c.binds = v.text().split([' ', ',']).filter(|s| !s.is_empty()).map(String::from).collect();
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.binds.join(" "), rewrite: false, secret: false,
+    },
+    Param {
+        name: "port", aliases: &[], group: "Network",
+        help: "TCP port for Redis clients; 0 disables TCP.",
+        default: Some("6379"), kind: PORT,
+        store: Store::Startup(|c, v| {
+            c.port = v.int() as u16;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.port.to_string(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "unixsocket", aliases: &[], group: "Network",
+        help: "Also listen on this Unix socket.",
+        default: None, kind: Kind::Text,
+        store: Store::Startup(|c, v| {
+            c.unixsocket = Some(PathBuf::from(v.text()));
+            Ok(())
+        }),
+        live: None,
+        get: |c| c.startup.unixsocket.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        rewrite: false, secret: false,
+    },
+    Param {
+        name: "unixsocketperm", aliases: &[], group: "Network",
+        help: "Permissions of the Unix socket, octal (e.g. 700).",
+        default: None, kind: Kind::Octal,
+        store: Store::Startup(|c, v| {
+            let Parsed::Perm(perm) = v else { unreachable!("permissions") };
+            c.unixsocketperm = *perm;
+            Ok(())
+        }),
+        live: None,
+        get: |c| c.startup.unixsocketperm.map_or_else(|| "0".into(), |p| format!("{p:o}")),
+        rewrite: false, secret: false,
+    },
+    Param {
+        name: "threads", aliases: &["io-threads"], group: "Threads",
+        help: "Worker threads, each with its own event loop [default: available cores].",
+        default: None, kind: Kind::Int { min: 0, max: i64::MAX },
+        store: Store::Startup(|c, v| {
+            if v.int() > 1024 {
+                return Err("threads must be at most 1024".into());
+            }
+            c.threads = (v.int() as usize).max(1);
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.threads.to_string(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "cpu-affinity", aliases: &[], group: "Threads",
+        help: "Pin worker threads to CPUs: \"auto\" (worker i → i-th allowed CPU) or a list like \"0,2-3\". \
+               Off by default.",
+        default: None, kind: Kind::CpuAffinity,
+        store: Store::Startup(|c, v| {
+            let Parsed::Cpus(cpus) = v else { unreachable!("CPUs") };
+            c.cpu_affinity = cpus.clone();
+            Ok(())
+        }),
+        live: None,
+        get: |c| c.startup.cpu_affinity.as_deref().map(format_cpu_list).unwrap_or_default(),
+        rewrite: false, secret: false,
+    },
+    Param {
+        name: "log-format", aliases: &[], group: "Logging",
+        help: "Log format: text or json.",
+        default: Some("text"), kind: Kind::Text,
+        store: Store::Startup(|c, v| {
+            c.log_format = v.text();
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.log_format.clone(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "dir", aliases: &[], group: "Storage",
+        help: "Data directory (reserved for the disk tier and durability).",
+        default: Some("./data"), kind: Kind::Text,
+        store: Store::Startup(|c, v| {
+            c.dir = PathBuf::from(v.text());
+            Ok(())
+        }),
+        live: None, get: |c| absolute_path(&c.startup.dir), rewrite: false, secret: false,
+    },
+    Param {
+        name: "partitions", aliases: &[], group: "Storage",
+        help: "Keyspace partitions (power of two); more means less lock contention.",
+        default: Some("1024"), kind: Kind::Int { min: 0, max: i64::MAX },
+        store: Store::Startup(|c, v| {
+            // As the keyspace makes it: a power of two, at most one per hash slot.
+            c.partitions = (v.int() as usize).clamp(1, 16384).next_power_of_two();
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.partitions.to_string(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "databases", aliases: &[], group: "Storage",
+        help: "Number of databases (SELECT 0..N-1). Fixed at 16, as in Redis.",
+        default: Some("16"), kind: Kind::Int { min: 0, max: i64::MAX },
+        store: Store::Startup(|_, v| {
+            if v.int() != DATABASES as i64 {
+                return Err(format!("databases is fixed at {DATABASES} in this version"));
+            }
+            Ok(())
+        }),
+        live: None, get: |_| DATABASES.to_string(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "durability", aliases: &[], group: "Storage",
+        help: "How writes reach disk: none (a pure cache), write-back, periodic or sync. This build keeps data in \
+               RAM only: the other modes are accepted and reported (INFO persistence, CONFIG GET), with a warning \
+               at start-up.",
+        default: Some("none"), kind: Kind::Durability,
+        store: Store::Startup(|c, v| {
+            let Parsed::Durability(d) = v else { unreachable!("a durability mode") };
+            c.durability = *d;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.durability.name().into(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "fsync-interval", aliases: &[], group: "Storage",
+        help: "fsync interval of durability periodic: a whole number with unit us, ms or s (e.g. 10ms, 1s).",
+        default: Some("10ms"), kind: Kind::Interval,
+        store: Store::Startup(|c, v| {
+            let Parsed::Micros(us) = v else { unreachable!("an interval") };
+            c.fsync_interval_us = *us;
+            Ok(())
+        }),
+        live: None, get: |c| format_interval_us(c.startup.fsync_interval_us), rewrite: false, secret: false,
+    },
+    Param {
+        name: "metrics-port", aliases: &[], group: "Metrics",
+        help: "Port of the HTTP endpoint serving /metrics, /healthz and /readyz; 0 disables it.",
+        default: Some("9121"), kind: PORT,
+        store: Store::Startup(|c, v| {
+            c.metrics_port = v.int() as u16;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.metrics_port.to_string(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "metrics-bind", aliases: &[], group: "Metrics",
+        help: "Address the metrics endpoint binds to.",
+        default: Some("0.0.0.0"), kind: Kind::Text,
+        store: Store::Startup(|c, v| {
+            c.metrics_bind = v.text();
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.metrics_bind.clone(), rewrite: false, secret: false,
+    },
+];
+
+/// Redis parameters CONFIG GET/SET know that are not node settings: kept
+/// for clients and tools that read or set them.
+#[rustfmt::skip]
+pub static REDIS_COMPAT: &[Param] = &[
+    Param {
+        name: "client-output-buffer-limit", aliases: &[], group: "Clients",
+        help: "Output buffer hard limits of normal and pub/sub clients (soft limits are not kept).",
+        default: None, kind: Kind::Custom(parse_obuf_limits), store: Store::Nowhere,
+        live: Some(|c, v| {
+            let Parsed::ObufLimits { normal, pubsub } = *v else { unreachable!("buffer limits") };
+            let rt = &c.runtime;
+            if let Some(n) = normal {
+                rt.obuf_limit_normal.store(n, Relaxed);
+            }
+            if let Some(n) = pubsub {
+                rt.obuf_limit_pubsub.store(n, Relaxed);
+            }
+        }),
+        get: |c| {
+            // Only hard limits exist; there are no soft limits and no replicas.
+            let rt = &c.runtime;
+            format!(
+                "normal {} 0 0 slave 0 0 0 pubsub {} 0 0",
+                rt.obuf_limit_normal.load(Relaxed),
+                rt.obuf_limit_pubsub.load(Relaxed)
+            )
+        },
+        rewrite: false, secret: false,
+    },
+    Param {
+        name: "lfu-log-factor", aliases: &[], group: "Memory", help: "LFU counter logarithm factor.",
+        default: None, kind: COUNT,
+        store: Store::Runtime(|rt, v| rt.lfu_log_factor.store(v.int() as u32, Relaxed)), live: None,
+        get: |c| c.runtime.lfu_log_factor.load(Relaxed).to_string(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "lfu-decay-time", aliases: &[], group: "Memory", help: "Minutes per LFU counter decay step.",
+        default: None, kind: COUNT,
+        store: Store::Runtime(|rt, v| rt.lfu_decay_minutes.store(v.int() as u32, Relaxed)), live: None,
+        get: |c| c.runtime.lfu_decay_minutes.load(Relaxed).to_string(), rewrite: false, secret: false,
+    },
+    // No RDB, AOF or keyspace notifications: only their "off" values are accepted.
+    Param {
+        name: "save", aliases: &[], group: "Storage", help: "RDB snapshots: always off.",
+        default: None, kind: Kind::Custom(parse_save), store: Store::Nowhere, live: Some(|_, _| {}),
+        get: |_| String::new(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "appendonly", aliases: &[], group: "Storage", help: "The append only file: always off.",
+        default: None, kind: Kind::Custom(parse_appendonly), store: Store::Nowhere, live: Some(|_, _| {}),
+        get: |_| "no".into(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "notify-keyspace-events", aliases: &[], group: "Clients", help: "Keyspace notifications: always off.",
+        default: None, kind: Kind::Custom(parse_notify_keyspace_events), store: Store::Nowhere, live: Some(|_, _| {}),
+        get: |_| String::new(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "hz", aliases: &[], group: "Storage", help: "Background task frequency.",
+        default: None, kind: Kind::Text, store: Store::Nowhere, live: None,
+        get: |_| "10".into(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "cluster-enabled", aliases: &[], group: "Network", help: "Redis Cluster: never.",
+        default: None, kind: Kind::Text, store: Store::Nowhere, live: None,
+        get: |_| "no".into(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "daemonize", aliases: &[], group: "Network", help: "Run in the background: never.",
+        default: None, kind: Kind::Text, store: Store::Nowhere, live: None,
+        get: |_| "no".into(), rewrite: false, secret: false,
+    },
+];
+
+/// redis.conf directives a config file may hold that have no effect on a
+/// node without Redis persistence; accepted so existing files load.
+pub const IGNORED_DIRECTIVES: &[&str] = &[
+    "save",
+    "appendonly",
+    "daemonize",
+    "protected-mode",
+    "supervised",
+    "pidfile",
+    "logfile",
+    "always-show-logo",
+    "dbfilename",
+    "appendfilename",
+    "tcp-backlog",
+];
+
+/// The node parameter a config file directive sets (by name or alias).
+pub fn directive(name: &str) -> Option<&'static Param> {
+    PARAMS.iter().find(|p| p.name == name || p.aliases.contains(&name))
+}
+
+/// Every name CONFIG GET/SET knows, with its parameter: each node parameter
+/// under its name and aliases, then the Redis-only ones.
+pub fn config_names() -> impl Iterator<Item = (&'static str, &'static Param)> {
+    PARAMS
+        .iter()
+        .flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()).map(move |n| (n, p)))
+        .chain(REDIS_COMPAT.iter().map(|p| (p.name, p)))
+}
+
+/// `<class> <hard> <soft> <soft seconds>` groups, as in redis.conf. Only the
+/// hard limits of normal and pub/sub clients exist here.
+fn parse_obuf_limits(v: &[u8]) -> Result<Parsed, String> {
+    let text = std::str::from_utf8(v).map_err(|_| "argument must be a valid string".to_string())?;
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.is_empty() || words.len() % 4 != 0 {
+        return Err("Wrong number of arguments in buffer limit configuration.".into());
+    }
+    let (mut normal, mut pubsub) = (None, None);
+    for group in words.chunks(4) {
+        let class = group[0].to_ascii_lowercase();
+        if !matches!(class.as_str(), "normal" | "slave" | "replica" | "pubsub") {
+            return Err("Invalid client class specified in buffer limit configuration.".into());
+        }
+        let hard = super::values::parse_memory(group[1]);
+        let soft = super::values::parse_memory(group[2]);
+        let secs = group[3].parse::<i64>().ok().filter(|s| *s >= 0);
+        let (Some(hard), Some(_), Some(_)) = (hard, soft, secs) else {
+            return Err("Error in hard, soft or soft_seconds setting in buffer limit configuration.".into());
+        };
+        match class.as_str() {
+            "normal" => normal = Some(hard as usize),
+            "pubsub" => pubsub = Some(hard as usize),
+            _ => {}
+        }
+    }
+    Ok(Parsed::ObufLimits { normal, pubsub })
+}
+
+fn parse_save(v: &[u8]) -> Result<Parsed, String> {
+    if v.iter().all(u8::is_ascii_whitespace) {
+        Ok(Parsed::Nothing)
+    } else {
+        Err("snapshotting (RDB) is not supported by this server".into())
+    }
+}
+
+fn parse_appendonly(v: &[u8]) -> Result<Parsed, String> {
+    if v.eq_ignore_ascii_case(b"no") {
+        Ok(Parsed::Nothing)
+    } else if v.eq_ignore_ascii_case(b"yes") {
+        Err("the append only file (AOF) is not supported by this server".into())
+    } else {
+        Err("argument must be 'yes' or 'no'".into())
+    }
+}
+
+fn parse_notify_keyspace_events(v: &[u8]) -> Result<Parsed, String> {
+    if v.is_empty() {
+        Ok(Parsed::Nothing)
+    } else {
+        Err("keyspace notifications are not supported by this server".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Cli, Config, command};
+    use std::collections::HashSet;
+
+    #[test]
+    fn every_parameter_has_a_unique_name_a_flag_an_env_var_and_help() {
+        let mut names = HashSet::new();
+        for (name, _) in config_names() {
+            assert!(names.insert(name), "{name} is listed twice");
+        }
+        let cmd = command();
+        for p in PARAMS {
+            let arg = cmd.get_arguments().find(|a| a.get_long() == Some(p.name)).expect(p.name);
+            assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some(p.env_var().as_str()), "{}", p.name);
+            assert!(p.env_var().starts_with("STRATA_") && !p.env_var().contains('-'), "{}", p.env_var());
+            assert!(!p.help.is_empty() && arg.get_help().is_some(), "{} has no help", p.name);
+            assert_eq!(arg.get_default_values().first().and_then(|d| d.to_str()), p.default, "{}", p.name);
+            assert_eq!(arg.get_help_heading(), Some(p.group), "{}", p.name);
+        }
+        // Redis's CONFIG-only parameters stay off the command line.
+        for p in REDIS_COMPAT {
+            assert!(!p.help.is_empty(), "{}", p.name);
+            assert!(cmd.get_arguments().all(|a| a.get_long() != Some(p.name)), "--{} exists", p.name);
+        }
+    }
+
+    #[test]
+    fn defaults_parse_as_their_own_type() {
+        for p in PARAMS {
+            if let Some(d) = p.default {
+                assert!(p.parse(d.as_bytes(), Origin::ConfigSet).is_ok(), "{} default {d:?}", p.name);
+            }
+        }
+        let fsync = PARAMS.iter().find(|p| p.name == "fsync-interval").unwrap();
+        let us = fsync.parse(fsync.default.unwrap().as_bytes(), Origin::Startup).unwrap();
+        assert_eq!(us, Parsed::Micros(crate::config::DEFAULT_FSYNC_INTERVAL_US));
+    }
+
+    #[test]
+    fn config_get_round_trips_through_config_set() {
+        let cli = Cli::parse_from(["strata-node", "--threads", "1", "--partitions", "4", "--maxmemory", "3mb"]);
+        let config = Config::from_cli(cli).unwrap();
+        for (name, p) in config_names() {
+            let value = (p.get)(&config);
+            if !p.mutable() {
+                continue;
+            }
+            let parsed =
+                p.parse(value.as_bytes(), Origin::ConfigSet).unwrap_or_else(|e| panic!("{name} {value:?}: {e}"));
+            p.apply(&config, &parsed);
+            assert_eq!((p.get)(&config), value, "{name}");
+        }
+        // A changed value reads back as set.
+        let policy = PARAMS.iter().find(|p| p.name == "maxmemory-policy").unwrap();
+        policy.apply(&config, &policy.parse(b"SIEVE", Origin::ConfigSet).unwrap());
+        assert_eq!((policy.get)(&config), "sieve");
+        assert_eq!(config.runtime.policy(), crate::config::EvictionPolicy::Sieve);
+    }
+
+    #[test]
+    fn help_lists_every_parameter_with_its_env_var() {
+        let help = command().render_long_help().to_string();
+        for p in PARAMS {
+            assert!(help.contains(&format!("--{}", p.name)), "--help lacks --{}", p.name);
+            assert!(help.contains(&p.env_var()), "--help lacks {}", p.env_var());
+        }
+        for default in ["[default: 6379]", "[default: noeviction]", "[default: 10ms]"] {
+            assert!(help.contains(default), "--help lacks {default}");
+        }
+        assert!(help.contains("--config") && help.contains("Memory:") && help.contains("Network:"), "{help}");
+    }
+}
