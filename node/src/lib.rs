@@ -4,6 +4,8 @@
 //! listener → worker thread → connection → RESP parser → command table →
 //! keyspace → reply buffer → socket.
 
+#![deny(unsafe_code)]
+
 pub mod base;
 pub mod commands;
 pub mod config;
@@ -15,4 +17,3 @@ pub mod server;
 pub mod store;
 #[allow(unsafe_code)]
 pub mod sys;
-pub mod util;

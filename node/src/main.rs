@@ -1,3 +1,5 @@
+#![deny(unsafe_code)]
+
 use strata_node::config::{Cli, Config, Durability};
 
 fn main() {

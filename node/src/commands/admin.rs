@@ -3,9 +3,9 @@
 
 use super::stats::{start_time, unix_micros};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err, flags};
+use crate::base::eq_ic;
 use crate::protocol::Reply;
 use crate::store::NUM_DBS;
-use crate::util::eq_ic;
 use std::sync::atomic::Ordering::Relaxed;
 
 const LS: u32 = flags::LOADING | flags::STALE;
@@ -68,8 +68,8 @@ fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn swapdb(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let a = crate::util::parse_i64(args[1]).ok_or(CmdError::from("ERR invalid first DB index"))?;
-    let b = crate::util::parse_i64(args[2]).ok_or(CmdError::from("ERR invalid second DB index"))?;
+    let a = crate::base::parse_i64(args[1]).ok_or(CmdError::from("ERR invalid first DB index"))?;
+    let b = crate::base::parse_i64(args[2]).ok_or(CmdError::from("ERR invalid second DB index"))?;
     let range = 0..NUM_DBS as i64;
     if !range.contains(&a) || !range.contains(&b) {
         return Err("ERR DB index is out of range".into());

@@ -4,8 +4,8 @@
 
 use super::command_meta::sub_def;
 use super::{CmdError, err};
+use crate::base::eq_ic;
 use crate::protocol::Reply;
-use crate::util::eq_ic;
 
 /// An argument for an error message (Redis quotes at most 128 bytes).
 pub fn lossy(a: &[u8]) -> String {
@@ -44,7 +44,7 @@ pub fn help(out: &mut Reply, lines: &[&str]) {
 /// forever), and values too large for a 64-bit millisecond count end up
 /// negative there, hence "timeout is negative".
 pub fn parse_block_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
-    let secs = crate::util::parse_f64(arg).ok_or(CmdError::from(err::TIMEOUT_NOT_FLOAT))?;
+    let secs = crate::base::parse_f64(arg).ok_or(CmdError::from(err::TIMEOUT_NOT_FLOAT))?;
     let ms = secs * 1000.0;
     let tval: i64 = if ms.is_finite() && ms.abs() < 9.2e18 { ms as i64 } else { i64::MIN };
     if tval < 0 {
@@ -61,10 +61,10 @@ pub fn parse_block_timeout(arg: &[u8], now_ms: u64) -> Result<u64, CmdError> {
 
 /// Parses an integer argument or fails with Redis's "not an integer" error.
 pub fn arg_i64(arg: &[u8]) -> Result<i64, CmdError> {
-    crate::util::parse_i64(arg).ok_or(CmdError::from(err::NOT_INT))
+    crate::base::parse_i64(arg).ok_or(CmdError::from(err::NOT_INT))
 }
 
 /// Parses a float argument or fails with Redis's "not a valid float" error.
 pub fn arg_f64(arg: &[u8]) -> Result<f64, CmdError> {
-    crate::util::parse_f64(arg).ok_or(CmdError::from(err::NOT_FLOAT))
+    crate::base::parse_f64(arg).ok_or(CmdError::from(err::NOT_FLOAT))
 }

@@ -5,9 +5,9 @@
 
 use super::args::help;
 use super::{CmdResult, CommandDef, Ctx, Keys, err};
+use crate::base::eq_ic;
 use crate::base::slot::key_slot;
 use crate::protocol::Reply;
-use crate::util::eq_ic;
 
 pub const COMMANDS: &[CommandDef] =
     &[CommandDef::new("cluster", -2, 0, Keys::None, cluster).acl("@slow").subs(CLUSTER_SUBS)];

@@ -5,9 +5,9 @@
 
 use super::args::{help, subcommand};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err, flags};
+use crate::base::{eq_ic, glob_match};
 use crate::protocol::Reply;
 use crate::server::Shared;
-use crate::util::{eq_ic, glob_match};
 use smallvec::SmallVec;
 
 const LS: u32 = flags::LOADING | flags::STALE;

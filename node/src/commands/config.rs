@@ -4,12 +4,12 @@
 use super::args::{help, lossy, subcommand};
 use super::stats::unix_secs;
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err};
+use crate::base::{eq_ic, glob_match};
 use crate::config::file::{replace_file, rewrite_config_text};
 use crate::config::params::{PARAMS, Param, config_names};
 use crate::config::values::Origin;
 use crate::protocol::Reply;
 use crate::server::Shared;
-use crate::util::{eq_ic, glob_match};
 use std::sync::atomic::Ordering::Relaxed;
 
 pub const COMMANDS: &[CommandDef] =

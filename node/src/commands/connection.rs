@@ -5,11 +5,11 @@
 
 use super::args::{help, lossy, subcommand};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, arg_i64, err, flags};
+use crate::base::eq_ic;
 use crate::protocol::Reply;
 use crate::server::Shared;
 use crate::server::client::{Client, ClientInfo};
 use crate::store::NUM_DBS;
-use crate::util::eq_ic;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -109,7 +109,7 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let mut proto = None;
     let mut next = 1;
     if let Some(v) = args.get(1) {
-        let v = crate::util::parse_i64(v)
+        let v = crate::base::parse_i64(v)
             .ok_or(CmdError::from("ERR Protocol version is not an integer or out of range"))?;
         if !(2..=3).contains(&v) {
             return Err("NOPROTO unsupported protocol version".into());
@@ -411,7 +411,7 @@ fn client_list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
         n if n >= 4 && eq_ic(args[2], "id") => {
             let ids = args[3..]
                 .iter()
-                .map(|a| crate::util::parse_i64(a).ok_or(CmdError::from("ERR Invalid client ID")))
+                .map(|a| crate::base::parse_i64(a).ok_or(CmdError::from("ERR Invalid client ID")))
                 .collect::<Result<Vec<_>, _>>()?;
             wanted_ids = Some(ids);
         }
@@ -546,7 +546,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
     for pair in args[2..].chunks(2) {
         let (opt, val) = (pair[0], pair[1]);
         if eq_ic(opt, "id") {
-            match crate::util::parse_i64(val) {
+            match crate::base::parse_i64(val) {
                 Some(id) if id > 0 => filter.id = Some(id as u64),
                 _ => return Err("ERR client-id should be greater than 0".into()),
             }

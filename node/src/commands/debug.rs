@@ -3,11 +3,11 @@
 use super::args::{help, lossy, subcommand};
 use super::stats::{DbCounts, keyspace_counts, lru_clock, mem_snapshot, ratio};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
+use crate::base::eq_ic;
 use crate::config::values::{Kind, MB, Origin};
 use crate::protocol::Reply;
 use crate::server::Shared;
 use crate::store::{Value, hash_bytes};
-use crate::util::eq_ic;
 use smallvec::SmallVec;
 
 const LS: u32 = flags::LOADING | flags::STALE;
@@ -55,7 +55,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         help(out, DEBUG_HELP);
     } else if eq_ic(sub, "sleep") && args.len() == 3 {
         // Like Redis (strtod): a number that does not parse sleeps for 0 s.
-        let secs = crate::util::parse_f64(args[2]).unwrap_or(0.0);
+        let secs = crate::base::parse_f64(args[2]).unwrap_or(0.0);
         if secs > 0.0 && secs.is_finite() {
             std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(1e9)));
         }
@@ -101,7 +101,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 /// enough not to be compressed, the in-memory footprint for collections.
 fn serialized_len(v: &Value) -> usize {
     match v {
-        Value::Str(s) => match crate::util::parse_i64(s) {
+        Value::Str(s) => match crate::base::parse_i64(s) {
             Some(n) if i8::try_from(n).is_ok() => 2,
             Some(n) if i16::try_from(n).is_ok() => 3,
             Some(n) if i32::try_from(n).is_ok() => 5,
@@ -170,21 +170,12 @@ fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         "doctor" => out.verbatim(memory_doctor(ctx.shared).as_bytes()),
         "malloc-stats" => out.bulk(b"Stats not supported for the current allocator"),
         "purge" => {
-            purge_allocator();
+            crate::sys::process::purge_allocator();
             out.ok();
         }
         _ => help(out, MEMORY_HELP),
     }
     Ok(())
-}
-
-/// MEMORY PURGE: hands freed heap pages back to the OS.
-fn purge_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 fn memory_stats(ctx: &mut Ctx<'_>, out: &mut Reply) {

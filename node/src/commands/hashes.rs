@@ -9,11 +9,11 @@ use super::sets::{
 };
 use super::typed::{read_value, remove_members, value_mut};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
+use crate::base::long_double::LongDouble;
+use crate::base::{eq_ic, parse_i64};
 use crate::protocol::Reply;
 use crate::store::Value;
 use crate::store::hash::{Field, HashValue};
-use crate::util::long_double::LongDouble;
-use crate::util::{eq_ic, parse_i64};
 
 const W: u32 = flags::WRITE;
 const WD: u32 = flags::WRITE | flags::DENYOOM;

@@ -2,10 +2,10 @@
 
 use super::stats::{keyspace_counts, lru_clock, mem_snapshot, ratio, start_time, total_system_memory, unix_micros};
 use super::{CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, flags};
+use crate::base::eq_ic;
 use crate::config::values::{absolute_path, yes_no};
 use crate::protocol::Reply;
 use crate::server::Shared;
-use crate::util::eq_ic;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -93,18 +93,6 @@ fn write_section(ctx: &mut Ctx<'_>, section: &str, t: &mut String) {
     }
 }
 
-fn uname() -> String {
-    // SAFETY: uname fills a zeroed struct with NUL-terminated strings.
-    unsafe {
-        let mut u: libc::utsname = std::mem::zeroed();
-        if libc::uname(&mut u) != 0 {
-            return std::env::consts::OS.into();
-        }
-        let s = |f: &[libc::c_char]| std::ffi::CStr::from_ptr(f.as_ptr()).to_string_lossy().into_owned();
-        format!("{} {} {}", s(&u.sysname), s(&u.release), s(&u.machine))
-    }
-}
-
 fn info_server(shared: &Shared, t: &mut String) {
     let sc = &shared.config.startup;
     let uptime = shared.uptime().as_secs();
@@ -114,7 +102,7 @@ fn info_server(shared: &Shared, t: &mut String) {
     field!(t, "redis_git_dirty", "0");
     field!(t, "redis_build_id", "0");
     field!(t, "redis_mode", "standalone");
-    field!(t, "os", "{}", uname());
+    field!(t, "os", "{}", crate::sys::process::uname());
     field!(t, "arch_bits", "{}", usize::BITS);
     field!(t, "monotonic_clock", "POSIX clock_gettime");
     field!(t, "multiplexing_api", "epoll");
@@ -260,22 +248,9 @@ fn info_replication(shared: &Shared, t: &mut String) {
     field!(t, "repl_backlog_histlen", "0");
 }
 
-/// (system, user) CPU seconds.
-fn rusage(who: libc::c_int) -> (f64, f64) {
-    // SAFETY: getrusage fills a zeroed struct.
-    unsafe {
-        let mut r: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(who, &mut r) != 0 {
-            return (0.0, 0.0);
-        }
-        let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-        (secs(r.ru_stime), secs(r.ru_utime))
-    }
-}
-
 fn info_cpu(t: &mut String) {
-    let (sys, user) = rusage(libc::RUSAGE_SELF);
-    let (csys, cuser) = rusage(libc::RUSAGE_CHILDREN);
+    let (sys, user) = crate::sys::process::rusage(false);
+    let (csys, cuser) = crate::sys::process::rusage(true);
     field!(t, "used_cpu_sys", "{sys:.6}");
     field!(t, "used_cpu_user", "{user:.6}");
     field!(t, "used_cpu_sys_children", "{csys:.6}");

@@ -9,9 +9,9 @@
 //! returned exactly once, however the keyspace grows or shrinks meanwhile.
 
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
+use crate::base::{eq_ic, glob_match};
 use crate::protocol::Reply;
 use crate::store::{Entry, KeyAccess, Location, NUM_DBS, Value, fast_rand};
-use crate::util::{eq_ic, glob_match};
 
 const R: u32 = flags::READONLY;
 const W: u32 = flags::WRITE;
@@ -550,7 +550,7 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
 }
 
 fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let cursor = crate::util::parse_scan_cursor(args[1]).ok_or(CmdError::from(INVALID_CURSOR))?;
+    let cursor = crate::base::parse_scan_cursor(args[1]).ok_or(CmdError::from(INVALID_CURSOR))?;
     let opts = ScanOptions::parse(&args[2..])?;
     let mut found = Reply { buf: Vec::new(), resp3: out.resp3 };
     let mut n = 0;
@@ -685,7 +685,7 @@ fn object(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         ObjectSub::RefCount => {
             let shared = matches!(e.value(), Value::Str(s)
                 if shares_integers && e.value().encoding() == "int"
-                    && crate::util::parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n)));
+                    && crate::base::parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n)));
             out.int(if shared { SHARED_REFCOUNT } else { 1 });
         }
     }
@@ -700,7 +700,7 @@ fn object(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let wanted = arg_i64(args[1])?;
     let timeout =
-        crate::util::parse_i64(args[2]).ok_or(CmdError::from("ERR timeout is not an integer or out of range"))?;
+        crate::base::parse_i64(args[2]).ok_or(CmdError::from("ERR timeout is not an integer or out of range"))?;
     if timeout < 0 {
         return Err(err::TIMEOUT_NEG.into());
     }

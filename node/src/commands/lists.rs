@@ -12,10 +12,10 @@ use super::typed::value_mut;
 use super::{
     BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
 };
+use crate::base::{eq_ic, parse_i64};
 use crate::protocol::Reply;
 use crate::store::list::ListValue;
 use crate::store::{EntryMut, KeyAccess, Value};
-use crate::util::{eq_ic, parse_i64};
 use smallvec::SmallVec;
 use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;

@@ -9,10 +9,10 @@
 //! server hold unbounded memory.
 
 use super::{CmdResult, CommandDef, Ctx, Keys, flags};
+use crate::base::glob_match;
 use crate::protocol::Reply;
 use crate::server::Shared;
 use crate::server::client::{Client, ClientInfo};
-use crate::util::glob_match;
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

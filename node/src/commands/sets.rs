@@ -8,12 +8,12 @@
 
 use super::typed::{read_value, remove_members, value_mut};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
+use crate::base::{eq_ic, glob_match};
 use crate::protocol::Reply;
 use crate::store::Value;
 use crate::store::fast_rand;
 use crate::store::set::{Member, SetValue};
 use crate::store::slab_table::{Keyed, SlabTable};
-use crate::util::{eq_ic, glob_match};
 use smallvec::SmallVec;
 
 const W: u32 = flags::WRITE;
@@ -68,7 +68,7 @@ fn reply_members(out: &mut Reply, set: &SetValue) {
 /// The members of a compact (all-integer, ≤512) set in numeric order.
 fn sorted_intset(set: &SetValue) -> Vec<&[u8]> {
     let mut v: Vec<&[u8]> = set.iter().collect();
-    v.sort_by_cached_key(|m| crate::util::parse_i64(m).unwrap_or_default());
+    v.sort_by_cached_key(|m| crate::base::parse_i64(m).unwrap_or_default());
     v
 }
 
@@ -200,7 +200,7 @@ fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
 /// A non-negative integer argument, with one error message for both "not
 /// an integer" and "negative" (Redis's `getPositiveLongFromObjectOrReply`).
 pub(super) fn arg_positive(arg: &[u8], msg: &'static str) -> Result<usize, CmdError> {
-    match crate::util::parse_i64(arg) {
+    match crate::base::parse_i64(arg) {
         Some(n) if n >= 0 => Ok(n as usize),
         _ => Err(msg.into()),
     }
@@ -430,14 +430,14 @@ fn sdiffstore(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 /// SINTERCARD numkeys key [key ...] [LIMIT limit]: keys are args[2..2+numkeys]
 /// when numkeys is valid; otherwise none (the handler reports the error).
 fn sintercard_keys(args: &[&[u8]]) -> SmallVec<[usize; 8]> {
-    match args.get(1).and_then(|a| crate::util::parse_i64(a)) {
+    match args.get(1).and_then(|a| crate::base::parse_i64(a)) {
         Some(n) if n > 0 && (n as u64) <= (args.len() as u64).saturating_sub(2) => (2..2 + n as usize).collect(),
         _ => SmallVec::new(),
     }
 }
 
 fn sintercard(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let numkeys = match crate::util::parse_i64(args[1]) {
+    let numkeys = match crate::base::parse_i64(args[1]) {
         Some(n) if n > 0 => n as u64,
         _ => return Err("ERR numkeys should be greater than 0".into()),
     };
@@ -498,7 +498,7 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 /// A SCAN-family cursor, with Redis's error.
 pub(super) fn parse_cursor(arg: &[u8]) -> Result<u64, CmdError> {
-    crate::util::parse_scan_cursor(arg).ok_or(CmdError::from("ERR invalid cursor"))
+    crate::base::parse_scan_cursor(arg).ok_or(CmdError::from("ERR invalid cursor"))
 }
 
 /// MATCH and COUNT of HSCAN / SSCAN.
@@ -601,7 +601,7 @@ fn sscan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         // Redis returns a whole intset in one call, whatever the cursor, in
         // ascending order.
         found.extend(set.table().iter().map(|(_, m)| m).filter(|m| opts.matches(m.key())));
-        found.sort_by_cached_key(|m| crate::util::parse_i64(m.key()).unwrap_or_default());
+        found.sort_by_cached_key(|m| crate::base::parse_i64(m.key()).unwrap_or_default());
         0
     } else {
         scan_step(set.table(), cursor, &opts, 1, &mut found)

@@ -25,17 +25,6 @@ pub fn lru_clock() -> u64 {
     unix_secs() & ((1 << 24) - 1)
 }
 
-/// Resident set size of the process, from /proc.
-fn rss_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
-    pages * page
-}
-
 pub fn total_system_memory() -> u64 {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let kb = meminfo
@@ -62,7 +51,7 @@ pub fn mem_snapshot(shared: &Shared) -> MemSnapshot {
         peak,
         dataset: shared.ks.used_memory().max(0) as u64,
         clients: shared.conn_mem.load(Relaxed).max(0) as u64,
-        rss: rss_bytes(),
+        rss: crate::sys::process::rss_bytes(),
     }
 }
 

@@ -8,10 +8,10 @@
 //! and call `unchanged()` on every path that turns out not to write.
 
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
+use crate::base::long_double::LongDouble;
+use crate::base::{eq_ic, parse_i64};
 use crate::protocol::Reply;
 use crate::store::Value;
-use crate::util::long_double::LongDouble;
-use crate::util::{eq_ic, parse_i64};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -1256,7 +1256,7 @@ fn bitfield_ro(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::util::long_double::LongDouble;
+    use crate::base::long_double::LongDouble;
 
     /// strtold + addition + "%.17Lf" trimmed, as glibc on x86-64 computes them.
     fn sum(a: &str, b: &str) -> Option<String> {

@@ -7,11 +7,11 @@ use super::typed::{read_value, value_mut};
 use super::{
     BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
 };
+use crate::base::{eq_ic, glob_match, parse_i64};
 use crate::protocol::{Reply, format_double};
 use crate::store::set::SetValue;
 use crate::store::zset::{LexBound, LexRange, ScoreRange, ZSetValue};
 use crate::store::{EntryMut, KeyAccess, Value, fast_rand};
-use crate::util::{eq_ic, glob_match, parse_i64};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 

@@ -57,7 +57,7 @@ impl StartupConfig {
             port: 0,
             unixsocket: None,
             unixsocketperm: None,
-            threads: allowed_cpus().len().max(1),
+            threads: crate::sys::cpu::allowed_cpus().len().max(1),
             cpu_affinity: None,
             dir: PathBuf::new(),
             metrics_port: 0,
@@ -131,21 +131,6 @@ impl RuntimeConfig {
     pub fn password(&self) -> Option<Vec<u8>> {
         self.requirepass.read().clone()
     }
-}
-
-/// CPUs this process may run on (respects cgroup cpusets / taskset).
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes into it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
-            let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect();
-            if !cpus.is_empty() {
-                return cpus;
-            }
-        }
-    }
-    (0..std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).collect()
 }
 
 /// Merged configuration: start-up settings and the initial runtime values.

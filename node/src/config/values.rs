@@ -315,7 +315,7 @@ impl Kind {
                 Parsed::Bytes(in_range(parse_memory(s).ok_or("argument must be a memory value")?, min, max)?)
             }
             Kind::Int { min, max } => Parsed::Int(in_range(
-                crate::util::parse_i64(v).ok_or("argument couldn't be parsed into an integer")?,
+                crate::base::parse_i64(v).ok_or("argument couldn't be parsed into an integer")?,
                 min,
                 max,
             )?),
@@ -341,7 +341,7 @@ impl Kind {
             ),
             Kind::CpuAffinity => Parsed::Cpus(match s {
                 "" | "off" | "none" => None,
-                "auto" => Some(super::allowed_cpus()),
+                "auto" => Some(crate::sys::cpu::allowed_cpus()),
                 list => Some(parse_cpu_list(list)?),
             }),
             Kind::Octal => Parsed::Perm(match s {

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-/// Number of logical databases the snapshot reports on.
-pub const DATABASES: usize = 16;
+use crate::config::DATABASES;
 
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {

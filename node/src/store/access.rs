@@ -11,9 +11,9 @@
 use super::StoreStats;
 use super::journal::ChangeKind;
 use super::partition::{Entry, Location, Partition, Serve, Waiter};
-use super::slab_table::hash_bytes;
 use super::value::Value;
 use super::{Keyspace, Locked};
+use crate::base::hash::hash_bytes;
 use crate::policy::EntryState;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;

@@ -7,7 +7,7 @@ use super::Keyspace;
 use super::StoreStats;
 use super::journal::ChangeKind;
 use super::partition::NUM_DBS;
-use super::slab_table::fast_rand;
+use crate::base::random::fast_rand;
 
 /// A key chosen for eviction. It carries the key itself: between choosing
 /// (under one partition's lock) and evicting (under it again) the slot may

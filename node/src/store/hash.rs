@@ -3,7 +3,8 @@
 //! Every mutation goes through a method here so `bytes` stays exactly the sum
 //! of `cost()` over the fields.
 
-use super::slab_table::{Keyed, SlabTable, hash_bytes};
+use super::slab_table::{Keyed, SlabTable};
+use crate::base::hash::hash_bytes;
 
 const FIELD_OVERHEAD: usize = 48;
 

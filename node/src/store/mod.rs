@@ -20,13 +20,14 @@ pub mod slab_table;
 pub mod value;
 pub mod zset;
 
+pub use crate::base::hash::hash_bytes;
+pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{EntryMut, KeyAccess, clear_db};
 pub use evict::Victim;
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, Entry, Location, Meta, NUM_DBS, Partition, Serve, Waiter};
 pub use pending::PendingRead;
-pub use slab_table::{fast_rand, hash_bytes};
 pub use value::{Value, WRONGTYPE};
 
 use crate::base::slot::{SLOTS, key_slot};

@@ -3,9 +3,11 @@
 //! memory counter. A partition is only ever touched under its own lock.
 
 use super::journal::{Change, ChangeKind};
-use super::slab_table::{Keyed, SlabTable, fast_rand, hash_bytes};
+use super::slab_table::{Keyed, SlabTable};
 use super::value::Value;
 use super::{KeyAccess, Keyspace};
+use crate::base::hash::hash_bytes;
+use crate::base::random::fast_rand;
 use crate::base::slot::{SLOTS, key_slot};
 use crate::metrics::DbFigures;
 use crate::policy::{AnyPolicy, Clock, Entries, EntryState, Policy, PolicyKind};
@@ -14,7 +16,7 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 /// Number of logical databases (SELECT 0..15).
-pub const NUM_DBS: usize = 16;
+pub const NUM_DBS: usize = crate::config::DATABASES;
 
 /// Fixed bookkeeping per key beyond key and value bytes: slab slot, index
 /// bucket and the Entry header. Kept close to reality so `used_memory` and

@@ -3,8 +3,9 @@
 //! Every mutation goes through a method here so `bytes` stays exactly the sum
 //! of `cost()` over the members.
 
-use super::slab_table::{Keyed, SlabTable, hash_bytes};
-use crate::util::parse_i64;
+use super::slab_table::{Keyed, SlabTable};
+use crate::base::hash::hash_bytes;
+use crate::base::parse_i64;
 
 const MEMBER_OVERHEAD: usize = 40;
 

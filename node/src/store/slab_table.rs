@@ -11,22 +11,12 @@
 //!
 //! Used for the keyspace and for hash, set and sorted-set members.
 
+use crate::base::random::splitmix64;
 use hashbrown::HashTable;
-use std::hash::BuildHasher;
-use std::sync::LazyLock;
 
 /// Keyed items stored in a `SlabTable`.
 pub trait Keyed {
     fn key(&self) -> &[u8];
-}
-
-/// The process-wide hasher: randomly seeded at start-up so that clients
-/// cannot pick keys that all collide (hash flooding).
-static HASHER: LazyLock<foldhash::fast::RandomState> = LazyLock::new(Default::default);
-
-#[inline]
-pub fn hash_bytes(key: &[u8]) -> u64 {
-    HASHER.hash_one(key)
 }
 
 enum Slot<T> {
@@ -204,38 +194,10 @@ impl<T: Keyed> SlabTable<T> {
     }
 }
 
-/// A fast, good-enough mixing function for sampling decisions.
-#[inline]
-pub fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// A per-thread random number source (xorshift seeded from the clock).
-pub fn fast_rand() -> u64 {
-    use std::cell::Cell;
-    thread_local! {
-        static STATE: Cell<u64> = Cell::new(
-            splitmix64(std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1) ^ (&STATE as *const _ as u64)));
-    }
-    STATE.with(|s| {
-        let mut x = s.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        s.set(x);
-        x
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::hash::hash_bytes;
 
     impl Keyed for Vec<u8> {
         fn key(&self) -> &[u8] {

@@ -65,7 +65,7 @@ impl Value {
     pub fn encoding(&self) -> &'static str {
         match self {
             Value::Str(s) => {
-                if s.len() <= 20 && crate::util::parse_i64(s).is_some() {
+                if s.len() <= 20 && crate::base::parse_i64(s).is_some() {
                     "int"
                 } else if s.len() <= 44 {
                     "embstr"

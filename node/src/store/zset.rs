@@ -6,7 +6,9 @@
 //! every link records its span, the number of level-0 steps it covers, so
 //! rank queries and access by rank are O(log n). Links are slot numbers.
 
-use super::slab_table::{Keyed, NONE, SlabTable, fast_rand, hash_bytes};
+use super::slab_table::{Keyed, NONE, SlabTable};
+use crate::base::hash::hash_bytes;
+use crate::base::random::fast_rand;
 use smallvec::{SmallVec, smallvec};
 use std::cmp::Ordering;
 
@@ -616,7 +618,7 @@ impl<'a> Iterator for ZIter<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::slab_table::splitmix64;
+    use crate::base::random::splitmix64;
 
     /// Checks every structural invariant against a plain sorted model.
     fn check(z: &ZSetValue, model: &[(f64, Vec<u8>)]) {

@@ -4,4 +4,5 @@
 
 pub mod clock;
 pub mod cpu;
+pub mod process;
 pub mod socket;

@@ -1,0 +1,48 @@
+//! Facts about the process and the machine (INFO, MEMORY), and handing
+//! memory back to the OS.
+
+/// MEMORY PURGE: hands freed heap pages back to the OS.
+pub fn purge_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+pub fn uname() -> String {
+    // SAFETY: uname fills a zeroed struct with NUL-terminated strings.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return std::env::consts::OS.into();
+        }
+        let s = |f: &[libc::c_char]| std::ffi::CStr::from_ptr(f.as_ptr()).to_string_lossy().into_owned();
+        format!("{} {} {}", s(&u.sysname), s(&u.release), s(&u.machine))
+    }
+}
+
+/// (system, user) CPU seconds.
+pub fn rusage(children: bool) -> (f64, f64) {
+    let who = if children { libc::RUSAGE_CHILDREN } else { libc::RUSAGE_SELF };
+    // SAFETY: getrusage fills a zeroed struct.
+    unsafe {
+        let mut r: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(who, &mut r) != 0 {
+            return (0.0, 0.0);
+        }
+        let secs = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        (secs(r.ru_stime), secs(r.ru_utime))
+    }
+}
+
+/// Resident set size of the process, from /proc.
+pub fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
+    pages * page
+}
