@@ -21,9 +21,10 @@ build: ## Build release binaries
 run: ## Run the node alone (127.0.0.1:6379, data dir ./data, metrics on :9121)
 	$(CARGO) run --release -p strata-node -- $(ARGS)
 
-lint: ## rustfmt check and clippy with warnings as errors
+lint: ## rustfmt check, clippy with warnings as errors, and the node's layer order
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	./scripts/check-layers.sh
 
 fmt: ## Format the code
 	$(CARGO) fmt --all

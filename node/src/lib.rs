@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod policy;
 pub mod protocol;
 pub mod server;
+pub mod session;
 pub mod store;
 #[allow(unsafe_code)]
 pub mod sys;

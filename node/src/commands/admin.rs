@@ -6,7 +6,6 @@ use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err, flags};
 use crate::base::eq_ic;
 use crate::protocol::Reply;
 use crate::store::NUM_DBS;
-use std::sync::atomic::Ordering::Relaxed;
 
 const LS: u32 = flags::LOADING | flags::STALE;
 const NLS: u32 = flags::NOSCRIPT | LS;
@@ -133,8 +132,7 @@ fn shutdown(ctx: &mut Ctx<'_>, args: &[&[u8]], _out: &mut Reply) -> CmdResult {
         return Err("ERR Errors trying to SHUTDOWN. Check logs.".into());
     }
     tracing::warn!(client = ctx.client.id(), "user requested shutdown");
-    ctx.shared.shutting_down.store(true, Relaxed);
-    ctx.shared.shutdown.send_replace(true);
+    ctx.server.shut_down();
     // Like Redis: no reply, the connection just closes.
     ctx.client.close_after_reply = true;
     Ok(())

@@ -3,11 +3,11 @@
 //! subcommands (CLIENT LIST, CONFIG GET, ...), whose arity checks and
 //! unknown-subcommand errors follow Redis 7.0.
 
+use super::Node;
 use super::args::{help, subcommand};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err, flags};
 use crate::base::{eq_ic, glob_match};
 use crate::protocol::Reply;
-use crate::server::Shared;
 use smallvec::SmallVec;
 
 const LS: u32 = flags::LOADING | flags::STALE;
@@ -411,7 +411,7 @@ const DOCS: &[(&str, &str, &str, &str, &str)] = &[
 ];
 
 /// Looks up a command by name, or a subcommand by `container|sub`.
-fn find_view(shared: &Shared, name: &[u8]) -> Option<CmdView> {
+fn find_view(shared: &Node, name: &[u8]) -> Option<CmdView> {
     if let Some(idx) = shared.table.lookup(name) {
         return Some(CmdView::of(shared.table.get(idx)));
     }
@@ -421,7 +421,7 @@ fn find_view(shared: &Shared, name: &[u8]) -> Option<CmdView> {
     def.subcommands.contains(&sub).then(|| CmdView::of_sub(def.name, sub))
 }
 
-fn write_all_info(shared: &Shared, out: &mut Reply) {
+fn write_all_info(shared: &Node, out: &mut Reply) {
     out.array(shared.table.len());
     for (_, def) in shared.table.iter() {
         CmdView::of(def).write_info(out);
@@ -465,7 +465,7 @@ fn command(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     Ok(())
 }
 
-fn command_list(shared: &Shared, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+fn command_list(shared: &Node, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     enum Filter<'a> {
         All,
         Module,
@@ -511,7 +511,7 @@ fn command_list(shared: &Shared, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 /// COMMAND GETKEYS: the keys a full command line refers to.
-fn command_getkeys(shared: &Shared, cmd: &[&[u8]], out: &mut Reply) -> CmdResult {
+fn command_getkeys(shared: &Node, cmd: &[&[u8]], out: &mut Reply) -> CmdResult {
     const INVALID: &str = "ERR Invalid command specified";
     let def = shared.table.get(shared.table.lookup(cmd[0]).ok_or(CmdError::from(INVALID))?);
     // Containers: the subcommand decides (MEMORY USAGE has a key, MEMORY STATS none).

@@ -1,6 +1,7 @@
 //! CONFIG GET, SET, RESETSTAT and REWRITE, over the parameter table in
 //! `crate::config::params`.
 
+use super::Node;
 use super::args::{help, lossy, subcommand};
 use super::stats::unix_secs;
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err};
@@ -9,7 +10,6 @@ use crate::config::file::{replace_file, rewrite_config_text};
 use crate::config::params::{PARAMS, Param, config_names};
 use crate::config::values::Origin;
 use crate::protocol::Reply;
-use crate::server::Shared;
 use std::sync::atomic::Ordering::Relaxed;
 
 pub const COMMANDS: &[CommandDef] =
@@ -52,7 +52,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     Ok(())
 }
 
-fn config_get(shared: &Shared, patterns: &[&[u8]], out: &mut Reply) {
+fn config_get(shared: &Node, patterns: &[&[u8]], out: &mut Reply) {
     // Each CONFIG name once, under the name it was first asked for by.
     let mut found: Vec<(String, &'static str, &'static Param)> = Vec::new();
     let mut add = |asked: String, name: &'static str, p: &'static Param| {
@@ -123,7 +123,7 @@ fn follow_change(ctx: &Ctx<'_>, name: &str) {
         "maxmemory-policy" if !ctx.in_exec => ks.set_policy(rt.policy()),
         "lfu-log-factor" => ks.set_lfu_log_factor(rt.lfu_log_factor.load(Relaxed)),
         "lfu-decay-time" => ks.set_lfu_decay_minutes(rt.lfu_decay_minutes.load(Relaxed)),
-        "adaptive-threads" => ctx.shared.balance.set_adaptive(rt.adaptive_threads.load(Relaxed)),
+        "adaptive-threads" => ctx.server.set_adaptive_threads(rt.adaptive_threads.load(Relaxed)),
         _ => {}
     }
 }
@@ -140,14 +140,14 @@ fn evict_to_limit(ctx: &Ctx<'_>) {
     while shared.maxmemory() > 0 {
         let used = shared.used_memory();
         // Stop when under the limit, or when a round freed nothing.
-        if used <= shared.maxmemory() || used >= last || crate::memory::ensure_memory(shared, ctx.keys.stats) {
+        if used <= shared.maxmemory() || used >= last || shared.ensure_memory(ctx.keys.stats) {
             break;
         }
         last = used;
     }
 }
 
-fn reset_stats(shared: &Shared) {
+fn reset_stats(shared: &Node) {
     for w in &shared.workers {
         for c in w.cmds.iter() {
             c.reset();
@@ -158,7 +158,7 @@ fn reset_stats(shared: &Shared) {
     shared.stat_reset_time.store(unix_secs(), Relaxed);
 }
 
-fn config_rewrite(shared: &Shared) -> CmdResult {
+fn config_rewrite(shared: &Node) -> CmdResult {
     let Some(path) = shared.config.startup.config_file.as_ref() else {
         return Err("ERR The server is running without a config file".into());
     };

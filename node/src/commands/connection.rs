@@ -3,12 +3,12 @@
 //! These act on the calling connection's own state (`Client`) and, for
 //! CLIENT LIST/KILL, on the shared view of other clients (`ClientInfo`).
 
+use super::Node;
 use super::args::{help, lossy, subcommand};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, arg_i64, err, flags};
 use crate::base::eq_ic;
 use crate::protocol::Reply;
-use crate::server::Shared;
-use crate::server::client::{Client, ClientInfo};
+use crate::session::client::{Client, ClientInfo};
 use crate::store::NUM_DBS;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
@@ -54,7 +54,7 @@ fn echo(_ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 /// Checks credentials of the only user there is, `default`.
-fn authenticate(shared: &Shared, user: &[u8], pass: &[u8]) -> CmdResult {
+fn authenticate(shared: &Node, user: &[u8], pass: &[u8]) -> CmdResult {
     const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
     if user != b"default" {
         return Err(WRONGPASS.into());
@@ -202,7 +202,7 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     client.multi_dirty = false;
     client.info.multi.store(u32::MAX, Relaxed);
     crate::commands::transactions::unwatch_all(ctx.shared, client);
-    crate::commands::pubsub::unsubscribe_all(ctx.shared, client);
+    ctx.shared.pubsub.unsubscribe_all(client);
     client.resp3 = false;
     out.resp3 = false;
     client.info.resp.store(2, Relaxed);
@@ -435,7 +435,7 @@ fn client_list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
 
 /// One line of CLIENT LIST / CLIENT INFO in Redis 7.0's format (plus 7.2's
 /// lib-name/lib-ver). `running` names the command the caller is executing.
-fn client_line(shared: &Shared, info: &ClientInfo, running: Option<&str>) -> String {
+fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str>) -> String {
     let now = crate::store::now_ms();
     let idle = now.saturating_sub(info.last_active_ms.load(Relaxed)) / 1000;
     let subs = info.subs.load(Relaxed);

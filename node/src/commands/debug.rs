@@ -1,12 +1,13 @@
 //! DEBUG and MEMORY: diagnostics of values, memory and worker threads.
 
+use super::Node;
 use super::args::{help, lossy, subcommand};
-use super::stats::{DbCounts, keyspace_counts, lru_clock, mem_snapshot, ratio};
+use super::stats::{keyspace_counts, lru_clock, mem_snapshot, ratio};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::eq_ic;
 use crate::config::values::{Kind, MB, Origin};
+use crate::metrics::DbFigures;
 use crate::protocol::Reply;
-use crate::server::Shared;
 use crate::store::{Value, hash_bytes};
 use smallvec::SmallVec;
 
@@ -64,7 +65,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let threads = ctx.shared.config.startup.threads as i64;
         let n = Kind::Int { min: 1, max: threads }.parse(args[2], Origin::ConfigSet);
         let n = n.map_err(|e| CmdError::from(format!("ERR {e}")))?.int();
-        ctx.shared.balance.set_active(n as usize);
+        ctx.server.set_active_threads(n as usize);
         out.ok();
     } else if eq_ic(sub, "pending-delay") && args.len() >= 4 {
         let ms = Kind::Int { min: 0, max: i32::MAX as i64 }.parse(args[2], Origin::ConfigSet);
@@ -184,7 +185,7 @@ fn memory_stats(ctx: &mut Ctx<'_>, out: &mut Reply) {
     let counts = keyspace_counts(ctx);
     let startup = m.used.saturating_sub(m.dataset + m.clients);
     let keys: u64 = counts.iter().map(|c| c.keys).sum();
-    let dbs: Vec<(usize, &DbCounts)> = counts.iter().enumerate().filter(|(_, c)| c.keys > 0).collect();
+    let dbs: Vec<(usize, &DbFigures)> = counts.iter().enumerate().filter(|(_, c)| c.keys > 0).collect();
     let net = m.used.saturating_sub(startup);
     let int = |out: &mut Reply, name: &str, v: u64| {
         out.bulk(name.as_bytes());
@@ -222,7 +223,7 @@ fn memory_stats(ctx: &mut Ctx<'_>, out: &mut Reply) {
 }
 
 /// MEMORY DOCTOR: Redis's report, for the issues that can arise here.
-fn memory_doctor(shared: &Shared) -> String {
+fn memory_doctor(shared: &Node) -> String {
     let m = mem_snapshot(shared);
     if m.used < 5 * MB {
         return "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in \

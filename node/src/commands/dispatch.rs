@@ -1,11 +1,11 @@
 //! From a parsed request to a reply: lookup, arity, auth, MULTI queueing,
 //! pub/sub context, memory limit, partition locking, execution, metrics.
 
-use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, err, flags};
+use super::Node;
+use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, ServerControl, err, flags};
 use crate::metrics::WorkerMetrics;
 use crate::protocol::Reply;
-use crate::server::Shared;
-use crate::server::client::{Client, Queued};
+use crate::session::client::{Client, Queued};
 use crate::store::{KeyAccess, PendingRead};
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -99,7 +99,8 @@ pub fn arity_ok(arity: i32, n: usize) -> bool {
 
 /// Executes one request and appends its reply to `out`.
 pub fn execute(
-    shared: &Shared,
+    shared: &Node,
+    server: &dyn ServerControl,
     worker: &WorkerMetrics,
     client: &mut Client,
     args: &[&[u8]],
@@ -146,24 +147,17 @@ pub fn execute(
         ));
         return Outcome::Done;
     }
-    if def.has(flags::DENYOOM) && !crate::memory::ensure_memory(shared, &worker.store) {
+    if def.has(flags::DENYOOM) && !shared.ensure_memory(&worker.store) {
         stat.reject();
         out.error(err::OOM);
         return Outcome::Done;
     }
     client.info.last_cmd.store(idx as u32, Relaxed);
-    run(shared, worker, client, idx, args, out, false)
+    run(shared, server, worker, client, idx, args, out, false)
 }
 
 /// Inside MULTI: validate and queue.
-fn queue(
-    shared: &Shared,
-    client: &mut Client,
-    idx: usize,
-    def: &CommandDef,
-    args: &[&[u8]],
-    out: &mut Reply,
-) -> Outcome {
+fn queue(shared: &Node, client: &mut Client, idx: usize, def: &CommandDef, args: &[&[u8]], out: &mut Reply) -> Outcome {
     if def.has(flags::NO_MULTI) {
         client.multi_dirty = true;
         out.error("ERR Command not allowed inside a transaction");
@@ -183,8 +177,10 @@ fn queue(
 }
 
 /// Locks the command's partitions and runs its handler.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
-    shared: &Shared,
+    shared: &Node,
+    server: &dyn ServerControl,
     worker: &WorkerMetrics,
     client: &mut Client,
     idx: usize,
@@ -219,6 +215,7 @@ pub fn run(
         },
         client,
         shared,
+        server,
         worker,
         in_exec,
         block: None,

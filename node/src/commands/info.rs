@@ -1,11 +1,11 @@
 //! INFO and its sections.
 
-use super::stats::{keyspace_counts, lru_clock, mem_snapshot, ratio, start_time, total_system_memory, unix_micros};
-use super::{CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, flags};
+use super::stats::{keyspace_counts, lru_clock, ratio, start_time, total_system_memory, unix_micros};
+use super::{CmdResult, CommandDef, Ctx, Keys, Node, REDIS_VERSION, ServerControl, flags};
 use crate::base::eq_ic;
 use crate::config::values::{absolute_path, yes_no};
+use crate::metrics::Snapshot;
 use crate::protocol::Reply;
-use crate::server::Shared;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -50,12 +50,15 @@ fn info(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             wanted.push(s);
         }
     }
+    // One reading of every figure, the same `/metrics` renders.
+    let keyspace = if wanted.contains(&"keyspace") { keyspace_counts(ctx) } else { Default::default() };
+    let snap = ctx.server.snapshot(keyspace);
     let mut text = String::with_capacity(4096);
     for section in ALL_SECTIONS.iter().filter(|s| wanted.contains(s)) {
         if !text.is_empty() {
             text.push_str("\r\n");
         }
-        write_section(ctx, section, &mut text);
+        write_section(ctx.shared, ctx.server, &snap, section, &mut text);
     }
     out.verbatim(text.as_bytes());
     Ok(())
@@ -70,32 +73,31 @@ macro_rules! field {
     }};
 }
 
-fn write_section(ctx: &mut Ctx<'_>, section: &str, t: &mut String) {
-    let shared = ctx.shared;
+fn write_section(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, section: &str, t: &mut String) {
     let title = match section {
         "cpu" => "CPU".to_string(),
         s => format!("{}{}", s[..1].to_ascii_uppercase(), &s[1..]),
     };
     let _ = write!(t, "# {title}\r\n");
     match section {
-        "server" => info_server(shared, t),
-        "clients" => info_clients(shared, t),
-        "memory" => info_memory(shared, t),
+        "server" => info_server(shared, server, snap, t),
+        "clients" => info_clients(shared, snap, t),
+        "memory" => info_memory(shared, snap, t),
         "persistence" => info_persistence(shared, t),
-        "stats" => info_stats(shared, t),
-        "replication" => info_replication(shared, t),
+        "stats" => info_stats(shared, snap, t),
+        "replication" => info_replication(server, t),
         "cpu" => info_cpu(t),
-        "commandstats" => info_commandstats(shared, t),
+        "commandstats" => info_commandstats(snap, t),
         "cluster" => field!(t, "cluster_enabled", "0"),
-        "keyspace" => info_keyspace(ctx, t),
+        "keyspace" => info_keyspace(snap, t),
         // modules: there are none. errorstats: errors are not counted per code.
         _ => {}
     }
 }
 
-fn info_server(shared: &Shared, t: &mut String) {
+fn info_server(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, t: &mut String) {
     let sc = &shared.config.startup;
-    let uptime = shared.uptime().as_secs();
+    let uptime = snap.uptime.as_secs();
     field!(t, "redis_version", "{REDIS_VERSION}");
     field!(t, "strata_version", "{}", env!("CARGO_PKG_VERSION"));
     field!(t, "redis_git_sha1", "00000000");
@@ -108,8 +110,8 @@ fn info_server(shared: &Shared, t: &mut String) {
     field!(t, "multiplexing_api", "epoll");
     field!(t, "process_id", "{}", std::process::id());
     field!(t, "process_supervised", "no");
-    field!(t, "run_id", "{}", shared.run_id);
-    field!(t, "tcp_port", "{}", shared.tcp_port.load(Relaxed));
+    field!(t, "run_id", "{}", server.run_id());
+    field!(t, "tcp_port", "{}", server.tcp_port());
     field!(t, "server_time_usec", "{}", unix_micros());
     field!(t, "uptime_in_seconds", "{uptime}");
     field!(t, "uptime_in_days", "{}", uptime / 86400);
@@ -122,22 +124,19 @@ fn info_server(shared: &Shared, t: &mut String) {
     field!(t, "config_file", "{conf}");
     field!(t, "io_threads_active", "0");
     field!(t, "strata_threads", "{}", sc.threads);
-    field!(t, "strata_adaptive_threads", "{}", yes_no(shared.balance.adaptive()));
-    field!(t, "strata_active_threads", "{}", shared.balance.active());
-    field!(t, "strata_connection_migrations", "{}", shared.balance.migrations.load(Relaxed));
+    field!(t, "strata_adaptive_threads", "{}", yes_no(snap.adaptive_threads));
+    field!(t, "strata_active_threads", "{}", snap.active_threads);
+    field!(t, "strata_connection_migrations", "{}", snap.connection_migrations);
 }
 
-fn info_clients(shared: &Shared, t: &mut String) {
-    let clients = shared.clients.all();
-    let max_in = clients.iter().map(|c| c.qbuf.load(Relaxed)).max().unwrap_or(0);
-    let max_out = clients.iter().map(|c| c.obuf.load(Relaxed) + c.pending_push.load(Relaxed)).max().unwrap_or(0);
-    let blocked = clients.iter().filter(|c| c.blocked.load(Relaxed)).count();
-    field!(t, "connected_clients", "{}", shared.clients.count());
+fn info_clients(shared: &Node, snap: &Snapshot, t: &mut String) {
+    let c = &snap.clients;
+    field!(t, "connected_clients", "{}", c.connected);
     field!(t, "cluster_connections", "0");
     field!(t, "maxclients", "{}", shared.config.runtime.maxclients.load(Relaxed));
-    field!(t, "client_recent_max_input_buffer", "{max_in}");
-    field!(t, "client_recent_max_output_buffer", "{max_out}");
-    field!(t, "blocked_clients", "{blocked}");
+    field!(t, "client_recent_max_input_buffer", "{}", c.max_input_buffer);
+    field!(t, "client_recent_max_output_buffer", "{}", c.max_output_buffer);
+    field!(t, "blocked_clients", "{}", c.blocked);
     field!(t, "tracking_clients", "0");
 }
 
@@ -157,9 +156,9 @@ fn human_bytes(n: u64) -> String {
     format!("{n}B")
 }
 
-fn info_memory(shared: &Shared, t: &mut String) {
-    let m = mem_snapshot(shared);
-    let max = shared.maxmemory();
+fn info_memory(shared: &Node, snap: &Snapshot, t: &mut String) {
+    let m = &snap.memory;
+    let max = m.max;
     let total = total_system_memory();
     field!(t, "used_memory", "{}", m.used);
     field!(t, "used_memory_human", "{}", human_bytes(m.used));
@@ -168,9 +167,9 @@ fn info_memory(shared: &Shared, t: &mut String) {
     field!(t, "used_memory_peak", "{}", m.peak);
     field!(t, "used_memory_peak_human", "{}", human_bytes(m.peak));
     field!(t, "used_memory_peak_perc", "{:.2}%", ratio(m.used, m.peak) * 100.0);
-    field!(t, "used_memory_overhead", "{}", m.used.saturating_sub(m.dataset));
-    field!(t, "used_memory_dataset", "{}", m.dataset);
-    field!(t, "used_memory_dataset_perc", "{:.2}%", ratio(m.dataset, m.used) * 100.0);
+    field!(t, "used_memory_overhead", "{}", m.used.saturating_sub(m.keyspace));
+    field!(t, "used_memory_dataset", "{}", m.keyspace);
+    field!(t, "used_memory_dataset_perc", "{:.2}%", ratio(m.keyspace, m.used) * 100.0);
     field!(t, "total_system_memory", "{total}");
     field!(t, "total_system_memory_human", "{}", human_bytes(total));
     field!(t, "maxmemory", "{max}");
@@ -180,13 +179,13 @@ fn info_memory(shared: &Shared, t: &mut String) {
     field!(t, "mem_fragmentation_bytes", "{}", m.rss as i64 - m.used as i64);
     field!(t, "mem_not_counted_for_evict", "0");
     field!(t, "mem_clients_slaves", "0");
-    field!(t, "mem_clients_normal", "{}", m.clients);
+    field!(t, "mem_clients_normal", "{}", m.connections);
     field!(t, "mem_allocator", "libc");
     field!(t, "lazyfree_pending_objects", "0");
     field!(t, "lazyfreed_objects", "0");
 }
 
-fn info_persistence(shared: &Shared, t: &mut String) {
+fn info_persistence(shared: &Node, t: &mut String) {
     // There is no RDB or AOF: nothing is ever loaded or saved.
     field!(t, "loading", "0");
     field!(t, "async_loading", "0");
@@ -210,17 +209,14 @@ fn info_persistence(shared: &Shared, t: &mut String) {
     field!(t, "strata_durability_effective", "none");
 }
 
-fn info_stats(shared: &Shared, t: &mut String) {
-    use crate::metrics::{WorkerMetrics, sum};
-    use std::sync::atomic::AtomicU64;
-    let total = |f: fn(&WorkerMetrics) -> &AtomicU64| sum(&shared.workers, f);
-    let store = shared.store_totals();
-    field!(t, "total_connections_received", "{}", total(|m| &m.server.connections_received));
-    field!(t, "total_commands_processed", "{}", shared.total_commands());
-    field!(t, "instantaneous_ops_per_sec", "{}", shared.ops_samples.lock().ops_per_sec());
-    field!(t, "total_net_input_bytes", "{}", total(|m| &m.server.net_input_bytes));
-    field!(t, "total_net_output_bytes", "{}", total(|m| &m.server.net_output_bytes));
-    field!(t, "rejected_connections", "{}", total(|m| &m.server.rejected_connections));
+fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {
+    let (server, store) = (&snap.server, &snap.store);
+    field!(t, "total_connections_received", "{}", server.connections_received);
+    field!(t, "total_commands_processed", "{}", server.commands);
+    field!(t, "instantaneous_ops_per_sec", "{}", snap.ops_per_sec);
+    field!(t, "total_net_input_bytes", "{}", server.net_input_bytes);
+    field!(t, "total_net_output_bytes", "{}", server.net_output_bytes);
+    field!(t, "rejected_connections", "{}", server.rejected_connections);
     field!(t, "expired_keys", "{}", store.expired);
     field!(t, "evicted_keys", "{}", store.evicted);
     field!(t, "evicted_clients", "0");
@@ -229,16 +225,16 @@ fn info_stats(shared: &Shared, t: &mut String) {
     field!(t, "pubsub_channels", "{}", shared.pubsub.num_channels());
     field!(t, "pubsub_patterns", "{}", shared.pubsub.num_patterns());
     field!(t, "pubsubshard_channels", "0");
-    field!(t, "total_protocol_errors", "{}", total(|m| &m.server.protocol_errors));
-    field!(t, "client_output_buffer_limit_disconnections", "{}", total(|m| &m.server.output_buffer_disconnects));
+    field!(t, "total_protocol_errors", "{}", server.protocol_errors);
+    field!(t, "client_output_buffer_limit_disconnections", "{}", server.output_buffer_disconnects);
     field!(t, "strata_evicted_bytes", "{}", store.evicted_bytes);
 }
 
-fn info_replication(shared: &Shared, t: &mut String) {
+fn info_replication(server: &dyn ServerControl, t: &mut String) {
     field!(t, "role", "master");
     field!(t, "connected_slaves", "0");
     field!(t, "master_failover_state", "no-failover");
-    field!(t, "master_replid", "{}", shared.run_id);
+    field!(t, "master_replid", "{}", server.run_id());
     field!(t, "master_replid2", "{}", "0".repeat(40));
     field!(t, "master_repl_offset", "0");
     field!(t, "second_repl_offset", "-1");
@@ -257,36 +253,26 @@ fn info_cpu(t: &mut String) {
     field!(t, "used_cpu_user_children", "{cuser:.6}");
 }
 
-fn info_commandstats(shared: &Shared, t: &mut String) {
-    use crate::metrics::CmdStat;
-    use std::sync::atomic::AtomicU64;
-    for (idx, def) in shared.table.iter() {
-        let total = |f: fn(&CmdStat) -> &AtomicU64| -> u64 {
-            shared.workers.iter().map(|w| f(&w.cmds[idx]).load(Relaxed)).sum()
-        };
-        let calls = total(|c| &c.calls);
-        let usec = total(|c| &c.usec);
-        let rejected = total(|c| &c.rejected);
-        let failed = total(|c| &c.failed);
-        if calls == 0 && rejected == 0 && failed == 0 {
+fn info_commandstats(snap: &Snapshot, t: &mut String) {
+    for (name, c) in &snap.commands {
+        if c.calls == 0 && c.rejected == 0 && c.failed == 0 {
             continue;
         }
-        let per_call = if calls == 0 { 0.0 } else { usec as f64 / calls as f64 };
+        let per_call = if c.calls == 0 { 0.0 } else { c.usec as f64 / c.calls as f64 };
         let _ = write!(
             t,
-            "cmdstat_{}:calls={calls},usec={usec},usec_per_call={per_call:.2},rejected_calls={rejected},\
-             failed_calls={failed}\r\n",
-            def.name
+            "cmdstat_{name}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+            c.calls, c.usec, c.rejected, c.failed
         );
     }
 }
-fn info_keyspace(ctx: &mut Ctx<'_>, t: &mut String) {
-    for (db, c) in keyspace_counts(ctx).iter().enumerate() {
-        if c.keys == 0 {
+
+fn info_keyspace(snap: &Snapshot, t: &mut String) {
+    for (db, f) in snap.keyspace.iter().enumerate() {
+        if f.keys == 0 {
             continue;
         }
-        let avg_ttl = if c.expires == 0 { 0 } else { c.ttl_sum_ms / c.expires as u128 };
-        let _ = write!(t, "db{db}:keys={},expires={},avg_ttl={avg_ttl}\r\n", c.keys, c.expires);
+        let _ = write!(t, "db{db}:keys={},expires={},avg_ttl={}\r\n", f.keys, f.expires, f.avg_ttl_ms());
     }
 }
 

@@ -17,6 +17,7 @@ pub mod hashes;
 pub mod info;
 pub mod keys;
 pub mod lists;
+mod node;
 pub mod pubsub;
 pub mod sets;
 mod stats;
@@ -28,9 +29,9 @@ pub mod zsets;
 pub use args::{arg_f64, arg_i64, parse_block_timeout};
 
 use crate::protocol::Reply;
-use crate::server::Shared;
-use crate::server::client::{Client, ClientInfo};
+use crate::session::client::{Client, ClientInfo};
 use crate::store::{KeyAccess, Keyspace, Serve, Waiter};
+pub use node::{Node, ServerControl};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -325,7 +326,10 @@ impl Waiter for BlockedClient {
 pub struct Ctx<'a> {
     pub keys: KeyAccess<'a>,
     pub client: &'a mut Client,
-    pub shared: &'a Shared,
+    /// The state commands share.
+    pub shared: &'a Node,
+    /// Facts and actions only the server has.
+    pub server: &'a dyn ServerControl,
     /// This worker's counters (EXEC records each queued command).
     pub worker: &'a crate::metrics::WorkerMetrics,
     /// True while EXEC runs queued commands: blocking commands must not block.

@@ -8,14 +8,13 @@
 //! `client-output-buffer-limit pubsub`), so a slow reader cannot make the
 //! server hold unbounded memory.
 
+use super::Node;
 use super::{CmdResult, CommandDef, Ctx, Keys, flags};
 use crate::base::glob_match;
 use crate::protocol::Reply;
-use crate::server::Shared;
-use crate::server::client::{Client, ClientInfo};
-use parking_lot::RwLock;
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use crate::session::client::{Client, ClientInfo};
+use crate::session::pubsub::{Hub, SubscriptionMap, set_counts};
+use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
 
 const PS: u32 = flags::PUBSUB | flags::NOSCRIPT | flags::LOADING | flags::STALE;
@@ -31,26 +30,6 @@ pub const COMMANDS: &[CommandDef] = &[
         .subs(&["channels", "numsub", "numpat", "help"]),
 ];
 
-type Subscribers = HashMap<u64, Arc<ClientInfo>>;
-type SubscriptionMap = RwLock<HashMap<Vec<u8>, Subscribers>>;
-
-/// Channel and pattern subscriptions of every client.
-#[derive(Default)]
-pub struct Hub {
-    channels: SubscriptionMap,
-    patterns: SubscriptionMap,
-}
-
-impl Hub {
-    pub fn num_patterns(&self) -> usize {
-        self.patterns.read().len()
-    }
-
-    pub fn num_channels(&self) -> usize {
-        self.channels.read().len()
-    }
-}
-
 /// Writes a subscription confirmation: [kind, name-or-nil, count] as a push.
 fn confirm(out: &mut Reply, kind: &str, name: Option<&[u8]>, count: usize) {
     out.push(3);
@@ -60,11 +39,6 @@ fn confirm(out: &mut Reply, kind: &str, name: Option<&[u8]>, count: usize) {
         None => out.null(),
     }
     out.int(count as i64);
-}
-
-fn set_counts(client: &Client) {
-    client.info.subs.store(client.channels.len() as u32, Relaxed);
-    client.info.psubs.store(client.patterns.len() as u32, Relaxed);
 }
 
 /// Channels or patterns: where one kind of subscription is kept, and the
@@ -122,33 +96,12 @@ fn unsubscribe_from(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &
     }
     for name in names {
         if (kind.client)(ctx.client).remove(&name) {
-            remove_sub((kind.hub)(&ctx.shared.pubsub), &name, ctx.client.id());
+            Hub::remove((kind.hub)(&ctx.shared.pubsub), &name, ctx.client.id());
         }
         confirm(out, kind.unsubscribe, Some(&name), ctx.client.subscription_count());
     }
     set_counts(ctx.client);
     Ok(())
-}
-
-fn remove_sub(map: &SubscriptionMap, name: &[u8], id: u64) {
-    let mut m = map.write();
-    if let Some(subs) = m.get_mut(name) {
-        subs.remove(&id);
-        if subs.is_empty() {
-            m.remove(name);
-        }
-    }
-}
-
-/// Drops all of a disconnecting (or RESET) client's subscriptions.
-pub fn unsubscribe_all(shared: &Shared, client: &mut Client) {
-    for ch in client.channels.drain() {
-        remove_sub(&shared.pubsub.channels, &ch, client.info.id);
-    }
-    for p in client.patterns.drain() {
-        remove_sub(&shared.pubsub.patterns, &p, client.info.id);
-    }
-    set_counts(client);
 }
 
 /// A message encoded for RESP2 and RESP3 subscribers.
@@ -171,7 +124,7 @@ fn encode(parts: &[&[u8]]) -> Encoded {
 }
 
 /// Queues a message for a subscriber, disconnecting it if it fell too far behind.
-fn deliver(shared: &Shared, sub: &ClientInfo, msg: &Encoded, me: &mut Client, out: &mut Reply) {
+fn deliver(shared: &Node, sub: &ClientInfo, msg: &Encoded, me: &mut Client, out: &mut Reply) {
     let bytes = if sub.resp.load(Relaxed) == 3 { &msg.resp3 } else { &msg.resp2 };
     if sub.id == me.info.id {
         // Our own subscription: Redis writes it before the PUBLISH reply.

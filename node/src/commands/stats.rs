@@ -2,9 +2,9 @@
 //! key counts (INFO, MEMORY, LASTSAVE, TIME, DEBUG OBJECT).
 
 use super::Ctx;
-use crate::server::Shared;
+use super::Node;
+use crate::metrics::DbFigures;
 use crate::store::NUM_DBS;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub fn unix_secs() -> u64 {
@@ -16,7 +16,7 @@ pub fn unix_micros() -> u128 {
 }
 
 /// Unix time (s) the server started: LASTSAVE and rdb_last_save_time.
-pub fn start_time(shared: &Shared) -> u64 {
+pub fn start_time(shared: &Node) -> u64 {
     (unix_micros().saturating_sub(shared.uptime().as_micros()) / 1_000_000) as u64
 }
 
@@ -43,14 +43,14 @@ pub struct MemSnapshot {
     pub rss: u64,
 }
 
-pub fn mem_snapshot(shared: &Shared) -> MemSnapshot {
+pub fn mem_snapshot(shared: &Node) -> MemSnapshot {
     let used = shared.used_memory();
-    let peak = shared.used_memory_peak.fetch_max(used, Relaxed).max(used);
+    let peak = shared.memory.note_peak(used);
     MemSnapshot {
         used,
         peak,
         dataset: shared.ks.used_memory().max(0) as u64,
-        clients: shared.conn_mem.load(Relaxed).max(0) as u64,
+        clients: shared.memory.connection_bytes(),
         rss: crate::sys::process::rss_bytes(),
     }
 }
@@ -59,24 +59,11 @@ pub fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
-/// Key and TTL counts of one database.
-#[derive(Default, Clone, Copy)]
-pub struct DbCounts {
-    pub keys: u64,
-    pub expires: u64,
-    pub ttl_sum_ms: u128,
-}
-
-pub fn keyspace_counts(ctx: &mut Ctx<'_>) -> [DbCounts; NUM_DBS] {
+/// Key and TTL counts of every database, from held partitions inside
+/// EXEC or one partition at a time otherwise.
+pub fn keyspace_counts(ctx: &mut Ctx<'_>) -> [DbFigures; NUM_DBS] {
     let now = ctx.keys.now_ms;
-    let mut counts = [DbCounts::default(); NUM_DBS];
-    ctx.keys.for_each_partition(|part| {
-        for (db, c) in counts.iter_mut().enumerate() {
-            let d = &part.dbs[db];
-            c.keys += d.len() as u64;
-            c.expires += d.expires.len() as u64;
-            c.ttl_sum_ms += d.expires.iter().map(|&(at, _)| at.saturating_sub(now) as u128).sum::<u128>();
-        }
-    });
+    let mut counts = [DbFigures::default(); NUM_DBS];
+    ctx.keys.for_each_partition(|part| part.add_db_figures(now, &mut counts));
     counts
 }

@@ -8,11 +8,11 @@
 //! every write through the keyspace bumps it, so EXEC can tell whether a
 //! watched key changed.
 
+use super::Node;
 use super::dispatch::finish;
 use super::{CmdResult, CommandDef, Ctx, Keys, flags};
 use crate::protocol::Reply;
-use crate::server::Shared;
-use crate::server::client::Client;
+use crate::session::client::Client;
 use crate::store::KeyAccess;
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
@@ -101,7 +101,7 @@ fn release_watch(part: &mut crate::store::Partition, db: usize, key: Vec<u8>) {
 }
 
 /// Forgets every key the client WATCHes (no locks held by the caller).
-pub fn unwatch_all(shared: &Shared, client: &mut Client) {
+pub fn unwatch_all(shared: &Node, client: &mut Client) {
     for (db, key, _) in client.watched.drain(..) {
         let idx = shared.ks.partition_of_key(&key);
         release_watch(&mut shared.ks.lock(idx), db, key);
@@ -125,7 +125,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
     // Memory first, before any lock is taken (eviction locks partitions).
     let grows = queued.iter().any(|q| table.get(q.cmd).has(flags::DENYOOM));
-    if grows && !crate::memory::ensure_memory(shared, ctx.keys.stats) {
+    if grows && !shared.ensure_memory(ctx.keys.stats) {
         unwatch_locked(&mut ctx.keys, ctx.client);
         return Err(format!("EXECABORT Transaction discarded because of: {}", super::err::OOM).into());
     }

@@ -17,6 +17,8 @@ pub struct Snapshot {
     pub active_threads: u64,
     pub adaptive_threads: bool,
     pub connection_migrations: u64,
+    /// Commands per second over the last couple of seconds.
+    pub ops_per_sec: u64,
     pub clients: ClientFigures,
     pub server: ServerTotals,
     pub store: StatsTotals,
@@ -74,6 +76,8 @@ pub struct MemoryFigures {
     pub peak: u64,
     /// `maxmemory` (0 = no limit).
     pub max: u64,
+    /// Resident set size of the process.
+    pub rss: u64,
 }
 
 /// Keys of one database.

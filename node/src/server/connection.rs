@@ -3,12 +3,12 @@
 //! Also: blocking commands, pub/sub pushes, idle timeout, CLIENT KILL,
 //! query-buffer limits, and graceful shutdown.
 
-use super::client::{Client, ClientInfo, PushMsg};
 use super::{NewConn, Shared};
 use crate::commands::dispatch::{self, Outcome};
 use crate::commands::{BlockRequest, Woken};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, parse_request};
+use crate::session::client::{Client, ClientInfo, PushMsg};
 use crate::store::PendingRead;
 use crate::sys::socket::ClientSocket;
 use smallvec::SmallVec;
@@ -152,9 +152,9 @@ impl ConnState {
 
     /// Clean-up when the connection ends: subscriptions, watches, registry, memory.
     fn close(mut self, shared: &Shared, worker: usize) {
-        crate::commands::pubsub::unsubscribe_all(shared, &mut self.client);
-        crate::commands::transactions::unwatch_all(shared, &mut self.client);
-        shared.conn_mem.fetch_sub(self.bufs.accounted, Relaxed);
+        shared.pubsub.unsubscribe_all(&mut self.client);
+        crate::commands::transactions::unwatch_all(&shared.node, &mut self.client);
+        shared.memory.add_connection_bytes(-self.bufs.accounted);
         shared.clients.remove(self.info.id);
         shared.balance.load(worker).conns.fetch_sub(1, Relaxed);
     }
@@ -184,7 +184,7 @@ impl Buffers {
     fn account(&mut self, shared: &Shared) {
         let now = self.footprint();
         if now != self.accounted {
-            shared.conn_mem.fetch_add(now - self.accounted, Relaxed);
+            shared.memory.add_connection_bytes(now - self.accounted);
             self.accounted = now;
         }
     }
@@ -423,7 +423,7 @@ fn process(
             let reply_mark = bufs.out.len();
             // CLIENT REPLY SKIP applies to the command after the one that set it.
             let skip_this = std::mem::take(&mut client.reply_skip_next);
-            outcome = dispatch::execute(shared, metrics, client, &args, &mut bufs.out);
+            outcome = dispatch::execute(&shared.node, shared, metrics, client, &args, &mut bufs.out);
             if let Outcome::Pending(wait) = outcome {
                 // Not run: it runs again from the start after the wait.
                 client.reply_skip_next = skip_this;
@@ -584,7 +584,7 @@ async fn wait_blocked(
         client.begin_batch();
         let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
         let Some(idx) = shared.table.lookup(argv[0]) else { break true };
-        match dispatch::run(shared, metrics, client, idx, &argv, &mut bufs.out, false) {
+        match dispatch::run(&shared.node, shared, metrics, client, idx, &argv, &mut bufs.out, false) {
             Outcome::Done => break true,
             Outcome::Pending(wait) => {
                 // Woken to retry, but a key is not ready: wait, retry again.

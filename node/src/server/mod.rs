@@ -8,40 +8,28 @@
 //! between threads.
 
 pub mod balance;
-pub mod client;
 mod connection;
 mod http;
 mod snapshot;
 
-use crate::commands::dispatch::CommandTable;
-use crate::commands::pubsub::Hub;
+use crate::commands::{Node, ServerControl};
 use crate::config::Config;
-use crate::metrics::WorkerMetrics;
-use crate::store::Keyspace;
-use crate::store::expire::ActiveExpiry;
+use crate::metrics::{DbFigures, Snapshot, WorkerMetrics};
+use crate::store::NUM_DBS;
 use balance::Balancer;
-use client::ClientRegistry;
 use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
-/// State shared by every worker.
+/// State shared by every worker: the node below (keyspace, config,
+/// clients, ...) and what only the server has.
 pub struct Shared {
-    pub ks: Keyspace,
-    pub config: Config,
-    pub clients: ClientRegistry,
-    pub pubsub: Hub,
-    pub workers: Vec<Arc<WorkerMetrics>>,
-    pub table: CommandTable,
-    pub expiry: ActiveExpiry,
-    pub started: Instant,
+    pub node: Node,
     pub run_id: String,
-    /// Bytes held in connection buffers (query and output), for `used_memory`.
-    pub conn_mem: AtomicI64,
     /// Set once the node accepts clients (readiness).
     pub ready: AtomicBool,
     /// Set when shutdown begins.
@@ -49,10 +37,6 @@ pub struct Shared {
     pub shutdown: watch::Sender<bool>,
     /// Ops/sec samples for INFO's instantaneous_ops_per_sec.
     pub ops_samples: Mutex<OpsSampler>,
-    /// Unix time (s) of the last CONFIG RESETSTAT / start.
-    pub stat_reset_time: AtomicU64,
-    /// Highest `used_memory` seen (sampled every tick and on INFO).
-    pub used_memory_peak: AtomicU64,
     /// Ports actually bound (useful when 0 was asked for in tests).
     pub tcp_port: AtomicUsize,
     pub metrics_port: AtomicUsize,
@@ -62,32 +46,65 @@ pub struct Shared {
     worker_inbox: OnceLock<Vec<mpsc::UnboundedSender<NewConn>>>,
 }
 
-/// Fixed memory the node uses regardless of data (tables, runtime): part of
-/// `used_memory` as in Redis, so an empty node does not report 0.
-const BASE_MEMORY: i64 = 1024 * 1024;
+impl std::ops::Deref for Shared {
+    type Target = Node;
+    fn deref(&self) -> &Node {
+        &self.node
+    }
+}
 
 impl Shared {
-    /// `used_memory`: keyspace + connection buffers + baseline.
-    pub fn used_memory(&self) -> u64 {
-        self.ks.flush_mem();
-        (self.ks.used_memory() + self.conn_mem.load(Relaxed).max(0) + BASE_MEMORY) as u64
-    }
-
-    pub fn maxmemory(&self) -> u64 {
-        self.config.runtime.maxmemory.load(Relaxed)
-    }
-
-    pub fn total_commands(&self) -> u64 {
-        crate::metrics::sum(&self.workers, |w| &w.server.commands)
-    }
-
-    pub fn uptime(&self) -> Duration {
-        self.started.elapsed()
-    }
-
     /// The inbox of a worker (only called once workers run).
     fn worker_tx(&self, worker: usize) -> &mpsc::UnboundedSender<NewConn> {
         &self.worker_inbox.get().expect("workers started")[worker]
+    }
+
+    /// Begins a graceful shutdown.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Relaxed);
+        self.shutdown.send_replace(true);
+    }
+}
+
+impl ServerControl for Shared {
+    fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    fn tcp_port(&self) -> u16 {
+        self.tcp_port.load(Relaxed) as u16
+    }
+
+    fn ops_per_sec(&self) -> u64 {
+        self.ops_samples.lock().ops_per_sec()
+    }
+
+    fn shut_down(&self) {
+        self.begin_shutdown();
+    }
+
+    fn adaptive_threads(&self) -> bool {
+        self.balance.adaptive()
+    }
+
+    fn set_adaptive_threads(&self, on: bool) {
+        self.balance.set_adaptive(on);
+    }
+
+    fn active_threads(&self) -> usize {
+        self.balance.active()
+    }
+
+    fn set_active_threads(&self, n: usize) {
+        self.balance.set_active(n);
+    }
+
+    fn connection_migrations(&self) -> u64 {
+        self.balance.migrations.load(Relaxed)
+    }
+
+    fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot {
+        Shared::snapshot(self, keyspace)
     }
 }
 
@@ -129,37 +146,21 @@ pub enum NewConn {
 
 /// Builds the shared state from a configuration.
 pub fn build_shared(config: Config) -> Arc<Shared> {
-    let table = CommandTable::new();
-    let workers = (0..config.startup.threads).map(|_| Arc::new(WorkerMetrics::new(table.len()))).collect();
     let (shutdown, _) = watch::channel(false);
-    let run_id: String = (0..40).map(|_| format!("{:x}", crate::store::fast_rand() % 16)).collect();
-    let now_s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let ks = Keyspace::new(config.startup.partitions);
-    // Resolved once here (and again by CONFIG SET): never looked up per eviction.
-    ks.set_policy(config.runtime.policy());
-    ks.set_lfu_log_factor(config.runtime.lfu_log_factor.load(Relaxed));
-    ks.set_lfu_decay_minutes(config.runtime.lfu_decay_minutes.load(Relaxed));
+    let run_id: String = (0..40).map(|_| format!("{:x}", crate::base::random::fast_rand() % 16)).collect();
+    let threads = config.startup.threads;
+    let adaptive = config.runtime.adaptive_threads.load(Relaxed);
     Arc::new(Shared {
-        ks,
-        clients: ClientRegistry::default(),
-        pubsub: Hub::default(),
-        workers,
-        table,
-        expiry: ActiveExpiry::default(),
-        started: Instant::now(),
+        node: Node::new(config, threads),
         run_id,
-        conn_mem: AtomicI64::new(0),
         ready: AtomicBool::new(false),
         shutting_down: AtomicBool::new(false),
         shutdown,
         ops_samples: Mutex::new(OpsSampler::default()),
-        stat_reset_time: AtomicU64::new(now_s),
-        used_memory_peak: AtomicU64::new(0),
         tcp_port: AtomicUsize::new(0),
         metrics_port: AtomicUsize::new(0),
-        balance: Balancer::new(config.startup.threads, config.runtime.adaptive_threads.load(Relaxed)),
+        balance: Balancer::new(threads, adaptive),
         worker_inbox: OnceLock::new(),
-        config,
     })
 }
 
@@ -261,7 +262,7 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     }
     shared.ks.flush_mem();
     shared.ks.tick_clock();
-    shared.used_memory_peak.fetch_max(shared.used_memory(), Relaxed);
+    shared.memory.note_peak(shared.used_memory());
     if worker == 0 {
         shared.ops_samples.lock().sample(shared.total_commands());
     }
@@ -421,13 +422,5 @@ fn reject_conn(conn: NewConn) {
             let _ = s.write_all(MSG);
         }
         NewConn::Moved(_) => {}
-    }
-}
-
-impl Shared {
-    /// Keyspace statistics summed over workers.
-    pub fn store_totals(&self) -> crate::metrics::StatsTotals {
-        let all: Vec<_> = self.workers.iter().map(|w| w.store.clone()).collect();
-        crate::metrics::store_stats_totals(&all)
     }
 }

@@ -13,13 +13,14 @@ impl Shared {
     pub fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot {
         let clients = self.clients.all();
         let used = self.used_memory();
-        self.used_memory_peak.fetch_max(used, Relaxed);
+        let peak = self.memory.note_peak(used);
         Snapshot {
             uptime: self.uptime(),
             worker_threads: self.workers.len() as u64,
             active_threads: self.balance.active() as u64,
             adaptive_threads: self.balance.adaptive(),
             connection_migrations: self.balance.migrations.load(Relaxed),
+            ops_per_sec: self.ops_samples.lock().ops_per_sec(),
             clients: ClientFigures {
                 connected: clients.len() as u64,
                 blocked: clients.iter().filter(|c| c.blocked.load(Relaxed)).count() as u64,
@@ -34,10 +35,11 @@ impl Shared {
             store: self.store_totals(),
             memory: MemoryFigures {
                 keyspace: self.ks.used_memory().max(0) as u64,
-                connections: self.conn_mem.load(Relaxed).max(0) as u64,
+                connections: self.memory.connection_bytes(),
                 used,
-                peak: self.used_memory_peak.load(Relaxed),
+                peak,
                 max: self.maxmemory(),
+                rss: crate::sys::process::rss_bytes(),
             },
             keyspace,
             commands: self

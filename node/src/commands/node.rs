@@ -1,0 +1,106 @@
+//! What command handlers share: the lower layers' state (`Node`), and the
+//! few facts and actions only the server has, behind `ServerControl`, a
+//! trait defined here so that commands never depend on the server.
+
+use super::dispatch::CommandTable;
+use crate::config::Config;
+use crate::memory::Budget;
+use crate::metrics::{DbFigures, Snapshot, StatsTotals, WorkerMetrics};
+use crate::session::client::ClientRegistry;
+use crate::session::pubsub::Hub;
+use crate::store::expire::ActiveExpiry;
+use crate::store::{Keyspace, NUM_DBS, StoreStats};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// The state every worker shares, below the server.
+pub struct Node {
+    pub ks: Keyspace,
+    pub config: Config,
+    pub clients: ClientRegistry,
+    pub pubsub: Hub,
+    /// Each worker's counters.
+    pub workers: Vec<Arc<WorkerMetrics>>,
+    pub table: CommandTable,
+    pub expiry: ActiveExpiry,
+    pub memory: Budget,
+    pub started: Instant,
+    /// Unix time (s) of the last CONFIG RESETSTAT / start.
+    pub stat_reset_time: AtomicU64,
+}
+
+impl Node {
+    pub fn new(config: Config, workers: usize) -> Self {
+        let table = CommandTable::new();
+        let ks = Keyspace::new(config.startup.partitions);
+        // Resolved once here (and again by CONFIG SET): never looked up per eviction.
+        let rt = &config.runtime;
+        ks.set_policy(rt.policy());
+        ks.set_lfu_log_factor(rt.lfu_log_factor.load(Relaxed));
+        ks.set_lfu_decay_minutes(rt.lfu_decay_minutes.load(Relaxed));
+        let now_s = crate::store::now_ms() / 1000;
+        Node {
+            ks,
+            clients: ClientRegistry::default(),
+            pubsub: Hub::default(),
+            workers: (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.len()))).collect(),
+            table,
+            expiry: ActiveExpiry::default(),
+            memory: Budget::default(),
+            started: Instant::now(),
+            stat_reset_time: AtomicU64::new(now_s),
+            config,
+        }
+    }
+
+    /// `used_memory`: keyspace + connection buffers + baseline.
+    pub fn used_memory(&self) -> u64 {
+        self.memory.used(&self.ks)
+    }
+
+    pub fn maxmemory(&self) -> u64 {
+        self.config.runtime.maxmemory.load(Relaxed)
+    }
+
+    /// Makes room before a write; false when the write must get OOM.
+    pub fn ensure_memory(&self, stats: &StoreStats) -> bool {
+        crate::memory::ensure_memory(&self.ks, &self.memory, &self.config.runtime, &self.expiry, stats)
+    }
+
+    pub fn total_commands(&self) -> u64 {
+        crate::metrics::sum(&self.workers, |w| &w.server.commands)
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Keyspace statistics summed over workers.
+    pub fn store_totals(&self) -> StatsTotals {
+        let all: Vec<_> = self.workers.iter().map(|w| w.store.clone()).collect();
+        crate::metrics::store_stats_totals(&all)
+    }
+}
+
+/// What commands may ask of the server they run in.
+pub trait ServerControl: Send + Sync {
+    /// Random id of this run (INFO run_id).
+    fn run_id(&self) -> &str;
+    /// The TCP port actually bound.
+    fn tcp_port(&self) -> u16;
+    /// Commands per second over the last couple of seconds.
+    fn ops_per_sec(&self) -> u64;
+    /// Begins a graceful shutdown (SHUTDOWN).
+    fn shut_down(&self);
+    fn adaptive_threads(&self) -> bool;
+    fn set_adaptive_threads(&self, on: bool);
+    fn active_threads(&self) -> usize;
+    /// Serve from the first `n` workers now (DEBUG ACTIVE-THREADS).
+    fn set_active_threads(&self, n: usize);
+    fn connection_migrations(&self) -> u64;
+    /// Every figure INFO and `/metrics` report, with the keyspace's as the
+    /// caller counted them.
+    fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot;
+}
