@@ -185,25 +185,32 @@ fn info_memory(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "lazyfreed_objects", "0");
 }
 
+/// Redis's RDB and AOF fields after the save time, as a node without them
+/// reports them: nothing in progress, nothing ever failed.
+const NO_RDB_AOF: &[(&str, &str)] = &[
+    ("rdb_last_bgsave_status", "ok"),
+    ("rdb_last_bgsave_time_sec", "-1"),
+    ("rdb_current_bgsave_time_sec", "-1"),
+    ("rdb_saves", "0"),
+    ("aof_enabled", "0"),
+    ("aof_rewrite_in_progress", "0"),
+    ("aof_rewrite_scheduled", "0"),
+    ("aof_last_rewrite_time_sec", "-1"),
+    ("aof_current_rewrite_time_sec", "-1"),
+    ("aof_last_bgrewrite_status", "ok"),
+    ("aof_rewrites", "0"),
+    ("aof_last_write_status", "ok"),
+];
+
 fn info_persistence(shared: &Node, t: &mut String) {
     // There is no RDB or AOF: nothing is ever loaded or saved.
-    field!(t, "loading", "0");
-    field!(t, "async_loading", "0");
-    field!(t, "rdb_changes_since_last_save", "0");
-    field!(t, "rdb_bgsave_in_progress", "0");
+    for name in ["loading", "async_loading", "rdb_changes_since_last_save", "rdb_bgsave_in_progress"] {
+        field!(t, name, "0");
+    }
     field!(t, "rdb_last_save_time", "{}", start_time(shared));
-    field!(t, "rdb_last_bgsave_status", "ok");
-    field!(t, "rdb_last_bgsave_time_sec", "-1");
-    field!(t, "rdb_current_bgsave_time_sec", "-1");
-    field!(t, "rdb_saves", "0");
-    field!(t, "aof_enabled", "0");
-    field!(t, "aof_rewrite_in_progress", "0");
-    field!(t, "aof_rewrite_scheduled", "0");
-    field!(t, "aof_last_rewrite_time_sec", "-1");
-    field!(t, "aof_current_rewrite_time_sec", "-1");
-    field!(t, "aof_last_bgrewrite_status", "ok");
-    field!(t, "aof_rewrites", "0");
-    field!(t, "aof_last_write_status", "ok");
+    for (name, value) in NO_RDB_AOF {
+        field!(t, name, "{value}");
+    }
     // Strata's own: the durability mode asked for, and what this build does.
     field!(t, "strata_durability", "{}", shared.config.startup.durability.name());
     field!(t, "strata_durability_effective", "none");

@@ -20,6 +20,17 @@ use sieve::Sieve;
 /// "No slot" in queue links.
 pub const NONE: u32 = u32::MAX;
 
+/// A random key among the 64 that expire soonest, from an expiry order of
+/// (expire-at, slot): an ordered set has no O(1) random access, and the
+/// soonest are the better volatile victims anyway.
+pub fn random_among_soonest(expiring: &std::collections::BTreeSet<(u64, u32)>, rand: u64) -> Option<u32> {
+    let n = expiring.len().min(64);
+    if n == 0 {
+        return None;
+    }
+    expiring.iter().nth((rand % n as u64) as usize).map(|&(_, slot)| slot)
+}
+
 /// Fixed-size per-entry state stored inside each index entry (16 bytes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryState {
@@ -95,9 +106,12 @@ pub trait Policy: Send {
     /// A read of the entry (not called for CLIENT NO-TOUCH or OBJECT).
     fn on_access<E: Entries>(&mut self, e: &mut E, slot: u32, clock: &Clock);
     /// The value changed in place (a write to an existing key).
-    fn on_update<E: Entries>(&mut self, e: &mut E, slot: u32, clock: &Clock);
+    fn on_update<E: Entries>(&mut self, e: &mut E, slot: u32, clock: &Clock) {
+        // Redis counts a write lookup as an access too.
+        self.on_access(e, slot, clock);
+    }
     /// The entry is going away; called BEFORE the slot is freed.
-    fn on_remove<E: Entries>(&mut self, e: &mut E, slot: u32);
+    fn on_remove<E: Entries>(&mut self, _e: &mut E, _slot: u32) {}
     /// Best victim in this table: (score, slot), lower score = evict first,
     /// comparable across instances of the same policy (the caller samples
     /// several partitions and evicts the lowest). May move internal hands.
@@ -130,12 +144,6 @@ impl Policy for NoEviction {
     fn on_access<E: Entries>(&mut self, e: &mut E, slot: u32, clock: &Clock) {
         lfu::touch(e.state_mut(slot), clock, self.coin.next_u64());
     }
-
-    fn on_update<E: Entries>(&mut self, e: &mut E, slot: u32, clock: &Clock) {
-        self.on_access(e, slot, clock);
-    }
-
-    fn on_remove<E: Entries>(&mut self, _e: &mut E, _slot: u32) {}
 
     fn candidate<E: Entries>(
         &mut self,

@@ -61,13 +61,6 @@ impl Policy for Sampled {
         touch(e.state_mut(slot), clock, self.coin.next_u64());
     }
 
-    fn on_update<E: Entries>(&mut self, e: &mut E, slot: u32, clock: &Clock) {
-        // Redis counts a write lookup as an access too.
-        self.on_access(e, slot, clock);
-    }
-
-    fn on_remove<E: Entries>(&mut self, _e: &mut E, _slot: u32) {}
-
     fn candidate<E: Entries>(
         &mut self,
         e: &mut E,

@@ -52,10 +52,6 @@ impl Policy for Sieve {
         s.flags |= VISITED;
     }
 
-    fn on_update<E: Entries>(&mut self, e: &mut E, slot: u32, clock: &Clock) {
-        self.on_access(e, slot, clock);
-    }
-
     fn on_remove<E: Entries>(&mut self, e: &mut E, slot: u32) {
         let s = *e.state(slot);
         if s.prev != NONE {

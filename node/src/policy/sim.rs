@@ -165,13 +165,7 @@ impl Entries for SimTable {
     }
 
     fn random_expiring(&self, rand: u64) -> Option<u32> {
-        // As the store does today: one of the 64 soonest (an ordered set has
-        // no O(1) random access).
-        let n = self.expiring.len().min(64);
-        if n == 0 {
-            return None;
-        }
-        self.expiring.iter().nth((rand % n as u64) as usize).map(|&(_, slot)| slot)
+        super::random_among_soonest(&self.expiring, rand)
     }
 
     fn size(&self, slot: u32) -> usize {

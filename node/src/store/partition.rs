@@ -114,12 +114,7 @@ impl Entries for DbEntries<'_> {
     }
 
     fn random_expiring(&self, rand: u64) -> Option<u32> {
-        // Among the 64 soonest: the expiry set has no O(1) random access.
-        let n = self.expires.len().min(64);
-        if n == 0 {
-            return None;
-        }
-        self.expires.iter().nth(rand as usize % n).map(|&(_, s)| s)
+        crate::policy::random_among_soonest(self.expires, rand)
     }
 
     fn size(&self, slot: u32) -> usize {
