@@ -30,7 +30,7 @@ pub const COMMANDS: &[CommandDef] = &[
 fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let db = ctx.keys.db;
     let mut n = 0;
-    ctx.keys.for_each_partition(|part| n += part.dbs[db].len());
+    ctx.keys.for_each_partition(|part| n += part.db_len(db));
     out.int(n as i64);
     Ok(())
 }

@@ -8,7 +8,7 @@ use crate::base::eq_ic;
 use crate::config::values::{Kind, MB, Origin};
 use crate::metrics::DbFigures;
 use crate::protocol::Reply;
-use crate::store::{Value, hash_bytes};
+use crate::store::Value;
 use smallvec::SmallVec;
 
 const LS: u32 = flags::LOADING | flags::STALE;
@@ -158,10 +158,7 @@ fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             // Like Redis, a plain lookup: no expiry check, no statistics.
             let (key, db) = (args[2], ctx.keys.db);
             let idx = ctx.keys.ks.partition_of_key(key);
-            let mem = ctx.keys.with_partition(idx, |part| {
-                let d = &part.dbs[db];
-                d.find(hash_bytes(key), key).map(|slot| d.entry(slot).mem())
-            });
+            let mem = ctx.keys.with_partition(idx, |part| part.find_entry(db, key).map(|e| e.mem()));
             match mem {
                 Some(bytes) => out.int(bytes as i64),
                 None => out.null(),

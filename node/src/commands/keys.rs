@@ -440,7 +440,7 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let mut n = 0;
     ctx.keys.for_each_partition(|part| {
         KeyAccess::purge_expired(ks, part, db, now, stats);
-        for (_, e) in part.dbs[db].table.iter() {
+        for (_, e) in part.entries(db) {
             if every || glob_match(pattern, &e.key, false) {
                 found.bulk(&e.key);
                 n += 1;
@@ -520,13 +520,12 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
     while part < parts {
         let stopped_at = keys.with_partition(part as u32, |p| {
             KeyAccess::purge_expired(ks, p, db, now, stats);
-            let table = &p.dbs[db].table;
-            while slot < table.slot_count() {
+            while slot < p.slot_count(db) {
                 if examined >= opts.count || probes >= max_probes {
                     return Some(slot as u32);
                 }
                 probes += 1;
-                if let Some(e) = table.get(slot as u32) {
+                if let Some(e) = p.entry_at(db, slot as u32) {
                     examined += 1;
                     if opts.wants(e) {
                         emit(&e.key);
@@ -570,9 +569,7 @@ fn random_key_in(keys: &mut KeyAccess<'_>, idx: u32) -> Option<Vec<u8>> {
     let (ks, stats, db, now) = (keys.ks, keys.stats, keys.db, keys.now_ms);
     keys.with_partition(idx, |p| {
         KeyAccess::purge_expired(ks, p, db, now, stats);
-        let table = &p.dbs[db].table;
-        let slot = table.random_slot(fast_rand())?;
-        table.get(slot).map(|e| e.key.to_vec())
+        p.random_entry(db, fast_rand()).map(|e| e.key.to_vec())
     })
 }
 

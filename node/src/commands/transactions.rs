@@ -65,11 +65,7 @@ fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             continue;
         }
         let idx = ctx.shared.ks.partition_of_key(key);
-        let version = ctx.keys.with_partition(idx, |part| {
-            let w = part.watched.entry((db as u8, (*key).into())).or_default();
-            w.watchers += 1;
-            w.version
-        });
+        let version = ctx.keys.with_partition(idx, |part| part.watch(db, key));
         ctx.client.watched.push((db, key.to_vec(), version));
     }
     out.ok();
@@ -86,17 +82,7 @@ fn unwatch(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn unwatch_locked(keys: &mut KeyAccess<'_>, client: &mut Client) {
     for (db, key, _) in client.watched.drain(..) {
         let idx = keys.ks.partition_of_key(&key);
-        keys.with_partition(idx, |part| release_watch(part, db, key));
-    }
-}
-
-fn release_watch(part: &mut crate::store::Partition, db: usize, key: Vec<u8>) {
-    let k = (db as u8, key.into_boxed_slice());
-    if let Some(w) = part.watched.get_mut(&k) {
-        w.watchers -= 1;
-        if w.watchers == 0 {
-            part.watched.remove(&k);
-        }
+        keys.with_partition(idx, |part| part.unwatch(db, &key));
     }
 }
 
@@ -104,7 +90,7 @@ fn release_watch(part: &mut crate::store::Partition, db: usize, key: Vec<u8>) {
 pub fn unwatch_all(shared: &Node, client: &mut Client) {
     for (db, key, _) in client.watched.drain(..) {
         let idx = shared.ks.partition_of_key(&key);
-        release_watch(&mut shared.ks.lock(idx), db, key);
+        shared.ks.lock(idx).unwatch(db, &key);
     }
 }
 
@@ -171,7 +157,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let touched = ctx.client.watched.iter().any(|(db, key, version)| {
         let idx = ks.partition_of_key(key);
         let part = ctx.keys.locked.get(idx);
-        part.watched.get(&(*db as u8, key.clone().into_boxed_slice())).is_none_or(|w| w.version != *version)
+        part.watch_version(*db, key).is_none_or(|v| v != *version)
     });
     unwatch_locked(&mut ctx.keys, ctx.client);
     if touched {

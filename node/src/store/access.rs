@@ -370,8 +370,7 @@ impl Drop for EntryMut<'_> {
             self.part.settle_update(self.ks, db, self.slot, delta, kind);
         } else if delta != 0 {
             // Unchanged for clients, but e.g. a buffer was trimmed.
-            self.part.mem += delta;
-            self.ks.add_mem(delta);
+            self.part.account(self.ks, delta);
         }
     }
 }

@@ -71,10 +71,10 @@ impl Entry {
 
 /// One logical database's share of a partition.
 pub struct Db {
-    pub table: SlabTable<Entry>,
+    pub(super) table: SlabTable<Entry>,
     /// (expire_at, slot) for every key with a TTL: exact active expiry and
     /// volatile-ttl eviction without sampling.
-    pub expires: BTreeSet<(u64, u32)>,
+    pub(super) expires: BTreeSet<(u64, u32)>,
     /// The eviction policy's instance for this table: owns its queues.
     policy: AnyPolicy,
 }
@@ -152,13 +152,13 @@ impl Db {
     }
 
     #[inline]
-    pub fn entry_mut(&mut self, slot: u32) -> &mut Entry {
+    pub(super) fn entry_mut(&mut self, slot: u32) -> &mut Entry {
         self.table.get_mut(slot).expect("live slot")
     }
 
     /// Inserts an entry for a key known to be absent (its `meta` already
     /// set); the policy queues it and the expiry set takes its TTL.
-    pub fn insert(&mut self, hash: u64, entry: Entry, clock: &Clock) -> u32 {
+    pub(super) fn insert(&mut self, hash: u64, entry: Entry, clock: &Clock) -> u32 {
         let expire_at = entry.expire_at;
         let slot = self.table.insert_new(hash, entry);
         let (policy, mut entries) = self.policy_and_entries();
@@ -170,7 +170,7 @@ impl Db {
     }
 
     /// Removes the entry in `slot` from the policy, expiry set and index.
-    pub fn remove(&mut self, slot: u32) -> Entry {
+    pub(super) fn remove(&mut self, slot: u32) -> Entry {
         let (policy, mut entries) = self.policy_and_entries();
         policy.on_remove(&mut entries, slot);
         let expire_at = self.entry(slot).expire_at;
@@ -182,7 +182,7 @@ impl Db {
 
     /// Counts a read (`write` false) or write access for the policy.
     #[inline]
-    pub fn touch(&mut self, slot: u32, clock: &Clock, write: bool) {
+    pub(super) fn touch(&mut self, slot: u32, clock: &Clock, write: bool) {
         let (policy, mut entries) = self.policy_and_entries();
         if write {
             policy.on_update(&mut entries, slot, clock);
@@ -192,13 +192,13 @@ impl Db {
     }
 
     /// The policy's best victim here, as (score, slot): lower goes first.
-    pub fn eviction_candidate(&mut self, samples: usize, clock: &Clock) -> Option<(u64, u32)> {
+    pub(super) fn eviction_candidate(&mut self, samples: usize, clock: &Clock) -> Option<(u64, u32)> {
         let (policy, mut entries) = self.policy_and_entries();
         policy.candidate(&mut entries, samples, clock, &mut fast_rand)
     }
 
     /// Switches to another policy, which re-links every entry.
-    pub fn set_policy(&mut self, kind: PolicyKind, seed: u64, clock: &Clock) {
+    pub(super) fn set_policy(&mut self, kind: PolicyKind, seed: u64, clock: &Clock) {
         if self.policy.kind() == kind {
             return;
         }
@@ -213,7 +213,7 @@ impl Db {
     }
 
     /// Changes a key's expiry (0 = persist), keeping the expiry set in step.
-    pub fn set_expire(&mut self, slot: u32, expire_at: u64) {
+    pub(super) fn set_expire(&mut self, slot: u32, expire_at: u64) {
         let old = self.entry(slot).expire_at;
         if old == expire_at {
             return;
@@ -226,18 +226,13 @@ impl Db {
         }
         self.entry_mut(slot).expire_at = expire_at;
     }
-
-    /// Empties the table, keeping the policy kind.
-    pub fn clear(&mut self) {
-        *self = Db::new(self.policy.kind(), fast_rand());
-    }
 }
 
 /// WATCH bookkeeping for one key: bumped on every modification.
 #[derive(Default)]
 pub struct WatchState {
-    pub version: u64,
-    pub watchers: u32,
+    version: u64,
+    watchers: u32,
 }
 
 /// A key in one database: (db index, key bytes).
@@ -271,16 +266,16 @@ thread_local! {
 }
 
 pub struct Partition {
-    pub dbs: Box<[Db]>,
+    pub(super) dbs: Box<[Db]>,
     /// Bytes accounted to keys in this partition.
-    pub mem: i64,
+    mem: i64,
     /// Keys some client WATCHes, with their modification versions.
-    pub watched: HashMap<DbKey, WatchState>,
+    watched: HashMap<DbKey, WatchState>,
     /// Clients blocked (BLPOP & co.) on each key, in the order they blocked.
-    pub blocked: HashMap<DbKey, VecDeque<Arc<dyn Waiter>>>,
+    pub(super) blocked: HashMap<DbKey, VecDeque<Arc<dyn Waiter>>>,
     /// Keys with waiters written since this partition was last served,
     /// tagged with their `READY_SEQ`.
-    pub ready: Vec<(u64, DbKey)>,
+    pub(super) ready: Vec<(u64, DbKey)>,
     /// This partition's index in the keyspace (journal records name it).
     index: u32,
     /// Sequence number of the last change journaled here.
@@ -309,26 +304,11 @@ impl Partition {
         }
     }
 
-    /// Records a modification of `key` for WATCH.
-    #[inline]
-    pub fn touch_watched(&mut self, db: usize, key: &[u8]) {
-        bump_watch(&mut self.watched, db, key);
-    }
-
-    /// Marks every watched key of `db` (or of all dbs) as modified (FLUSHDB, SWAPDB).
-    pub fn touch_all_watched(&mut self, db: Option<usize>) {
-        for ((d, _), w) in self.watched.iter_mut() {
-            if db.is_none_or(|db| *d as usize == db) {
-                w.version += 1;
-            }
-        }
-    }
-
     /// Marks `key` ready when clients are blocked on it: the command that
     /// wrote it serves them before releasing this partition
     /// (`KeyAccess::serve_ready`).
     #[inline]
-    pub fn signal_ready(&mut self, db: usize, key: &[u8]) {
+    pub(super) fn signal_ready(&mut self, db: usize, key: &[u8]) {
         if self.blocked.is_empty() {
             return;
         }
@@ -355,6 +335,61 @@ impl Partition {
             f.expires += d.expires.len() as u64;
             f.ttl_sum_ms += d.expires.iter().map(|&(at, _)| at.saturating_sub(now_ms) as u128).sum::<u128>();
         }
+    }
+
+    /// Keys of database `db` in this partition.
+    pub fn db_len(&self, db: usize) -> usize {
+        self.dbs[db].len()
+    }
+
+    /// Live entries of database `db`, with their slots (KEYS).
+    pub fn entries(&self, db: usize) -> impl Iterator<Item = (u32, &Entry)> {
+        self.dbs[db].table.iter()
+    }
+
+    /// Slots of database `db`, live or free: SCAN cursors run below it.
+    pub fn slot_count(&self, db: usize) -> usize {
+        self.dbs[db].table.slot_count()
+    }
+
+    /// The live entry in `slot` of database `db`, if any (SCAN).
+    pub fn entry_at(&self, db: usize, slot: u32) -> Option<&Entry> {
+        self.dbs[db].table.get(slot)
+    }
+
+    /// A random live entry of database `db` (RANDOMKEY).
+    pub fn random_entry(&self, db: usize, rand: u64) -> Option<&Entry> {
+        let table = &self.dbs[db].table;
+        table.get(table.random_slot(rand)?)
+    }
+
+    /// `key`'s entry in database `db`, expired or not (MEMORY USAGE).
+    pub fn find_entry(&self, db: usize, key: &[u8]) -> Option<&Entry> {
+        let d = &self.dbs[db];
+        d.find(hash_bytes(key), key).map(|slot| d.entry(slot))
+    }
+
+    /// Registers a WATCH of `key`; returns its modification version.
+    pub fn watch(&mut self, db: usize, key: &[u8]) -> u64 {
+        let w = self.watched.entry((db as u8, key.into())).or_default();
+        w.watchers += 1;
+        w.version
+    }
+
+    /// Drops one WATCH of `key`.
+    pub fn unwatch(&mut self, db: usize, key: &[u8]) {
+        let k = (db as u8, Box::<[u8]>::from(key));
+        if let Some(w) = self.watched.get_mut(&k) {
+            w.watchers -= 1;
+            if w.watchers == 0 {
+                self.watched.remove(&k);
+            }
+        }
+    }
+
+    /// The modification version of a watched key (None when nobody watches it).
+    pub fn watch_version(&self, db: usize, key: &[u8]) -> Option<u64> {
+        self.watched.get(&(db as u8, Box::<[u8]>::from(key))).map(|w| w.version)
     }
 
     /// Keys in hash slot `slot`, which this partition must own.
@@ -412,12 +447,18 @@ impl Partition {
         }
     }
 
+    /// Counts `delta` more bytes held by this partition's keys.
+    #[inline]
+    pub(super) fn account(&mut self, ks: &Keyspace, delta: i64) {
+        if delta != 0 {
+            self.mem += delta;
+            ks.add_mem(delta);
+        }
+    }
+
     /// Settles an entry whose value changed in place by `mem_delta` bytes.
     pub(super) fn settle_update(&mut self, ks: &Keyspace, db: usize, slot: u32, mem_delta: i64, kind: ChangeKind) {
-        if mem_delta != 0 {
-            self.mem += mem_delta;
-            ks.add_mem(mem_delta);
-        }
+        self.account(ks, mem_delta);
         let wakes = self.dbs[db].entry(slot).value().wakes_blocked();
         self.settle_write(ks, db, slot, kind, wakes);
     }
