@@ -75,3 +75,41 @@ impl Keyspace {
         Some(freed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{KeyAccess, Value};
+    use smallvec::SmallVec;
+
+    fn set(ks: &Keyspace, key: &[u8]) {
+        let stats = StoreStats::default();
+        let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![ks.partition_of_key(key)];
+        let mut k = KeyAccess { ks, locked: ks.lock_set(&mut parts), db: 0, now_ms: 1, touch: true, stats: &stats };
+        k.set(key, Value::Str(b"v".to_vec()), 0, false);
+    }
+
+    fn del(ks: &Keyspace, key: &[u8]) {
+        let stats = StoreStats::default();
+        let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![ks.partition_of_key(key)];
+        let mut k = KeyAccess { ks, locked: ks.lock_set(&mut parts), db: 0, now_ms: 1, touch: true, stats: &stats };
+        assert!(k.delete(key));
+    }
+
+    #[test]
+    fn a_slot_reused_between_choosing_and_evicting_is_left_alone() {
+        let ks = Keyspace::new(1);
+        ks.set_policy(crate::config::EvictionPolicy::AllKeysRandom);
+        set(&ks, b"old");
+        let victim = ks.eviction_victim(5).expect("a victim");
+        assert_eq!(&*victim.key, b"old");
+        // Another client deletes the key and a new one takes its slot.
+        del(&ks, b"old");
+        set(&ks, b"new");
+        assert_eq!(ks.lock(0).dbs[0].find(crate::store::hash_bytes(b"new"), b"new"), Some(victim.slot));
+        let stats = StoreStats::default();
+        assert_eq!(ks.evict(&victim, &stats), None, "the new key must not be evicted");
+        assert_eq!(ks.lock(0).db_len(0), 1);
+        assert_eq!(stats.evicted.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
+}
