@@ -40,6 +40,12 @@ struct Loc {
 impl<'a> KeyAccess<'a> {
     #[inline]
     fn part_mut(&mut self, key: &[u8]) -> (u32, &mut Partition) {
+        // A command holding one partition declared all its keys in it (the
+        // common case): no need to hash the key again.
+        if let Some(idx) = self.locked.only() {
+            debug_assert_eq!(idx, self.ks.partition_of_key(key), "key outside the command's partition");
+            return (idx, self.locked.get(idx));
+        }
         let idx = self.ks.partition_of_key(key);
         (idx, self.locked.get(idx))
     }

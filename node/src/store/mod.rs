@@ -301,6 +301,15 @@ impl<'a> Locked<'a> {
         panic!("partition {idx} not locked by this command");
     }
 
+    /// The one partition held, when exactly one is.
+    #[inline]
+    pub fn only(&self) -> Option<u32> {
+        match self.guards.as_slice() {
+            [(idx, _)] if !self.all => Some(*idx),
+            _ => None,
+        }
+    }
+
     pub fn is_all(&self) -> bool {
         self.all
     }
