@@ -50,12 +50,21 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     recorder: Recorder,
     backoffs: Backoffs,
+    /// Restart counts already told with an Event, per "namespace/pod/container": each
+    /// restart gets one Warning Event, however many reconciles see it.
+    reported_restarts: std::sync::Mutex<std::collections::HashMap<String, i32>>,
 }
 
 impl Context {
     pub fn new(client: Client, metrics: Arc<Metrics>, instance: Option<String>) -> Self {
         let reporter = Reporter { controller: FIELD_MANAGER.to_owned(), instance };
-        Self { recorder: Recorder::new(client.clone(), reporter), client, metrics, backoffs: Backoffs::default() }
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            backoffs: Backoffs::default(),
+            reported_restarts: Default::default(),
+        }
     }
 }
 
@@ -212,6 +221,8 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     obs.ready = sts_status.ready_replicas.unwrap_or(0);
     obs.updated = rollout::updated_pods(&sts, &pods);
     obs.failing_pods = rollout::failing_pods(&pods, Timestamp::now());
+    obs.restarts = rollout::recent_restarts(&pods, Timestamp::now());
+    report_restarts(ctx, cc, &ns, &obs.restarts).await;
     let settled = step == Step::Complete && obs.ready >= obs.desired;
     obs.rollout = Some(step);
     write_status(cc, ctx, &obs).await?;
@@ -342,6 +353,47 @@ async fn evict(ctx: &Context, cc: &CacheCluster, pods: &Api<Pod>, pod: &str) -> 
             Ok(Step::Waiting { pod: pod.to_owned(), why: "to be recreated".to_owned() })
         }
         Err(source) => Err(Error::Evict { pod: pod.to_owned(), source }),
+    }
+}
+
+/// One Warning Event per container restart not told yet, on the pod: an OOM kill means the
+/// cache lost what it held and the memory limit is too tight.
+async fn report_restarts(ctx: &Context, cc: &CacheCluster, ns: &str, restarts: &[rollout::Restart]) {
+    let fresh: Vec<&rollout::Restart> = {
+        let mut told = ctx.reported_restarts.lock().unwrap_or_else(|e| e.into_inner());
+        restarts
+            .iter()
+            .filter(|r| {
+                let key = format!("{ns}/{}/{}", r.pod, r.container);
+                told.insert(key, r.count).is_none_or(|before| before < r.count)
+            })
+            .collect()
+    };
+    for r in fresh {
+        tracing::warn!(pod = %r.pod, container = %r.container, reason = %r.reason, restarts = r.count, "container restarted");
+        let related = ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("Pod".to_owned()),
+            name: Some(r.pod.clone()),
+            namespace: Some(ns.to_owned()),
+            ..Default::default()
+        };
+        let advice = if r.oom_killed() {
+            ": the pod's memory limit is too small for maxMemory plus overhead; raise resources.memory"
+        } else {
+            ""
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: if r.oom_killed() { "OOMKilled" } else { "ContainerRestarted" }.to_owned(),
+            note: Some(format!(
+                "Container {} of pod {} terminated ({}, exit code {}) and was restarted (restart {}); its data in RAM is lost{advice}",
+                r.container, r.pod, r.reason, r.exit_code, r.count
+            )),
+            action: "Observe".to_owned(),
+            secondary: Some(related),
+        };
+        publish(ctx, cc, &event).await;
     }
 }
 

@@ -128,6 +128,72 @@ pub fn failing_pods(pods: &[Pod], now: Timestamp) -> Vec<String> {
     out
 }
 
+/// How long after a container's last restart the cluster reports it (Degraded).
+pub const RESTART_WINDOW_SECONDS: i64 = 600;
+
+/// A container of a pod that terminated and was restarted by the kubelet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restart {
+    pub pod: String,
+    pub container: String,
+    /// The container's restart count (each restart is told once by it).
+    pub count: i32,
+    /// Why it last terminated, e.g. "OOMKilled", "Error".
+    pub reason: String,
+    pub exit_code: i32,
+    /// Seconds since it last terminated.
+    pub ago_seconds: i64,
+}
+
+impl Restart {
+    pub fn oom_killed(&self) -> bool {
+        self.reason == "OOMKilled"
+    }
+
+    /// A phrase for the Degraded condition.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: container {} restarted {} time{}, last {} (exit code {}) {}s ago",
+            self.pod,
+            self.container,
+            self.count,
+            if self.count == 1 { "" } else { "s" },
+            self.reason,
+            self.exit_code,
+            self.ago_seconds
+        )
+    }
+}
+
+/// Containers that were restarted within [`RESTART_WINDOW_SECONDS`]: a cache that restarts
+/// loses what it held in RAM (an OOM kill above all), which must never pass as "no problems".
+pub fn recent_restarts(pods: &[Pod], now: Timestamp) -> Vec<Restart> {
+    let mut out = Vec::new();
+    for p in pods {
+        let Some(status) = &p.status else { continue };
+        for c in status.container_statuses.iter().flatten() {
+            let Some(last) = c.last_state.as_ref().and_then(|s| s.terminated.as_ref()) else { continue };
+            if c.restart_count == 0 {
+                continue;
+            }
+            let finished = last.finished_at.as_ref().map_or(now, |t| t.0);
+            let ago = now.as_second() - finished.as_second();
+            if ago > RESTART_WINDOW_SECONDS {
+                continue;
+            }
+            out.push(Restart {
+                pod: pod_name(p),
+                container: c.name.clone(),
+                count: c.restart_count,
+                reason: last.reason.clone().unwrap_or_else(|| "Terminated".to_owned()),
+                exit_code: last.exit_code,
+                ago_seconds: ago.max(0),
+            });
+        }
+    }
+    out
+}
+
 /// The pod's ordinal if it belongs to StatefulSet `sts` (`<sts>-<n>`).
 fn ordinal(sts: &str, pod: &Pod) -> Option<i32> {
     pod.metadata.name.as_deref()?.strip_prefix(sts)?.strip_prefix('-')?.parse().ok()
@@ -288,5 +354,40 @@ mod tests {
         let failing = failing_pods(&[p], at(UNSCHEDULABLE_GRACE_SECONDS));
         assert_eq!(failing.len(), 1);
         assert!(failing[0].starts_with("demo-0: Unschedulable (pod has unbound"), "{failing:?}");
+    }
+
+    fn restarted(ordinal: i32, count: i32, reason: &str, finished_secs: i64) -> Pod {
+        use k8s_openapi::api::core::v1::ContainerStateTerminated;
+        let mut p = pod(ordinal, "v1", true);
+        p.status.as_mut().unwrap().container_statuses = Some(vec![ContainerStatus {
+            name: "node".into(),
+            restart_count: count,
+            last_state: Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    reason: Some(reason.into()),
+                    exit_code: 137,
+                    finished_at: Some(Time(Timestamp::from_second(finished_secs).unwrap())),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]);
+        p
+    }
+
+    #[test]
+    fn recent_restarts_are_reported_and_old_ones_forgotten() {
+        let now = Timestamp::from_second(10_000).unwrap();
+        let pods = [
+            restarted(0, 2, "OOMKilled", 10_000 - 30),
+            restarted(1, 1, "Error", 10_000 - RESTART_WINDOW_SECONDS - 1),
+            pod(2, "v1", true),
+        ];
+        let r = recent_restarts(&pods, now);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].oom_killed());
+        assert_eq!((r[0].pod.as_str(), r[0].count, r[0].ago_seconds), ("demo-0", 2, 30));
+        assert_eq!(r[0].describe(), "demo-0: container node restarted 2 times, last OOMKilled (exit code 137) 30s ago");
     }
 }

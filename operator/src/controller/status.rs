@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::{Condition, ConditionStatus};
 
-use super::rollout::Step;
+use super::rollout::{Restart, Step};
 
 /// What one reconciliation saw, in the terms the conditions report.
 #[derive(Clone, Debug, Default)]
@@ -19,6 +19,8 @@ pub struct Observation {
     pub invalid_spec: Option<String>,
     /// Pods that cannot start or keep running, e.g. "demo-0: CrashLoopBackOff (...)".
     pub failing_pods: Vec<String>,
+    /// Containers restarted lately (an OOM kill, a crash): what they held in RAM is gone.
+    pub restarts: Vec<Restart>,
     /// Where the rollout stands.
     pub rollout: Option<Step>,
     /// Monitoring asked for but impossible (ServiceMonitor CRD missing): the message.
@@ -44,6 +46,8 @@ pub mod reason {
     pub const COMPLETE: &str = "RolloutComplete";
     pub const CREATING: &str = "Creating";
     pub const PODS_FAILING: &str = "PodsFailing";
+    pub const OOM_KILLED: &str = "OOMKilled";
+    pub const RESTARTED: &str = "ContainerRestarted";
     pub const AS_EXPECTED: &str = "AsExpected";
     pub const SM_APPLIED: &str = "ServiceMonitorApplied";
     pub const SM_CRD_MISSING: &str = "ServiceMonitorCRDMissing";
@@ -92,6 +96,18 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
             status: True,
             reason: reason::PODS_FAILING,
             message: obs.failing_pods.join("; "),
+        }
+    } else if !obs.restarts.is_empty() {
+        let oom = obs.restarts.iter().any(|r| r.oom_killed());
+        let mut message = obs.restarts.iter().map(|r| r.describe()).collect::<Vec<_>>().join("; ");
+        if oom {
+            message.push_str("; the memory limit is too small for maxMemory plus overhead: raise resources.memory");
+        }
+        Verdict {
+            type_: Condition::DEGRADED,
+            status: True,
+            reason: if oom { reason::OOM_KILLED } else { reason::RESTARTED },
+            message,
         }
     } else {
         Verdict {
@@ -262,5 +278,26 @@ mod tests {
         let merged = merge(&[foreign, stale_progressing], &verdicts(&obs), Some(1), &time(5));
         assert!(merged.iter().any(|c| c.type_ == "ExternalCheck"));
         assert!(merged.iter().all(|c| c.type_ != "Progressing"));
+    }
+
+    #[test]
+    fn a_restart_is_degraded_and_an_oom_kill_says_so() {
+        let restart = |reason: &str| Restart {
+            pod: "demo-0".into(),
+            container: "node".into(),
+            count: 1,
+            reason: reason.into(),
+            exit_code: 137,
+            ago_seconds: 5,
+        };
+        let obs = Observation { desired: 1, ready: 1, restarts: vec![restart("OOMKilled")], ..Default::default() };
+        let v = verdicts(&obs);
+        let d = find(&v, "Degraded");
+        assert_eq!((d.status, d.reason), (ConditionStatus::True, reason::OOM_KILLED));
+        assert!(d.message.contains("raise resources.memory"), "{}", d.message);
+        let obs = Observation { desired: 1, ready: 1, restarts: vec![restart("Error")], ..Default::default() };
+        assert_eq!(find(&verdicts(&obs), "Degraded").reason, reason::RESTARTED);
+        let healthy = Observation { desired: 1, ready: 1, ..Default::default() };
+        assert_eq!(find(&verdicts(&healthy), "Degraded").status, ConditionStatus::False);
     }
 }
