@@ -431,22 +431,57 @@ fn move_cmd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 // ------------------------------------------------- KEYS, SCAN, RANDOMKEY
 
+/// Keys copied out of one partition while it is locked, matched against the
+/// pattern once it is released: matching costs up to pattern × key length per
+/// key, and the partition's other clients must not wait for it.
+#[derive(Default)]
+struct KeyBatch {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl KeyBatch {
+    fn push(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// Calls `emit` for each key matching `pattern` (all when None), in
+    /// order, and empties the batch.
+    fn drain_matching(&mut self, pattern: Option<&[u8]>, mut emit: impl FnMut(&[u8])) {
+        let mut start = 0;
+        for &end in &self.ends {
+            let key = &self.bytes[start..end];
+            if pattern.is_none_or(|p| glob_match(p, key, false)) {
+                emit(key);
+            }
+            start = end;
+        }
+        self.bytes.clear();
+        self.ends.clear();
+    }
+}
+
 fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let pattern = args[1];
-    let every = pattern == b"*";
+    // Redis lists every key for "*" without matching (even the empty key).
+    let pattern = Some(args[1]).filter(|p| *p != b"*");
     let (ks, stats, db, now) = (ctx.keys.ks, ctx.keys.stats, ctx.keys.db, ctx.keys.now_ms);
     // Bulk strings encode the same in RESP2 and RESP3.
     let mut found = Reply { buf: Vec::new(), resp3: out.resp3 };
     let mut n = 0;
-    ctx.keys.for_each_partition(|part| {
-        KeyAccess::purge_expired(ks, part, db, now, stats);
-        for (_, e) in part.entries(db) {
-            if every || glob_match(pattern, &e.key, false) {
-                found.bulk(&e.key);
-                n += 1;
+    let mut batch = KeyBatch::default();
+    for part in 0..ks.num_partitions() as u32 {
+        ctx.keys.with_partition(part, |p| {
+            KeyAccess::purge_expired(ks, p, db, now, stats);
+            for (_, e) in p.entries(db) {
+                batch.push(&e.key);
             }
-        }
-    });
+        });
+        batch.drain_matching(pattern, |key| {
+            found.bulk(key);
+            n += 1;
+        });
+    }
     out.array(n);
     out.raw(&found.buf);
     Ok(())
@@ -497,9 +532,9 @@ impl<'a> ScanOptions<'a> {
         Ok(o)
     }
 
-    fn wants(&self, e: &Entry) -> bool {
-        self.pattern.is_none_or(|p| glob_match(p, &e.key, false))
-            && self.type_name.is_none_or(|t| t.eq_ignore_ascii_case(e.value().type_name().as_bytes()))
+    /// The TYPE filter; MATCH is applied outside the partition lock.
+    fn wants_type(&self, e: &Entry) -> bool {
+        self.type_name.is_none_or(|t| t.eq_ignore_ascii_case(e.value().type_name().as_bytes()))
     }
 }
 
@@ -517,6 +552,7 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
     let max_probes = opts.count.saturating_mul(10);
     let max_visits = opts.count.saturating_mul(10).max(MIN_PARTITIONS_PER_CALL);
     let (mut examined, mut probes, mut visits) = (0usize, 0usize, 0usize);
+    let mut batch = KeyBatch::default();
     while part < parts {
         let stopped_at = keys.with_partition(part as u32, |p| {
             KeyAccess::purge_expired(ks, p, db, now, stats);
@@ -527,14 +563,15 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
                 probes += 1;
                 if let Some(e) = p.entry_at(db, slot as u32) {
                     examined += 1;
-                    if opts.wants(e) {
-                        emit(&e.key);
+                    if opts.wants_type(e) {
+                        batch.push(&e.key);
                     }
                 }
                 slot += 1;
             }
             None
         });
+        batch.drain_matching(opts.pattern, &mut emit);
         if let Some(s) = stopped_at {
             return encode_cursor(part, s);
         }
