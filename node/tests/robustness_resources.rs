@@ -226,6 +226,42 @@ fn the_open_files_limit_is_raised_for_maxclients_when_the_hard_limit_allows() {
     assert!(!node.logs().contains("maxclients reduced"));
 }
 
+#[test]
+fn out_of_descriptors_the_node_backs_off_logs_little_and_catches_up() {
+    let node = Wrapped::start(&["prlimit", "--nofile=1024:1024"], STRATA_BIN, STRATA_ARGS);
+    let pid = node.child.id();
+    let mut control = node.conn();
+    // Lower the limit under the running node: past 20 more descriptors,
+    // accepts fail with EMFILE.
+    let open = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().count();
+    let limit = format!("--nofile={0}:{0}", open + 20);
+    assert!(Command::new("prlimit").args(["--pid", &pid.to_string(), &limit]).status().unwrap().success());
+    let mut conns: Vec<TcpStream> = (0..60).map(|_| TcpStream::connect(("127.0.0.1", node.port)).unwrap()).collect();
+    for c in &mut conns {
+        c.write_all(b"PING\r\n").unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let logs = node.logs();
+    let failures = logs.matches("accept failed").count();
+    assert!((1..=5).contains(&failures), "{failures} accept failures logged in 3 s:\n{logs}");
+    let answered = |c: &mut TcpStream, wait: Duration| {
+        c.set_read_timeout(Some(wait)).unwrap();
+        let mut pong = [0u8; 7];
+        c.read_exact(&mut pong).is_ok() && &pong == b"+PONG\r\n"
+    };
+    let (mut served, mut waiting) = (Vec::new(), Vec::new());
+    for mut c in conns {
+        if answered(&mut c, Duration::from_millis(50)) { served.push(c) } else { waiting.push(c) }
+    }
+    assert!(!served.is_empty() && !waiting.is_empty(), "{} served, {} waiting", served.len(), waiting.len());
+    assert_eq!(control.cmd(&["PING"]), Frame::simple("PONG"), "the node stays responsive");
+    // Once descriptors free up, the queued clients are served.
+    drop(served);
+    for (i, mut c) in waiting.into_iter().enumerate() {
+        assert!(answered(&mut c, Duration::from_secs(5)), "queued connection {i} was never served");
+    }
+}
+
 /// Opens connections to `port` one by one, each given 300 ms, while the
 /// server does not accept: how many the kernel queued for it.
 fn queued_while_stopped(pid: u32, port: u16, tries: usize) -> (usize, Vec<TcpStream>) {
