@@ -33,6 +33,8 @@ pub const DATABASES: usize = 16;
 pub struct StartupConfig {
     pub binds: Vec<String>,
     pub port: u16,
+    /// Listen backlog of the TCP listeners.
+    pub tcp_backlog: u32,
     pub unixsocket: Option<PathBuf>,
     pub unixsocketperm: Option<u32>,
     pub threads: usize,
@@ -55,6 +57,7 @@ impl StartupConfig {
         StartupConfig {
             binds: Vec::new(),
             port: 0,
+            tcp_backlog: 0,
             unixsocket: None,
             unixsocketperm: None,
             threads: crate::sys::cpu::allowed_cpus().len().max(1),
@@ -189,6 +192,10 @@ impl Config {
                 given.push(p.name);
             }
         }
+        if startup.metrics_bind.is_empty() {
+            // Unset: as exposed as the Redis port, no more.
+            startup.metrics_bind = startup.binds.first().cloned().unwrap_or_else(|| "127.0.0.1".into());
+        }
         if given.contains(&"fsync-interval") && startup.durability != Durability::Periodic {
             return Err("fsync-interval applies only to durability periodic".into());
         }
@@ -227,6 +234,20 @@ mod tests {
         std::fs::write(&f, "bogus 1\n").unwrap();
         let cli = Cli::parse_from(["strata-node", "--config", f.to_str().unwrap()]);
         assert!(Config::from_cli(cli).is_err());
+    }
+
+    #[test]
+    fn metrics_bind_follows_the_first_bind_unless_set_and_backlog_defaults_to_redis() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["strata-node"];
+            argv.extend_from_slice(args);
+            Config::from_cli(Cli::parse_from(argv)).unwrap().startup
+        };
+        let c = parse(&[]);
+        assert_eq!((c.metrics_bind.as_str(), c.tcp_backlog), ("127.0.0.1", 511));
+        assert_eq!(parse(&["--bind", "10.0.0.5 127.0.0.1"]).metrics_bind, "10.0.0.5");
+        assert_eq!(parse(&["--bind", "0.0.0.0", "--metrics-bind", "127.0.0.1"]).metrics_bind, "127.0.0.1");
+        assert_eq!(parse(&["--tcp-backlog", "64"]).tcp_backlog, 64);
     }
 
     #[test]

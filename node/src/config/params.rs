@@ -198,6 +198,17 @@ pub static PARAMS: &[Param] = &[
         live: None, get: |c| c.startup.binds.join(" "), rewrite: false, secret: false,
     },
     Param {
+        name: "tcp-backlog", aliases: &[], group: "Network",
+        help: "Listen backlog of the TCP port: connections the kernel queues while the node accepts \
+               (capped by net.core.somaxconn).",
+        default: Some("511"), kind: COUNT,
+        store: Store::Startup(|c, v| {
+            c.tcp_backlog = v.int() as u32;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.tcp_backlog.to_string(), rewrite: false, secret: false,
+    },
+    Param {
         name: "port", aliases: &[], group: "Network",
         help: "TCP port for Redis clients; 0 disables TCP.",
         default: Some("6379"), kind: PORT,
@@ -338,8 +349,9 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "metrics-bind", aliases: &[], group: "Metrics",
-        help: "Address the metrics endpoint binds to.",
-        default: Some("0.0.0.0"), kind: Kind::Text,
+        help: "Address the metrics endpoint binds to; by default the first `bind` address, so the endpoint is \
+               exposed no wider than the Redis port.",
+        default: None, kind: Kind::Text,
         store: Store::Startup(|c, v| {
             c.metrics_bind = v.text();
             Ok(())

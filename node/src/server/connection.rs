@@ -12,6 +12,7 @@ use crate::session::client::{Client, ClientInfo, PushMsg};
 use crate::store::PendingRead;
 use crate::sys::socket::ClientSocket;
 use smallvec::SmallVec;
+use std::cell::RefCell;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,6 +23,17 @@ use tokio::sync::mpsc;
 use tracing::debug;
 
 const READ_CHUNK: usize = 16 * 1024;
+/// Largest buffer kept as a worker's spare; bigger ones, grown for a big
+/// request or reply, are freed.
+const MAX_SPARE: usize = 64 * 1024;
+
+thread_local! {
+    /// Each worker's spare read and output buffers. A connection takes them
+    /// when input arrives and gives them back once a batch leaves nothing
+    /// in them, so an idle connection holds no buffer (as Redis's reusable
+    /// query buffer) and a busy one does not allocate per request.
+    static SPARE: RefCell<(Vec<u8>, Vec<u8>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
 /// Replies accumulated past this size are written before more requests run,
 /// so a pipeline of large replies to a slow reader cannot grow the output
 /// buffer without bound (the reader's socket applies back-pressure).
@@ -145,13 +157,16 @@ impl ConnState {
         shared.clients.add(info.clone());
         let authenticated = !shared.config.runtime.has_password.load(Relaxed);
         let client = Client::new(info.clone(), authenticated);
-        let mut bufs = Buffers { rbuf: Vec::with_capacity(READ_CHUNK), start: 0, out: Reply::new(false), accounted: 0 };
-        bufs.account(shared);
+        // No buffers until input arrives.
+        let bufs = Buffers { rbuf: Vec::new(), start: 0, out: Reply { buf: Vec::new(), resp3: false }, accounted: 0 };
         ConnState { info, push_rx, client, bufs, seen_epoch: 0 }
     }
 
     /// Clean-up when the connection ends: subscriptions, watches, registry, memory.
     fn close(mut self, shared: &Shared, worker: usize) {
+        self.bufs.rbuf.clear();
+        self.bufs.out.buf.clear();
+        self.bufs.release();
         shared.pubsub.unsubscribe_all(&mut self.client);
         crate::commands::transactions::unwatch_all(&shared.node, &mut self.client);
         shared.memory.add_connection_bytes(-self.bufs.accounted);
@@ -200,6 +215,42 @@ impl Buffers {
         }
         if self.out.buf.capacity() > 64 * 1024 && self.out.buf.is_empty() {
             self.out.buf.shrink_to(16 * 1024);
+        }
+    }
+
+    /// Room to read into: the worker's spare buffer if this connection has
+    /// none (called once input is there).
+    fn make_room(rbuf: &mut Vec<u8>) {
+        if rbuf.capacity() == 0 {
+            *rbuf = SPARE.with_borrow_mut(|spare| std::mem::take(&mut spare.0));
+        }
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 2 {
+            rbuf.reserve(READ_CHUNK);
+        }
+    }
+
+    /// The worker's spare output buffer for a batch of replies, if this
+    /// connection has none.
+    fn take_out(&mut self) {
+        if self.out.buf.capacity() == 0 {
+            self.out.buf = SPARE.with_borrow_mut(|spare| std::mem::take(&mut spare.1));
+        }
+    }
+
+    /// Gives empty buffers back to the worker (call with every reply written
+    /// and every complete request consumed).
+    fn release(&mut self) {
+        fn give_back(buf: &mut Vec<u8>, spare: &mut Vec<u8>) {
+            let buf = std::mem::take(buf);
+            if spare.capacity() == 0 && buf.capacity() <= MAX_SPARE {
+                *spare = buf;
+            }
+        }
+        if self.rbuf.is_empty() && self.rbuf.capacity() > 0 {
+            SPARE.with_borrow_mut(|spare| give_back(&mut self.rbuf, &mut spare.0));
+        }
+        if self.out.buf.is_empty() && self.out.buf.capacity() > 0 {
+            SPARE.with_borrow_mut(|spare| give_back(&mut self.out.buf, &mut spare.1));
         }
     }
 }
@@ -284,12 +335,9 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                 tokio::time::sleep(Duration::from_secs(idle)).await
             }
         };
-        if bufs.rbuf.capacity() - bufs.rbuf.len() < READ_CHUNK / 2 {
-            bufs.rbuf.reserve(READ_CHUNK);
-        }
         tokio::select! {
             biased;
-            r = stream.read_buf(&mut bufs.rbuf) => match r {
+            r = stream.read_buf(&mut bufs.rbuf, Buffers::make_room) => match r {
                 Ok(0) | Err(_) => break 'conn,
                 Ok(n) => ServerStats::add(&metrics.server.net_input_bytes, n as u64),
             },
@@ -311,6 +359,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
         }
 
         // Execute everything complete, handling blocking commands in between.
+        bufs.take_out();
         loop {
             let step = process(shared, metrics, client, bufs, &mut req);
             match step {
@@ -340,6 +389,9 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                         cmd.block.unregister(&shared.ks);
                         break 'conn;
                     }
+                    // Blocked clients can be many and wait long: without buffers.
+                    bufs.compact();
+                    bufs.release();
                     if !wait_blocked(stream, shared, metrics, client, bufs, &mut attention, cmd).await {
                         break 'conn;
                     }
@@ -353,6 +405,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
             break;
         }
         bufs.compact();
+        bufs.release();
         bufs.account(shared);
         info.qbuf.store(bufs.rbuf.len(), Relaxed);
     }
@@ -533,7 +586,7 @@ async fn wait_blocked(
         let gave_up = tokio::select! {
             _ = block.waiter.woken() => None,
             _ = sleep => Some(true),
-            r = stream.read_buf(&mut bufs.rbuf) => match r {
+            r = stream.read_buf(&mut bufs.rbuf, Buffers::make_room) => match r {
                 // Input while blocked is kept for after; EOF means the client left.
                 Ok(0) | Err(_) => Some(false),
                 Ok(n) => {

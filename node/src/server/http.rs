@@ -4,28 +4,34 @@
 //! Scrapers and probes send one small GET per connection, so this is a
 //! one-request-per-connection server (`Connection: close`) on the acceptor's
 //! runtime rather than a full HTTP stack: no extra dependencies, and every
-//! connection is bounded in time, header size and number.
+//! connection is bounded in time, header size and number. Idle or trickling
+//! connections cannot keep probes out: at the limit, a new connection takes
+//! the place of the oldest one still waiting for its request.
 
-use super::Shared;
+use super::{AcceptErrors, Shared};
 use crate::metrics::exposition;
+use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
 use tracing::debug;
 
-/// How long a client may take to send its request head.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to send its request head: probes and
+/// scrapers send it at once, and a slow one holds a connection no longer.
+const READ_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a client may take to accept our response.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest request head (request line and headers) accepted.
 const MAX_HEAD: usize = 8 * 1024;
-/// Connections served at once; more are closed at once (probes and
-/// scrapers need a handful, a flood must not exhaust memory).
-const MAX_CONNECTIONS: usize = 64;
+/// Connections open at once, which bounds the endpoint's descriptors and
+/// memory (the open files budget reserves them).
+pub(super) const MAX_CONNECTIONS: usize = 64;
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -44,29 +50,78 @@ pub async fn start(shared: Arc<Shared>) -> std::io::Result<SocketAddr> {
     Ok(addr)
 }
 
+/// The endpoint's connections: how many are open, and which of them still
+/// wait for their request, oldest first (each with the means to close it).
+#[derive(Default)]
+struct Slots {
+    open: usize,
+    next_id: u64,
+    waiting: BTreeMap<u64, oneshot::Sender<()>>,
+}
+
+/// A connection's place among the [`Slots`]; gives it back on drop.
+struct Slot {
+    id: u64,
+    slots: Arc<Mutex<Slots>>,
+    /// Resolves when a newer connection took its place.
+    evicted: oneshot::Receiver<()>,
+    /// Still counted once its request arrived (not evicted before).
+    serving: bool,
+}
+
+impl Slot {
+    /// A place for a new connection, closing the oldest waiting one if all
+    /// are taken; None when every connection is past its request.
+    fn admit(slots: &Arc<Mutex<Slots>>) -> Option<Slot> {
+        let mut s = slots.lock();
+        if s.open >= MAX_CONNECTIONS {
+            // Dropping its sender wakes and closes it.
+            s.waiting.pop_first()?;
+            s.open -= 1;
+        }
+        s.open += 1;
+        let id = s.next_id;
+        s.next_id += 1;
+        let (tx, evicted) = oneshot::channel();
+        s.waiting.insert(id, tx);
+        Some(Slot { id, slots: slots.clone(), evicted, serving: false })
+    }
+
+    /// The request arrived: no longer evictable.
+    fn requested(&mut self) {
+        self.serving = self.slots.lock().waiting.remove(&self.id).is_some();
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut s = self.slots.lock();
+        // An evicted connection was uncounted when it was evicted.
+        if s.waiting.remove(&self.id).is_some() || self.serving {
+            s.open -= 1;
+        }
+    }
+}
+
 async fn serve(listener: TcpListener, shared: Arc<Shared>, registry: Arc<Registry>) {
     let mut shutdown = shared.shutdown.subscribe();
-    let active = Arc::new(AtomicUsize::new(0));
+    let slots = Arc::new(Mutex::new(Slots::default()));
+    let mut accept_errors = AcceptErrors::default();
     loop {
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
-                    if active.load(Relaxed) >= MAX_CONNECTIONS {
+                    let Some(slot) = Slot::admit(&slots) else {
                         debug!(%peer, "metrics endpoint busy; closing connection");
                         continue;
-                    }
-                    active.fetch_add(1, Relaxed);
-                    let (shared, registry, active) = (shared.clone(), registry.clone(), active.clone());
-                    tokio::spawn(async move {
-                        handle(stream, &shared, &registry).await;
-                        active.fetch_sub(1, Relaxed);
-                    });
+                    };
+                    let (shared, registry) = (shared.clone(), registry.clone());
+                    tokio::spawn(async move { handle(stream, slot, &shared, &registry).await });
+                    // Let the new connection read its request before more are
+                    // accepted: a burst of connects must not evict it first.
+                    tokio::task::yield_now().await;
                 }
-                Err(e) => {
-                    // Usually out of file descriptors: back off instead of spinning.
-                    debug!("metrics accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+                Err(e) => accept_errors.failed("metrics endpoint", &e).await,
             },
             // Also fires if shutdown was requested before we subscribed, or
             // the sender is gone.
@@ -77,8 +132,16 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>, registry: Arc<Registr
 }
 
 /// Serves one request and closes the connection.
-async fn handle(mut stream: TcpStream, shared: &Shared, registry: &Registry) {
-    let response = match tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)).await {
+async fn handle(mut stream: TcpStream, mut slot: Slot, shared: &Shared, registry: &Registry) {
+    let head = tokio::select! {
+        head = tokio::time::timeout(READ_TIMEOUT, read_head(&mut stream)) => head,
+        _ = &mut slot.evicted => {
+            debug!("metrics connection closed to make room for a newer one");
+            return;
+        }
+    };
+    slot.requested();
+    let response = match head {
         Ok(Ok(Some(head))) => match parse_request(&head) {
             Ok(req) => route(&req, shared, registry),
             Err(status) => Response::error(status),
@@ -274,6 +337,37 @@ impl Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_connection_takes_the_place_of_the_oldest_waiting_one() {
+        let slots = Arc::new(Mutex::new(Slots::default()));
+        let mut held: Vec<Slot> = (0..MAX_CONNECTIONS).map(|_| Slot::admit(&slots).unwrap()).collect();
+        held[1].requested();
+        let newest = Slot::admit(&slots).unwrap();
+        assert!(held[0].evicted.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Closed));
+        assert!(held[2].evicted.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Empty));
+        // Connections past their request are never evicted: the oldest
+        // waiting one (held[2]) goes next.
+        let next = Slot::admit(&slots).unwrap();
+        assert!(held[2].evicted.try_recv().is_err_and(|e| e == oneshot::error::TryRecvError::Closed));
+        assert_eq!(slots.lock().open, MAX_CONNECTIONS);
+        drop(newest);
+        drop(next);
+        held.drain(..3);
+        assert_eq!(slots.lock().open, MAX_CONNECTIONS - 3);
+        for s in &mut held {
+            s.requested();
+        }
+        assert_eq!(slots.lock().waiting.len(), 0);
+        let extra: Vec<Slot> = (0..3).map(|_| Slot::admit(&slots).unwrap()).collect();
+        for mut s in extra {
+            s.requested();
+            held.push(s);
+        }
+        assert!(Slot::admit(&slots).is_none(), "all past their request: the newcomer is refused");
+        held.clear();
+        assert_eq!(slots.lock().open, 0);
+    }
 
     #[test]
     fn head_end_finds_the_blank_line() {

@@ -40,6 +40,8 @@ pub struct Shared {
     /// Ports actually bound (useful when 0 was asked for in tests).
     pub tcp_port: AtomicUsize,
     pub metrics_port: AtomicUsize,
+    /// Clients the open files limit leaves room for.
+    pub fd_clients: AtomicUsize,
     /// Which workers are active, and their load.
     pub balance: Balancer,
     /// Each worker's inbox for new and moved connections (set by `run`).
@@ -159,6 +161,7 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
         ops_samples: Mutex::new(OpsSampler::default()),
         tcp_port: AtomicUsize::new(0),
         metrics_port: AtomicUsize::new(0),
+        fd_clients: AtomicUsize::new(usize::MAX),
         balance: Balancer::new(threads, adaptive),
         worker_inbox: OnceLock::new(),
     })
@@ -166,6 +169,13 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
 
 /// Runs the node until SIGTERM/SIGINT; returns the process exit code.
 pub fn run(shared: Arc<Shared>) -> i32 {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("acceptor runtime");
+    // Every listener before any worker: a node that cannot listen exits at
+    // once, with nothing else to stop.
+    if !adjust_open_files_limit(&shared) {
+        return 1;
+    }
+    let Some(listeners) = rt.block_on(listen(&shared)) else { return 1 };
     let threads = shared.config.startup.threads;
     let affinity = shared.config.startup.cpu_affinity.clone();
     let mut senders = Vec::with_capacity(threads);
@@ -183,9 +193,8 @@ pub fn run(shared: Arc<Shared>) -> i32 {
     }
     let _ = shared.worker_inbox.set(senders);
 
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("acceptor runtime");
     let code = rt.block_on(async {
-        let code = acceptor_main(shared.clone()).await;
+        let code = acceptor_main(shared.clone(), listeners).await;
         // Workers stop once the shutdown signal reached their connections;
         // meanwhile this runtime keeps serving /readyz (503) and /metrics.
         let _ = tokio::task::spawn_blocking(move || {
@@ -269,13 +278,71 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     shared.balance.tick(worker, tick_no);
 }
 
-async fn acceptor_main(shared: Arc<Shared>) -> i32 {
+/// File descriptors the node keeps for itself besides its clients: Redis
+/// keeps 32 (listeners, logs, ...); a tokio runtime also holds two per
+/// thread (epoll and its waker), and the metrics endpoint its connections.
+fn reserved_fds(threads: usize) -> u64 {
+    32 + 2 * (threads as u64 + 1) + http::MAX_CONNECTIONS as u64
+}
+
+/// As Redis's adjustOpenFilesLimit: raises the open files limit to what
+/// maxclients needs, or else lowers maxclients to what fits (one warning),
+/// so clients over the limit get Redis's error rather than no answer at all.
+/// False when not even one client fits.
+fn adjust_open_files_limit(shared: &Shared) -> bool {
+    let reserved = reserved_fds(shared.config.startup.threads);
+    let maxclients = shared.config.runtime.maxclients.load(Relaxed) as u64;
+    let need = maxclients.saturating_add(reserved);
+    let Ok((soft, hard)) = crate::sys::process::open_files_limit() else { return true };
+    let mut limit = soft;
+    if soft < need {
+        // A privileged process may raise the hard limit too; any may go up to it.
+        let raised = crate::sys::process::set_open_files_limit(need, hard.max(need))
+            .map(|()| need)
+            .or_else(|_| crate::sys::process::set_open_files_limit(hard, hard).map(|()| hard));
+        limit = raised.unwrap_or(soft).max(soft);
+        if limit > soft {
+            info!("raised the open files limit from {soft} to {limit}");
+        }
+    }
+    let fit = limit.saturating_sub(reserved);
+    shared.fd_clients.store(fit.min(usize::MAX as u64) as usize, Relaxed);
+    if fit == 0 {
+        error!("the open files limit of {limit} is too low: the node needs {reserved} descriptors before any client");
+        return false;
+    }
+    if fit < maxclients {
+        shared.config.runtime.maxclients.store(fit as usize, Relaxed);
+        warn!(
+            "maxclients reduced from {maxclients} to {fit}: the open files limit is {limit} (hard limit {hard}) and the \
+             node keeps {reserved} for itself; raise 'ulimit -n' for more clients"
+        );
+    }
+    true
+}
+
+/// The node's listeners, bound before anything else starts.
+struct Listeners {
+    tcp: Vec<tokio::net::TcpListener>,
+    unix: Option<tokio::net::UnixListener>,
+}
+
+/// Binds the Redis port(s), the Unix socket and the metrics endpoint; None
+/// (after logging why) if any of them cannot be had.
+async fn listen(shared: &Arc<Shared>) -> Option<Listeners> {
     let sc = &shared.config.startup;
     let mut tcp = Vec::new();
     if sc.port != 0 {
+        if let Some(max) = crate::sys::process::somaxconn().filter(|&max| max < sc.tcp_backlog) {
+            // As Redis: the kernel silently caps it.
+            warn!(
+                "the TCP backlog setting of {} cannot be enforced because /proc/sys/net/core/somaxconn is set to \
+                 the lower value of {max}",
+                sc.tcp_backlog
+            );
+        }
         for addr in &sc.binds {
-            let bind = if addr.contains(':') && !addr.starts_with('[') { format!("[{addr}]") } else { addr.clone() };
-            match tokio::net::TcpListener::bind(format!("{bind}:{}", sc.port)).await {
+            match listen_tcp(addr, sc.port, sc.tcp_backlog).await {
                 Ok(l) => {
                     let local = l.local_addr().ok();
                     if let Some(a) = local {
@@ -285,38 +352,28 @@ async fn acceptor_main(shared: Arc<Shared>) -> i32 {
                     tcp.push(l);
                 }
                 Err(e) => {
-                    error!("cannot listen on {bind}:{}: {e}", sc.port);
-                    let _ = shared.shutdown.send(true);
-                    return 1;
+                    error!("could not create server TCP listening socket {addr}:{}: {e}", sc.port);
+                    return None;
                 }
             }
         }
     }
     let unix = match &sc.unixsocket {
-        Some(path) => {
-            let _ = std::fs::remove_file(path);
-            match tokio::net::UnixListener::bind(path) {
-                Ok(l) => {
-                    if let Some(perm) = sc.unixsocketperm {
-                        use std::os::unix::fs::PermissionsExt;
-                        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm));
-                    }
-                    info!(path = %path.display(), "listening on Unix socket");
-                    Some(l)
-                }
-                Err(e) => {
-                    error!("cannot listen on Unix socket {}: {e}", path.display());
-                    let _ = shared.shutdown.send(true);
-                    return 1;
-                }
+        Some(path) => match listen_unix(path, sc.unixsocketperm) {
+            Ok(l) => {
+                info!(path = %path.display(), "listening on Unix socket");
+                Some(l)
             }
-        }
+            Err(e) => {
+                error!("could not create server Unix socket {}: {e}", path.display());
+                return None;
+            }
+        },
         None => None,
     };
     if tcp.is_empty() && unix.is_none() {
         error!("no listener configured: set --port or --unixsocket");
-        let _ = shared.shutdown.send(true);
-        return 1;
+        return None;
     }
     if sc.metrics_port != 0 {
         match http::start(shared.clone()).await {
@@ -325,12 +382,97 @@ async fn acceptor_main(shared: Arc<Shared>) -> i32 {
                 info!(%addr, "serving /metrics, /healthz, /readyz");
             }
             Err(e) => {
-                error!("cannot start metrics endpoint on port {}: {e}", sc.metrics_port);
-                let _ = shared.shutdown.send(true);
-                return 1;
+                error!("could not create metrics endpoint socket {}:{}: {e}", sc.metrics_bind, sc.metrics_port);
+                return None;
             }
         }
     }
+    Some(Listeners { tcp, unix })
+}
+
+/// Listens on `host:port` with the configured backlog (tokio's bind uses
+/// its own), trying each address the host resolves to.
+async fn listen_tcp(host: &str, port: u16, backlog: u32) -> std::io::Result<tokio::net::TcpListener> {
+    // Accept "[::1]" as well as "::1".
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let mut last = None;
+    for addr in tokio::net::lookup_host((host, port)).await? {
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }?;
+        // As Redis: a restarted node binds while old connections linger in TIME_WAIT.
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(backlog)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address")))
+}
+
+/// Listens on a Unix socket path. A socket file left by a node that is gone
+/// is replaced; one a live process answers on, or a file that is not a
+/// socket, is left alone and refused.
+fn listen_unix(path: &std::path::Path, perm: Option<u32>) -> std::io::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => {
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    "Address already in use (another process listens on it)",
+                ));
+            }
+            std::fs::remove_file(path)?;
+        }
+        Ok(_) => return Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists and is not a socket")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let l = tokio::net::UnixListener::bind(path)?;
+    if let Some(perm) = perm {
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(perm));
+    }
+    Ok(l)
+}
+
+/// Connections closed since the most there were that make the acceptor
+/// return freed memory to the OS.
+const TRIM_AFTER_CLOSED: usize = 1000;
+
+/// Failed accepts: out of file descriptors (or memory) the pending
+/// connection stays queued, so back off rather than spin, and log at most
+/// once a second rather than flood the log.
+#[derive(Default)]
+pub(crate) struct AcceptErrors {
+    last_logged: Option<Instant>,
+    suppressed: u64,
+}
+
+impl AcceptErrors {
+    pub(crate) async fn failed(&mut self, what: &str, e: &std::io::Error) {
+        let now = Instant::now();
+        if self.last_logged.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1)) {
+            if self.suppressed > 0 {
+                warn!("{what}: accept failed: {e} ({} more since the last report)", self.suppressed);
+            } else {
+                warn!("{what}: accept failed: {e}");
+            }
+            self.last_logged = Some(now);
+            self.suppressed = 0;
+        } else {
+            self.suppressed += 1;
+        }
+        let exhausted = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM));
+        // Other errors (a connection reset while queued) concern one client only.
+        if exhausted {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
+    let sc = &shared.config.startup;
+    let Listeners { tcp, unix } = listeners;
+    let mut accept_errors = AcceptErrors::default();
     shared.ready.store(true, Relaxed);
     info!(
         threads = sc.threads,
@@ -343,8 +485,20 @@ async fn acceptor_main(shared: Arc<Shared>) -> i32 {
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
     let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
     let mut shutdown_rx = shared.shutdown.subscribe();
+    let mut trim = tokio::time::interval(Duration::from_secs(1));
+    let mut peak_clients = 0;
     loop {
         tokio::select! {
+            _ = trim.tick() => {
+                // glibc keeps what thousands of closed connections freed in
+                // its arenas (tens of MB per 10,000): hand it back to the OS.
+                let now = shared.clients.count();
+                peak_clients = peak_clients.max(now);
+                if peak_clients - now >= TRIM_AFTER_CLOSED {
+                    peak_clients = now;
+                    tokio::task::spawn_blocking(crate::sys::process::purge_allocator);
+                }
+            }
             r = accept_any(&tcp), if !tcp.is_empty() => {
                 match r {
                     Ok((stream, peer)) => {
@@ -353,7 +507,7 @@ async fn acceptor_main(shared: Arc<Shared>) -> i32 {
                             dispatch_conn(&shared, NewConn::Tcp(std, peer, local));
                         }
                     }
-                    Err(e) => { warn!("accept failed: {e}"); tokio::time::sleep(Duration::from_millis(10)).await; }
+                    Err(e) => accept_errors.failed("Redis port", &e).await,
                 }
             }
             r = async { unix.as_ref().expect("guarded").accept().await }, if unix.is_some() => {
@@ -364,7 +518,7 @@ async fn acceptor_main(shared: Arc<Shared>) -> i32 {
                             dispatch_conn(&shared, NewConn::Unix(std, path));
                         }
                     }
-                    Err(e) => { warn!("accept failed: {e}"); tokio::time::sleep(Duration::from_millis(10)).await; }
+                    Err(e) => accept_errors.failed("Unix socket", &e).await,
                 }
             }
             _ = sigterm.recv() => { info!("received SIGTERM, shutting down"); break; }
@@ -396,8 +550,12 @@ async fn accept_any(ls: &[tokio::net::TcpListener]) -> std::io::Result<(tokio::n
 }
 
 fn dispatch_conn(shared: &Shared, conn: NewConn) {
-    let maxclients = shared.config.runtime.maxclients.load(Relaxed);
-    if shared.clients.count() >= maxclients {
+    // Never more than the file descriptors allow, whatever CONFIG SET says.
+    let maxclients = shared.config.runtime.maxclients.load(Relaxed).min(shared.fd_clients.load(Relaxed));
+    // Connections handed to workers but not yet registered count too, or a
+    // storm of connects would overshoot.
+    let dispatched = (0..shared.config.startup.threads).map(|w| shared.balance.load(w).conns.load(Relaxed)).sum();
+    if shared.clients.count().max(dispatched) >= maxclients {
         crate::metrics::ServerStats::add(&shared.workers[0].server.rejected_connections, 1);
         reject_conn(conn);
         return;

@@ -46,3 +46,31 @@ pub fn rss_bytes() -> u64 {
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
     pages * page
 }
+
+/// The soft and hard limits on open files (RLIMIT_NOFILE); `u64::MAX` is unlimited.
+pub fn open_files_limit() -> std::io::Result<(u64, u64)> {
+    // SAFETY: getrlimit fills a zeroed struct.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok((r.rlim_cur as u64, r.rlim_max as u64))
+    }
+}
+
+/// Sets the limits on open files. Raising `hard` needs privilege
+/// (CAP_SYS_RESOURCE); any process may move `soft` up to `hard`.
+pub fn set_open_files_limit(soft: u64, hard: u64) -> std::io::Result<()> {
+    let r = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+    // SAFETY: setrlimit reads a fully initialised struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The kernel's cap on a listen backlog (`net.core.somaxconn`), if readable.
+pub fn somaxconn() -> Option<u32> {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn").ok()?.trim().parse().ok()
+}

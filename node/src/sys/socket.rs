@@ -41,15 +41,17 @@ impl ClientSocket {
         self.fd.as_ref().ok_or_else(lost)
     }
 
-    /// Reads what is available into `buf`'s spare capacity (growing it if
-    /// full); `Ok(0)` at end of stream.
-    pub async fn read_buf(&self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        if buf.capacity() == buf.len() {
-            buf.reserve(4096);
-        }
+    /// Waits for input, lets `make_room` give `buf` spare capacity (so a
+    /// connection waiting for input needs no buffer), then reads what is
+    /// available into it; `Ok(0)` at end of stream.
+    pub async fn read_buf(&self, buf: &mut Vec<u8>, make_room: impl Fn(&mut Vec<u8>)) -> io::Result<usize> {
         let afd = self.registered()?;
         loop {
             let mut guard = afd.readable().await?;
+            make_room(buf);
+            if buf.capacity() == buf.len() {
+                buf.reserve(4096);
+            }
             let spare = buf.spare_capacity_mut();
             let want = spare.len();
             // SAFETY: reading into the vector's spare capacity, within its length.

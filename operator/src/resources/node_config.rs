@@ -36,6 +36,9 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
         // Writing to a String cannot fail.
         let _ = writeln!(text, "{directive} {value}");
     };
+    // Clients come through Services and the kubelet probes the pod IP, so
+    // both ports listen on all interfaces; the node's own defaults are
+    // loopback (metrics-bind follows bind), so say it for each.
     line("bind", &"0.0.0.0");
     line("port", &REDIS_PORT);
     line("metrics-bind", &"0.0.0.0");
@@ -261,6 +264,21 @@ mod tests {
              maxmemory-policy allkeys-lru\n\
              durability none\n"
         );
+    }
+
+    #[test]
+    fn both_ports_listen_on_the_pod_ip_whatever_the_spec() {
+        for spec in [
+            json!({}),
+            json!({"cpu": {"pinning": true}, "resources": {"requests": {"cpu": "2", "memory": "1Gi"},
+                    "limits": {"cpu": "2", "memory": "1Gi"}}}),
+            json!({"durability": {"mode": "periodic", "fsyncInterval": "1s"}}),
+        ] {
+            let text = config(spec.clone()).unwrap();
+            assert_eq!(directive(&text, "bind").as_deref(), Some("0.0.0.0"), "{spec}");
+            // Explicit: the node's metrics-bind default is its first bind address.
+            assert_eq!(directive(&text, "metrics-bind").as_deref(), Some("0.0.0.0"), "{spec}");
+        }
     }
 
     #[test]
