@@ -75,20 +75,31 @@ pub enum Outcome {
     Pending(PendingRead),
 }
 
-/// Redis's reply for an unknown command, quoting up to the first args.
-fn unknown_command(args: &[&[u8]]) -> String {
-    let mut s = format!("ERR unknown command '{}', with args beginning with: ", lossy_trunc(args[0]));
+/// Redis's reply for an unknown command. As its `processCommand`: the name
+/// and the arguments are C strings (cut at a NUL), the name is cut at 128
+/// bytes, and arguments are quoted only while the list is under 128 bytes,
+/// each cut to what is left of those 128 — a huge request gets a short error.
+fn unknown_command(args: &[&[u8]]) -> Vec<u8> {
+    const QUOTED_MAX: usize = 128;
+    let c_str = |a: &[u8], max: usize| -> Vec<u8> {
+        let a = &a[..a.iter().position(|&b| b == 0).unwrap_or(a.len())];
+        a[..a.len().min(max)].to_vec()
+    };
+    let mut quoted = Vec::new();
     for a in args.iter().skip(1) {
-        s.push('\'');
-        s.push_str(&lossy_trunc(a));
-        s.push_str("' ");
+        if quoted.len() >= QUOTED_MAX {
+            break;
+        }
+        let room = QUOTED_MAX - quoted.len();
+        quoted.push(b'\'');
+        quoted.extend_from_slice(&c_str(a, room));
+        quoted.extend_from_slice(b"' ");
     }
+    let mut s = b"ERR unknown command '".to_vec();
+    s.extend_from_slice(&c_str(args[0], QUOTED_MAX));
+    s.extend_from_slice(b"', with args beginning with: ");
+    s.extend_from_slice(&quoted);
     s
-}
-
-fn lossy_trunc(a: &[u8]) -> String {
-    let a = &a[..a.len().min(128)];
-    String::from_utf8_lossy(a).into_owned()
 }
 
 /// True when the arity allows `n` arguments.

@@ -3,5 +3,8 @@
 mod parser;
 mod reply;
 
-pub use parser::{Limits, Parse, Request, parse_request, split_quoted};
-pub use reply::{Reply, format_double, format_g};
+pub use parser::{
+    FIXED_ERRORS, Limits, Parse, ProtoError, Request, expected_dollar, is_cross_protocol_attack, parse_request,
+    split_quoted, string2ll,
+};
+pub use reply::{ErrorText, Reply, format_double, format_g};

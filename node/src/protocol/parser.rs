@@ -56,15 +56,63 @@ pub enum Parse {
     /// total when known (lets the reader reserve a large bulk in one step).
     Incomplete { hint: usize },
     /// The client violated the protocol; reply with this error and close.
-    Error(&'static str),
+    Error(&'static ProtoError),
 }
 
-const ERR_MBULK_LEN: &str = "ERR Protocol error: invalid multibulk length";
-const ERR_BULK_LEN: &str = "ERR Protocol error: invalid bulk length";
-const ERR_BIG_MBULK: &str = "ERR Protocol error: too big mbulk count string";
-const ERR_BIG_BULK: &str = "ERR Protocol error: too big bulk count string";
-const ERR_BIG_INLINE: &str = "ERR Protocol error: too big inline request";
-const ERR_QUOTES: &str = "ERR Protocol error: unbalanced quotes in request";
+/// A protocol error's reply text, Redis's byte for byte: the "expected '$'"
+/// error quotes the raw offending byte, which need not be UTF-8.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ProtoError(&'static [u8]);
+
+impl ProtoError {
+    pub fn as_bytes(&self) -> &'static [u8] {
+        self.0
+    }
+}
+
+impl super::reply::ErrorText for ProtoError {
+    fn text(&self) -> &[u8] {
+        self.0
+    }
+}
+
+impl std::fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(self.0))
+    }
+}
+
+impl std::fmt::Debug for ProtoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", String::from_utf8_lossy(self.0))
+    }
+}
+
+pub const ERR_MBULK_LEN: &ProtoError = &ProtoError(b"ERR Protocol error: invalid multibulk length");
+pub const ERR_BULK_LEN: &ProtoError = &ProtoError(b"ERR Protocol error: invalid bulk length");
+pub const ERR_BIG_MBULK: &ProtoError = &ProtoError(b"ERR Protocol error: too big mbulk count string");
+pub const ERR_BIG_BULK: &ProtoError = &ProtoError(b"ERR Protocol error: too big bulk count string");
+pub const ERR_BIG_INLINE: &ProtoError = &ProtoError(b"ERR Protocol error: too big inline request");
+pub const ERR_QUOTES: &ProtoError = &ProtoError(b"ERR Protocol error: unbalanced quotes in request");
+pub const ERR_UNAUTH_MBULK: &ProtoError = &ProtoError(b"ERR Protocol error: unauthenticated multibulk length");
+pub const ERR_UNAUTH_BULK: &ProtoError = &ProtoError(b"ERR Protocol error: unauthenticated bulk length");
+
+/// Unauthenticated clients: Redis's `ll > 10` and `ll > 16384`.
+const UNAUTH_MAX_ARGS: i64 = 10;
+const UNAUTH_MAX_BULK: i64 = 16384;
+
+/// Every fixed error text the parser can return (the "expected '$'" family
+/// aside, see [`expected_dollar`]).
+pub const FIXED_ERRORS: [&ProtoError; 8] = [
+    ERR_MBULK_LEN,
+    ERR_BULK_LEN,
+    ERR_BIG_MBULK,
+    ERR_BIG_BULK,
+    ERR_BIG_INLINE,
+    ERR_QUOTES,
+    ERR_UNAUTH_MBULK,
+    ERR_UNAUTH_BULK,
+];
 
 /// Parses one request at the start of `buf` into `req` (cleared first).
 /// Inline requests that are blank lines are skipped: they return `Complete`
@@ -79,53 +127,80 @@ pub fn parse_request(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
     if buf[0] == b'*' { parse_multibulk(buf, limits, req) } else { parse_inline(buf, limits, req) }
 }
 
-/// Finds `\r\n` starting at `from`; returns the index of `\r`.
-#[inline]
-fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    while i + 1 < buf.len() {
-        match memchr_cr(&buf[i..]) {
-            Some(off) => {
-                let pos = i + off;
-                if pos + 1 < buf.len() && buf[pos + 1] == b'\n' {
-                    return Some(pos);
-                }
-                i = pos + 1;
+/// True for the command names Redis takes as a cross-protocol attack (an
+/// HTTP request's `POST` line or `Host:` header sent to the port): the
+/// connection is dropped without a reply (Redis's `securityWarningCommand`).
+pub fn is_cross_protocol_attack(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")
+}
+
+/// Where a header line (`*<n>` or `$<n>`) ends.
+enum Line {
+    /// Index of its CR.
+    Cr(usize),
+    Wait,
+    TooBig,
+}
+
+/// Finds a header's end as Redis does, with `strchr(p, '\r')` over a C
+/// string: the first CR, but a NUL before it means "no line" (for as long
+/// as the NUL stays). One byte must follow the CR; it is skipped, never
+/// checked. `start` is where the header begins: a line that cannot end
+/// within `max` bytes of it is an error (also when all of it arrived at
+/// once, so the answer does not depend on how the bytes were split).
+fn header_end(buf: &[u8], start: usize, max: usize) -> Line {
+    let stop = buf[start..].iter().position(|&b| b == b'\r' || b == 0).map(|i| start + i);
+    match stop {
+        Some(cr) if buf[cr] == b'\r' => {
+            if cr - start > max {
+                Line::TooBig
+            } else if cr + 1 < buf.len() {
+                Line::Cr(cr)
+            } else {
+                Line::Wait
             }
-            None => return None,
         }
+        _ if buf.len() - start > max => Line::TooBig,
+        _ => Line::Wait,
     }
-    None
 }
 
-#[inline]
-fn memchr_cr(s: &[u8]) -> Option<usize> {
-    s.iter().position(|&b| b == b'\r')
-}
-
-/// Parses a decimal integer the way Redis's `string2ll` does for lengths.
-fn parse_len(s: &[u8]) -> Option<i64> {
+/// Redis's `string2ll`, which decides which lengths are valid: an optional
+/// '-', then no leading zero ("0" alone is fine, "-0" and "007" are not),
+/// at most 20 characters, the whole `i64` range.
+pub fn string2ll(s: &[u8]) -> Option<i64> {
     if s.is_empty() || s.len() > 20 {
         return None;
     }
-    let (neg, digits) = if s[0] == b'-' { (true, &s[1..]) } else { (false, s) };
-    if digits.is_empty() {
+    if s == b"0" {
+        return Some(0);
+    }
+    let (neg, digits) = match s {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, s),
+    };
+    if !matches!(digits.first(), Some(b'1'..=b'9')) {
         return None;
     }
-    let mut v: i64 = 0;
+    let mut v: u64 = 0;
     for &c in digits {
         if !c.is_ascii_digit() {
             return None;
         }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
     }
-    Some(if neg { -v } else { v })
+    if neg {
+        // 2^63 is i64::MIN, which negation leaves as it is.
+        (v <= 1 << 63).then(|| (v as i64).wrapping_neg())
+    } else {
+        i64::try_from(v).ok()
+    }
 }
 
 /// The common header shape, plain digits then CRLF, read in one pass:
 /// `(index of the CR, value)`. `None` means "use the general path", which
-/// gives the same answer for every header this accepts (digits hold no CR,
-/// and 18 digits cannot overflow).
+/// gives the same answer for every header this accepts (digits hold no CR
+/// or NUL, a leading zero is left to it, and 18 digits cannot overflow).
 #[inline]
 fn digits_crlf(buf: &[u8], from: usize) -> Option<(usize, i64)> {
     let mut v: i64 = 0;
@@ -138,61 +213,57 @@ fn digits_crlf(buf: &[u8], from: usize) -> Option<(usize, i64)> {
         v = v * 10 + (c - b'0') as i64;
         i += 1;
     }
-    let crlf = i > from && buf.get(i) == Some(&b'\r') && buf.get(i + 1) == Some(&b'\n');
+    let leading_zero = i - from > 1 && buf[from] == b'0';
+    let crlf = i > from && !leading_zero && buf.get(i) == Some(&b'\r') && buf.get(i + 1) == Some(&b'\n');
     crlf.then_some((i, v))
 }
 
 fn parse_multibulk(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
-    let (nl, count) = match digits_crlf(buf, 1) {
-        Some((nl, v)) => (nl, Some(v)),
-        None => {
-            let Some(nl) = find_crlf(buf, 1) else {
-                if buf.len() > limits.max_inline_len {
-                    return Parse::Error(ERR_BIG_MBULK);
-                }
-                return Parse::Incomplete { hint: 0 };
-            };
-            (nl, parse_len(&buf[1..nl]))
-        }
+    let (cr, count) = match digits_crlf(buf, 1) {
+        Some((cr, v)) => (cr, Some(v)),
+        None => match header_end(buf, 0, limits.max_inline_len) {
+            Line::Cr(cr) => (cr, string2ll(&buf[1..cr])),
+            Line::Wait => return Parse::Incomplete { hint: 0 },
+            Line::TooBig => return Parse::Error(ERR_BIG_MBULK),
+        },
     };
-    let Some(count) = count else {
-        return Parse::Error(ERR_MBULK_LEN);
+    let count = match count {
+        Some(n) if n <= limits.max_multibulk_len as i64 => n,
+        _ => return Parse::Error(ERR_MBULK_LEN),
     };
-    let max_count = if limits.unauthenticated { 10 } else { limits.max_multibulk_len as i64 };
-    if count > max_count {
-        return Parse::Error(ERR_MBULK_LEN);
+    if limits.unauthenticated && count > UNAUTH_MAX_ARGS {
+        return Parse::Error(ERR_UNAUTH_MBULK);
     }
-    let mut pos = nl + 2;
+    let mut pos = cr + 2;
     if count <= 0 {
         // `*0` and `*-1` are empty requests: consume and ignore them.
         req.consumed = pos;
         return Parse::Complete;
     }
-    let max_bulk = if limits.unauthenticated { 16384 } else { limits.max_bulk_len as i64 };
     for _ in 0..count {
         if pos >= buf.len() {
             return Parse::Incomplete { hint: 0 };
         }
-        if buf[pos] != b'$' {
-            return Parse::Error(expected_dollar(buf[pos]));
-        }
-        let (nl, len) = match digits_crlf(buf, pos + 1) {
-            Some((nl, v)) => (nl, Some(v)),
-            None => {
-                let Some(nl) = find_crlf(buf, pos + 1) else {
-                    if buf.len() - pos > limits.max_inline_len {
-                        return Parse::Error(ERR_BIG_BULK);
-                    }
-                    return Parse::Incomplete { hint: 0 };
-                };
-                (nl, parse_len(&buf[pos + 1..nl]))
-            }
+        let fast = if buf[pos] == b'$' { digits_crlf(buf, pos + 1) } else { None };
+        let (cr, len) = match fast {
+            Some((cr, v)) => (cr, Some(v)),
+            // Redis checks for the '$' only once the line has ended.
+            None => match header_end(buf, pos, limits.max_inline_len) {
+                Line::Cr(_) if buf[pos] != b'$' => return Parse::Error(expected_dollar(buf[pos])),
+                Line::Cr(cr) => (cr, string2ll(&buf[pos + 1..cr])),
+                Line::Wait => return Parse::Incomplete { hint: 0 },
+                Line::TooBig => return Parse::Error(ERR_BIG_BULK),
+            },
         };
         let len = match len {
-            Some(l) if l >= 0 && l <= max_bulk => l as usize,
+            Some(l) if l >= 0 && l as u64 <= limits.max_bulk_len as u64 => l,
             _ => return Parse::Error(ERR_BULK_LEN),
         };
-        let start = nl + 2;
+        if limits.unauthenticated && len > UNAUTH_MAX_BULK {
+            return Parse::Error(ERR_UNAUTH_BULK);
+        }
+        let len = len as usize;
+        let start = cr + 2;
         let end = start + len;
         if end + 2 > buf.len() {
             return Parse::Incomplete { hint: end + 2 };
@@ -209,124 +280,51 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
     Parse::Complete
 }
 
-/// Redis reports the offending byte in this error; we keep a static table
-/// of messages for printable bytes so the error path allocates nothing.
-fn expected_dollar(got: u8) -> &'static str {
-    const MSGS: [&str; 95] = {
-        // Built at compile time for ' '..='~'.
-        [
-            "ERR Protocol error: expected '$', got ' '",
-            "ERR Protocol error: expected '$', got '!'",
-            "ERR Protocol error: expected '$', got '\"'",
-            "ERR Protocol error: expected '$', got '#'",
-            "ERR Protocol error: expected '$', got '$'",
-            "ERR Protocol error: expected '$', got '%'",
-            "ERR Protocol error: expected '$', got '&'",
-            "ERR Protocol error: expected '$', got '''",
-            "ERR Protocol error: expected '$', got '('",
-            "ERR Protocol error: expected '$', got ')'",
-            "ERR Protocol error: expected '$', got '*'",
-            "ERR Protocol error: expected '$', got '+'",
-            "ERR Protocol error: expected '$', got ','",
-            "ERR Protocol error: expected '$', got '-'",
-            "ERR Protocol error: expected '$', got '.'",
-            "ERR Protocol error: expected '$', got '/'",
-            "ERR Protocol error: expected '$', got '0'",
-            "ERR Protocol error: expected '$', got '1'",
-            "ERR Protocol error: expected '$', got '2'",
-            "ERR Protocol error: expected '$', got '3'",
-            "ERR Protocol error: expected '$', got '4'",
-            "ERR Protocol error: expected '$', got '5'",
-            "ERR Protocol error: expected '$', got '6'",
-            "ERR Protocol error: expected '$', got '7'",
-            "ERR Protocol error: expected '$', got '8'",
-            "ERR Protocol error: expected '$', got '9'",
-            "ERR Protocol error: expected '$', got ':'",
-            "ERR Protocol error: expected '$', got ';'",
-            "ERR Protocol error: expected '$', got '<'",
-            "ERR Protocol error: expected '$', got '='",
-            "ERR Protocol error: expected '$', got '>'",
-            "ERR Protocol error: expected '$', got '?'",
-            "ERR Protocol error: expected '$', got '@'",
-            "ERR Protocol error: expected '$', got 'A'",
-            "ERR Protocol error: expected '$', got 'B'",
-            "ERR Protocol error: expected '$', got 'C'",
-            "ERR Protocol error: expected '$', got 'D'",
-            "ERR Protocol error: expected '$', got 'E'",
-            "ERR Protocol error: expected '$', got 'F'",
-            "ERR Protocol error: expected '$', got 'G'",
-            "ERR Protocol error: expected '$', got 'H'",
-            "ERR Protocol error: expected '$', got 'I'",
-            "ERR Protocol error: expected '$', got 'J'",
-            "ERR Protocol error: expected '$', got 'K'",
-            "ERR Protocol error: expected '$', got 'L'",
-            "ERR Protocol error: expected '$', got 'M'",
-            "ERR Protocol error: expected '$', got 'N'",
-            "ERR Protocol error: expected '$', got 'O'",
-            "ERR Protocol error: expected '$', got 'P'",
-            "ERR Protocol error: expected '$', got 'Q'",
-            "ERR Protocol error: expected '$', got 'R'",
-            "ERR Protocol error: expected '$', got 'S'",
-            "ERR Protocol error: expected '$', got 'T'",
-            "ERR Protocol error: expected '$', got 'U'",
-            "ERR Protocol error: expected '$', got 'V'",
-            "ERR Protocol error: expected '$', got 'W'",
-            "ERR Protocol error: expected '$', got 'X'",
-            "ERR Protocol error: expected '$', got 'Y'",
-            "ERR Protocol error: expected '$', got 'Z'",
-            "ERR Protocol error: expected '$', got '['",
-            "ERR Protocol error: expected '$', got '\\'",
-            "ERR Protocol error: expected '$', got ']'",
-            "ERR Protocol error: expected '$', got '^'",
-            "ERR Protocol error: expected '$', got '_'",
-            "ERR Protocol error: expected '$', got '`'",
-            "ERR Protocol error: expected '$', got 'a'",
-            "ERR Protocol error: expected '$', got 'b'",
-            "ERR Protocol error: expected '$', got 'c'",
-            "ERR Protocol error: expected '$', got 'd'",
-            "ERR Protocol error: expected '$', got 'e'",
-            "ERR Protocol error: expected '$', got 'f'",
-            "ERR Protocol error: expected '$', got 'g'",
-            "ERR Protocol error: expected '$', got 'h'",
-            "ERR Protocol error: expected '$', got 'i'",
-            "ERR Protocol error: expected '$', got 'j'",
-            "ERR Protocol error: expected '$', got 'k'",
-            "ERR Protocol error: expected '$', got 'l'",
-            "ERR Protocol error: expected '$', got 'm'",
-            "ERR Protocol error: expected '$', got 'n'",
-            "ERR Protocol error: expected '$', got 'o'",
-            "ERR Protocol error: expected '$', got 'p'",
-            "ERR Protocol error: expected '$', got 'q'",
-            "ERR Protocol error: expected '$', got 'r'",
-            "ERR Protocol error: expected '$', got 's'",
-            "ERR Protocol error: expected '$', got 't'",
-            "ERR Protocol error: expected '$', got 'u'",
-            "ERR Protocol error: expected '$', got 'v'",
-            "ERR Protocol error: expected '$', got 'w'",
-            "ERR Protocol error: expected '$', got 'x'",
-            "ERR Protocol error: expected '$', got 'y'",
-            "ERR Protocol error: expected '$', got 'z'",
-            "ERR Protocol error: expected '$', got '{'",
-            "ERR Protocol error: expected '$', got '|'",
-            "ERR Protocol error: expected '$', got '}'",
-            "ERR Protocol error: expected '$', got '~'",
-        ]
-    };
-    if (b' '..=b'~').contains(&got) {
-        MSGS[(got - b' ') as usize]
-    } else {
-        "ERR Protocol error: expected '$', got something else"
+const DOLLAR_PREFIX: &[u8] = b"ERR Protocol error: expected '$', got '";
+const DOLLAR_LEN: usize = DOLLAR_PREFIX.len() + 2;
+
+/// "expected '$', got 'X'" for every byte X, built at compile time so the
+/// error path allocates nothing. Redis prints the byte as it is (`%c`).
+static EXPECTED_DOLLAR: [[u8; DOLLAR_LEN]; 256] = {
+    let mut table = [[0u8; DOLLAR_LEN]; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut i = 0;
+        while i < DOLLAR_PREFIX.len() {
+            table[b][i] = DOLLAR_PREFIX[i];
+            i += 1;
+        }
+        table[b][i] = b as u8;
+        table[b][i + 1] = b'\'';
+        b += 1;
     }
+    table
+};
+
+static DOLLAR_ERRORS: [ProtoError; 256] = {
+    let mut table = [ProtoError(b""); 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = ProtoError(&EXPECTED_DOLLAR[b]);
+        b += 1;
+    }
+    table
+};
+
+/// Redis's error for a request argument that is not a bulk string.
+pub fn expected_dollar(got: u8) -> &'static ProtoError {
+    &DOLLAR_ERRORS[got as usize]
 }
 
 /// Inline command: whitespace-separated words on one line, with Redis's
 /// quoting rules (`"a b"`, `'c'`, `"\x41\n"`).
 fn parse_inline(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
-    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
-        if buf.len() > limits.max_inline_len {
-            return Parse::Error(ERR_BIG_INLINE);
-        }
-        return Parse::Incomplete { hint: 0 };
+    // Redis's `strchr(p, '\n')` stops at a NUL: no line until it is gone.
+    let stop = buf.iter().position(|&b| b == b'\n' || b == 0);
+    let nl = match stop {
+        Some(nl) if buf[nl] == b'\n' => nl,
+        _ if buf.len() > limits.max_inline_len => return Parse::Error(ERR_BIG_INLINE),
+        _ => return Parse::Incomplete { hint: 0 },
     };
     if nl > limits.max_inline_len {
         return Parse::Error(ERR_BIG_INLINE);
@@ -334,7 +332,7 @@ fn parse_inline(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
     let line_end = if nl > 0 && buf[nl - 1] == b'\r' { nl - 1 } else { nl };
     let line = &buf[..line_end];
     req.consumed = nl + 1;
-    if line.iter().any(|&b| b == b'"' || b == b'\'' || b == 0) {
+    if line.iter().any(|&b| b == b'"' || b == b'\'') {
         return match split_quoted(line) {
             Some(words) => {
                 req.owned = Some(words);
@@ -352,7 +350,7 @@ fn parse_inline(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
             break;
         }
         let start = i;
-        while i < line.len() && !is_c_space(line[i]) {
+        while i < line.len() && !ends_word(line[i]) {
             i += 1;
         }
         req.args.push((start as u32, (i - start) as u32));
@@ -365,6 +363,13 @@ fn parse_inline(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
 #[inline]
 fn is_c_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// What ends an unquoted word in `sdssplitargs`: a shorter set than the
+/// `isspace` that skips blanks between words, so "a\x0bb" is one word.
+#[inline]
+fn ends_word(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 fn hex_val(c: u8) -> Option<u8> {
@@ -444,7 +449,7 @@ pub fn split_quoted(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     break;
                 }
                 match line[i] {
-                    c if is_c_space(c) => {
+                    c if ends_word(c) => {
                         break;
                     }
                     b'"' => in_dq = true,
@@ -501,10 +506,11 @@ mod tests {
 
     #[test]
     fn header_fast_path_agrees_with_general_path() {
-        let headers: [&[u8]; 12] = [
+        let headers: [&[u8]; 14] = [
             b"3\r\n",
             b"0\r\n",
             b"007\r\n",
+            b"00\r\n",
             b"123456789012345678\r\n",
             b"1234567890123456789\r\n",
             b"-1\r\n",
@@ -514,29 +520,61 @@ mod tests {
             b"5\r",
             b"\r\n",
             b"12a\r\n",
+            b"1\0\r\n",
         ];
         for h in headers {
-            let general = find_crlf(h, 0).map(|nl| (nl, parse_len(&h[..nl])));
-            if let Some((nl, v)) = digits_crlf(h, 0) {
-                assert_eq!(general, Some((nl, Some(v))), "{:?}", String::from_utf8_lossy(h));
+            let general = match header_end(h, 0, 64 * 1024) {
+                Line::Cr(cr) => Some((cr, string2ll(&h[..cr]))),
+                _ => None,
+            };
+            if let Some((cr, v)) = digits_crlf(h, 0) {
+                assert_eq!(general, Some((cr, Some(v))), "{:?}", String::from_utf8_lossy(h));
             }
         }
         // Shapes the fast path must leave to the general path.
         assert_eq!(digits_crlf(b"3\r\n", 0), Some((1, 3)));
+        assert_eq!(digits_crlf(b"0\r\n", 0), Some((1, 0)));
+        assert_eq!(digits_crlf(b"04\r\n", 0), None);
         assert_eq!(digits_crlf(b"-1\r\n", 0), None);
         assert_eq!(digits_crlf(b"1234567890123456789\r\n", 0), None);
         assert_eq!(digits_crlf(b"5\r", 0), None);
-        // Whole requests that take the general path still parse as before.
-        assert_eq!(parse(b"*1\r\n$0004\r\nPING\r\n").1, vec![b"PING".to_vec()]);
+        // Redis ends a header at the first CR and skips the byte after it.
+        assert_eq!(parse(b"*1\rx$4\r\nPING\r\n").1, vec![b"PING".to_vec()]);
         assert_eq!(parse(b"*-1\r\n").0, Parse::Complete);
+    }
+
+    #[test]
+    fn lengths_follow_string2ll() {
+        for ok in [&b"0"[..], b"1", b"-1", b"10", b"9223372036854775807", b"-9223372036854775808"] {
+            assert!(string2ll(ok).is_some(), "{:?}", String::from_utf8_lossy(ok));
+        }
+        for bad in
+            [&b""[..], b"-", b"-0", b"00", b"01", b"+1", b" 1", b"1 ", b"9223372036854775808", b"123456789012345678901"]
+        {
+            assert_eq!(string2ll(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(string2ll(b"-9223372036854775808"), Some(i64::MIN));
     }
 
     #[test]
     fn bad_lengths_are_errors() {
         assert_eq!(parse(b"*x\r\n").0, Parse::Error(ERR_MBULK_LEN));
+        assert_eq!(parse(b"*01\r\n$4\r\nPING\r\n").0, Parse::Error(ERR_MBULK_LEN));
+        assert_eq!(parse(b"*-0\r\n").0, Parse::Error(ERR_MBULK_LEN));
+        assert_eq!(parse(b"*2147483648\r\n").0, Parse::Error(ERR_MBULK_LEN));
+        assert_eq!(parse(b"*-9223372036854775808\r\n").0, Parse::Complete);
+        assert_eq!(parse(b"*1\r\n$04\r\nPING\r\n").0, Parse::Error(ERR_BULK_LEN));
+        assert_eq!(parse(b"*1\r\n$-0\r\n").0, Parse::Error(ERR_BULK_LEN));
         assert_eq!(parse(b"*1\r\n$-5\r\n").0, Parse::Error(ERR_BULK_LEN));
         assert_eq!(parse(b"*1\r\n$999999999999\r\n").0, Parse::Error(ERR_BULK_LEN));
-        assert_eq!(parse(b"*1\r\n:5\r\n").0, Parse::Error("ERR Protocol error: expected '$', got ':'"));
+        assert_eq!(parse(b"*1\r\n:5\r\n").0, Parse::Error(expected_dollar(b':')));
+        assert_eq!(expected_dollar(b':').as_bytes(), b"ERR Protocol error: expected '$', got ':'");
+        assert_eq!(expected_dollar(0xff).as_bytes(), b"ERR Protocol error: expected '$', got '\xff'");
+        // No line yet: Redis waits for the CR before looking at the '$'.
+        assert!(matches!(parse(b"*1\r\n:5").0, Parse::Incomplete { .. }));
+        // A NUL hides the CR after it, as from `strchr`.
+        assert!(matches!(parse(b"*1\0\r\n").0, Parse::Incomplete { .. }));
+        assert!(matches!(parse(b"PI\0NG\r\n").0, Parse::Incomplete { .. }));
     }
 
     #[test]
@@ -551,8 +589,11 @@ mod tests {
     fn unauthenticated_limits() {
         let limits = Limits { unauthenticated: true, ..Limits::default() };
         let mut req = Request::default();
-        assert_eq!(parse_request(b"*11\r\n", &limits, &mut req), Parse::Error(ERR_MBULK_LEN));
-        assert_eq!(parse_request(b"*1\r\n$16385\r\n", &limits, &mut req), Parse::Error(ERR_BULK_LEN));
+        assert_eq!(parse_request(b"*11\r\n", &limits, &mut req), Parse::Error(ERR_UNAUTH_MBULK));
+        assert_eq!(parse_request(b"*1\r\n$16385\r\n", &limits, &mut req), Parse::Error(ERR_UNAUTH_BULK));
+        assert!(matches!(parse_request(b"*10\r\n$16384\r\n", &limits, &mut req), Parse::Incomplete { .. }));
+        // Malformed counts are still "invalid", as Redis checks that first.
+        assert_eq!(parse_request(b"*011\r\n", &limits, &mut req), Parse::Error(ERR_MBULK_LEN));
     }
 
     #[test]
@@ -621,5 +662,9 @@ mod tests {
         assert!(split_quoted(br#"set "a"b"#).is_none());
         assert_eq!(split_quoted(b"a\0b c").unwrap(), vec![b"a".to_vec()], "NUL ends the line as in C");
         assert_eq!(parse(b"set \"x\r\n").0, Parse::Error(ERR_QUOTES));
+        // Vertical tab and form feed separate words but do not end one.
+        let words = vec![b"a\x0bb".to_vec(), b"c\x0b".to_vec(), b"d\x0c".to_vec()];
+        assert_eq!(split_quoted(b"a\x0bb \x0cc\x0b d\x0c").unwrap(), words);
+        assert_eq!(parse(b"a\x0bb \x0cc\x0b d\x0c\r\n").1, words);
     }
 }

@@ -7,6 +7,43 @@
 
 use std::io::Write;
 
+/// An error reply's text. Bytes, not only `str`: Redis echoes client bytes
+/// in some errors (a protocol error's offending byte, an unknown command's
+/// arguments) as they are, UTF-8 or not.
+pub trait ErrorText {
+    fn text(&self) -> &[u8];
+}
+
+impl ErrorText for str {
+    fn text(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl ErrorText for String {
+    fn text(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl ErrorText for std::borrow::Cow<'_, str> {
+    fn text(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl ErrorText for [u8] {
+    fn text(&self) -> &[u8] {
+        self
+    }
+}
+
+impl ErrorText for Vec<u8> {
+    fn text(&self) -> &[u8] {
+        self
+    }
+}
+
 /// The output buffer of one connection plus its protocol version.
 #[derive(Debug)]
 pub struct Reply {
@@ -44,9 +81,9 @@ impl Reply {
 
     /// An error; `msg` starts with its code (`ERR ...`, `WRONGTYPE ...`).
     /// Newlines are replaced by spaces, as Redis does, so the frame stays valid.
-    pub fn error(&mut self, msg: &str) {
+    pub fn error(&mut self, msg: &(impl ErrorText + ?Sized)) {
         self.buf.push(b'-');
-        for &b in msg.as_bytes() {
+        for &b in msg.text() {
             self.buf.push(if b == b'\r' || b == b'\n' { b' ' } else { b });
         }
         self.buf.extend_from_slice(b"\r\n");

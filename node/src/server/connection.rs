@@ -7,7 +7,7 @@ use super::{NewConn, Shared};
 use crate::commands::dispatch::{self, Outcome};
 use crate::commands::{BlockRequest, Woken};
 use crate::metrics::{ServerStats, WorkerMetrics};
-use crate::protocol::{Limits, Parse, Reply, Request, parse_request};
+use crate::protocol::{Limits, Parse, Reply, Request, is_cross_protocol_attack, parse_request};
 use crate::session::client::{Client, ClientInfo, PushMsg};
 use crate::store::PendingRead;
 use crate::sys::socket::ClientSocket;
@@ -429,11 +429,7 @@ fn process(
 ) -> Step {
     let rt = &shared.config.runtime;
     client.begin_batch();
-    let limits = Limits {
-        max_bulk_len: rt.proto_max_bulk_len.load(Relaxed),
-        unauthenticated: !client.authenticated,
-        ..Limits::default()
-    };
+    let mut limits = Limits { max_bulk_len: rt.proto_max_bulk_len.load(Relaxed), ..Limits::default() };
     // client-output-buffer-limit normal <hard>: replies not yet written.
     let obuf_limit = rt.obuf_limit_normal.load(Relaxed);
     loop {
@@ -441,6 +437,8 @@ fn process(
         if data.is_empty() {
             return Step::NeedMore;
         }
+        // An AUTH earlier in the batch lifts the limits for what follows.
+        limits.unauthenticated = !client.authenticated;
         match parse_request(data, &limits, req) {
             Parse::Incomplete { hint } => {
                 // Grow towards a large declared bulk in big steps, but never
@@ -472,6 +470,13 @@ fn process(
             if args.is_empty() {
                 bufs.start += consumed;
                 continue;
+            }
+            if is_cross_protocol_attack(args[0]) {
+                // An HTTP request's lines must not run as commands. As Redis:
+                // nothing more runs, and no reply of this batch is sent.
+                warn_cross_protocol();
+                bufs.out.buf.clear();
+                return Step::Close;
             }
             let reply_mark = bufs.out.len();
             // CLIENT REPLY SKIP applies to the command after the one that set it.
@@ -508,6 +513,20 @@ fn process(
         if bufs.out.len() >= OUT_FLUSH_AT {
             return Step::Flush;
         }
+    }
+}
+
+/// Redis's warning, logged at most once a minute (`securityWarningCommand`).
+fn warn_cross_protocol() {
+    static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let last = LAST.load(Relaxed);
+    if now.abs_diff(last) > 60 && LAST.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
+        tracing::warn!(
+            "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: commands to Redis. \
+             This is likely due to an attacker attempting to use Cross Protocol Scripting to compromise your Redis \
+             instance. Connection aborted."
+        );
     }
 }
 

@@ -93,6 +93,29 @@ pub fn wait_for(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
 }
 
+/// Sends raw bytes on a fresh TCP connection to `addr` and returns every
+/// byte answered until the peer closed (`true`) or `timeout` passed with
+/// nothing more (`false`).
+pub fn exchange_raw(addr: SocketAddr, bytes: &[u8], timeout: Duration) -> (Vec<u8>, bool) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap_or_else(|e| panic!("connecting to {addr}: {e}"));
+    s.set_read_timeout(Some(timeout)).unwrap();
+    // A server that closes early may reset the rest of a big write: what it
+    // answered before is still read below.
+    let _ = s.write_all(bytes);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    let closed = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+            Err(_) => break false,
+        }
+    };
+    (out, closed)
+}
+
 fn has_flag(args: &[String], flag: &str) -> bool {
     flag_value(args, flag).is_some() || args.iter().any(|a| a == flag)
 }
