@@ -15,7 +15,8 @@ const LS: u32 = flags::LOADING | flags::STALE;
 const NLS: u32 = flags::NOSCRIPT | LS;
 
 pub const COMMANDS: &[CommandDef] = &[
-    CommandDef::new("debug", -2, flags::ADMIN | NLS, Keys::Custom(debug_keys), debug).acl("@admin @slow @dangerous"),
+    CommandDef::new("debug", -2, flags::ADMIN | NLS | flags::PROTECTED, Keys::Custom(debug_keys), debug)
+        .acl("@admin @slow @dangerous"),
     CommandDef::new("memory", -2, 0, Keys::All, memory).acl("@slow").subs(MEMORY_SUBS),
 ];
 
@@ -58,7 +59,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         // Like Redis (strtod): a number that does not parse sleeps for 0 s.
         let secs = crate::base::parse_f64(args[2]).unwrap_or(0.0);
         if secs > 0.0 && secs.is_finite() {
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(1e9)));
+            sleep_unless_shutdown(ctx, std::time::Duration::from_secs_f64(secs.min(1e9)));
         }
         out.ok();
     } else if eq_ic(sub, "active-threads") && args.len() == 3 {
@@ -96,6 +97,20 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         .into());
     }
     Ok(())
+}
+
+/// Holds the worker for `total` as Redis does, but in short steps, so that a
+/// shutdown is not kept waiting for the whole sleep.
+fn sleep_unless_shutdown(ctx: &Ctx<'_>, total: std::time::Duration) {
+    const STEP: std::time::Duration = std::time::Duration::from_millis(10);
+    let deadline = std::time::Instant::now() + total;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || ctx.server.shutting_down() {
+            return;
+        }
+        std::thread::sleep(left.min(STEP));
+    }
 }
 
 /// An estimate of a value's RDB-serialized size: exact for strings short

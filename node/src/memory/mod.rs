@@ -57,6 +57,16 @@ impl Budget {
     }
 }
 
+/// Partitions a write at the limit sweeps for expired keys per window.
+const RECLAIM_WINDOW: u32 = 32;
+
+/// Room made below the limit once eviction starts, so that the writes that
+/// follow do not each pay for a victim search: a small fraction of the
+/// limit, at most 256 KiB.
+fn headroom(max: u64) -> u64 {
+    (max / 1024).min(256 * 1024)
+}
+
 /// Makes room before a write. Returns false when memory is over the limit
 /// and nothing more can be evicted (the write must get the OOM error).
 pub fn ensure_memory(
@@ -70,11 +80,14 @@ pub fn ensure_memory(
     if max == 0 || budget.used(ks) <= max {
         return true;
     }
-    // Dead data goes first, whatever the policy.
+    // Dead data goes first, whatever the policy; only when some key's
+    // deadline has passed since the last sweep.
     let now = crate::store::now_ms();
-    expiry.run_cycle(ks, stats, now, ks.num_partitions() as u32);
-    if budget.used(ks) <= max {
-        return true;
+    if ks.may_have_expired(now) {
+        expiry.reclaim(ks, stats, now, RECLAIM_WINDOW, || budget.used(ks) <= max);
+        if budget.used(ks) <= max {
+            return true;
+        }
     }
     let kind = rt.policy();
     if !kind.evicts() {
@@ -85,14 +98,27 @@ pub fn ensure_memory(
         ks.set_policy(kind);
     }
     let samples = rt.maxmemory_samples.load(Relaxed);
+    let target = max - headroom(max);
     for _ in 0..MAX_EVICTIONS_PER_CALL {
-        if budget.used(ks) <= max {
+        if budget.used(ks) <= target {
             return true;
         }
         let Some(victim) = ks.eviction_victim(samples) else {
-            return false;
+            return budget.used(ks) <= max;
         };
         ks.evict(&victim, stats);
     }
     budget.used(ks) <= max
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headroom_is_small() {
+        assert_eq!(headroom(64 << 20), 64 << 10);
+        assert_eq!(headroom(1 << 40), 256 << 10);
+        assert_eq!(headroom(0), 0);
+    }
 }
