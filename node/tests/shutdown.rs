@@ -84,3 +84,16 @@ fn sigterm_during_a_long_lrange_loop_exits_within_the_bound() {
     terminate_within_bound(&mut server);
     reader.join().unwrap();
 }
+
+#[test]
+fn sigterm_while_a_worker_is_inside_one_long_command_exits_after_the_drain() {
+    let mut server = Server::strata();
+    let mut c = server.conn();
+    // One KEYS whose pattern takes the glob matcher minutes on this key:
+    // the worker cannot notice the shutdown until it returns. (Should the
+    // matcher get Redis's early exit, this only checks a quick shutdown.)
+    assert_eq!(c.cmd(&["SET", &"a".repeat(60), "v"]), Frame::ok());
+    c.send(&["KEYS", "*a*a*a*a*a*a*a*a*a*a*b"]);
+    std::thread::sleep(Duration::from_millis(500));
+    terminate_within_bound(&mut server);
+}
