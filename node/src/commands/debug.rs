@@ -15,7 +15,8 @@ const LS: u32 = flags::LOADING | flags::STALE;
 const NLS: u32 = flags::NOSCRIPT | LS;
 
 pub const COMMANDS: &[CommandDef] = &[
-    CommandDef::new("debug", -2, flags::ADMIN | NLS, Keys::Custom(debug_keys), debug).acl("@admin @slow @dangerous"),
+    CommandDef::new("debug", -2, flags::ADMIN | NLS | flags::PROTECTED, Keys::Custom(debug_keys), debug)
+        .acl("@admin @slow @dangerous"),
     CommandDef::new("memory", -2, 0, Keys::All, memory).acl("@slow").subs(MEMORY_SUBS),
 ];
 
@@ -29,6 +30,8 @@ const DEBUG_HELP: &[&str] = &[
     "    Show low level info about `key` and associated value.",
     "SLEEP <seconds>",
     "    Stop the server for <seconds>. Decimals allowed.",
+    "BUSY <seconds>",
+    "    Keep this worker busy that long, deaf to shutdown, as a huge command would (Strata only).",
     "ACTIVE-THREADS <count>",
     "    Serve from the first <count> worker threads now, moving connections",
     "    as adaptive-threads would (Strata only).",
@@ -58,7 +61,18 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         // Like Redis (strtod): a number that does not parse sleeps for 0 s.
         let secs = crate::base::parse_f64(args[2]).unwrap_or(0.0);
         if secs > 0.0 && secs.is_finite() {
-            std::thread::sleep(std::time::Duration::from_secs_f64(secs.min(1e9)));
+            sleep_unless_shutdown(ctx, std::time::Duration::from_secs_f64(secs.min(1e9)));
+        }
+        out.ok();
+    } else if eq_ic(sub, "busy") && args.len() == 3 {
+        // A command that keeps its worker for that long and never looks at
+        // shutdown: what a huge command on huge data does (tests bound
+        // shutdown with it).
+        let secs = Kind::Int { min: 0, max: 3600 }.parse(args[2], Origin::ConfigSet);
+        let secs = secs.map_err(|e| CmdError::from(format!("ERR {e}")))?.int() as u64;
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
         }
         out.ok();
     } else if eq_ic(sub, "active-threads") && args.len() == 3 {
@@ -96,6 +110,20 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         .into());
     }
     Ok(())
+}
+
+/// Holds the worker for `total` as Redis does, but in short steps, so that a
+/// shutdown is not kept waiting for the whole sleep.
+fn sleep_unless_shutdown(ctx: &Ctx<'_>, total: std::time::Duration) {
+    const STEP: std::time::Duration = std::time::Duration::from_millis(10);
+    let deadline = std::time::Instant::now() + total;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || ctx.server.shutting_down() {
+            return;
+        }
+        std::thread::sleep(left.min(STEP));
+    }
 }
 
 /// An estimate of a value's RDB-serialized size: exact for strings short

@@ -3,6 +3,7 @@
 
 use super::Node;
 use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, ServerControl, err, flags};
+use crate::config::Protected;
 use crate::metrics::WorkerMetrics;
 use crate::protocol::Reply;
 use crate::session::client::{Client, Queued};
@@ -102,6 +103,28 @@ fn unknown_command(args: &[&[u8]]) -> Vec<u8> {
     s
 }
 
+/// Redis's refusal of DEBUG when `enable-debug-command` does not allow the client.
+const PROTECTED_REFUSED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", \
+     you can run it from a local connection, otherwise you need to set this option in the configuration file, and \
+     then restart the server.";
+
+/// Whether a protected command may run for this client: `local` admits, as
+/// Redis does, Unix-socket clients and those from 127.0.0.1 or ::1.
+fn protected_allowed(setting: Protected, client: &Client) -> bool {
+    match setting {
+        Protected::Yes => true,
+        Protected::No => false,
+        // A Unix socket's peer is shown as `path:0`, which is no IP address.
+        Protected::Local => match client.info.addr.parse::<std::net::SocketAddr>() {
+            Ok(peer) => {
+                let ip = peer.ip();
+                ip == std::net::Ipv4Addr::LOCALHOST || ip == std::net::Ipv6Addr::LOCALHOST
+            }
+            Err(_) => true,
+        },
+    }
+}
+
 /// True when the arity allows `n` arguments.
 #[inline]
 pub fn arity_ok(arity: i32, n: usize) -> bool {
@@ -145,6 +168,14 @@ pub fn execute(
         }
         stat.reject();
         out.error(err::NOAUTH);
+        return Outcome::Done;
+    }
+    if def.has(flags::PROTECTED) && !protected_allowed(shared.config.startup.enable_debug_command, client) {
+        if client.multi.is_some() {
+            client.multi_dirty = true;
+        }
+        stat.reject();
+        out.error(PROTECTED_REFUSED);
         return Outcome::Done;
     }
     if client.multi.is_some() && !def.has(flags::NO_QUEUE) {

@@ -111,6 +111,9 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 13;
     pub const MAY_REPLICATE: u32 = 1 << 14;
     pub const ALLOW_BUSY: u32 = 1 << 15;
+    /// Refused unless its enabling parameter allows the client (DEBUG:
+    /// `enable-debug-command`). COMMAND INFO does not show it, as in Redis.
+    pub const PROTECTED: u32 = 1 << 16;
 }
 
 /// Where a command's keys are among its arguments.

@@ -94,6 +94,8 @@ pub trait ServerControl: Send + Sync {
     fn ops_per_sec(&self) -> u64;
     /// Begins a graceful shutdown (SHUTDOWN).
     fn shut_down(&self);
+    /// True once shutdown has begun: long-running commands stop early.
+    fn shutting_down(&self) -> bool;
     fn adaptive_threads(&self) -> bool;
     fn set_adaptive_threads(&self, on: bool);
     fn active_threads(&self) -> usize;

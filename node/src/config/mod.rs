@@ -13,7 +13,7 @@ pub mod params;
 pub mod values;
 
 pub use cli::{Cli, command};
-pub use values::{DURABILITY_MODES, Durability, EvictionPolicy, POLICIES, parse_interval_us, parse_memory};
+pub use values::{DURABILITY_MODES, Durability, EvictionPolicy, POLICIES, Protected, parse_interval_us, parse_memory};
 
 use params::{IGNORED_DIRECTIVES, PARAMS, Param, Store};
 use parking_lot::RwLock;
@@ -48,6 +48,8 @@ pub struct StartupConfig {
     pub durability: Durability,
     /// fsync interval of durability periodic, in microseconds.
     pub fsync_interval_us: u64,
+    /// Who may run DEBUG (`enable-debug-command`).
+    pub enable_debug_command: Protected,
 }
 
 impl StartupConfig {
@@ -70,6 +72,7 @@ impl StartupConfig {
             config_file,
             durability: Durability::None,
             fsync_interval_us: DEFAULT_FSYNC_INTERVAL_US,
+            enable_debug_command: Protected::No,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! and value type, where it is stored at start-up, whether CONFIG SET may
 //! change it and CONFIG REWRITE writes it, and how CONFIG GET reads it.
 
-use super::values::{Kind, MB, Origin, Parsed, absolute_path, format_cpu_list, format_interval_us, yes_no};
+use super::values::{Kind, MB, Origin, Parsed, Protected, absolute_path, format_cpu_list, format_interval_us, yes_no};
 use super::{Config, DATABASES};
 use super::{RuntimeConfig, StartupConfig};
 use std::path::PathBuf;
@@ -338,6 +338,18 @@ pub static PARAMS: &[Param] = &[
         live: None, get: |c| format_interval_us(c.startup.fsync_interval_us), rewrite: false, secret: false,
     },
     Param {
+        name: "enable-debug-command", aliases: &[], group: "Security",
+        help: "Who may run DEBUG: no, yes, or local (Unix socket and loopback clients). Fixed at start-up, \
+               as in Redis.",
+        default: Some("no"), kind: Kind::Custom(parse_protected),
+        store: Store::Startup(|c, v| {
+            let Parsed::Protected(p) = v else { unreachable!("a protected-command setting") };
+            c.enable_debug_command = *p;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.enable_debug_command.name().into(), rewrite: false, secret: false,
+    },
+    Param {
         name: "metrics-port", aliases: &[], group: "Metrics",
         help: "Port of the HTTP endpoint serving /metrics, /healthz and /readyz; 0 disables it.",
         default: Some("9121"), kind: PORT,
@@ -491,6 +503,14 @@ fn parse_obuf_limits(v: &[u8]) -> Result<Parsed, String> {
         }
     }
     Ok(Parsed::ObufLimits { normal, pubsub })
+}
+
+/// `enable-debug-command`: Redis's words for a value it does not know.
+fn parse_protected(v: &[u8]) -> Result<Parsed, String> {
+    Protected::parse(v).map(Parsed::Protected).ok_or_else(|| {
+        let names: Vec<&str> = Protected::ALL.iter().map(|p| p.name()).collect();
+        format!("argument(s) must be one of the following: {}", names.join(", "))
+    })
 }
 
 fn parse_save(v: &[u8]) -> Result<Parsed, String> {

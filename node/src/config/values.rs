@@ -30,6 +30,32 @@ impl Durability {
     }
 }
 
+/// Who may run a protected command (Redis's `enable-debug-command`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protected {
+    No,
+    Yes,
+    /// Clients on a Unix socket or from 127.0.0.1 / ::1.
+    Local,
+}
+
+impl Protected {
+    pub const ALL: [Protected; 3] = [Protected::No, Protected::Yes, Protected::Local];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Protected::No => "no",
+            Protected::Yes => "yes",
+            Protected::Local => "local",
+        }
+    }
+
+    /// A setting by name, in any case.
+    pub fn parse(s: &[u8]) -> Option<Protected> {
+        Self::ALL.into_iter().find(|p| p.name().as_bytes().eq_ignore_ascii_case(s))
+    }
+}
+
 /// What the node does when memory reaches `maxmemory`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -279,6 +305,7 @@ pub enum Parsed {
     /// None when empty.
     Perm(Option<u32>),
     Text(Vec<u8>),
+    Protected(Protected),
     /// Hard output buffer limits of normal and pub/sub clients, where given.
     ObufLimits {
         normal: Option<usize>,

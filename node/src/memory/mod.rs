@@ -4,12 +4,16 @@
 //!
 //! `ensure_memory` reclaims until the node is back under the limit:
 //! TTL-expired keys first, whatever the policy (nothing live is evicted
-//! while dead data still holds memory), then the eviction policy's victims
-//! (see `store::Keyspace::eviction_victim`).
+//! while dead data still holds memory; this costs nothing while no
+//! deadline has passed, see `store::expire`), then the eviction policy's
+//! victims in a batch down to a little below the limit (see
+//! `store::Keyspace::eviction_victims`), so that the writes that follow
+//! do not each pay for a search. Under noeviction a write over the limit
+//! costs one comparison before its OOM error.
 
 use crate::config::RuntimeConfig;
 use crate::store::expire::ActiveExpiry;
-use crate::store::{Keyspace, StoreStats};
+use crate::store::{Keyspace, StoreStats, Victim};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
@@ -57,6 +61,25 @@ impl Budget {
     }
 }
 
+/// Evicting in a batch (see `headroom`), each search of `maxmemory-samples`
+/// candidates feeds a pool of the best ones seen, as Redis's eviction pool
+/// does, and the best three of the pool go: the pool carries good
+/// candidates over, so a victim costs a third of a search's sampling
+/// (random slots are cache misses) without taking merely the third best
+/// of five.
+const VICTIMS_PER_SEARCH: usize = 3;
+const POOL: usize = 16;
+
+/// Partitions a write at the limit sweeps for expired keys per window.
+const RECLAIM_WINDOW: u32 = 32;
+
+/// Room made below the limit once eviction starts, so that the writes that
+/// follow do not each pay for a victim search: a small fraction of the
+/// limit, at most 256 KiB.
+fn headroom(max: u64) -> u64 {
+    (max / 1024).min(256 * 1024)
+}
+
 /// Makes room before a write. Returns false when memory is over the limit
 /// and nothing more can be evicted (the write must get the OOM error).
 pub fn ensure_memory(
@@ -70,11 +93,14 @@ pub fn ensure_memory(
     if max == 0 || budget.used(ks) <= max {
         return true;
     }
-    // Dead data goes first, whatever the policy.
+    // Dead data goes first, whatever the policy; only when some key's
+    // deadline has passed since the last sweep.
     let now = crate::store::now_ms();
-    expiry.run_cycle(ks, stats, now, ks.num_partitions() as u32);
-    if budget.used(ks) <= max {
-        return true;
+    if ks.may_have_expired(now) {
+        expiry.reclaim(ks, stats, now, RECLAIM_WINDOW, || budget.used(ks) <= max);
+        if budget.used(ks) <= max {
+            return true;
+        }
     }
     let kind = rt.policy();
     if !kind.evicts() {
@@ -85,14 +111,38 @@ pub fn ensure_memory(
         ks.set_policy(kind);
     }
     let samples = rt.maxmemory_samples.load(Relaxed);
-    for _ in 0..MAX_EVICTIONS_PER_CALL {
-        if budget.used(ks) <= max {
+    let target = max - headroom(max);
+    let mut pool: Vec<(u64, Victim)> = Vec::with_capacity(POOL + samples);
+    let mut evicted = 0;
+    while evicted < MAX_EVICTIONS_PER_CALL {
+        if budget.used(ks) <= target {
             return true;
         }
-        let Some(victim) = ks.eviction_victim(samples) else {
-            return false;
-        };
-        ks.evict(&victim, stats);
+        ks.eviction_victims(samples, samples, &mut pool);
+        if pool.is_empty() {
+            return budget.used(ks) <= max;
+        }
+        pool.sort_by_key(|(score, _)| *score);
+        // A key drawn again must not take two places in the pool.
+        pool.dedup_by(|a, b| (a.1.part, a.1.db, a.1.slot) == (b.1.part, b.1.db, b.1.slot));
+        let take = VICTIMS_PER_SEARCH.min(pool.len());
+        for (_, victim) in pool.drain(..take) {
+            ks.evict(&victim, stats);
+            evicted += 1;
+        }
+        pool.truncate(POOL);
     }
     budget.used(ks) <= max
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headroom_is_small() {
+        assert_eq!(headroom(64 << 20), 64 << 10);
+        assert_eq!(headroom(1 << 40), 256 << 10);
+        assert_eq!(headroom(0), 0);
+    }
 }

@@ -85,6 +85,10 @@ impl ServerControl for Shared {
         self.begin_shutdown();
     }
 
+    fn shutting_down(&self) -> bool {
+        self.shutting_down.load(Relaxed)
+    }
+
     fn adaptive_threads(&self) -> bool {
         self.balance.adaptive()
     }
@@ -195,14 +199,23 @@ pub fn run(shared: Arc<Shared>) -> i32 {
 
     let code = rt.block_on(async {
         let code = acceptor_main(shared.clone(), listeners).await;
-        // Workers stop once the shutdown signal reached their connections;
-        // meanwhile this runtime keeps serving /readyz (503) and /metrics.
-        let _ = tokio::task::spawn_blocking(move || {
+        // Workers stop once their connections have drained; meanwhile this
+        // runtime keeps serving /readyz (503) and /metrics. A worker still
+        // inside a command after the drain does not hold the process: data
+        // lives in RAM only, so there is nothing it could leave half-written
+        // that outlives the process, and the caller exits, ending its thread.
+        let deadline = Instant::now() + DRAIN + Duration::from_millis(500);
+        while handles.iter().any(|h| !h.is_finished()) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let busy: Vec<usize> = (0..handles.len()).filter(|&i| !handles[i].is_finished()).collect();
+        if busy.is_empty() {
             for h in handles {
                 let _ = h.join();
             }
-        })
-        .await;
+        } else {
+            warn!(workers = ?busy, drain_ms = DRAIN.as_millis() as u64, "workers still busy in a command after the drain; exiting without them");
+        }
         code
     });
     if let Some(path) = &shared.config.startup.unixsocket {
@@ -211,6 +224,11 @@ pub fn run(shared: Arc<Shared>) -> i32 {
     info!("bye");
     code
 }
+
+/// How long, from the start of shutdown, connections may take to finish
+/// the replies they are working on: well inside Kubernetes' default 30 s
+/// grace period, whatever a client was running.
+const DRAIN: Duration = Duration::from_secs(3);
 
 fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<NewConn>) {
     if let Some(cpu) = cpu {
@@ -250,10 +268,15 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
                 _ = shutdown.changed() => break,
             }
         }
-        // Let connections finish their in-flight replies and close.
-        let deadline = Instant::now() + Duration::from_secs(5);
+        // Let connections finish their in-flight replies and close; those
+        // left after the drain are dropped with the runtime.
+        let deadline = Instant::now() + DRAIN;
         while open.load(Relaxed) > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let left = open.load(Relaxed);
+        if left > 0 {
+            warn!(worker = id, connections = left, "connections still busy after the drain; closing them");
         }
     });
 }

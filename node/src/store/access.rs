@@ -336,6 +336,9 @@ pub struct EntryMut<'a> {
 impl EntryMut<'_> {
     /// Sets or clears (0) the TTL.
     pub fn set_expire(&mut self, expire_at: u64) {
+        if expire_at != 0 {
+            self.ks.note_deadline(expire_at);
+        }
         self.part.dbs[self.db].set_expire(self.slot, expire_at);
         self.expire_set = true;
     }

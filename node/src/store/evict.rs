@@ -8,6 +8,7 @@ use super::StoreStats;
 use super::journal::ChangeKind;
 use super::partition::NUM_DBS;
 use crate::base::random::fast_rand;
+use smallvec::SmallVec;
 
 /// A key chosen for eviction. It carries the key itself: between choosing
 /// (under one partition's lock) and evicting (under it again) the slot may
@@ -25,10 +26,21 @@ impl Keyspace {
     /// policy of a random non-empty (partition, database); None when no
     /// database has anything this policy may evict.
     pub fn eviction_victim(&self, samples: usize) -> Option<Victim> {
+        let mut out = Vec::with_capacity(1);
+        self.eviction_victims(samples, 1, &mut out);
+        out.pop().map(|(_, v)| v)
+    }
+
+    /// Like [`Self::eviction_victim`], but appends the best `keep` of the
+    /// candidates to `out` with their scores (lower goes first), for a
+    /// caller that keeps a pool of candidates across searches.
+    pub fn eviction_victims(&self, samples: usize, keep: usize, out: &mut Vec<(u64, Victim)>) {
         let nparts = self.num_partitions() as u64;
         let clock = self.policy_clock();
         let samples = samples.max(1);
-        let mut best: Option<(u64, Victim)> = None;
+        let keep = keep.clamp(1, samples);
+        // The best `keep` so far, sorted by score (lower goes first).
+        let mut best: SmallVec<[(u64, u32, usize, u32); 8]> = SmallVec::new();
         let mut taken = 0;
         // Random partitions first (the same one may be drawn twice: with few
         // partitions that is how several candidates come from one); if those
@@ -53,13 +65,24 @@ impl Keyspace {
                 }
                 let Some((score, slot)) = d.eviction_candidate(1, &clock) else { continue };
                 taken += 1;
-                if best.as_ref().is_none_or(|(s, _)| score < *s) {
-                    let key = d.entry(slot).key.clone();
-                    best = Some((score, Victim { part: pidx, db, slot, key }));
+                // The same key drawn twice counts once.
+                if best.iter().any(|&(_, p, b, s)| (p, b, s) == (pidx, db, slot)) {
+                    continue;
+                }
+                let at = best.partition_point(|&(s, ..)| s <= score);
+                if at < keep {
+                    best.insert(at, (score, pidx, db, slot));
+                    best.truncate(keep);
                 }
             }
         }
-        best.map(|(_, v)| v)
+        // Keys are copied once the search is over, under their lock again:
+        // the victim carries its key (see `Victim`). One may be gone by then.
+        for (score, part, db, slot) in best {
+            if let Some(e) = self.lock(part).dbs[db].table.get(slot) {
+                out.push((score, Victim { part, db, slot, key: e.key.clone() }));
+            }
+        }
     }
 
     /// Removes a victim if it is still the key that was chosen; returns the

@@ -38,7 +38,7 @@ use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 pub struct Keyspace {
@@ -47,6 +47,12 @@ pub struct Keyspace {
     /// Bytes used by keys and values, summed over partitions. Updated in
     /// batches per thread (see `add_mem`), so it can lag by a few KiB per thread.
     used: AtomicI64,
+    /// No key's deadline is before this (unix ms; MAX: no TTL seen since the
+    /// last sweep): writes at the limit skip reclaiming while it is ahead.
+    /// See `expire.rs`.
+    ttl_due: AtomicU64,
+    /// The same bound, being rebuilt by the sweep in progress.
+    ttl_due_next: AtomicU64,
     started: Instant,
     /// Seconds since start, refreshed by the workers' periodic tick: the
     /// LRU clock, read on every access without a system call.
@@ -81,6 +87,8 @@ impl Keyspace {
             parts: (0..n).map(|i| Mutex::new(Partition::new(i as u32, SLOTS / n, PolicyKind::NoEviction))).collect(),
             mask: (n - 1) as u64,
             used: AtomicI64::new(0),
+            ttl_due: AtomicU64::new(u64::MAX),
+            ttl_due_next: AtomicU64::new(u64::MAX),
             started: Instant::now(),
             clock: AtomicU32::new(0),
             lfu_log_factor: AtomicU32::new(LFU_DEFAULT_LOG_FACTOR),

@@ -425,6 +425,9 @@ impl Partition {
         let mem = entry.mem() as i64;
         let wakes = entry.value().wakes_blocked();
         self.count_key(&entry.key, 1);
+        if entry.expire_at != 0 {
+            ks.note_deadline(entry.expire_at);
+        }
         let slot = self.dbs[db].insert(hash, entry, clock);
         self.mem += mem;
         ks.add_mem(mem);

@@ -152,7 +152,7 @@ impl Server {
 
     /// Starts `strata-node` with extra arguments. Unless given, adds
     /// `--bind 127.0.0.1 --port <free> --threads 2 --adaptive-threads no
-    /// --metrics-port 0`.
+    /// --metrics-port 0 --enable-debug-command yes`.
     /// The literal `{dir}` in any argument is replaced by the server's temp
     /// dir (its working directory), e.g. `--unixsocket {dir}/s.sock`.
     pub fn strata_with(args: &[&str]) -> Server {
@@ -192,6 +192,9 @@ impl Server {
                         // Connections on both workers, so every test crosses threads.
                         ("--adaptive-threads", "no".to_string()),
                         ("--metrics-port", "0".to_string()),
+                        // Tests drive the node with DEBUG (ACTIVE-THREADS, SLEEP, ...);
+                        // those about the refusal pass `--enable-debug-command no`.
+                        ("--enable-debug-command", "yes".to_string()),
                     ] {
                         if !has_flag(&extra, flag) {
                             cmd.arg(flag).arg(default);

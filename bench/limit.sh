@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# SET throughput at the memory limit, strata-node vs redis-server, same run.
+# See bench/README.md ("Writes at the memory limit") or run with --help.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: bench/limit.sh [--no-build] [-h]
+
+For each eviction policy, starts strata-node and redis-server (Unix sockets,
+no TCP, no persistence) with --maxmemory $MAXMEMORY, measures the SET rate
+on the empty server, fills it to the limit, measures the SET rate again and
+prints both and their ratio (at-limit / empty) for each server. Under
+noeviction the writes at the limit are OOM errors: the figure is the rate of
+refusals. volatile-lru writes keys with a TTL; sieve is strata only.
+
+Env vars:
+  N=100000            SETs per measurement (redis-benchmark -n)
+  MAXMEMORY=64mb      the limit
+  POLICIES            default: noeviction allkeys-lru allkeys-lfu allkeys-random volatile-lru sieve
+  CLIENTS=50  DATASIZE=32  KEYSPACE=10000000   redis-benchmark -c, value size, -r
+  THREADS=nproc       strata worker threads
+  STRATA_BIN          strata-node binary (default: the release build, built unless --no-build)
+  RESULTS_DIR         default bench/results/limit-<timestamp>
+EOF
+}
+
+NO_BUILD=${NO_BUILD:-0}
+for a in "$@"; do
+  case "$a" in
+    --no-build) NO_BUILD=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown option $a" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+N=${N:-100000}
+MAXMEMORY=${MAXMEMORY:-64mb}
+POLICIES=${POLICIES:-"noeviction allkeys-lru allkeys-lfu allkeys-random volatile-lru sieve"}
+CLIENTS=${CLIENTS:-50}
+DATASIZE=${DATASIZE:-32}
+KEYSPACE=${KEYSPACE:-10000000}
+THREADS=${THREADS:-$(nproc)}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results/limit-$(date +%Y%m%d-%H%M%S)}
+
+for tool in redis-server redis-cli redis-benchmark; do
+  command -v "$tool" >/dev/null || { echo "$tool not found (apt-get install redis-server redis-tools)" >&2; exit 1; }
+done
+if [[ -z ${STRATA_BIN:-} ]]; then
+  if [[ $NO_BUILD != 1 ]]; then
+    (cd "$ROOT" && cargo build --release -p strata-node >&2)
+  fi
+  STRATA_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/strata-node
+fi
+[[ -x $STRATA_BIN ]] || { echo "no strata-node at $STRATA_BIN" >&2; exit 1; }
+
+mkdir -p "$RESULTS_DIR/logs"
+TMP=$(mktemp -d)
+PID=""
+stop() {
+  if [[ -n $PID ]]; then
+    kill "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+    PID=""
+  fi
+}
+trap 'stop; rm -rf "$TMP"' EXIT
+
+# start SERVER POLICY: starts one server on $TMP/<server>.sock in the background.
+start() {
+  local server=$1 policy=$2 sock=$TMP/$1.sock log=$RESULTS_DIR/logs/$1-$2.log
+  rm -f "$sock"
+  if [[ $server == strata ]]; then
+    "$STRATA_BIN" --port 0 --unixsocket "$sock" --threads "$THREADS" --metrics-port 0 \
+      --maxmemory "$MAXMEMORY" --maxmemory-policy "$policy" >"$log" 2>&1 &
+  else
+    redis-server --port 0 --unixsocket "$sock" --save '' --appendonly no --daemonize no \
+      --maxmemory "$MAXMEMORY" --maxmemory-policy "$policy" >"$log" 2>&1 &
+  fi
+  PID=$!
+  for _ in $(seq 100); do
+    redis-cli -s "$sock" PING >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "$server did not start; see $log" >&2
+  exit 1
+}
+
+field() { redis-cli -s "$1" INFO all | tr -d '\r' | awk -F: -v f="$2" '$1 == f { print $2 }'; }
+
+VALUE=$(head -c "$DATASIZE" /dev/zero | tr '\0' x)
+
+# set_cmd POLICY: the SET each request sends (volatile-lru: with a TTL, so it may evict).
+set_cmd() {
+  if [[ $1 == volatile-* ]]; then
+    echo "SET key:__rand_int__ $VALUE EX 100000"
+  else
+    echo "SET key:__rand_int__ $VALUE"
+  fi
+}
+
+# errs_rate SOCK POLICY N: SETs per second from a small pipelined client that,
+# unlike redis-benchmark (which stops at the first error reply), keeps going
+# through OOM errors. Every reply to SET is one line (+OK or -ERR...), so it
+# counts lines. 2 processes, 32 requests per pipeline.
+errs_rate() {
+  python3 - "$1" "$3" "$DATASIZE" "$KEYSPACE" "$(set_cmd "$2" | grep -c ' EX ' || true)" <<'PY'
+import multiprocessing as mp, random, socket, sys, time
+sock, n, size, keyspace, ttl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+PROCS, PIPE = 2, 32
+def cmd(key):
+    args = [b"SET", key, b"x" * size] + ([b"EX", b"100000"] if ttl else [])
+    return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+def worker(count, ready, go, out):
+    rnd = random.Random()
+    batches = [b"".join(cmd(b"key:%012d" % rnd.randrange(keyspace)) for _ in range(PIPE)) for _ in range(count // PIPE)]
+    s = socket.socket(socket.AF_UNIX); s.connect(sock)
+    ready.release(); go.wait()
+    for b in batches:
+        s.sendall(b)
+        seen = 0
+        while seen < PIPE:
+            seen += s.recv(1 << 16).count(b"\r\n")
+    out.put(time.monotonic())
+if __name__ == "__main__":
+    ready, go, out = mp.Semaphore(0), mp.Event(), mp.Queue()
+    ps = [mp.Process(target=worker, args=(n // PROCS, ready, go, out)) for _ in range(PROCS)]
+    for p in ps: p.start()
+    for _ in ps: ready.acquire()
+    t0 = time.monotonic(); go.set()
+    end = max(out.get() for _ in ps)
+    for p in ps: p.join()
+    print(int((n // PROCS // PIPE * PIPE * PROCS) / (end - t0)))
+PY
+}
+
+# rate SOCK POLICY N PIPELINE: requests per second of N SETs.
+rate() {
+  local csv
+  # shellcheck disable=SC2046 # the command is split into words on purpose
+  csv=$(redis-benchmark -s "$1" -n "$3" -c "$CLIENTS" -P "$4" -r "$KEYSPACE" --threads 1 --csv \
+    $(set_cmd "$2") 2>/dev/null | tail -1) || return 1
+  echo "$csv" | awk -F, '{ gsub(/"/, "", $2); printf "%d", $2 }'
+}
+
+# fill SOCK POLICY: writes until the server is at its limit: it evicts, or it
+# refuses a write (redis-benchmark stops at the first error reply).
+fill() {
+  local pipeline=32
+  for _ in $(seq 30); do
+    rate "$1" "$2" 500000 "$pipeline" >/dev/null || return 0
+    (( $(field "$1" evicted_keys) > 0 )) && return 0
+    # Near the limit, pipelined query buffers alone would push it over.
+    (( $(field "$1" used_memory) * 100 >= $(field "$1" maxmemory) * 90 )) && pipeline=1
+  done
+  echo "could not fill $1 to its limit (used_memory $(field "$1" used_memory))" >&2
+  exit 1
+}
+
+summary=$RESULTS_DIR/summary.txt
+{
+  echo "bench/limit.sh  N=$N MAXMEMORY=$MAXMEMORY -d $DATASIZE -r $KEYSPACE -c $CLIENTS THREADS=$THREADS $(date -u +%FT%TZ)"
+  printf '%-15s | %12s %12s %6s | %12s %12s %6s\n' policy "strata empty" "at limit" ratio "redis empty" "at limit" ratio
+} | tee "$summary"
+for policy in $POLICIES; do
+  line=$(printf '%-15s' "$policy")
+  for server in strata redis; do
+    if [[ $server == redis && $policy == sieve ]]; then
+      line+=$(printf ' | %12s %12s %6s' - - -)
+      continue
+    fi
+    start "$server" "$policy"
+    sock=$TMP/$server.sock
+    # noeviction answers OOM at the limit, which stops redis-benchmark.
+    measure=rate
+    [[ $policy == noeviction ]] && measure=errs_rate
+    empty=$($measure "$sock" "$policy" "$N" 1)
+    redis-cli -s "$sock" FLUSHALL >/dev/null
+    fill "$sock" "$policy"
+    full=$($measure "$sock" "$policy" "$N" 1)
+    used=$(field "$sock" used_memory)
+    evicted=$(field "$sock" evicted_keys)
+    echo "$server $policy: empty $empty/s, at limit $full/s, used_memory $used, evicted_keys $evicted" \
+      >>"$RESULTS_DIR/details.txt"
+    stop
+    line+=$(awk -v e="$empty" -v f="$full" 'BEGIN { printf " | %12d %12d %6.2f", e, f, (e > 0 ? f / e : 0) }')
+  done
+  echo "$line" | tee -a "$summary"
+done
+echo "results: $RESULTS_DIR"
