@@ -3,7 +3,8 @@
 # order of DESIGN.md §3: each layer may use only itself and those before it.
 # A file's layer is the first component of its path under node/src; lib.rs,
 # main.rs and bin/ are the top. References are `crate::<layer>` anywhere in
-# code (use lines and paths), comments excluded.
+# code (use lines and paths), comments excluded. Also: data command families
+# touch only their narrow context (keys, client, configuration).
 set -euo pipefail
 cd "$(dirname "$0")/../node/src"
 ORDER=(base sys protocol config metrics policy store memory session commands server main)
@@ -35,7 +36,17 @@ while IFS= read -r file; do
     fi
   done < <(sed -E 's://.*$::' "$file" | grep -noE 'crate::[a-z_]+' | sed -E 's/crate:://' | sort -u -t: -k2,2 || true)
 done < <(find . -name '*.rs' -printf '%P\n' | sort)
+# Data commands get a narrow context: their keys, their client and the
+# configuration (`ctx.config()`), never the node's shared state or the server.
+for file in commands/{strings,keys,lists,hashes,sets,zsets,typed}.rs; do
+  if hits=$(sed -E 's://.*$::' "$file" | grep -nE 'ctx\.(shared|server)\b'); then
+    while IFS= read -r hit; do
+      echo "check-layers: node/src/$file:${hit%%:*}: a data command reaches past its narrow context (use ctx.keys, ctx.client, ctx.config())" >&2
+    done <<<"$hits"
+    status=1
+  fi
+done
 if ((status == 0)); then
-  echo "check-layers: every module uses only the layers before it (${ORDER[*]})"
+  echo "check-layers: every module uses only the layers before it (${ORDER[*]}); data commands stay in their narrow context"
 fi
 exit $status

@@ -692,10 +692,11 @@ fn object(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let full = format!("object|{}", String::from_utf8_lossy(name).to_ascii_lowercase());
         return Err(err::arity(&full).into());
     }
-    let runtime = &ctx.shared.config.runtime;
+    let runtime = &ctx.config().runtime;
     let policy = runtime.policy_name();
     let lfu = policy.contains("lfu");
-    let shares_integers = ctx.shared.maxmemory() == 0 || !(lfu || policy.contains("lru"));
+    let shares_integers =
+        runtime.maxmemory.load(std::sync::atomic::Ordering::Relaxed) == 0 || !(lfu || policy.contains("lru"));
     let ks = ctx.keys.ks;
     let clock = ks.clock_secs();
     let Some(e) = ctx.keys.get_notouch(args[2]) else {

@@ -345,6 +345,13 @@ pub struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// The configuration: all a data command may know of the node beyond
+    /// its keys and its client (`scripts/check-layers.sh` holds the data
+    /// families to that).
+    pub fn config(&self) -> &crate::config::Config {
+        &self.shared.config
+    }
+
     /// Whether a blocking command may block now (not inside MULTI/EXEC).
     pub fn can_block(&self) -> bool {
         !self.in_exec

@@ -74,7 +74,7 @@ fn c_str(arg: &[u8]) -> &[u8] {
 
 /// `proto-max-bulk-len`, the largest string a command may build.
 fn max_string_len(ctx: &Ctx<'_>) -> u64 {
-    ctx.shared.config.runtime.proto_max_bulk_len.load(Relaxed) as u64
+    ctx.config().runtime.proto_max_bulk_len.load(Relaxed) as u64
 }
 
 /// Replaces `buf` with the decimal form of `n`, reusing its allocation.
