@@ -5,6 +5,6 @@ mod reply;
 
 pub use parser::{
     FIXED_ERRORS, Limits, Parse, ProtoError, Request, expected_dollar, is_cross_protocol_attack, parse_request,
-    split_quoted, string2ll,
+    split_quoted,
 };
 pub use reply::{ErrorText, Reply, format_double, format_g};

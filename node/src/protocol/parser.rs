@@ -7,6 +7,7 @@
 //! connection can execute every complete frame in the buffer and only then
 //! drop the consumed prefix.
 
+use crate::base::parse_i64;
 use smallvec::SmallVec;
 
 /// Limits that protect the server from hostile or broken clients.
@@ -165,38 +166,6 @@ fn header_end(buf: &[u8], start: usize, max: usize) -> Line {
     }
 }
 
-/// Redis's `string2ll`, which decides which lengths are valid: an optional
-/// '-', then no leading zero ("0" alone is fine, "-0" and "007" are not),
-/// at most 20 characters, the whole `i64` range.
-pub fn string2ll(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (neg, digits) = match s {
-        [b'-', rest @ ..] => (true, rest),
-        _ => (false, s),
-    };
-    if !matches!(digits.first(), Some(b'1'..=b'9')) {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in digits {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    if neg {
-        // 2^63 is i64::MIN, which negation leaves as it is.
-        (v <= 1 << 63).then(|| (v as i64).wrapping_neg())
-    } else {
-        i64::try_from(v).ok()
-    }
-}
-
 /// The common header shape, plain digits then CRLF, read in one pass:
 /// `(index of the CR, value)`. `None` means "use the general path", which
 /// gives the same answer for every header this accepts (digits hold no CR
@@ -222,7 +191,7 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
     let (cr, count) = match digits_crlf(buf, 1) {
         Some((cr, v)) => (cr, Some(v)),
         None => match header_end(buf, 0, limits.max_inline_len) {
-            Line::Cr(cr) => (cr, string2ll(&buf[1..cr])),
+            Line::Cr(cr) => (cr, parse_i64(&buf[1..cr])),
             Line::Wait => return Parse::Incomplete { hint: 0 },
             Line::TooBig => return Parse::Error(ERR_BIG_MBULK),
         },
@@ -250,7 +219,7 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, req: &mut Request) -> Parse {
             // Redis checks for the '$' only once the line has ended.
             None => match header_end(buf, pos, limits.max_inline_len) {
                 Line::Cr(_) if buf[pos] != b'$' => return Parse::Error(expected_dollar(buf[pos])),
-                Line::Cr(cr) => (cr, string2ll(&buf[pos + 1..cr])),
+                Line::Cr(cr) => (cr, parse_i64(&buf[pos + 1..cr])),
                 Line::Wait => return Parse::Incomplete { hint: 0 },
                 Line::TooBig => return Parse::Error(ERR_BIG_BULK),
             },
@@ -524,7 +493,7 @@ mod tests {
         ];
         for h in headers {
             let general = match header_end(h, 0, 64 * 1024) {
-                Line::Cr(cr) => Some((cr, string2ll(&h[..cr]))),
+                Line::Cr(cr) => Some((cr, parse_i64(&h[..cr]))),
                 _ => None,
             };
             if let Some((cr, v)) = digits_crlf(h, 0) {
@@ -546,14 +515,14 @@ mod tests {
     #[test]
     fn lengths_follow_string2ll() {
         for ok in [&b"0"[..], b"1", b"-1", b"10", b"9223372036854775807", b"-9223372036854775808"] {
-            assert!(string2ll(ok).is_some(), "{:?}", String::from_utf8_lossy(ok));
+            assert!(parse_i64(ok).is_some(), "{:?}", String::from_utf8_lossy(ok));
         }
         for bad in
             [&b""[..], b"-", b"-0", b"00", b"01", b"+1", b" 1", b"1 ", b"9223372036854775808", b"123456789012345678901"]
         {
-            assert_eq!(string2ll(bad), None, "{:?}", String::from_utf8_lossy(bad));
+            assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
-        assert_eq!(string2ll(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
     }
 
     #[test]
