@@ -60,27 +60,12 @@ fn env_var_beats_file_directive_and_flag_beats_env_var() {
 #[test]
 fn running_node_reports_the_winning_source() {
     let conf = ConfFile::new("maxmemory 10mb\ntimeout 5\nmaxclients 100\n");
-    let port = free_port();
-    let mut child = Command::new(STRATA_BIN)
-        .args(["--config", conf.arg(), "--bind", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--threads", "1", "--metrics-port", "0", "--maxclients", "300"])
-        .env("STRATA_MAXMEMORY", "20mb")
-        .env("STRATA_MAXCLIENTS", "200")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn strata-node");
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let mut conn = None;
-    assert!(wait_for(START_TIMEOUT, || {
-        conn = RawConn::connect(addr).ok();
-        conn.is_some()
-    }));
-    let mut c = conn.unwrap();
+    let server = Server::strata_with_env(
+        &["--config", conf.arg(), "--threads", "1", "--maxclients", "300"],
+        &[("STRATA_MAXMEMORY", "20mb"), ("STRATA_MAXCLIENTS", "200")],
+    );
+    let mut c = server.conn();
     let got = c.cmd(&["CONFIG", "GET", "maxmemory", "timeout", "maxclients"]).sorted_pairs();
-    let _ = child.kill();
-    let _ = child.wait();
     let want = Frame::bulks(&["maxmemory", "20971520", "timeout", "5", "maxclients", "300"]).sorted_pairs();
     assert_eq!(got, want, "env over file, flag over env, file over default");
 }

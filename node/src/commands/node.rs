@@ -90,18 +90,14 @@ pub trait ServerControl: Send + Sync {
     fn run_id(&self) -> &str;
     /// The TCP port actually bound.
     fn tcp_port(&self) -> u16;
-    /// Commands per second over the last couple of seconds.
-    fn ops_per_sec(&self) -> u64;
     /// Begins a graceful shutdown (SHUTDOWN).
     fn shut_down(&self);
     /// True once shutdown has begun: long-running commands stop early.
     fn shutting_down(&self) -> bool;
-    fn adaptive_threads(&self) -> bool;
+    /// Turn adaptive worker activation on or off (CONFIG SET adaptive-threads).
     fn set_adaptive_threads(&self, on: bool);
-    fn active_threads(&self) -> usize;
     /// Serve from the first `n` workers now (DEBUG ACTIVE-THREADS).
     fn set_active_threads(&self, n: usize);
-    fn connection_migrations(&self) -> u64;
     /// Every figure INFO and `/metrics` report, with the keyspace's as the
     /// caller counted them.
     fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot;

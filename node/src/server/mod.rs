@@ -77,10 +77,6 @@ impl ServerControl for Shared {
         self.tcp_port.load(Relaxed) as u16
     }
 
-    fn ops_per_sec(&self) -> u64 {
-        self.ops_samples.lock().ops_per_sec()
-    }
-
     fn shut_down(&self) {
         self.begin_shutdown();
     }
@@ -89,24 +85,12 @@ impl ServerControl for Shared {
         self.shutting_down.load(Relaxed)
     }
 
-    fn adaptive_threads(&self) -> bool {
-        self.balance.adaptive()
-    }
-
     fn set_adaptive_threads(&self, on: bool) {
         self.balance.set_adaptive(on);
     }
 
-    fn active_threads(&self) -> usize {
-        self.balance.active()
-    }
-
     fn set_active_threads(&self, n: usize) {
         self.balance.set_active(n);
-    }
-
-    fn connection_migrations(&self) -> u64 {
-        self.balance.migrations.load(Relaxed)
     }
 
     fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot {

@@ -323,10 +323,6 @@ impl Partition {
         self.ready.push((seq, k));
     }
 
-    pub fn keys(&self) -> usize {
-        self.dbs.iter().map(|d| d.len()).sum()
-    }
-
     /// Adds this partition's keys, TTL keys and remaining TTLs per
     /// database to `out` (INFO keyspace, `strata_keys`).
     pub fn add_db_figures(&self, now_ms: u64, out: &mut [DbFigures]) {

@@ -156,7 +156,13 @@ impl Server {
     /// The literal `{dir}` in any argument is replaced by the server's temp
     /// dir (its working directory), e.g. `--unixsocket {dir}/s.sock`.
     pub fn strata_with(args: &[&str]) -> Server {
-        Self::start(ServerKind::Strata, args)
+        Self::start(ServerKind::Strata, args, &[])
+    }
+
+    /// `strata_with`, with environment variables set for the process
+    /// (`STRATA_*` settings).
+    pub fn strata_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
+        Self::start(ServerKind::Strata, args, env)
     }
 
     /// Starts the reference `redis-server` (no persistence).
@@ -167,10 +173,10 @@ impl Server {
     /// Starts `redis-server` with extra arguments (appended last, so they
     /// override the defaults; `{dir}` is substituted as for strata).
     pub fn redis_with(args: &[&str]) -> Server {
-        Self::start(ServerKind::Redis, args)
+        Self::start(ServerKind::Redis, args, &[])
     }
 
-    fn start(kind: ServerKind, extra: &[&str]) -> Server {
+    fn start(kind: ServerKind, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut dir = TempDir::new(&format!("strata-test-{}", kind.name()));
         let dir_path = dir.0.clone();
         let dir_str = dir_path.to_str().expect("temp dir is not UTF-8");
@@ -211,7 +217,7 @@ impl Server {
                     cmd
                 }
             };
-            cmd.args(&extra).current_dir(&dir_path).stdin(Stdio::null());
+            cmd.args(&extra).envs(env.iter().copied()).current_dir(&dir_path).stdin(Stdio::null());
             let log = |name: &str| {
                 File::create(dir_path.join(name)).unwrap_or_else(|e| panic!("creating {name} in {dir_str}: {e}"))
             };
