@@ -8,7 +8,7 @@ use crate::base::eq_ic;
 use crate::config::values::{Kind, MB, Origin};
 use crate::metrics::DbFigures;
 use crate::protocol::Reply;
-use crate::store::Value;
+use crate::store::ValueRef;
 use smallvec::SmallVec;
 
 const LS: u32 = flags::LOADING | flags::STALE;
@@ -97,7 +97,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let lru = lru_clock().wrapping_sub(idle) & ((1 << 24) - 1);
         let text = format!(
             "Value at:{:p} refcount:1 encoding:{} serializedlength:{} lru:{lru} lru_seconds_idle:{idle}",
-            e.value(),
+            e.key().as_ptr(),
             e.value().encoding(),
             serialized_len(e.value()),
         );
@@ -128,9 +128,9 @@ fn sleep_unless_shutdown(ctx: &Ctx<'_>, total: std::time::Duration) {
 
 /// An estimate of a value's RDB-serialized size: exact for strings short
 /// enough not to be compressed, the in-memory footprint for collections.
-fn serialized_len(v: &Value) -> usize {
+fn serialized_len(v: ValueRef<'_>) -> usize {
     match v {
-        Value::Str(s) => match crate::base::parse_i64(s) {
+        ValueRef::Str(s) => match crate::base::parse_i64(s) {
             Some(n) if i8::try_from(n).is_ok() => 2,
             Some(n) if i16::try_from(n).is_ok() => 3,
             Some(n) if i32::try_from(n).is_ok() => 5,
@@ -196,7 +196,7 @@ fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         "doctor" => out.verbatim(memory_doctor(ctx.shared).as_bytes()),
         "malloc-stats" => out.bulk(b"Stats not supported for the current allocator"),
         "purge" => {
-            crate::sys::process::purge_allocator();
+            crate::sys::alloc::purge();
             out.ok();
         }
         _ => help(out, MEMORY_HELP),
@@ -205,7 +205,7 @@ fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn memory_stats(ctx: &mut Ctx<'_>, out: &mut Reply) {
-    use crate::store::partition::{ENTRY_OVERHEAD, EXPIRE_OVERHEAD};
+    use crate::store::entry::EXPIRY_BYTES;
     let m = mem_snapshot(ctx.shared);
     let counts = keyspace_counts(ctx);
     let startup = m.used.saturating_sub(m.dataset + m.clients);
@@ -230,8 +230,8 @@ fn memory_stats(ctx: &mut Ctx<'_>, out: &mut Reply) {
     for (db, c) in &dbs {
         out.bulk(format!("db.{db}").as_bytes());
         out.map(2);
-        int(out, "overhead.hashtable.main", c.keys * ENTRY_OVERHEAD as u64);
-        int(out, "overhead.hashtable.expires", c.expires * EXPIRE_OVERHEAD as u64);
+        int(out, "overhead.hashtable.main", c.index_bytes);
+        int(out, "overhead.hashtable.expires", c.expires * EXPIRY_BYTES as u64);
     }
     int(out, "overhead.total", m.used.saturating_sub(m.dataset));
     int(out, "keys.count", keys);
@@ -294,8 +294,8 @@ mod tests {
 
     #[test]
     fn serialized_lengths_of_strings() {
-        assert_eq!(serialized_len(&Value::Str(b"12345".to_vec())), 3);
-        assert_eq!(serialized_len(&Value::Str(b"7".to_vec())), 2);
-        assert_eq!(serialized_len(&Value::Str(b"hello".to_vec())), 6);
+        assert_eq!(serialized_len(ValueRef::Str(b"12345")), 3);
+        assert_eq!(serialized_len(ValueRef::Str(b"7")), 2);
+        assert_eq!(serialized_len(ValueRef::Str(b"hello")), 6);
     }
 }

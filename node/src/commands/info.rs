@@ -175,14 +175,27 @@ fn info_memory(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "maxmemory", "{max}");
     field!(t, "maxmemory_human", "{}", human_bytes(max));
     field!(t, "maxmemory_policy", "{}", shared.config.runtime.policy_name());
+    // As Redis 7 splits it: fragmentation inside the allocator's pages,
+    // pages it keeps resident, and the process beyond the allocator.
+    let a = &m.allocator;
+    field!(t, "allocator_allocated", "{}", a.allocated);
+    field!(t, "allocator_active", "{}", a.active);
+    field!(t, "allocator_resident", "{}", a.resident);
+    field!(t, "allocator_frag_ratio", "{:.2}", ratio(a.active, a.allocated));
+    field!(t, "allocator_frag_bytes", "{}", a.active as i64 - a.allocated as i64);
+    field!(t, "allocator_rss_ratio", "{:.2}", ratio(a.resident, a.active));
+    field!(t, "allocator_rss_bytes", "{}", a.resident as i64 - a.active as i64);
+    field!(t, "rss_overhead_ratio", "{:.2}", ratio(m.rss, a.resident));
+    field!(t, "rss_overhead_bytes", "{}", m.rss as i64 - a.resident as i64);
     field!(t, "mem_fragmentation_ratio", "{:.2}", ratio(m.rss, m.used));
     field!(t, "mem_fragmentation_bytes", "{}", m.rss as i64 - m.used as i64);
     field!(t, "mem_not_counted_for_evict", "0");
     field!(t, "mem_clients_slaves", "0");
     field!(t, "mem_clients_normal", "{}", m.connections);
-    field!(t, "mem_allocator", "libc");
+    field!(t, "mem_allocator", "{}", crate::sys::alloc::name());
     field!(t, "lazyfree_pending_objects", "0");
     field!(t, "lazyfreed_objects", "0");
+    field!(t, "active_defrag_running", "{}", m.defrag_running as u8);
 }
 
 /// Redis's RDB and AOF fields after the save time, as a node without them
@@ -226,6 +239,8 @@ fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "rejected_connections", "{}", server.rejected_connections);
     field!(t, "expired_keys", "{}", store.expired);
     field!(t, "evicted_keys", "{}", store.evicted);
+    field!(t, "active_defrag_hits", "{}", snap.memory.defrag_hits);
+    field!(t, "active_defrag_misses", "{}", snap.memory.defrag_misses);
     field!(t, "evicted_clients", "0");
     field!(t, "keyspace_hits", "{}", store.hits);
     field!(t, "keyspace_misses", "{}", store.misses);

@@ -11,7 +11,7 @@
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::{eq_ic, glob_match};
 use crate::protocol::Reply;
-use crate::store::{Entry, KeyAccess, Location, NUM_DBS, Value, fast_rand};
+use crate::store::{Entry, KeyAccess, NUM_DBS, ValueRef, fast_rand};
 
 const R: u32 = flags::READONLY;
 const W: u32 = flags::WRITE;
@@ -186,7 +186,7 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, form: Expi
         out.int(0);
         return Ok(());
     };
-    let current = (e.expire_at != 0).then_some(e.expire_at as i64);
+    let current = (e.expire_at() != 0).then_some(e.expire_at() as i64);
     if !cond.allows(current, when) {
         e.unchanged();
         out.int(0);
@@ -234,11 +234,11 @@ fn ttl_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, form: TtlForm
         out.int(-2);
         return Ok(());
     };
-    if e.expire_at == 0 {
+    if e.expire_at() == 0 {
         out.int(-1);
         return Ok(());
     }
-    let at = e.expire_at as i64;
+    let at = e.expire_at() as i64;
     let reply = match form {
         TtlForm::Absolute { ms: true } => at,
         TtlForm::Absolute { ms: false } => round_to_secs(at),
@@ -263,7 +263,7 @@ fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.int(0);
         return Ok(());
     };
-    if e.expire_at == 0 {
+    if e.expire_at() == 0 {
         e.unchanged();
         out.int(0);
     } else {
@@ -274,12 +274,6 @@ fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 // ------------------------------------------------------ RENAME, COPY, MOVE
-
-fn into_value(entry: Entry) -> Value {
-    match entry.loc {
-        Location::Ram(v) => v,
-    }
-}
 
 /// Write lookup that only refreshes access metadata (Redis's
 /// `lookupKeyWrite`): true when the key exists. Does not count as a
@@ -299,8 +293,8 @@ fn touch_for_write(keys: &mut KeyAccess<'_>, key: &[u8]) -> bool {
 /// or as idle for eviction and OBJECT as it was.
 fn put_moved(keys: &mut KeyAccess<'_>, key: &[u8], entry: Entry) {
     let meta = entry.meta;
-    let expire_at = entry.expire_at;
-    keys.put_entry(key, into_value(entry), expire_at);
+    let expire_at = entry.expire_at();
+    keys.put_entry(key, entry.into_value(), expire_at);
     if let Some(mut e) = keys.get_mut(key) {
         e.meta.last_access = meta.last_access;
         e.meta.freq = meta.freq;
@@ -392,7 +386,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if src_db == dst_db && src == dst {
         return Err(SAME_OBJECT.into());
     }
-    let Some(expire_at) = ctx.keys.get(src).map(|e| e.expire_at) else {
+    let Some(expire_at) = ctx.keys.get(src).map(|e| e.expire_at()) else {
         out.int(0);
         return Ok(());
     };
@@ -401,7 +395,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Ok(());
     }
     // Duplicated only now that the copy will happen: values can be large.
-    let Some(value) = ctx.keys.peek(src).map(|e| e.value().duplicate()) else {
+    let Some(value) = ctx.keys.peek(src).map(|e| e.value().to_owned()) else {
         out.int(0);
         return Ok(());
     };
@@ -474,7 +468,7 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         ctx.keys.with_partition(part, |p| {
             KeyAccess::purge_expired(ks, p, db, now, stats);
             for (_, e) in p.entries(db) {
-                batch.push(&e.key);
+                batch.push(e.key());
             }
         });
         batch.drain_matching(pattern, |key| {
@@ -564,7 +558,7 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
                 if let Some(e) = p.entry_at(db, slot as u32) {
                     examined += 1;
                     if opts.wants_type(e) {
-                        batch.push(&e.key);
+                        batch.push(e.key());
                     }
                 }
                 slot += 1;
@@ -606,7 +600,7 @@ fn random_key_in(keys: &mut KeyAccess<'_>, idx: u32) -> Option<Vec<u8>> {
     let (ks, stats, db, now) = (keys.ks, keys.stats, keys.db, keys.now_ms);
     keys.with_partition(idx, |p| {
         KeyAccess::purge_expired(ks, p, db, now, stats);
-        p.random_entry(db, fast_rand()).map(|e| e.key.to_vec())
+        p.random_entry(db, fast_rand()).map(|e| e.key().to_vec())
     })
 }
 
@@ -718,7 +712,7 @@ fn object(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.int(clock.saturating_sub(e.meta.last_access) as i64);
         }
         ObjectSub::RefCount => {
-            let shared = matches!(e.value(), Value::Str(s)
+            let shared = matches!(e.value(), ValueRef::Str(s)
                 if shares_integers && e.value().encoding() == "int"
                     && crate::base::parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n)));
             out.int(if shared { SHARED_REFCOUNT } else { 1 });
@@ -751,7 +745,7 @@ fn wait(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Keyspace, StoreStats};
+    use crate::store::{Keyspace, StoreStats, Value};
     use std::collections::HashMap;
 
     #[test]

@@ -15,7 +15,7 @@ use super::{
 use crate::base::{eq_ic, parse_i64};
 use crate::protocol::Reply;
 use crate::store::list::ListValue;
-use crate::store::{EntryMut, KeyAccess, Value};
+use crate::store::{EntryMut, KeyAccess, Value, ValueRef};
 use smallvec::SmallVec;
 use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
@@ -163,8 +163,8 @@ enum ListWaiter {
 impl BlockedOp for ListWaiter {
     fn readiness(&self, keys: &mut KeyAccess<'_>, key: &[u8]) -> Readiness {
         match keys.peek(key).map(|e| e.value()) {
-            Some(Value::List(list)) if !list.is_empty() => {}
-            Some(Value::List(_)) | None => return Readiness::Empty,
+            Some(ValueRef::List(list)) if !list.is_empty() => {}
+            Some(ValueRef::List(_)) | None => return Readiness::Empty,
             Some(_) => return Readiness::WrongType,
         }
         // The destination may live in a partition the pushing command does
@@ -471,10 +471,10 @@ fn move_element(
     }
     match keys.peek(src) {
         None => return Ok(false),
-        Some(e) if !matches!(e.value(), Value::List(_)) => return Err(err::WRONGTYPE.into()),
+        Some(e) if !matches!(e.value(), ValueRef::List(_)) => return Err(err::WRONGTYPE.into()),
         Some(_) => {}
     }
-    if keys.peek(dst).is_some_and(|e| !matches!(e.value(), Value::List(_))) {
+    if keys.peek(dst).is_some_and(|e| !matches!(e.value(), ValueRef::List(_))) {
         return Err(err::WRONGTYPE.into());
     }
     let value = {
@@ -528,7 +528,8 @@ fn brpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn blocking_move(ctx: &mut Ctx<'_>, args: &[&[u8]], from: End, to: End, timeout: &[u8], out: &mut Reply) -> CmdResult {
     let deadline = parse_block_timeout(timeout, ctx.keys.now_ms)?;
     let (src, dst) = (args[1], args[2]);
-    let src_wrong_on_retry = is_retry(ctx) && ctx.keys.peek(src).is_some_and(|e| !matches!(e.value(), Value::List(_)));
+    let src_wrong_on_retry =
+        is_retry(ctx) && ctx.keys.peek(src).is_some_and(|e| !matches!(e.value(), ValueRef::List(_)));
     if src_wrong_on_retry || !move_element(&mut ctx.keys, src, dst, from, to, out)? {
         // Inside MULTI Redis answers a null bulk here, but a null array on timeout.
         let waiter = ListWaiter::Move { dst: dst.to_vec(), from, to };
@@ -542,7 +543,7 @@ fn blocking_move(ctx: &mut Ctx<'_>, args: &[&[u8]], from: End, to: End, timeout:
 fn llen(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match ctx.keys.get(args[1]).map(|e| e.value()) {
         None => out.int(0),
-        Some(Value::List(list)) => out.int(list.len() as i64),
+        Some(ValueRef::List(list)) => out.int(list.len() as i64),
         Some(_) => return Err(err::WRONGTYPE.into()),
     }
     Ok(())
@@ -556,7 +557,7 @@ fn lrange(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.array(0);
             return Ok(());
         }
-        Some(Value::List(list)) => list,
+        Some(ValueRef::List(list)) => list,
         Some(_) => return Err(err::WRONGTYPE.into()),
     };
     let Some(range) = clamp_range(start, end, list.len()) else {
@@ -618,7 +619,7 @@ fn lindex(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.null();
             return Ok(());
         }
-        Some(Value::List(list)) => list,
+        Some(ValueRef::List(list)) => list,
         Some(_) => return Err(err::WRONGTYPE.into()),
     };
     let index = arg_i64(args[2])?;
@@ -662,7 +663,7 @@ fn lpos(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             }
             return Ok(());
         }
-        Some(Value::List(list)) => list,
+        Some(ValueRef::List(list)) => list,
         Some(_) => return Err(err::WRONGTYPE.into()),
     };
     let from_tail = rank < 0;

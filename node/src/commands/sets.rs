@@ -10,10 +10,10 @@ use super::typed::{read_value, remove_members, value_mut};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::{eq_ic, glob_match};
 use crate::protocol::Reply;
-use crate::store::Value;
 use crate::store::fast_rand;
 use crate::store::set::{Member, SetValue};
 use crate::store::slab_table::{Keyed, SlabTable};
+use crate::store::{Value, ValueRef};
 use smallvec::SmallVec;
 
 const W: u32 = flags::WRITE;
@@ -291,7 +291,7 @@ fn set_sizes(ctx: &mut Ctx<'_>, keys: &[&[u8]], for_store: bool) -> Result<Small
                 Some(mut e) => {
                     e.unchanged();
                     match e.value() {
-                        Value::Set(s) => Some(s.len()),
+                        ValueRef::Set(s) => Some(s.len()),
                         _ => return Err(err::WRONGTYPE.into()),
                     }
                 }
@@ -307,7 +307,7 @@ fn set_sizes(ctx: &mut Ctx<'_>, keys: &[&[u8]], for_store: bool) -> Result<Small
 /// The set at a key already checked by `set_sizes` (no stats, no touch).
 fn checked_set<'a>(ctx: &'a mut Ctx<'_>, key: &[u8]) -> Option<&'a SetValue> {
     match ctx.keys.peek(key).map(|e| e.value()) {
-        Some(Value::Set(s)) => Some(s),
+        Some(ValueRef::Set(s)) => Some(s),
         _ => None,
     }
 }
@@ -469,10 +469,10 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.int(0);
             return Ok(());
         }
-        Some(Value::Set(s)) => s.contains(member),
+        Some(ValueRef::Set(s)) => s.contains(member),
         Some(_) => return Err(err::WRONGTYPE.into()),
     };
-    if ctx.keys.peek(dst).is_some_and(|e| !matches!(e.value(), Value::Set(_))) {
+    if ctx.keys.peek(dst).is_some_and(|e| !matches!(e.value(), ValueRef::Set(_))) {
         return Err(err::WRONGTYPE.into());
     }
     if src == dst || !src_has {

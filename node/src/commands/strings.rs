@@ -11,7 +11,7 @@ use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::long_double::LongDouble;
 use crate::base::{eq_ic, parse_i64};
 use crate::protocol::Reply;
-use crate::store::Value;
+use crate::store::{Value, ValueRef};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -58,9 +58,9 @@ const BIT_OFFSET: &str = "ERR bit offset is not an integer or out of range";
 
 /// The bytes of a string value, or WRONGTYPE.
 #[inline]
-fn string_bytes(v: &Value) -> Result<&[u8], CmdError> {
+fn string_bytes(v: ValueRef<'_>) -> Result<&[u8], CmdError> {
     match v {
-        Value::Str(s) => Ok(s),
+        ValueRef::Str(s) => Ok(s),
         _ => Err(err::WRONGTYPE.into()),
     }
 }
@@ -202,7 +202,7 @@ impl<'a> StringOptions<'a> {
 fn set(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let (key, value) = (args[1], args[2]);
     if args.len() == 3 {
-        ctx.keys.set(key, Value::Str(value.to_vec()), 0, false);
+        ctx.keys.set_str(key, value, 0, false);
         out.ok();
         return Ok(());
     }
@@ -232,7 +232,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         return Ok(());
     }
-    ctx.keys.set(key, Value::Str(value.to_vec()), expire_at, o.keep_ttl);
+    ctx.keys.set_str(key, value, expire_at, o.keep_ttl);
     if !o.get {
         out.ok();
     }
@@ -243,7 +243,7 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if ctx.keys.contains(args[1]) {
         out.int(0);
     } else {
-        ctx.keys.set(args[1], Value::Str(args[2].to_vec()), 0, false);
+        ctx.keys.set_str(args[1], args[2], 0, false);
         out.int(1);
     }
     Ok(())
@@ -251,7 +251,7 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn set_with_expire(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, unit: ExpireUnit, cmd: &str) -> CmdResult {
     let expire_at = expire_at_ms(unit, args[2], ctx.keys.now_ms, cmd)?;
-    ctx.keys.set(args[1], Value::Str(args[3].to_vec()), expire_at, false);
+    ctx.keys.set_str(args[1], args[3], expire_at, false);
     out.ok();
     Ok(())
 }
@@ -280,7 +280,7 @@ fn reply_string(ctx: &mut Ctx<'_>, key: &[u8], out: &mut Reply) -> Result<bool, 
 
 fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     reply_string(ctx, args[1], out)?;
-    ctx.keys.set(args[1], Value::Str(args[2].to_vec()), 0, false);
+    ctx.keys.set_str(args[1], args[2], 0, false);
     Ok(())
 }
 
@@ -317,7 +317,7 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         None if o.persist => {
             if let Some(mut e) = ctx.keys.get_mut(key) {
-                if e.expire_at == 0 {
+                if e.expire_at() == 0 {
                     e.unchanged();
                 } else {
                     e.set_expire(0);
@@ -333,7 +333,7 @@ fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     out.array(args.len() - 1);
     for key in &args[1..] {
         match ctx.keys.get(key).map(|e| e.value()) {
-            Some(Value::Str(s)) => out.bulk(s),
+            Some(ValueRef::Str(s)) => out.bulk(s),
             _ => out.null(),
         }
     }
@@ -345,7 +345,7 @@ fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Err(err::arity("mset").into());
     }
     for pair in args[1..].chunks_exact(2) {
-        ctx.keys.set(pair[0], Value::Str(pair[1].to_vec()), 0, false);
+        ctx.keys.set_str(pair[0], pair[1], 0, false);
     }
     out.ok();
     Ok(())
@@ -360,7 +360,7 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Ok(());
     }
     for pair in args[1..].chunks_exact(2) {
-        ctx.keys.set(pair[0], Value::Str(pair[1].to_vec()), 0, false);
+        ctx.keys.set_str(pair[0], pair[1], 0, false);
     }
     out.int(1);
     Ok(())
@@ -464,7 +464,7 @@ fn append(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let (key, tail) = (args[1], args[2]);
     let max = max_string_len(ctx);
     let Some(mut e) = ctx.keys.get_mut(key) else {
-        ctx.keys.set(key, Value::Str(tail.to_vec()), 0, false);
+        ctx.keys.set_str(key, tail, 0, false);
         out.int(tail.len() as i64);
         return Ok(());
     };
@@ -582,7 +582,7 @@ fn lcs(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let mut read = |key: &[u8]| -> Result<Vec<u8>, CmdError> {
         match ctx.keys.get(key).map(|e| e.value()) {
             None => Ok(Vec::new()),
-            Some(Value::Str(s)) => Ok(s.clone()),
+            Some(ValueRef::Str(s)) => Ok(s.to_vec()),
             Some(_) => Err(NOT_STRINGS.into()),
         }
     };

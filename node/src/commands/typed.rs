@@ -7,11 +7,11 @@ use crate::store::hash::HashValue;
 use crate::store::list::ListValue;
 use crate::store::set::SetValue;
 use crate::store::zset::ZSetValue;
-use crate::store::{EntryMut, KeyAccess, Value};
+use crate::store::{EntryMut, KeyAccess, Value, ValueRef};
 
 /// A value type commands work on, picked out of a `Value`.
 pub trait TypedValue: Sized {
-    fn of(v: &Value) -> Option<&Self>;
+    fn of(v: ValueRef<'_>) -> Option<&Self>;
     fn of_mut(v: &mut Value) -> Option<&mut Self>;
     fn is_empty(&self) -> bool;
 }
@@ -19,8 +19,8 @@ pub trait TypedValue: Sized {
 macro_rules! typed_value {
     ($ty:ty, $variant:ident) => {
         impl TypedValue for $ty {
-            fn of(v: &Value) -> Option<&Self> {
-                if let Value::$variant(x) = v { Some(x) } else { None }
+            fn of(v: ValueRef<'_>) -> Option<&Self> {
+                if let ValueRef::$variant(x) = v { Some(x) } else { None }
             }
 
             fn of_mut(v: &mut Value) -> Option<&mut Self> {

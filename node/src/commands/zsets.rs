@@ -11,7 +11,7 @@ use crate::base::{eq_ic, glob_match, parse_i64};
 use crate::protocol::{Reply, format_double};
 use crate::store::set::SetValue;
 use crate::store::zset::{LexBound, LexRange, ScoreRange, ZSetValue};
-use crate::store::{EntryMut, KeyAccess, Value, fast_rand};
+use crate::store::{EntryMut, KeyAccess, Value, ValueRef, fast_rand};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 
@@ -332,7 +332,7 @@ fn write_zset<'a>(keys: &'a mut KeyAccess<'_>, key: &[u8]) -> Result<Option<Entr
     let Some(mut e) = keys.get_mut(key) else {
         return Ok(None);
     };
-    if !matches!(e.value(), Value::ZSet(_)) {
+    if !matches!(e.value(), ValueRef::ZSet(_)) {
         e.unchanged();
         return Err(err::WRONGTYPE.into());
     }
@@ -833,8 +833,8 @@ impl Source<'_> {
 /// An input already type-checked by the first pass (no stats counted again).
 fn source<'a>(keys: &'a mut KeyAccess<'_>, key: &[u8]) -> Option<Source<'a>> {
     match keys.peek(key)?.value() {
-        Value::ZSet(z) => Some(Source::ZSet(z)),
-        Value::Set(s) => Some(Source::Set(s)),
+        ValueRef::ZSet(z) => Some(Source::ZSet(z)),
+        ValueRef::Set(s) => Some(Source::Set(s)),
         _ => None,
     }
 }
@@ -939,8 +939,8 @@ fn setop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, name: &str,
         let entry = if store { ctx.keys.peek(key) } else { ctx.keys.get(key) };
         lens.push(match entry.map(|e| e.value()) {
             None => 0,
-            Some(Value::ZSet(z)) => z.len(),
-            Some(Value::Set(s)) => s.len(),
+            Some(ValueRef::ZSet(z)) => z.len(),
+            Some(ValueRef::Set(s)) => s.len(),
             Some(_) => return Err(err::WRONGTYPE.into()),
         });
     }
@@ -1172,8 +1172,8 @@ struct ZSetWaiter {
 impl BlockedOp for ZSetWaiter {
     fn readiness(&self, keys: &mut KeyAccess<'_>, key: &[u8]) -> Readiness {
         match keys.peek(key).map(|e| e.value()) {
-            Some(Value::ZSet(z)) if !z.is_empty() => Readiness::Ready,
-            Some(Value::ZSet(_)) | None => Readiness::Empty,
+            Some(ValueRef::ZSet(z)) if !z.is_empty() => Readiness::Ready,
+            Some(ValueRef::ZSet(_)) | None => Readiness::Empty,
             Some(_) => Readiness::WrongType,
         }
     }

@@ -100,6 +100,11 @@ pub struct RuntimeConfig {
     pub lfu_log_factor: AtomicU32,
     /// Idle minutes per LFU counter decrement (`lfu-decay-time`); 0 = none.
     pub lfu_decay_minutes: AtomicU32,
+    /// Active defragmentation on, and when it starts: fragmentation over
+    /// both this many bytes and this percentage of allocated memory.
+    pub activedefrag: AtomicBool,
+    pub active_defrag_ignore_bytes: AtomicU64,
+    pub active_defrag_threshold_lower: AtomicU32,
 }
 
 impl RuntimeConfig {
@@ -123,6 +128,9 @@ impl RuntimeConfig {
             // Redis's defaults.
             lfu_log_factor: AtomicU32::new(10),
             lfu_decay_minutes: AtomicU32::new(1),
+            activedefrag: AtomicBool::new(true),
+            active_defrag_ignore_bytes: AtomicU64::new(0),
+            active_defrag_threshold_lower: AtomicU32::new(0),
         }
     }
 

@@ -122,6 +122,28 @@ pub static PARAMS: &[Param] = &[
         get: |c| c.runtime.maxmemory_samples.load(Relaxed).to_string(), rewrite: true, secret: false,
     },
     Param {
+        name: "activedefrag", aliases: &[], group: "Memory",
+        help: "Move values out of sparse allocator pages when fragmentation is high, so freed pages return to the \
+               OS and RSS stays near used_memory (Redis has it off by default; a pod must not drift to its limit).",
+        default: Some("yes"), kind: Kind::YesNo,
+        store: Store::Runtime(|rt, v| rt.activedefrag.store(v.flag(), Relaxed)), live: None,
+        get: |c| yes_no(c.runtime.activedefrag.load(Relaxed)).into(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "active-defrag-ignore-bytes", aliases: &[], group: "Memory",
+        help: "Fragmentation (allocator_frag_bytes) below this is left alone (Redis: 100mb; here sized for small pods).",
+        default: Some("4mb"), kind: Kind::Memory { min: 1, max: u64::MAX },
+        store: Store::Runtime(|rt, v| rt.active_defrag_ignore_bytes.store(v.bytes(), Relaxed)), live: None,
+        get: |c| c.runtime.active_defrag_ignore_bytes.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "active-defrag-threshold-lower", aliases: &[], group: "Memory",
+        help: "Fragmentation percentage (of allocated memory) that starts defragmentation (Redis: 10).",
+        default: Some("10"), kind: Kind::Int { min: 0, max: 1000 },
+        store: Store::Runtime(|rt, v| rt.active_defrag_threshold_lower.store(v.int() as u32, Relaxed)), live: None,
+        get: |c| c.runtime.active_defrag_threshold_lower.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
         name: "maxclients", aliases: &[], group: "Clients",
         help: "Most concurrent clients.",
         default: Some("10000"), kind: Kind::Int { min: 1, max: u32::MAX as i64 },

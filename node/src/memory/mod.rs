@@ -1,6 +1,6 @@
-//! The memory budget: what the node holds (keyspace + connection buffers +
-//! a fixed baseline, `used_memory`) against `maxmemory`, and reclaiming
-//! before a write that may grow it.
+//! The memory budget: what the node holds (`used_memory`, measured by the
+//! allocator, see `Budget`) against `maxmemory`, and reclaiming before a
+//! write that may grow it.
 //!
 //! `ensure_memory` reclaims until the node is back under the limit:
 //! TTL-expired keys first, whatever the policy (nothing live is evicted
@@ -11,28 +11,51 @@
 //! do not each pay for a search. Under noeviction a write over the limit
 //! costs one comparison before its OOM error.
 
+pub mod defrag;
+
 use crate::config::RuntimeConfig;
 use crate::store::expire::ActiveExpiry;
 use crate::store::{Keyspace, StoreStats, Victim};
+use crate::sys::alloc::AllocatorStats;
+use std::sync::OnceLock;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
-/// Fixed memory the node uses regardless of data (tables, runtime): part of
-/// `used_memory` as in Redis, so an empty node does not report 0.
-const BASE_MEMORY: i64 = 1024 * 1024;
+/// How often the estimate is set right against the allocator's statistics.
+const CALIBRATE_EVERY_MS: u64 = 100;
 
 /// Most victims removed for one write before giving up (bounds latency when
 /// one huge write needs a lot of room).
 const MAX_EVICTIONS_PER_CALL: usize = 100_000;
 
-/// The memory that is not the keyspace's: connection buffers, and the
-/// highest total seen.
+/// The memory budget's figures. `used_memory` is what the process really
+/// holds: jemalloc's allocated bytes and its metadata, plus the fixed part
+/// of the process outside the heap (code, thread stacks: its RSS beyond
+/// the allocator's resident pages, measured once at start-up), so that
+/// `maxmemory` bounds RSS whatever the value sizes. The keyspace and
+/// connection buffers keep an exact running estimate of their own bytes
+/// (jemalloc size classes, updated by every write, so the limit holds
+/// between two readings of the allocator); every `CALIBRATE_EVERY_MS`
+/// the difference between the real figure and that estimate (tables,
+/// runtime, whatever is not counted per key) is measured and added.
+///
+/// Not counted: fragmentation inside the allocator's pages (INFO's
+/// `allocator_frag_*`). Evicting more would not reduce it — a page is
+/// freed only when all its objects are — so counting it could evict a
+/// whole cache after a mass delete; it is reported instead.
 #[derive(Default)]
 pub struct Budget {
     /// Bytes held in connection buffers (query and output).
     connections: AtomicI64,
     /// Highest `used_memory` seen (sampled every tick and on INFO).
     peak: AtomicU64,
+    /// Allocator-measured minus estimated bytes at the last calibration.
+    correction: AtomicI64,
+    /// When the last calibration ran (unix ms).
+    calibrated_ms: AtomicU64,
+    /// The process's RSS outside the allocator, measured once.
+    process_base: OnceLock<u64>,
+    pub defrag: defrag::ActiveDefrag,
 }
 
 impl Budget {
@@ -45,10 +68,43 @@ impl Budget {
         self.connections.load(Relaxed).max(0) as u64
     }
 
-    /// `used_memory`: keyspace + connection buffers + baseline.
-    pub fn used(&self, ks: &Keyspace) -> u64 {
+    /// What the node counts itself: keyspace + connection buffers.
+    fn estimate(&self, ks: &Keyspace) -> i64 {
         ks.flush_mem();
-        (ks.used_memory() + self.connections.load(Relaxed).max(0) + BASE_MEMORY) as u64
+        ks.used_memory() + self.connections.load(Relaxed).max(0)
+    }
+
+    /// `used_memory`: the estimate set right by the last calibration.
+    pub fn used(&self, ks: &Keyspace) -> u64 {
+        (self.estimate(ks) + self.correction.load(Relaxed)).max(0) as u64
+    }
+
+    /// Reads the allocator's statistics (plus `extra` bytes mapped outside
+    /// it) and resets the correction, at most every `CALIBRATE_EVERY_MS`
+    /// unless `force`. Near the limit `max`, pages the allocator freed but
+    /// still maps go back to the OS at once, so RSS follows `used_memory`.
+    /// Returns the statistics when it read them.
+    pub fn calibrate(&self, ks: &Keyspace, extra: u64, max: u64, force: bool) -> Option<AllocatorStats> {
+        let now = crate::store::now_ms();
+        let last = self.calibrated_ms.load(Relaxed);
+        if !force && now.saturating_sub(last) < CALIBRATE_EVERY_MS {
+            return None;
+        }
+        if self.calibrated_ms.compare_exchange(last, now, Relaxed, Relaxed).is_err() && !force {
+            return None; // another worker is calibrating
+        }
+        let stats = crate::sys::alloc::stats();
+        if stats.allocated == 0 {
+            return Some(stats);
+        }
+        let base = *self.process_base.get_or_init(|| crate::sys::process::rss_bytes().saturating_sub(stats.resident));
+        let real = stats.allocated + stats.metadata + extra + base;
+        self.correction.store(real as i64 - self.estimate(ks), Relaxed);
+        let dirty = stats.resident.saturating_sub(stats.active + stats.metadata);
+        if max > 0 && real + max / 8 > max && dirty > max / 64 {
+            crate::sys::alloc::purge();
+        }
+        Some(stats)
     }
 
     /// Records `used` as the peak if it is the highest yet; returns the peak.

@@ -120,7 +120,7 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
     let mem = &s.memory;
     let mut m = enc.encode_descriptor(
         "strata_memory_used",
-        "Memory used (total includes a fixed baseline).",
+        "Memory used: total is what the allocator holds (used_memory), keyspace and connections its parts.",
         Some(&Unit::Bytes),
         MetricType::Gauge,
     )?;
@@ -129,6 +129,26 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         ConstGauge::new(v).encode(m.encode_family(&labels)?)?;
     }
     gauge(enc, "strata_memory_max", "Configured maxmemory (0 = no limit).", Some(Unit::Bytes), mem.max)?;
+    gauge(enc, "strata_memory_rss", "Resident set size of the process.", Some(Unit::Bytes), mem.rss)?;
+    counter(
+        enc,
+        "strata_defrag_moves",
+        "Blocks active defragmentation moved out of sparse pages.",
+        None,
+        mem.defrag_hits,
+    )?;
+    let mut m = enc.encode_descriptor(
+        "strata_memory_allocator",
+        "The allocator's figures: allocated (held by the node), active (pages holding live objects), \
+         resident (pages it maps that are in RAM).",
+        Some(&Unit::Bytes),
+        MetricType::Gauge,
+    )?;
+    let a = &mem.allocator;
+    for (state, v) in [("allocated", a.allocated), ("active", a.active), ("resident", a.resident)] {
+        let labels = [("state", state)];
+        ConstGauge::new(v).encode(m.encode_family(&labels)?)?;
+    }
 
     let mut m = enc.encode_descriptor("strata_keys", "Keys per database.", None, MetricType::Gauge)?;
     for (db, f) in s.keyspace.iter().enumerate() {

@@ -71,13 +71,19 @@ pub struct MemoryFigures {
     pub keyspace: u64,
     /// Client query and output buffers.
     pub connections: u64,
-    /// `used_memory`: the above plus a fixed baseline.
+    /// `used_memory`: what the allocator holds (the above and the rest).
     pub used: u64,
     pub peak: u64,
     /// `maxmemory` (0 = no limit).
     pub max: u64,
     /// Resident set size of the process.
     pub rss: u64,
+    /// The allocator's own figures.
+    pub allocator: crate::sys::alloc::AllocatorStats,
+    /// Active defragmentation: working now, blocks moved, blocks left.
+    pub defrag_running: bool,
+    pub defrag_hits: u64,
+    pub defrag_misses: u64,
 }
 
 /// Keys of one database.
@@ -88,6 +94,8 @@ pub struct DbFigures {
     pub expires: u64,
     /// Sum of their remaining TTLs, for the average INFO shows.
     pub ttl_sum_ms: u128,
+    /// Bytes of the index tables (slots and hash buckets, with capacity).
+    pub index_bytes: u64,
 }
 
 impl DbFigures {

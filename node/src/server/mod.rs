@@ -136,6 +136,7 @@ pub enum NewConn {
 
 /// Builds the shared state from a configuration.
 pub fn build_shared(config: Config) -> Arc<Shared> {
+    crate::sys::alloc::configure();
     let (shutdown, _) = watch::channel(false);
     let run_id: String = (0..40).map(|_| format!("{:x}", crate::base::random::fast_rand() % 16)).collect();
     let threads = config.startup.threads;
@@ -278,6 +279,9 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     }
     shared.ks.flush_mem();
     shared.ks.tick_clock();
+    if let Some(stats) = shared.memory.calibrate(&shared.ks, 0, shared.maxmemory(), false) {
+        shared.memory.defrag.run(&shared.ks, &shared.config.runtime, &stats);
+    }
     shared.memory.note_peak(shared.used_memory());
     if worker == 0 {
         shared.ops_samples.lock().sample(shared.total_commands());
@@ -497,13 +501,14 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
     loop {
         tokio::select! {
             _ = trim.tick() => {
-                // glibc keeps what thousands of closed connections freed in
-                // its arenas (tens of MB per 10,000): hand it back to the OS.
+                // jemalloc returns freed pages gradually (over seconds);
+                // what thousands of closed connections freed (tens of MB
+                // per 10,000) goes back to the OS at once.
                 let now = shared.clients.count();
                 peak_clients = peak_clients.max(now);
                 if peak_clients - now >= TRIM_AFTER_CLOSED {
                     peak_clients = now;
-                    tokio::task::spawn_blocking(crate::sys::process::purge_allocator);
+                    tokio::task::spawn_blocking(crate::sys::alloc::purge);
                 }
             }
             r = accept_any(&tcp), if !tcp.is_empty() => {

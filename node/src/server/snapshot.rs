@@ -12,6 +12,7 @@ impl Shared {
     /// one at a time): see [`Shared::snapshot_with_keys`].
     pub fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot {
         let clients = self.clients.all();
+        let allocator = self.memory.calibrate(&self.ks, 0, self.maxmemory(), true).unwrap_or_default();
         let used = self.used_memory();
         let peak = self.memory.note_peak(used);
         Snapshot {
@@ -40,6 +41,10 @@ impl Shared {
                 peak,
                 max: self.maxmemory(),
                 rss: crate::sys::process::rss_bytes(),
+                allocator,
+                defrag_running: self.memory.defrag.running(),
+                defrag_hits: self.memory.defrag.hits.load(Relaxed),
+                defrag_misses: self.memory.defrag.misses.load(Relaxed),
             },
             keyspace,
             commands: self

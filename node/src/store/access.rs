@@ -9,8 +9,9 @@
 //! command can forget it.
 
 use super::StoreStats;
+use super::entry::Entry;
 use super::journal::ChangeKind;
-use super::partition::{Entry, Location, Partition, Serve, Waiter};
+use super::partition::{Partition, Serve, Waiter};
 use super::value::Value;
 use super::{Keyspace, Locked};
 use crate::base::hash::hash_bytes;
@@ -63,7 +64,7 @@ impl<'a> KeyAccess<'a> {
         let ks = self.ks;
         let (part_idx, part) = self.part_mut(key);
         let slot = part.dbs[db].find(hash, key)?;
-        let exp = part.dbs[db].entry(slot).expire_at;
+        let exp = part.dbs[db].entry(slot).expire_at();
         if exp != 0 && exp <= now {
             part.remove_entry(ks, db, slot, None, ChangeKind::Expired);
             StoreStats::bump(&stats.expired, 1);
@@ -159,7 +160,7 @@ impl<'a> KeyAccess<'a> {
         let db = self.db;
         let ks = self.ks;
         let (part_idx, part) = self.part_mut(key);
-        let entry = Entry { key: key.into(), expire_at, meta: EntryState::new(&clock), loc: Location::Ram(value) };
+        let entry = Entry::new(key, value, expire_at, EntryState::new(&clock));
         let slot = part.insert_entry(ks, db, hash, entry, &clock);
         (part_idx, slot)
     }
@@ -170,12 +171,30 @@ impl<'a> KeyAccess<'a> {
         let hash = hash_bytes(key);
         if let Some(loc) = self.locate_hashed(key, hash) {
             let mut e = self.entry_mut_at(loc);
-            *e.value_mut() = value;
-            let new_exp = if keep_ttl { e.expire_at } else { expire_at };
+            e.replace_value(value);
+            let new_exp = if keep_ttl { e.expire_at() } else { expire_at };
             e.set_expire(new_exp);
             return;
         }
         self.insert_new_hashed(key, hash, value, expire_at);
+    }
+
+    /// `set` for a string given as bytes: copied once, into the entry.
+    pub fn set_str(&mut self, key: &[u8], value: &[u8], expire_at: u64, keep_ttl: bool) {
+        let hash = hash_bytes(key);
+        if let Some(loc) = self.locate_hashed(key, hash) {
+            let mut e = self.entry_mut_at(loc);
+            e.replace_string(value);
+            let new_exp = if keep_ttl { e.expire_at() } else { expire_at };
+            e.set_expire(new_exp);
+            return;
+        }
+        let clock = self.ks.policy_clock();
+        let db = self.db;
+        let ks = self.ks;
+        let (_, part) = self.part_mut(key);
+        let entry = Entry::new_string(key, value, expire_at, EntryState::new(&clock));
+        part.insert_entry(ks, db, hash, entry, &clock);
     }
 
     /// Deletes a key; true when it existed.
@@ -367,6 +386,9 @@ impl DerefMut for EntryMut<'_> {
 impl Drop for EntryMut<'_> {
     fn drop(&mut self) {
         let db = self.db;
+        if self.written {
+            self.part.dbs[db].entry_mut(self.slot).compact();
+        }
         let e = self.part.dbs[db].entry(self.slot);
         if e.value().is_empty_collection() {
             // What was accounted for this key is `old_mem`, from before the write.

@@ -80,7 +80,7 @@ impl Keyspace {
         // the victim carries its key (see `Victim`). One may be gone by then.
         for (score, part, db, slot) in best {
             if let Some(e) = self.lock(part).dbs[db].table.get(slot) {
-                out.push((score, Victim { part, db, slot, key: e.key.clone() }));
+                out.push((score, Victim { part, db, slot, key: e.key().into() }));
             }
         }
     }
@@ -89,7 +89,7 @@ impl Keyspace {
     /// bytes freed.
     pub fn evict(&self, v: &Victim, stats: &StoreStats) -> Option<usize> {
         let mut part = self.lock(v.part);
-        if part.dbs[v.db].table.get(v.slot).is_none_or(|e| e.key != v.key) {
+        if part.dbs[v.db].table.get(v.slot).is_none_or(|e| e.key() != &*v.key) {
             return None;
         }
         let freed = part.remove_entry(self, v.db, v.slot, None, ChangeKind::Evicted).mem();

@@ -16,7 +16,7 @@
 //! this interface allows without touching the store: `Change::entry` is the
 //! whole entry and the log chooses how to serialize it.
 
-use super::partition::Entry;
+use super::entry::Entry;
 
 /// What happened to a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,6 +8,8 @@
 //! ascending partition order (so multi-key commands and EXEC cannot deadlock).
 
 mod access;
+mod defrag;
+pub mod entry;
 mod evict;
 pub mod expire;
 pub mod hash;
@@ -24,11 +26,13 @@ pub use crate::base::hash::hash_bytes;
 pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{EntryMut, KeyAccess, clear_db};
+pub use defrag::DefragPass;
+pub use entry::{Entry, Meta};
 pub use evict::Victim;
 pub use journal::{Change, ChangeKind, Journal};
-pub use partition::{Db, Entry, Location, Meta, NUM_DBS, Partition, Serve, Waiter};
+pub use partition::{Db, NUM_DBS, Partition, Serve, Waiter};
 pub use pending::PendingRead;
-pub use value::{Value, WRONGTYPE};
+pub use value::{Value, ValueRef, WRONGTYPE};
 
 use crate::base::slot::{SLOTS, key_slot};
 use crate::metrics::DbFigures;

@@ -2,9 +2,9 @@
 //! bookkeeping, eviction metadata, WATCH versions, blocked clients and its
 //! memory counter. A partition is only ever touched under its own lock.
 
+use super::entry::Entry;
 use super::journal::{Change, ChangeKind};
 use super::slab_table::{Keyed, SlabTable};
-use super::value::Value;
 use super::{KeyAccess, Keyspace};
 use crate::base::hash::hash_bytes;
 use crate::base::random::fast_rand;
@@ -18,54 +18,10 @@ use std::sync::Arc;
 /// Number of logical databases (SELECT 0..15).
 pub const NUM_DBS: usize = crate::config::DATABASES;
 
-/// Fixed bookkeeping per key beyond key and value bytes: slab slot, index
-/// bucket and the Entry header. Kept close to reality so `used_memory` and
-/// `maxmemory` mean what users expect.
-pub const ENTRY_OVERHEAD: usize = 96;
-/// Extra bytes for a key that has a TTL (its node in the expiry set).
-pub const EXPIRE_OVERHEAD: usize = 32;
-
-/// Where a key's value lives. Only RAM today; the disk tier adds a variant
-/// (segment, offset, length) so the index stays in RAM while values move.
-pub enum Location {
-    Ram(Value),
-}
-
-/// Eviction metadata kept in every index entry: the policy's fixed-size
-/// per-entry state (access time, LFU counter, policy bits and links).
-pub type Meta = EntryState;
-
-pub struct Entry {
-    pub key: Box<[u8]>,
-    /// Absolute expiry in unix milliseconds; 0 = persistent.
-    pub expire_at: u64,
-    pub meta: Meta,
-    pub loc: Location,
-}
-
 impl Keyed for Entry {
+    #[inline]
     fn key(&self) -> &[u8] {
-        &self.key
-    }
-}
-
-impl Entry {
-    pub fn value(&self) -> &Value {
-        match &self.loc {
-            Location::Ram(v) => v,
-        }
-    }
-    pub fn value_mut(&mut self) -> &mut Value {
-        match &mut self.loc {
-            Location::Ram(v) => v,
-        }
-    }
-    /// Bytes this entry accounts for in `used_memory`.
-    pub fn mem(&self) -> usize {
-        self.key.len()
-            + self.value().mem_bytes()
-            + ENTRY_OVERHEAD
-            + if self.expire_at != 0 { EXPIRE_OVERHEAD } else { 0 }
+        Entry::key(self)
     }
 }
 
@@ -106,7 +62,7 @@ impl Entries for DbEntries<'_> {
     }
 
     fn expire_at(&self, slot: u32) -> u64 {
-        self.table.get(slot).map_or(0, |e| e.expire_at)
+        self.table.get(slot).map_or(0, Entry::expire_at)
     }
 
     fn soonest_expiring(&self) -> Option<u32> {
@@ -159,7 +115,7 @@ impl Db {
     /// Inserts an entry for a key known to be absent (its `meta` already
     /// set); the policy queues it and the expiry set takes its TTL.
     pub(super) fn insert(&mut self, hash: u64, entry: Entry, clock: &Clock) -> u32 {
-        let expire_at = entry.expire_at;
+        let expire_at = entry.expire_at();
         let slot = self.table.insert_new(hash, entry);
         let (policy, mut entries) = self.policy_and_entries();
         policy.on_insert(&mut entries, slot, clock);
@@ -173,7 +129,7 @@ impl Db {
     pub(super) fn remove(&mut self, slot: u32) -> Entry {
         let (policy, mut entries) = self.policy_and_entries();
         policy.on_remove(&mut entries, slot);
-        let expire_at = self.entry(slot).expire_at;
+        let expire_at = self.entry(slot).expire_at();
         if expire_at != 0 {
             self.expires.remove(&(expire_at, slot));
         }
@@ -214,7 +170,7 @@ impl Db {
 
     /// Changes a key's expiry (0 = persist), keeping the expiry set in step.
     pub(super) fn set_expire(&mut self, slot: u32, expire_at: u64) {
-        let old = self.entry(slot).expire_at;
+        let old = self.entry(slot).expire_at();
         if old == expire_at {
             return;
         }
@@ -224,7 +180,7 @@ impl Db {
         if expire_at != 0 {
             self.expires.insert((expire_at, slot));
         }
-        self.entry_mut(slot).expire_at = expire_at;
+        self.entry_mut(slot).set_expire_at(expire_at);
     }
 }
 
@@ -329,6 +285,7 @@ impl Partition {
         for (f, d) in out.iter_mut().zip(self.dbs.iter()) {
             f.keys += d.len() as u64;
             f.expires += d.expires.len() as u64;
+            f.index_bytes += d.table.overhead_bytes() as u64;
             f.ttl_sum_ms += d.expires.iter().map(|&(at, _)| at.saturating_sub(now_ms) as u128).sum::<u128>();
         }
     }
@@ -420,9 +377,9 @@ impl Partition {
     pub(super) fn insert_entry(&mut self, ks: &Keyspace, db: usize, hash: u64, entry: Entry, clock: &Clock) -> u32 {
         let mem = entry.mem() as i64;
         let wakes = entry.value().wakes_blocked();
-        self.count_key(&entry.key, 1);
-        if entry.expire_at != 0 {
-            ks.note_deadline(entry.expire_at);
+        self.count_key(entry.key(), 1);
+        if entry.expire_at() != 0 {
+            ks.note_deadline(entry.expire_at());
         }
         let slot = self.dbs[db].insert(hash, entry, clock);
         self.mem += mem;
@@ -434,15 +391,15 @@ impl Partition {
     /// WATCH, wake-ups and the journal after a key was written.
     pub(super) fn settle_write(&mut self, ks: &Keyspace, db: usize, slot: u32, kind: ChangeKind, wakes: bool) {
         let e = self.dbs[db].entry(slot);
-        bump_watch(&mut self.watched, db, &e.key);
+        bump_watch(&mut self.watched, db, e.key());
         if wakes && !self.blocked.is_empty() {
-            let key = e.key.clone();
+            let key: Box<[u8]> = e.key().into();
             self.signal_ready(db, &key);
         }
         self.seq += 1;
         if let Some(j) = ks.journal() {
             let e = self.dbs[db].entry(slot);
-            j.record(&Change { seq: self.seq, partition: self.index, db, key: &e.key, kind, entry: Some(e) });
+            j.record(&Change { seq: self.seq, partition: self.index, db, key: e.key(), kind, entry: Some(e) });
         }
     }
 
@@ -476,9 +433,9 @@ impl Partition {
         let mem = accounted.unwrap_or_else(|| entry.mem()) as i64;
         self.mem -= mem;
         ks.add_mem(-mem);
-        self.count_key(&entry.key, -1);
-        bump_watch(&mut self.watched, db, &entry.key);
-        self.journal(ks, db, &entry.key, kind, None);
+        self.count_key(entry.key(), -1);
+        bump_watch(&mut self.watched, db, entry.key());
+        self.journal(ks, db, entry.key(), kind, None);
         entry
     }
 
@@ -495,8 +452,8 @@ impl Partition {
         let mut mem = 0i64;
         for (_, e) in old.table.iter() {
             mem += e.mem() as i64;
-            self.count_key(&e.key, -1);
-            bump_watch(&mut self.watched, db, &e.key);
+            self.count_key(e.key(), -1);
+            bump_watch(&mut self.watched, db, e.key());
         }
         self.mem -= mem;
         ks.add_mem(-mem);

@@ -21,7 +21,10 @@ pub trait Keyed {
 
 enum Slot<T> {
     Used {
-        hash: u64,
+        /// 32 bits of the key's hash (see `spread`): enough to skip
+        /// comparing keys that merely share an index group, and it lets a
+        /// keyspace slot be 40 bytes instead of 48.
+        hash: u32,
         item: T,
     },
     /// Next free slot, or `NONE`.
@@ -29,6 +32,14 @@ enum Slot<T> {
 }
 
 pub const NONE: u32 = u32::MAX;
+
+/// The 64-bit hash the index sees for a stored 32-bit one: the index takes
+/// its bucket from the low bits and its 7-bit tag from the top ones, so
+/// both come from the stored bits and a resize needs no key.
+#[inline]
+fn spread(h: u32) -> u64 {
+    (h as u64) << 32 | h as u64
+}
 
 pub struct SlabTable<T> {
     index: HashTable<u32>,
@@ -64,9 +75,10 @@ impl<T: Keyed> SlabTable<T> {
 
     #[inline]
     pub fn find(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        let hash = hash as u32;
         let slots = &self.slots;
         self.index
-            .find(hash, |&i| match &slots[i as usize] {
+            .find(spread(hash), |&i| match &slots[i as usize] {
                 Slot::Used { hash: h, item } => *h == hash && item.key() == key,
                 Slot::Free(_) => false,
             })
@@ -91,6 +103,7 @@ impl<T: Keyed> SlabTable<T> {
 
     /// Inserts an item whose key is known to be absent; returns its slot.
     pub fn insert_new(&mut self, hash: u64, item: T) -> u32 {
+        let hash = hash as u32;
         let slot = if self.free_head != NONE {
             let s = self.free_head;
             if let Slot::Free(next) = self.slots[s as usize] {
@@ -100,12 +113,18 @@ impl<T: Keyed> SlabTable<T> {
             s
         } else {
             assert!(self.slots.len() < NONE as usize, "slab table full");
+            if self.slots.len() == self.slots.capacity() {
+                // Grow by a quarter, not double: a table whose size drifts
+                // a little past a power of two (partitions' sizes wander
+                // under eviction) must not pay for twice its slots.
+                self.slots.reserve_exact((self.slots.len() / 4).max(4));
+            }
             self.slots.push(Slot::Used { hash, item });
             (self.slots.len() - 1) as u32
         };
         let slots = &self.slots;
-        self.index.insert_unique(hash, slot, |&i| match &slots[i as usize] {
-            Slot::Used { hash, .. } => *hash,
+        self.index.insert_unique(spread(hash), slot, |&i| match &slots[i as usize] {
+            Slot::Used { hash, .. } => spread(*hash),
             Slot::Free(_) => unreachable!("index points at a free slot"),
         });
         self.len += 1;
@@ -118,7 +137,7 @@ impl<T: Keyed> SlabTable<T> {
             Some(Slot::Used { hash, .. }) => *hash,
             _ => return None,
         };
-        if let Ok(e) = self.index.find_entry(hash, |&i| i == slot) {
+        if let Ok(e) = self.index.find_entry(spread(hash), |&i| i == slot) {
             e.remove();
         }
         let old = std::mem::replace(&mut self.slots[slot as usize], Slot::Free(self.free_head));
@@ -141,7 +160,7 @@ impl<T: Keyed> SlabTable<T> {
         if cap > 64 && self.len * 8 < cap {
             let slots = &self.slots;
             self.index.shrink_to(self.len * 2, |&i| match &slots[i as usize] {
-                Slot::Used { hash, .. } => *hash,
+                Slot::Used { hash, .. } => spread(*hash),
                 Slot::Free(_) => 0,
             });
         }
@@ -207,6 +226,11 @@ mod tests {
 
     fn put(t: &mut SlabTable<Vec<u8>>, k: &[u8]) -> u32 {
         t.insert_new(hash_bytes(k), k.to_vec())
+    }
+
+    #[test]
+    fn a_keyspace_slot_is_40_bytes() {
+        assert_eq!(std::mem::size_of::<Slot<crate::store::Entry>>(), 40);
     }
 
     #[test]

@@ -19,52 +19,52 @@ pub enum Value {
 /// Redis's error for an operation against a key holding the wrong type.
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
-impl Value {
-    /// Bytes on the heap owned by this value (approximate, O(1)).
-    pub fn mem_bytes(&self) -> usize {
-        match self {
-            Value::Str(s) => s.capacity(),
-            Value::List(l) => l.mem_bytes(),
-            Value::Hash(h) => h.mem_bytes(),
-            Value::Set(s) => s.mem_bytes(),
-            Value::ZSet(z) => z.mem_bytes(),
-        }
-    }
+/// A value as readers see it: a string's bytes wherever they are stored
+/// (see `store::entry`), or a collection.
+#[derive(Clone, Copy)]
+pub enum ValueRef<'a> {
+    Str(&'a [u8]),
+    List(&'a ListValue),
+    Hash(&'a HashValue),
+    Set(&'a SetValue),
+    ZSet(&'a ZSetValue),
+}
 
+impl<'a> ValueRef<'a> {
     /// Lists and sorted sets can serve clients blocked on their key.
     #[inline]
-    pub fn wakes_blocked(&self) -> bool {
-        matches!(self, Value::List(_) | Value::ZSet(_))
+    pub fn wakes_blocked(self) -> bool {
+        matches!(self, ValueRef::List(_) | ValueRef::ZSet(_))
     }
 
     /// The name TYPE reports.
-    pub fn type_name(&self) -> &'static str {
+    pub fn type_name(self) -> &'static str {
         match self {
-            Value::Str(_) => "string",
-            Value::List(_) => "list",
-            Value::Hash(_) => "hash",
-            Value::Set(_) => "set",
-            Value::ZSet(_) => "zset",
+            ValueRef::Str(_) => "string",
+            ValueRef::List(_) => "list",
+            ValueRef::Hash(_) => "hash",
+            ValueRef::Set(_) => "set",
+            ValueRef::ZSet(_) => "zset",
         }
     }
 
     /// A collection with no elements left: the key must be deleted, as Redis
     /// never keeps empty collections.
-    pub fn is_empty_collection(&self) -> bool {
+    pub fn is_empty_collection(self) -> bool {
         match self {
-            Value::Str(_) => false,
-            Value::List(l) => l.is_empty(),
-            Value::Hash(h) => h.is_empty(),
-            Value::Set(s) => s.is_empty(),
-            Value::ZSet(z) => z.is_empty(),
+            ValueRef::Str(_) => false,
+            ValueRef::List(l) => l.is_empty(),
+            ValueRef::Hash(h) => h.is_empty(),
+            ValueRef::Set(s) => s.is_empty(),
+            ValueRef::ZSet(z) => z.is_empty(),
         }
     }
 
     /// What OBJECT ENCODING reports, following Redis 7.0's rules so tools
     /// that inspect encodings see familiar answers.
-    pub fn encoding(&self) -> &'static str {
+    pub fn encoding(self) -> &'static str {
         match self {
-            Value::Str(s) => {
+            ValueRef::Str(s) => {
                 if s.len() <= 20 && crate::base::parse_i64(s).is_some() {
                     "int"
                 } else if s.len() <= 44 {
@@ -73,21 +73,64 @@ impl Value {
                     "raw"
                 }
             }
-            Value::List(l) => l.encoding(),
-            Value::Hash(h) => h.encoding(),
-            Value::Set(s) => s.encoding(),
-            Value::ZSet(z) => z.encoding(),
+            ValueRef::List(l) => l.encoding(),
+            ValueRef::Hash(h) => h.encoding(),
+            ValueRef::Set(s) => s.encoding(),
+            ValueRef::ZSet(z) => z.encoding(),
+        }
+    }
+
+    /// Bytes the value's data takes on the heap (see `Value::mem_bytes`).
+    pub fn mem_bytes(self) -> usize {
+        match self {
+            ValueRef::Str(s) => crate::sys::alloc::size_class(s.len()),
+            ValueRef::List(l) => l.mem_bytes(),
+            ValueRef::Hash(h) => h.mem_bytes(),
+            ValueRef::Set(s) => s.mem_bytes(),
+            ValueRef::ZSet(z) => z.mem_bytes(),
         }
     }
 
     /// Deep copy (COPY command).
-    pub fn duplicate(&self) -> Value {
+    pub fn to_owned(self) -> Value {
         match self {
-            Value::Str(s) => Value::Str(s.clone()),
-            Value::List(l) => Value::List(l.clone()),
-            Value::Hash(h) => Value::Hash(h.clone()),
-            Value::Set(s) => Value::Set(s.clone()),
-            Value::ZSet(z) => Value::ZSet(z.clone()),
+            ValueRef::Str(s) => Value::Str(s.to_vec()),
+            ValueRef::List(l) => Value::List(l.clone()),
+            ValueRef::Hash(h) => Value::Hash(h.clone()),
+            ValueRef::Set(s) => Value::Set(s.clone()),
+            ValueRef::ZSet(z) => Value::ZSet(z.clone()),
         }
+    }
+}
+
+impl Value {
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Str(s) => ValueRef::Str(s),
+            Value::List(l) => ValueRef::List(l),
+            Value::Hash(h) => ValueRef::Hash(h),
+            Value::Set(s) => ValueRef::Set(s),
+            Value::ZSet(z) => ValueRef::ZSet(z),
+        }
+    }
+
+    /// Bytes on the heap owned by this value, as the allocator counts them
+    /// for strings (size classes; approximate and O(1) for collections).
+    pub fn mem_bytes(&self) -> usize {
+        match self {
+            Value::Str(s) => crate::sys::alloc::size_class(s.capacity()),
+            Value::List(l) => l.mem_bytes(),
+            Value::Hash(h) => h.mem_bytes(),
+            Value::Set(s) => s.mem_bytes(),
+            Value::ZSet(z) => z.mem_bytes(),
+        }
+    }
+
+    pub fn type_name(&self) -> &'static str {
+        self.as_ref().type_name()
+    }
+
+    pub fn encoding(&self) -> &'static str {
+        self.as_ref().encoding()
     }
 }

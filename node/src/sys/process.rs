@@ -1,14 +1,4 @@
-//! Facts about the process and the machine (INFO, MEMORY), and handing
-//! memory back to the OS.
-
-/// MEMORY PURGE: hands freed heap pages back to the OS.
-pub fn purge_allocator() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
+//! Facts about the process and the machine (INFO, MEMORY).
 
 pub fn uname() -> String {
     // SAFETY: uname fills a zeroed struct with NUL-terminated strings.

@@ -1,0 +1,225 @@
+//! The memory allocator: jemalloc, as in Redis, for three reasons:
+//! its statistics are exact and cheap (`used_memory` is what the process
+//! really holds, so `maxmemory` is a RAM budget), its size classes keep
+//! fragmentation low for millions of small objects, and its background
+//! threads hand freed pages back to the OS without a pause.
+
+use tikv_jemalloc_ctl::{epoch, stats};
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's view of the heap, in bytes (see `mallctl(3)` `stats.*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocatorStats {
+    /// Bytes the program holds (sum of the size classes of live objects).
+    pub allocated: u64,
+    /// Bytes in pages holding live objects: `active - allocated` is
+    /// fragmentation inside those pages.
+    pub active: u64,
+    /// Bytes in physically resident pages the allocator maps (data,
+    /// metadata and dirty pages not yet returned).
+    pub resident: u64,
+    /// Allocator bookkeeping.
+    pub metadata: u64,
+}
+
+/// Refreshes and reads the allocator's statistics. Costs a few
+/// microseconds (it merges per-thread counters): call it on a timer or
+/// for INFO, not per command.
+pub fn stats() -> AllocatorStats {
+    if epoch::advance().is_err() {
+        return AllocatorStats::default();
+    }
+    let read = |r: tikv_jemalloc_ctl::Result<usize>| r.unwrap_or(0) as u64;
+    AllocatorStats {
+        allocated: read(stats::allocated::read()),
+        active: read(stats::active::read()),
+        resident: read(stats::resident::read()),
+        metadata: read(stats::metadata::read()),
+    }
+}
+
+/// The allocator's name and version, as INFO's `mem_allocator` shows it.
+pub fn name() -> String {
+    match tikv_jemalloc_ctl::version::read() {
+        Ok(v) => format!("jemalloc-{}", v.split('-').next().unwrap_or(v)),
+        Err(_) => "jemalloc".into(),
+    }
+}
+
+/// Hands every arena's unused dirty pages back to the OS now (MEMORY
+/// PURGE, and after a burst of closed connections or deletions).
+/// False if jemalloc refused.
+pub fn purge() -> bool {
+    // 4096 is MALLCTL_ARENAS_ALL: the command applies to every arena.
+    // SAFETY: "arena.<i>.purge" reads and writes nothing: every pointer is
+    // null and every length zero, as it requires; it only releases unused
+    // pages.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"arena.4096.purge".as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    rc == 0
+}
+
+/// Active defragmentation's test for one allocation, as Redis's jemalloc
+/// hint: worth moving when its slab is not the one new allocations of its
+/// size come from and is less used than its size class's slabs on average
+/// (moving it then helps empty a sparse slab, whose page goes back to the
+/// OS). Large allocations never are.
+pub fn worth_moving(bytes: &[u8]) -> bool {
+    if bytes.is_empty() {
+        return false;
+    }
+    // (slab a new allocation would use, free regions in this slab, its
+    // regions, its size in bytes, free regions in the bin, bin regions).
+    let mut out = [0usize; 6];
+    let mut out_len = std::mem::size_of_val(&out);
+    let mut ptr = bytes.as_ptr();
+    // SAFETY: `ptr` points into a live jemalloc allocation (the slice is
+    // borrowed); the output buffer has exactly the size the call checks
+    // (one pointer and five size_t); the name is NUL-terminated.
+    let rc = unsafe {
+        tikv_jemalloc_sys::mallctl(
+            c"experimental.utilization.query".as_ptr(),
+            out.as_mut_ptr().cast(),
+            &mut out_len,
+            (&mut ptr as *mut *const u8).cast(),
+            std::mem::size_of::<*const u8>(),
+        )
+    };
+    let [current, nfree, nregs, size, bin_nfree, bin_nregs] = out;
+    if rc != 0 || current == 0 || nfree == 0 || nregs <= 1 || bin_nregs == 0 {
+        return false;
+    }
+    let addr = ptr as usize;
+    if addr >= current && addr < current + size {
+        return false;
+    }
+    // This slab's use below the bin's average use, with Redis's 1/8 margin:
+    // (nregs-nfree)/nregs < (bin_nregs-bin_nfree)/bin_nregs * 9/8.
+    let used = (nregs - nfree) as u128;
+    let bin_used = (bin_nregs - bin_nfree) as u128;
+    used * bin_nregs as u128 * 8 < bin_used * nregs as u128 * 9
+}
+
+/// A copy of `bytes` in a new allocation, the old one freed, both without
+/// the thread cache: the new block comes from the allocator's fullest
+/// slab and the old one goes back to its slab at once (through the cache
+/// it would be handed out again, refilling the sparse slab).
+pub fn moved(bytes: Box<[u8]>) -> Box<[u8]> {
+    let len = bytes.len();
+    if len == 0 {
+        return bytes;
+    }
+    let flags = tikv_jemalloc_sys::MALLOCX_TCACHE_NONE;
+    // SAFETY: mallocx returns a block of at least `len` bytes (alignment
+    // 1, as `Box<[u8]>` has) or null; the copy stays inside both blocks;
+    // the old block came from jemalloc (the global allocator), so it is
+    // freed with it, once, after `into_raw` took it from its Box; the new
+    // block is owned by the returned Box, which the global allocator
+    // (jemalloc) frees with the same size and alignment.
+    unsafe {
+        let new = tikv_jemalloc_sys::mallocx(len, flags).cast::<u8>();
+        if new.is_null() {
+            return bytes;
+        }
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), new, len);
+        let old = Box::into_raw(bytes);
+        tikv_jemalloc_sys::sdallocx(old.cast(), len, flags);
+        Box::from_raw(std::ptr::slice_from_raw_parts_mut(new, len))
+    }
+}
+
+/// How long freed pages stay mapped for reuse before jemalloc's background
+/// threads return them to the OS: 1 s instead of its default 10 s, so the
+/// RSS of a node at its limit follows what it holds.
+const DIRTY_DECAY_MS: isize = 1000;
+
+/// Tunes the allocator for a cache at start-up (see `DIRTY_DECAY_MS`).
+pub fn configure() {
+    // SAFETY: the names are NUL-terminated mallctl names whose values are
+    // ssize_t, as the isize written; failures leave jemalloc's defaults.
+    unsafe {
+        let _ = tikv_jemalloc_ctl::raw::write(b"arenas.dirty_decay_ms\0", DIRTY_DECAY_MS);
+        let arenas: u32 = tikv_jemalloc_ctl::raw::read(b"arenas.narenas\0").unwrap_or(0);
+        for i in 0..arenas {
+            let name = format!("arena.{i}.dirty_decay_ms\0");
+            let _ = tikv_jemalloc_ctl::raw::write(name.as_bytes(), DIRTY_DECAY_MS);
+        }
+    }
+}
+
+/// The bytes jemalloc really reserves for a request of `n` bytes: its size
+/// class. Entries count these, not requested lengths, so the keyspace's
+/// estimate of itself matches the allocator's statistics. jemalloc's
+/// classes (LG_QUANTUM 4, 4 classes per doubling): 8, then multiples of 16
+/// up to 128, then 4 evenly spaced sizes in each power-of-two interval up
+/// to 16 KiB; above that, large allocations are whole 4 KiB pages.
+#[inline]
+pub const fn size_class(n: usize) -> usize {
+    if n <= 8 {
+        return if n == 0 { 0 } else { 8 };
+    }
+    if n <= 128 {
+        return (n + 15) & !15;
+    }
+    if n > 16 * 1024 {
+        return (n + 4095) & !4095;
+    }
+    // The interval (2^lg, 2^(lg+1)] is split in 4: step 2^(lg-2).
+    let lg = usize::BITS - 1 - (n - 1).leading_zeros();
+    let step = 1usize << (lg - 2);
+    (n + step - 1) & !(step - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_classes_match_jemalloc() {
+        for n in (1..=40_000).chain([65_536, 100_000, 1 << 20, (1 << 20) + 1, 5_000_000]) {
+            // SAFETY: nallocx only computes a size; flags 0 = default alignment.
+            let real = unsafe { tikv_jemalloc_sys::nallocx(n, 0) };
+            assert_eq!(size_class(n), real, "size class of {n}");
+        }
+    }
+
+    #[test]
+    fn sparse_slabs_are_defragmented() {
+        // Fill many slabs of one size class, free most objects of all but
+        // a few: the survivors sit in sparse slabs and are worth moving;
+        // moving them keeps their bytes.
+        let mut blocks: Vec<Box<[u8]>> = (0..200_000u32).map(|i| i.to_le_bytes().repeat(11).into()).collect();
+        let survivors: Vec<Box<[u8]>> =
+            blocks.drain(..).enumerate().filter(|(i, _)| i % 64 == 0).map(|(_, b)| b).collect();
+        let worth = survivors.iter().filter(|b| worth_moving(b)).count();
+        assert!(worth > survivors.len() / 4, "{worth} of {} worth moving", survivors.len());
+        let moved: Vec<Box<[u8]>> = survivors.into_iter().map(moved).collect();
+        for (i, b) in moved.iter().enumerate() {
+            assert_eq!(&b[..4], &((i * 64) as u32).to_le_bytes());
+            assert_eq!(b.len(), 44);
+        }
+        assert!(!worth_moving(&vec![0u8; 1 << 20]), "large allocations are never moved");
+    }
+
+    #[test]
+    fn statistics_see_an_allocation() {
+        let before = stats().allocated;
+        let block = vec![1u8; 64 << 20];
+        let during = stats().allocated;
+        assert!(during >= before + (60 << 20), "allocated {before} -> {during}");
+        assert!(stats().resident >= 60 << 20);
+        drop(block);
+        assert!(stats().allocated < during);
+        assert!(purge(), "jemalloc accepts the purge");
+        assert!(name().starts_with("jemalloc-5"), "{}", name());
+    }
+}
