@@ -4,5 +4,6 @@
 
 pub mod clock;
 pub mod cpu;
+pub mod hugepages;
 pub mod process;
 pub mod socket;
