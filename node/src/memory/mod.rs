@@ -45,10 +45,15 @@ impl Budget {
         self.connections.load(Relaxed).max(0) as u64
     }
 
-    /// `used_memory`: keyspace + connection buffers + baseline.
+    /// `used_memory`: keyspace + connection buffers + baseline, and the
+    /// rounding of huge-page-backed tables to whole pages: the keyspace's
+    /// per-key estimate (`ENTRY_OVERHEAD`) stands for its tables, huge pages
+    /// or not, so only what the pages add beyond the tables' own sizes is
+    /// added here, and each byte is counted once.
     pub fn used(&self, ks: &Keyspace) -> u64 {
         ks.flush_mem();
-        (ks.used_memory() + self.connections.load(Relaxed).max(0) + BASE_MEMORY) as u64
+        let huge_slack = crate::sys::hugepages::slack_bytes() as i64;
+        (ks.used_memory() + self.connections.load(Relaxed).max(0) + BASE_MEMORY + huge_slack) as u64
     }
 
     /// Records `used` as the peak if it is the highest yet; returns the peak.

@@ -485,6 +485,7 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
         threads = sc.threads,
         adaptive_threads = shared.config.runtime.adaptive_threads.load(Relaxed),
         partitions = shared.ks.num_partitions(),
+        hugepages = sc.hugepages.name(),
         "ready to accept connections"
     );
 

@@ -41,6 +41,7 @@ impl Shared {
                 max: self.maxmemory(),
                 rss: crate::sys::process::rss_bytes(),
             },
+            hugepages: crate::sys::hugepages::stats(),
             keyspace,
             commands: self
                 .table
@@ -99,6 +100,8 @@ mod tests {
             ("strata_worker_threads", 2.0),
             ("strata_keys{db=\"0\"}", 0.0),
             ("strata_keys{db=\"15\"}", 0.0),
+            ("strata_hugepages_bytes", 0.0),
+            ("strata_hugepages_fallbacks_total", 0.0),
         ] {
             assert_eq!(sample(&text, series), Some(want), "{series} in\n{text}");
         }

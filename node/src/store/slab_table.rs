@@ -12,6 +12,7 @@
 //! Used for the keyspace and for hash, set and sorted-set members.
 
 use crate::base::random::splitmix64;
+use crate::sys::hugepages::HugeAlloc;
 use hashbrown::HashTable;
 
 /// Keyed items stored in a `SlabTable`.
@@ -30,16 +31,24 @@ enum Slot<T> {
 
 pub const NONE: u32 = u32::MAX;
 
+/// Both containers allocate through [`HugeAlloc`]: once one outgrows a huge
+/// page it moves to huge pages (`hugepages` setting); smaller ones, as most
+/// collections' tables are, stay with the global allocator at no cost.
 pub struct SlabTable<T> {
-    index: HashTable<u32>,
-    slots: Vec<Slot<T>>,
+    index: HashTable<u32, HugeAlloc>,
+    slots: allocator_api2::vec::Vec<Slot<T>, HugeAlloc>,
     free_head: u32,
     len: usize,
 }
 
 impl<T> Default for SlabTable<T> {
     fn default() -> Self {
-        SlabTable { index: HashTable::new(), slots: Vec::new(), free_head: NONE, len: 0 }
+        SlabTable {
+            index: HashTable::new_in(HugeAlloc),
+            slots: allocator_api2::vec::Vec::new_in(HugeAlloc),
+            free_head: NONE,
+            len: 0,
+        }
     }
 }
 
