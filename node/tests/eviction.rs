@@ -6,7 +6,21 @@ mod support;
 
 use support::*;
 
-const BUDGET: u64 = 2 << 20;
+/// Room for data above what an empty node holds.
+const ROOM: u64 = 2 << 20;
+
+/// A node with `policy` whose `maxmemory` leaves `room` bytes above what it
+/// holds empty: `used_memory` counts the process itself (code, stacks,
+/// tables), measured once the node has read its allocator's figures.
+fn node_with_room(policy: &str, room: u64) -> (Server, RawConn, u64) {
+    let server = Server::strata_with(&["--maxmemory-policy", policy]);
+    let mut c = server.conn();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let empty: u64 = info(&mut c, Some("memory"))["used_memory"].parse().unwrap();
+    let budget = empty + room;
+    c.ok(&["CONFIG", "SET", "maxmemory", &budget.to_string()]);
+    (server, c, budget)
+}
 
 fn used_and_evicted(c: &mut RawConn) -> (u64, u64) {
     let i = info(c, Some("all"));
@@ -45,12 +59,11 @@ fn every_policy_keeps_memory_within_maxmemory() {
     for policy in
         ["allkeys-lru", "allkeys-lfu", "allkeys-random", "sieve", "volatile-lru", "volatile-ttl", "volatile-random"]
     {
-        let server = Server::strata_with(&["--maxmemory", "2mb", "--maxmemory-policy", policy]);
-        let mut c = server.conn();
-        // Four times the budget.
+        let (_server, mut c, budget) = node_with_room(policy, ROOM);
+        // Four times the room.
         let oom = fill(&mut c, 8 * 1024);
         let (used, evicted) = used_and_evicted(&mut c);
-        assert!(used <= BUDGET + BUDGET / 20, "{policy}: used_memory {used} over budget");
+        assert!(used <= budget + ROOM / 20, "{policy}: used_memory {used} over budget {budget}");
         assert!(evicted > 0, "{policy}: nothing evicted");
         let Frame::Integer(keys) = c.cmd(&["DBSIZE"]) else { panic!() };
         assert!(keys > 250, "{policy}: only {keys} keys left");
@@ -67,13 +80,12 @@ fn every_policy_keeps_memory_within_maxmemory() {
 
 #[test]
 fn noeviction_refuses_writes_but_serves_reads() {
-    let server = Server::strata_with(&["--maxmemory", "2mb", "--maxmemory-policy", "noeviction"]);
-    let mut c = server.conn();
+    let (_server, mut c, budget) = node_with_room("noeviction", ROOM);
     let oom = fill(&mut c, 4 * 1024);
     assert!(oom > 0, "writes past the budget must fail");
     let (used, evicted) = used_and_evicted(&mut c);
     assert_eq!(evicted, 0);
-    assert!(used <= BUDGET + BUDGET / 20, "used_memory {used}");
+    assert!(used <= budget + ROOM / 20, "used_memory {used} over budget {budget}");
     assert_eq!(
         c.cmd(&["SET", "another", "x"]).error_message(),
         Some("OOM command not allowed when used memory > 'maxmemory'.")
@@ -86,8 +98,7 @@ fn noeviction_refuses_writes_but_serves_reads() {
 fn lru_keeps_the_hot_set() {
     // A small hot set read constantly while a stream of cold keys flows
     // through a budget that holds a fraction of them: the hot keys survive.
-    let server = Server::strata_with(&["--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru"]);
-    let mut c = server.conn();
+    let (_server, mut c, _) = node_with_room("allkeys-lru", 4 << 20);
     let value = "y".repeat(512);
     for i in 0..100 {
         c.ok(&["SET", &format!("hot:{i}"), &value]);

@@ -147,6 +147,8 @@ fn every_family_has_help_and_type() {
         ("strata_evicted_bytes", "counter"),
         ("strata_memory_used_bytes", "gauge"),
         ("strata_memory_max_bytes", "gauge"),
+        ("strata_hugepages_bytes", "gauge"),
+        ("strata_hugepages_fallbacks", "counter"),
         ("strata_keys", "gauge"),
         ("strata_protocol_errors", "counter"),
         ("strata_uptime_seconds", "gauge"),

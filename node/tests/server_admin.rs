@@ -365,6 +365,8 @@ fn info_fields_and_counters() {
 fn config_set_maxmemory_evicts() {
     let server = Server::strata();
     let mut c = server.conn();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let empty = num(&info(&mut c, Some("memory")), "used_memory") as u64;
     let value = "x".repeat(1000);
     let cmds: Vec<Vec<String>> = (0..3000).map(|i| vec!["SET".into(), format!("key:{i}"), value.clone()]).collect();
     for chunk in cmds.chunks(500) {
@@ -379,7 +381,7 @@ fn config_set_maxmemory_evicts() {
     assert!(used > 3_000_000, "used_memory {used}");
 
     // noeviction: lowering the limit refuses writes instead of evicting.
-    let limit = used / 2;
+    let limit = empty + (used - empty) / 2;
     c.ok(&["CONFIG", "SET", "maxmemory", &limit.to_string()]);
     assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(3000));
     let e = c.cmd(&["SET", "one-more", "v"]);

@@ -193,6 +193,11 @@ fn info_memory(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "mem_clients_slaves", "0");
     field!(t, "mem_clients_normal", "{}", m.connections);
     field!(t, "mem_allocator", "{}", crate::sys::alloc::name());
+    let huge = &snap.hugepages;
+    field!(t, "hugepages_setting", "{}", huge.setting.name());
+    field!(t, "hugepages_bytes", "{}", huge.bytes);
+    field!(t, "hugepages_bytes_human", "{}", human_bytes(huge.bytes));
+    field!(t, "hugepages_fallbacks", "{}", huge.fallbacks);
     field!(t, "lazyfree_pending_objects", "0");
     field!(t, "lazyfreed_objects", "0");
     field!(t, "active_defrag_running", "{}", m.defrag_running as u8);

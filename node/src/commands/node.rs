@@ -34,6 +34,8 @@ pub struct Node {
 impl Node {
     pub fn new(config: Config, workers: usize) -> Self {
         let table = CommandTable::new();
+        // Before any table exists: the keyspace's tables allocate through the process's pool.
+        crate::sys::hugepages::configure(config.startup.hugepages);
         let ks = Keyspace::new(config.startup.partitions);
         // Resolved once here (and again by CONFIG SET): never looked up per eviction.
         let rt = &config.runtime;

@@ -12,6 +12,7 @@ pub mod logging;
 pub mod params;
 pub mod values;
 
+pub use crate::sys::hugepages::HugePages;
 pub use cli::{Cli, command};
 pub use values::{DURABILITY_MODES, Durability, EvictionPolicy, POLICIES, Protected, parse_interval_us, parse_memory};
 
@@ -50,6 +51,8 @@ pub struct StartupConfig {
     pub fsync_interval_us: u64,
     /// Who may run DEBUG (`enable-debug-command`).
     pub enable_debug_command: Protected,
+    /// Huge pages for the keyspace's large tables (`hugepages`).
+    pub hugepages: HugePages,
 }
 
 impl StartupConfig {
@@ -73,6 +76,7 @@ impl StartupConfig {
             durability: Durability::None,
             fsync_interval_us: DEFAULT_FSYNC_INTERVAL_US,
             enable_debug_command: Protected::No,
+            hugepages: HugePages::Off,
         }
     }
 }
@@ -280,5 +284,30 @@ mod tests {
             assert_eq!(parse_interval_us(bad), None, "{bad}");
         }
         assert_eq!(parse_interval_us("250us"), Some(250));
+    }
+
+    #[test]
+    fn hugepages_default_off_and_take_kubernetes_and_redis_units() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["strata-node"];
+            argv.extend_from_slice(args);
+            Config::from_cli(Cli::parse_from(argv))
+        };
+        assert_eq!(parse(&[]).unwrap().startup.hugepages, HugePages::Off);
+        for (value, want) in [
+            ("2Mi", HugePages::Size2Mi),
+            ("2mb", HugePages::Size2Mi),
+            ("1GI", HugePages::Size1Gi),
+            ("transparent", HugePages::Transparent),
+            ("off", HugePages::Off),
+        ] {
+            assert_eq!(parse(&["--hugepages", value]).unwrap().startup.hugepages, want, "{value}");
+        }
+        let err = parse(&["--hugepages", "yes"]).err().unwrap();
+        assert!(err.contains("off, transparent, 2Mi, 1Gi"), "{err}");
+        let c = parse(&["--hugepages", "2m"]).unwrap();
+        let p = params::directive("hugepages").unwrap();
+        assert_eq!((p.get)(&c), "2Mi");
+        assert!(!p.mutable(), "fixed at start-up");
     }
 }

@@ -5,7 +5,7 @@
 //! change it and CONFIG REWRITE writes it, and how CONFIG GET reads it.
 
 use super::values::{Kind, MB, Origin, Parsed, Protected, absolute_path, format_cpu_list, format_interval_us, yes_no};
-use super::{Config, DATABASES};
+use super::{Config, DATABASES, HugePages};
 use super::{RuntimeConfig, StartupConfig};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
@@ -209,6 +209,20 @@ pub static PARAMS: &[Param] = &[
         get: |c| yes_no(c.runtime.adaptive_threads.load(Relaxed)).into(), rewrite: true, secret: false,
     },
     // Fixed at start-up.
+    Param {
+        name: "hugepages", aliases: &[], group: "Memory",
+        help: "Huge pages for the keyspace's large tables (those of one huge page or more): off; transparent (the \
+               kernel's transparent huge pages, nothing to reserve); 2Mi or 1Gi (reserved pages: sysctl \
+               vm.nr_hugepages, or hugepages-2Mi/-1Gi in the pod's resources). When none are free, tables use \
+               ordinary memory and one warning is logged. Counted in used_memory; INFO memory shows hugepages_*.",
+        default: Some("off"), kind: Kind::Custom(parse_hugepages),
+        store: Store::Startup(|c, v| {
+            let Parsed::HugePages(h) = v else { unreachable!("a hugepages setting") };
+            c.hugepages = *h;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.hugepages.name().into(), rewrite: false, secret: false,
+    },
     Param {
         name: "bind", aliases: &[], group: "Network",
         help: "Address(es) to listen on, space or comma separated.",
@@ -525,6 +539,16 @@ fn parse_obuf_limits(v: &[u8]) -> Result<Parsed, String> {
         }
     }
     Ok(Parsed::ObufLimits { normal, pubsub })
+}
+
+/// `hugepages`: a setting by name, in any case (page sizes also as `2mb`, `1gb`).
+fn parse_hugepages(v: &[u8]) -> Result<Parsed, String> {
+    let names: Vec<&str> = HugePages::ALL.iter().map(|h| h.name()).collect();
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(HugePages::parse)
+        .map(Parsed::HugePages)
+        .ok_or_else(|| format!("argument(s) must be one of the following: {}", names.join(", ")))
 }
 
 /// `enable-debug-command`: Redis's words for a value it does not know.

@@ -306,6 +306,7 @@ pub enum Parsed {
     Perm(Option<u32>),
     Text(Vec<u8>),
     Protected(Protected),
+    HugePages(crate::sys::hugepages::HugePages),
     /// Hard output buffer limits of normal and pub/sub clients, where given.
     ObufLimits {
         normal: Option<usize>,

@@ -79,12 +79,12 @@ impl Budget {
         (self.estimate(ks) + self.correction.load(Relaxed)).max(0) as u64
     }
 
-    /// Reads the allocator's statistics (plus `extra` bytes mapped outside
-    /// it) and resets the correction, at most every `CALIBRATE_EVERY_MS`
+    /// Reads the allocator's statistics (plus the huge pages mapped outside
+    /// it, see `sys::hugepages`) and resets the correction, at most every `CALIBRATE_EVERY_MS`
     /// unless `force`. Near the limit `max`, pages the allocator freed but
     /// still maps go back to the OS at once, so RSS follows `used_memory`.
     /// Returns the statistics when it read them.
-    pub fn calibrate(&self, ks: &Keyspace, extra: u64, max: u64, force: bool) -> Option<AllocatorStats> {
+    pub fn calibrate(&self, ks: &Keyspace, max: u64, force: bool) -> Option<AllocatorStats> {
         let now = crate::store::now_ms();
         let last = self.calibrated_ms.load(Relaxed);
         if !force && now.saturating_sub(last) < CALIBRATE_EVERY_MS {
@@ -98,7 +98,7 @@ impl Budget {
             return Some(stats);
         }
         let base = *self.process_base.get_or_init(|| crate::sys::process::rss_bytes().saturating_sub(stats.resident));
-        let real = stats.allocated + stats.metadata + extra + base;
+        let real = stats.allocated + stats.metadata + crate::sys::hugepages::mapped_bytes() as u64 + base;
         self.correction.store(real as i64 - self.estimate(ks), Relaxed);
         let dirty = stats.resident.saturating_sub(stats.active + stats.metadata);
         if max > 0 && real + max / 8 > max && dirty > max / 64 {

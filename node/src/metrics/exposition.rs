@@ -149,6 +149,20 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         let labels = [("state", state)];
         ConstGauge::new(v).encode(m.encode_family(&labels)?)?;
     }
+    gauge(
+        enc,
+        "strata_hugepages",
+        "Memory mapped in huge pages for large tables (setting hugepages; part of used memory).",
+        Some(Unit::Bytes),
+        s.hugepages.bytes,
+    )?;
+    counter(
+        enc,
+        "strata_hugepages_fallbacks",
+        "Large allocations served by ordinary memory because no huge pages were free.",
+        None,
+        s.hugepages.fallbacks,
+    )?;
 
     let mut m = enc.encode_descriptor("strata_keys", "Keys per database.", None, MetricType::Gauge)?;
     for (db, f) in s.keyspace.iter().enumerate() {

@@ -23,6 +23,8 @@ pub struct Snapshot {
     pub server: ServerTotals,
     pub store: StatsTotals,
     pub memory: MemoryFigures,
+    /// What the huge-page pool holds (`hugepages` setting).
+    pub hugepages: crate::sys::hugepages::HugePageStats,
     /// Per database; filled only when the caller counted keys.
     pub keyspace: [DbFigures; DATABASES],
     /// Commands ever called or refused, with their totals.

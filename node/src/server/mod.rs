@@ -279,7 +279,7 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     }
     shared.ks.flush_mem();
     shared.ks.tick_clock();
-    if let Some(stats) = shared.memory.calibrate(&shared.ks, 0, shared.maxmemory(), false) {
+    if let Some(stats) = shared.memory.calibrate(&shared.ks, shared.maxmemory(), false) {
         shared.memory.defrag.run(&shared.ks, &shared.config.runtime, &stats);
     }
     shared.memory.note_peak(shared.used_memory());
@@ -489,6 +489,7 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
         threads = sc.threads,
         adaptive_threads = shared.config.runtime.adaptive_threads.load(Relaxed),
         partitions = shared.ks.num_partitions(),
+        hugepages = sc.hugepages.name(),
         "ready to accept connections"
     );
 

@@ -12,7 +12,7 @@ impl Shared {
     /// one at a time): see [`Shared::snapshot_with_keys`].
     pub fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot {
         let clients = self.clients.all();
-        let allocator = self.memory.calibrate(&self.ks, 0, self.maxmemory(), true).unwrap_or_default();
+        let allocator = self.memory.calibrate(&self.ks, self.maxmemory(), true).unwrap_or_default();
         let used = self.used_memory();
         let peak = self.memory.note_peak(used);
         Snapshot {
@@ -46,6 +46,7 @@ impl Shared {
                 defrag_hits: self.memory.defrag.hits.load(Relaxed),
                 defrag_misses: self.memory.defrag.misses.load(Relaxed),
             },
+            hugepages: crate::sys::hugepages::stats(),
             keyspace,
             commands: self
                 .table
@@ -104,6 +105,8 @@ mod tests {
             ("strata_worker_threads", 2.0),
             ("strata_keys{db=\"0\"}", 0.0),
             ("strata_keys{db=\"15\"}", 0.0),
+            ("strata_hugepages_bytes", 0.0),
+            ("strata_hugepages_fallbacks_total", 0.0),
         ] {
             assert_eq!(sample(&text, series), Some(want), "{series} in\n{text}");
         }

@@ -12,6 +12,7 @@
 //! Used for the keyspace and for hash, set and sorted-set members.
 
 use crate::base::random::splitmix64;
+use crate::sys::hugepages::HugeAlloc;
 use hashbrown::HashTable;
 
 /// Keyed items stored in a `SlabTable`.
@@ -41,16 +42,24 @@ fn spread(h: u32) -> u64 {
     (h as u64) << 32 | h as u64
 }
 
+/// Both containers allocate through [`HugeAlloc`]: once one outgrows a huge
+/// page it moves to huge pages (`hugepages` setting); smaller ones, as most
+/// collections' tables are, stay with the global allocator at no cost.
 pub struct SlabTable<T> {
-    index: HashTable<u32>,
-    slots: Vec<Slot<T>>,
+    index: HashTable<u32, HugeAlloc>,
+    slots: allocator_api2::vec::Vec<Slot<T>, HugeAlloc>,
     free_head: u32,
     len: usize,
 }
 
 impl<T> Default for SlabTable<T> {
     fn default() -> Self {
-        SlabTable { index: HashTable::new(), slots: Vec::new(), free_head: NONE, len: 0 }
+        SlabTable {
+            index: HashTable::new_in(HugeAlloc),
+            slots: allocator_api2::vec::Vec::new_in(HugeAlloc),
+            free_head: NONE,
+            len: 0,
+        }
     }
 }
 

@@ -5,5 +5,6 @@
 pub mod alloc;
 pub mod clock;
 pub mod cpu;
+pub mod hugepages;
 pub mod process;
 pub mod socket;

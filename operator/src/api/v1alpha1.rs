@@ -346,6 +346,14 @@ pub enum HugepageSize {
 }
 
 impl HugepageSize {
+    /// As written in the spec, and as the node's `hugepages` setting takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Size2Mi => "2Mi",
+            Self::Size1Gi => "1Gi",
+        }
+    }
+
     /// The Kubernetes resource name, e.g. `hugepages-2Mi`.
     pub fn resource_name(self) -> &'static str {
         match self {

@@ -58,6 +58,12 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
         // cores back to neighbours that cannot use them.
         line("adaptive-threads", &"no");
     }
+    if let Some(hugepages) = &spec.hugepages {
+        // The pod gets the pages (a hugepages-2Mi/-1Gi request and limit); the
+        // node's large tables use them, or ordinary memory with a warning when
+        // none are free.
+        line("hugepages", &hugepages.page_size.as_str());
+    }
     line("durability", &spec.durability.mode.as_str());
     if spec.durability.mode == DurabilityMode::Periodic
         && let Some(interval) = &spec.durability.fsync_interval
@@ -449,6 +455,23 @@ mod tests {
             );
             assert!(strata_node::config::parse_interval_us(interval).is_some(), "the node rejects {interval}");
         }
+    }
+
+    #[test]
+    fn hugepages_tell_the_node_their_page_size() {
+        for (page_size, amount) in [("2Mi", "512Mi"), ("1Gi", "2Gi")] {
+            let spec = json!({
+                "resources": {"limits": {"memory": "4Gi"}},
+                "hugepages": {"pageSize": page_size, "amount": amount},
+            });
+            let text = config(spec).unwrap();
+            assert_eq!(directive(&text, "hugepages").as_deref(), Some(page_size));
+            // The node takes the value as written and names it alike.
+            let setting = strata_node::config::HugePages::parse(page_size).expect("the node rejects it");
+            assert_eq!(setting.name(), page_size);
+        }
+        // Without spec.hugepages the node's default (off) applies.
+        assert_eq!(directive(&config(json!({})).unwrap(), "hugepages"), None);
     }
 
     #[test]

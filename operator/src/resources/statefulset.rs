@@ -26,10 +26,8 @@ use crate::api::{CacheCluster, CacheClusterSpec, DurabilityMode, HugepageSize, I
 /// volumes through the same fsGroup.
 const NODE_UID: i64 = 65532;
 const CONFIG_DIR: &str = "/etc/strata";
-const HUGEPAGES_DIR: &str = "/hugepages";
 const DATA_VOLUME: &str = "data";
 const CONFIG_VOLUME: &str = "config";
-const HUGEPAGES_VOLUME: &str = "hugepages";
 const CONTAINER_NAME: &str = "node";
 /// Name of the container's metrics port, which the probes and the headless Service refer to.
 const METRICS_PORT_NAME: &str = "metrics";
@@ -124,17 +122,6 @@ fn pod_template(cc: &CacheCluster, owner: &Owner, config: &str) -> PodTemplateSp
             ..Default::default()
         });
     }
-    if let Some(hugepages) = &spec.hugepages {
-        let medium = match hugepages.page_size {
-            HugepageSize::Size2Mi => "HugePages-2Mi",
-            HugepageSize::Size1Gi => "HugePages-1Gi",
-        };
-        volumes.push(Volume {
-            name: HUGEPAGES_VOLUME.to_owned(),
-            empty_dir: Some(EmptyDirVolumeSource { medium: Some(medium.to_owned()), ..Default::default() }),
-            ..Default::default()
-        });
-    }
 
     // Pure caches stop fast; durable modes get time to flush the log on SIGTERM.
     let grace_seconds = if spec.durability.mode == DurabilityMode::None { 30 } else { 60 };
@@ -193,7 +180,7 @@ fn node_container(spec: &CacheClusterSpec) -> Container {
         });
     }
 
-    let mut volume_mounts = vec![
+    let volume_mounts = vec![
         VolumeMount {
             name: CONFIG_VOLUME.to_owned(),
             mount_path: CONFIG_DIR.to_owned(),
@@ -202,13 +189,6 @@ fn node_container(spec: &CacheClusterSpec) -> Container {
         },
         VolumeMount { name: DATA_VOLUME.to_owned(), mount_path: DATA_DIR.to_owned(), ..Default::default() },
     ];
-    if spec.hugepages.is_some() {
-        volume_mounts.push(VolumeMount {
-            name: HUGEPAGES_VOLUME.to_owned(),
-            mount_path: HUGEPAGES_DIR.to_owned(),
-            ..Default::default()
-        });
-    }
 
     let http_probe = |path: &str, period_seconds: i32, failure_threshold: i32| Probe {
         http_get: Some(HTTPGetAction {
@@ -262,6 +242,10 @@ fn image_pull_policy(policy: ImagePullPolicy) -> &'static str {
 
 /// `spec.resources`, plus the hugepages resource in both requests and limits (Kubernetes
 /// requires them equal for hugepages).
+///
+/// That resource is all the node needs: it maps its huge pages anonymously (`MAP_HUGETLB`),
+/// which the container's hugetlb limit accounts, so the pod has no hugetlbfs volume (an
+/// `emptyDir` with medium `HugePages` serves only programs that map files on such a mount).
 fn container_resources(spec: &CacheClusterSpec) -> Option<ResourceRequirements> {
     let Some(hugepages) = &spec.hugepages else { return spec.resources.clone() };
     let mut resources = spec.resources.clone().unwrap_or_default();
@@ -633,20 +617,19 @@ mod tests {
     }
 
     #[test]
-    fn hugepages_add_a_volume_and_equal_requests_and_limits() {
-        for (page_size, resource, medium, amount) in
-            [("2Mi", "hugepages-2Mi", "HugePages-2Mi", "512Mi"), ("1Gi", "hugepages-1Gi", "HugePages-1Gi", "2Gi")]
-        {
+    fn hugepages_set_equal_requests_and_limits_and_no_volume() {
+        for (page_size, resource, amount) in [("2Mi", "hugepages-2Mi", "512Mi"), ("1Gi", "hugepages-1Gi", "2Gi")] {
             let spec = json!({
                 "resources": {"limits": {"memory": "4Gi"}},
                 "hugepages": {"pageSize": page_size, "amount": amount},
             });
             let pod = pod(spec);
-            let volume = pod.volumes.as_ref().unwrap().iter().find(|v| v.name == "hugepages").cloned().unwrap();
-            assert_eq!(volume.empty_dir.unwrap().medium.as_deref(), Some(medium));
+            // Anonymous MAP_HUGETLB mappings need the resource, not a hugetlbfs mount.
+            assert!(
+                pod.volumes.as_ref().unwrap().iter().all(|v| v.empty_dir.as_ref().is_none_or(|e| e.medium.is_none()))
+            );
             let node = &pod.containers[0];
-            let mount = node.volume_mounts.as_ref().unwrap().iter().find(|m| m.name == "hugepages").unwrap();
-            assert_eq!(mount.mount_path, "/hugepages");
+            assert!(node.volume_mounts.as_ref().unwrap().iter().all(|m| m.name != "hugepages"));
             let resources = node.resources.clone().unwrap();
             assert_eq!(resources.requests.unwrap()[resource], quantity(amount));
             let limits = resources.limits.unwrap();
