@@ -186,7 +186,7 @@ fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             // Like Redis, a plain lookup: no expiry check, no statistics.
             let (key, db) = (args[2], ctx.keys.db);
             let idx = ctx.keys.ks.partition_of_key(key);
-            let mem = ctx.keys.with_partition(idx, |part| part.find_entry(db, key).map(|e| e.mem()));
+            let mem = ctx.keys.with_partition(idx, |part| part.find_entry(db, key).map(|e| e.usage()));
             match mem {
                 Some(bytes) => out.int(bytes as i64),
                 None => out.null(),

@@ -21,8 +21,12 @@ use std::sync::OnceLock;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
-/// How often the estimate is set right against the allocator's statistics.
-const CALIBRATE_EVERY_MS: u64 = 100;
+/// How often the estimate is set right against the allocator's statistics:
+/// every tick, and much more often while writes run close to the limit,
+/// where what the per-write estimate misses (allocator metadata, buffers)
+/// would otherwise add up over a tick of pipelined writes.
+pub const CALIBRATE_EVERY_MS: u64 = 100;
+const CALIBRATE_NEAR_LIMIT_MS: u64 = 2;
 
 /// Most victims removed for one write before giving up (bounds latency when
 /// one huge write needs a lot of room).
@@ -81,13 +85,14 @@ impl Budget {
 
     /// Reads the allocator's statistics (plus the huge pages mapped outside
     /// it, see `sys::hugepages`) and resets the correction, at most every `CALIBRATE_EVERY_MS`
-    /// unless `force`. Near the limit `max`, pages the allocator freed but
+    /// (0: now). Near the limit `max`, pages the allocator freed but
     /// still maps go back to the OS at once, so RSS follows `used_memory`.
     /// Returns the statistics when it read them.
-    pub fn calibrate(&self, ks: &Keyspace, max: u64, force: bool) -> Option<AllocatorStats> {
+    pub fn calibrate(&self, ks: &Keyspace, max: u64, every_ms: u64) -> Option<AllocatorStats> {
+        let force = every_ms == 0;
         let now = crate::store::now_ms();
         let last = self.calibrated_ms.load(Relaxed);
-        if !force && now.saturating_sub(last) < CALIBRATE_EVERY_MS {
+        if !force && now.saturating_sub(last) < every_ms {
             return None;
         }
         if self.calibrated_ms.compare_exchange(last, now, Relaxed, Relaxed).is_err() && !force {
@@ -146,7 +151,14 @@ pub fn ensure_memory(
     stats: &StoreStats,
 ) -> bool {
     let max = rt.maxmemory.load(Relaxed);
-    if max == 0 || budget.used(ks) <= max {
+    if max == 0 {
+        return true;
+    }
+    let used = budget.used(ks);
+    if used + max / 16 > max {
+        budget.calibrate(ks, max, CALIBRATE_NEAR_LIMIT_MS);
+    }
+    if budget.used(ks) <= max {
         return true;
     }
     // Dead data goes first, whatever the policy; only when some key's

@@ -279,7 +279,7 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     }
     shared.ks.flush_mem();
     shared.ks.tick_clock();
-    if let Some(stats) = shared.memory.calibrate(&shared.ks, shared.maxmemory(), false) {
+    if let Some(stats) = shared.memory.calibrate(&shared.ks, shared.maxmemory(), crate::memory::CALIBRATE_EVERY_MS) {
         shared.memory.defrag.run(&shared.ks, &shared.config.runtime, &stats);
     }
     shared.memory.note_peak(shared.used_memory());

@@ -12,7 +12,7 @@ impl Shared {
     /// one at a time): see [`Shared::snapshot_with_keys`].
     pub fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot {
         let clients = self.clients.all();
-        let allocator = self.memory.calibrate(&self.ks, self.maxmemory(), true).unwrap_or_default();
+        let allocator = self.memory.calibrate(&self.ks, self.maxmemory(), 0).unwrap_or_default();
         let used = self.used_memory();
         let peak = self.memory.note_peak(used);
         Snapshot {

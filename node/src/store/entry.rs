@@ -31,9 +31,11 @@ const HAS_EXPIRE: u8 = 1;
 /// a string raw once APPEND made it so.
 const PACK_AFTER_WRITE_MAX: usize = 256;
 
-/// Bytes per key in the slab and hash index, beyond the key's own
-/// allocations: its slot (`Body` + `Meta` + hash) and an index bucket (a
-/// 4-byte slot number and a control byte, at about 7/8 load).
+/// A key's share of its database's tables, on average: its slot (`Body`
+/// + `Meta` + hash) and an index bucket (a 4-byte slot number and a
+/// control byte, at about 7/8 load). Memory accounting counts the tables
+/// exactly as they grow and shrink (`Partition`); this is for MEMORY USAGE
+/// and the size-aware policies.
 pub const INDEX_BYTES_PER_KEY: usize = 40 + 6;
 
 /// Bytes a TTL adds: its 8 bytes in the head and its node in the
@@ -209,6 +211,11 @@ impl Entry {
         }
     }
 
+    /// What the key costs with its share of the tables (MEMORY USAGE).
+    pub fn usage(&self) -> usize {
+        self.mem() + INDEX_BYTES_PER_KEY
+    }
+
     /// Active defragmentation: moves this entry's own blocks out of sparse
     /// allocator slabs (see `sys::alloc::worth_moving`); returns how many
     /// moved. A collection's inner blocks stay where they are.
@@ -232,12 +239,12 @@ impl Entry {
         }
     }
 
-    /// Bytes this entry holds, as the allocator counts them (its size
-    /// classes): what `used_memory` and `maxmemory` see of it.
+    /// Bytes this entry's own blocks hold, as the allocator counts them
+    /// (its size classes), and its node in the expiry set: what
+    /// `used_memory` and `maxmemory` see of it beside the tables.
     pub fn mem(&self) -> usize {
         let expiry_set = if self.expire_at() != 0 { EXPIRY_BYTES - 8 } else { 0 };
-        INDEX_BYTES_PER_KEY
-            + expiry_set
+        expiry_set
             + match &self.body {
                 Body::Packed(b) => size_class(b.len()),
                 Body::Boxed(b) => {
@@ -319,6 +326,7 @@ mod tests {
     fn memory_counts_size_classes() {
         // 1 flag byte + 1 length byte + 10 key bytes + 16 value bytes = 28 -> 32.
         let e = Entry::new(b"key:123456", Value::Str(vec![b'v'; 16]), 0, meta());
-        assert_eq!(e.mem(), INDEX_BYTES_PER_KEY + 32);
+        assert_eq!(e.mem(), 32);
+        assert_eq!(e.usage(), INDEX_BYTES_PER_KEY + 32);
     }
 }

@@ -74,7 +74,7 @@ impl Entries for DbEntries<'_> {
     }
 
     fn size(&self, slot: u32) -> usize {
-        self.table.get(slot).map_or(0, Entry::mem)
+        self.table.get(slot).map_or(0, Entry::usage)
     }
 }
 
@@ -381,7 +381,11 @@ impl Partition {
         if entry.expire_at() != 0 {
             ks.note_deadline(entry.expire_at());
         }
+        let tables = self.dbs[db].table.overhead_bytes() as i64;
         let slot = self.dbs[db].insert(hash, entry, clock);
+        // The tables' growth, exactly: a first key in an empty table pays
+        // for its smallest tables, a doubling index for its new buckets.
+        let mem = mem + self.dbs[db].table.overhead_bytes() as i64 - tables;
         self.mem += mem;
         ks.add_mem(mem);
         self.settle_write(ks, db, slot, ChangeKind::Write, wakes);
@@ -429,8 +433,10 @@ impl Partition {
         accounted: Option<usize>,
         kind: ChangeKind,
     ) -> Entry {
+        let tables = self.dbs[db].table.overhead_bytes() as i64;
         let entry = self.dbs[db].remove(slot);
-        let mem = accounted.unwrap_or_else(|| entry.mem()) as i64;
+        let shrunk = tables - self.dbs[db].table.overhead_bytes() as i64;
+        let mem = accounted.unwrap_or_else(|| entry.mem()) as i64 + shrunk;
         self.mem -= mem;
         ks.add_mem(-mem);
         self.count_key(entry.key(), -1);
@@ -449,7 +455,7 @@ impl Partition {
         }
         let fresh = Db::new(self.dbs[db].policy_kind(), policy_seed(self.index, db));
         let old = std::mem::replace(&mut self.dbs[db], fresh);
-        let mut mem = 0i64;
+        let mut mem = old.table.overhead_bytes() as i64;
         for (_, e) in old.table.iter() {
             mem += e.mem() as i64;
             self.count_key(e.key(), -1);

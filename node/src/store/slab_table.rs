@@ -77,9 +77,11 @@ impl<T: Keyed> SlabTable<T> {
         self.slots.len()
     }
 
-    /// Approximate heap bytes used by the index and slab themselves.
+    /// Heap bytes of the index and slab themselves, with their spare
+    /// capacity, as the allocator counts them.
     pub fn overhead_bytes(&self) -> usize {
-        self.index.capacity() * 5 + self.slots.capacity() * std::mem::size_of::<Slot<T>>()
+        use crate::sys::alloc::size_class;
+        size_class(self.index.allocation_size()) + size_class(self.slots.capacity() * std::mem::size_of::<Slot<T>>())
     }
 
     #[inline]
