@@ -31,8 +31,8 @@ const HAS_EXPIRE: u8 = 1;
 /// a string raw once APPEND made it so.
 const PACK_AFTER_WRITE_MAX: usize = 256;
 
-/// A key's share of its database's tables, on average: its slot (`Body`
-/// + `Meta` + hash) and an index bucket (a 4-byte slot number and a
+/// A key's share of its database's tables, on average: its slot (body,
+/// policy state and hash) and an index bucket (a 4-byte slot number and a
 /// control byte, at about 7/8 load). Memory accounting counts the tables
 /// exactly as they grow and shrink (`Partition`); this is for MEMORY USAGE
 /// and the size-aware policies.
