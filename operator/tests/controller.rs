@@ -83,8 +83,8 @@ async fn cachecluster_gets_owned_objects_status_and_events() {
     assert!(owned_by_cc(cm.meta()));
     let conf = cm.data.unwrap().get("strata.conf").cloned().expect("strata.conf key");
     assert!(conf.contains("maxmemory-policy allkeys-lfu"), "{conf}");
-    // 256Mi * 0.9 - 32Mi
-    assert!(conf.contains(&format!("maxmemory {}", (256u64 << 20) * 9 / 10 - (32 << 20))), "{conf}");
+    // (256Mi - 32Mi) / 1.25
+    assert!(conf.contains(&format!("maxmemory {}", ((256u64 << 20) - (32 << 20)) * 4 / 5)), "{conf}");
     let pdb: PodDisruptionBudget = Api::namespaced(client.clone(), &ns).get("demo").await.expect("PDB");
     assert!(owned_by_cc(pdb.meta()));
 

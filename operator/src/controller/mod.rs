@@ -379,7 +379,8 @@ async fn report_restarts(ctx: &Context, cc: &CacheCluster, ns: &str, restarts: &
             ..Default::default()
         };
         let advice = if r.oom_killed() {
-            ": the pod's memory limit is too small for maxMemory plus overhead; raise resources.memory"
+            ": the pod's memory limit is too small for maxMemory plus the node's overhead; raise resources.limits.memory, \
+             or lower maxMemory (unset, it is derived with room to spare)"
         } else {
             ""
         };

@@ -101,7 +101,10 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
         let oom = obs.restarts.iter().any(|r| r.oom_killed());
         let mut message = obs.restarts.iter().map(|r| r.describe()).collect::<Vec<_>>().join("; ");
         if oom {
-            message.push_str("; the memory limit is too small for maxMemory plus overhead: raise resources.memory");
+            message.push_str(
+                "; the memory limit is too small for maxMemory plus the node's overhead: raise \
+                 resources.limits.memory, or lower maxMemory (unset, it is derived with room to spare)",
+            );
         }
         Verdict {
             type_: Condition::DEGRADED,
@@ -294,7 +297,7 @@ mod tests {
         let v = verdicts(&obs);
         let d = find(&v, "Degraded");
         assert_eq!((d.status, d.reason), (ConditionStatus::True, reason::OOM_KILLED));
-        assert!(d.message.contains("raise resources.memory"), "{}", d.message);
+        assert!(d.message.contains("raise resources.limits.memory, or lower maxMemory"), "{}", d.message);
         let obs = Observation { desired: 1, ready: 1, restarts: vec![restart("Error")], ..Default::default() };
         assert_eq!(find(&verdicts(&obs), "Degraded").reason, reason::RESTARTED);
         let healthy = Observation { desired: 1, ready: 1, ..Default::default() };

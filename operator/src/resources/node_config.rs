@@ -7,8 +7,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use super::SpecError;
 use super::quantity::{parse_bytes, parse_millicores};
 use crate::api::{
-    CacheCluster, CacheClusterSpec, DERIVED_MAX_MEMORY_HEADROOM_BYTES, DERIVED_MAX_MEMORY_PERCENT, DurabilityMode,
-    MIN_DERIVED_MEMORY_LIMIT,
+    CacheCluster, CacheClusterSpec, DERIVED_MAX_MEMORY_FORMULA, DERIVED_MAX_MEMORY_HEADROOM_BYTES,
+    DERIVED_MAX_MEMORY_RSS_PERCENT, DurabilityMode, MIN_DERIVED_MEMORY_LIMIT,
 };
 
 /// Port the node serves Redis clients on inside the pod (the client Service maps
@@ -113,7 +113,8 @@ pub(crate) fn cpu_millis(spec: &CacheClusterSpec, side: Side) -> Result<Option<u
         .transpose()
 }
 
-/// The `maxmemory` budget: `spec.maxMemory`, else derived from the memory limit, else none.
+/// The `maxmemory` budget: `spec.maxMemory`, else derived from the memory limit
+/// ([`DERIVED_MAX_MEMORY_FORMULA`], whose doc gives the reasons), else none.
 fn max_memory_bytes(spec: &CacheClusterSpec) -> Result<Option<u64>, SpecError> {
     // Requests are not used here but are checked like every other quantity.
     memory(spec, Side::Requests)?;
@@ -129,8 +130,9 @@ fn max_memory_bytes(spec: &CacheClusterSpec) -> Result<Option<u64>, SpecError> {
             return Err(SpecError::new(
                 "maxMemory",
                 format!(
-                    "{} must be less than resources.limits.memory ({}), leaving headroom for connections and \
-                     I/O buffers: lower maxMemory, or unset it to derive it from the limit (limit x 0.9 - 32Mi)",
+                    "{} must be less than resources.limits.memory ({}), leaving headroom for the process and \
+                     allocator overhead: lower maxMemory, or unset it to derive it from the limit \
+                     ({DERIVED_MAX_MEMORY_FORMULA})",
                     max_memory.0,
                     resource_quantity(spec, Side::Limits, "memory").map_or("", |q| q.0.as_str()),
                 ),
@@ -140,19 +142,21 @@ fn max_memory_bytes(spec: &CacheClusterSpec) -> Result<Option<u64>, SpecError> {
     }
     let Some(limit) = limit else { return Ok(None) };
     let min_limit = parse_bytes(&Quantity(MIN_DERIVED_MEMORY_LIMIT.to_owned())).expect("a valid constant");
-    // The derivation turns positive from about 36Mi; the documented (and CEL-checked) floor is 64Mi.
+    // The derivation turns positive above 32Mi; the documented (and CEL-checked) floor is 64Mi.
     if limit < min_limit {
         return Err(SpecError::new(
             "resources.limits.memory",
             format!(
-                "must be at least {MIN_DERIVED_MEMORY_LIMIT} when maxMemory is derived from it (limit x 0.9 - 32Mi): \
-                 raise the limit or set maxMemory"
+                "must be at least {MIN_DERIVED_MEMORY_LIMIT} when maxMemory is derived from it \
+                 ({DERIVED_MAX_MEMORY_FORMULA}): raise the limit or set maxMemory"
             ),
         ));
     }
-    // In u128: the limit can be up to 2^63-1 bytes, times 90.
-    let derived = u128::from(limit) * u128::from(DERIVED_MAX_MEMORY_PERCENT) / 100;
-    Ok(Some((derived - u128::from(DERIVED_MAX_MEMORY_HEADROOM_BYTES)) as u64))
+    // In u128: the limit can be up to 2^63-1 bytes, times 100. Floored (a budget one byte
+    // smaller is never the one that fails).
+    let derived =
+        u128::from(limit - DERIVED_MAX_MEMORY_HEADROOM_BYTES) * 100 / u128::from(DERIVED_MAX_MEMORY_RSS_PERCENT);
+    Ok(Some(derived as u64))
 }
 
 /// The `threads` directive: `cpu.threads`, else the whole CPUs of the limit (or, without a
@@ -297,18 +301,54 @@ mod tests {
 
     #[test]
     fn max_memory_is_derived_from_the_memory_limit() {
-        // 1Gi x 0.9 = 966367641.6, floored, minus 32Mi.
+        // (1Gi - 32Mi) / 1.25 = 832149913.6, floored.
         let text = config(json!({"resources": {"limits": {"memory": "1Gi"}}})).unwrap();
-        assert_eq!(directive(&text, "maxmemory").as_deref(), Some("932813209"));
-        // The smallest limit allowed: 64Mi x 0.9 - 32Mi.
+        assert_eq!(directive(&text, "maxmemory").as_deref(), Some("832149913"));
+        // (128Mi - 32Mi) / 1.25 = 76.8Mi = 80530636.8: the e2e suite's flooded pod.
+        let text = config(json!({"resources": {"limits": {"memory": "128Mi"}}})).unwrap();
+        assert_eq!(directive(&text, "maxmemory").as_deref(), Some("80530636"));
+        // The smallest limit allowed: (64Mi - 32Mi) / 1.25 = 25.6Mi = 26843545.6.
         let text = config(json!({"resources": {"limits": {"memory": "64Mi"}}})).unwrap();
         assert_eq!(directive(&text, "maxmemory").as_deref(), Some("26843545"));
-        // The largest quantity does not overflow.
+        // The largest quantity does not overflow: (2^63 - 1 - 2^25) * 4 / 5.
         let text = config(json!({"resources": {"limits": {"memory": "9223372036854775807"}}})).unwrap();
-        assert_eq!(directive(&text, "maxmemory").as_deref(), Some("8301034833135743794"));
+        assert_eq!(directive(&text, "maxmemory").as_deref(), Some("7378697629456977100"));
         // A memory request alone bounds nothing.
         let text = config(json!({"resources": {"requests": {"memory": "1Gi"}}})).unwrap();
         assert_eq!(directive(&text, "maxmemory"), None);
+    }
+
+    #[test]
+    fn the_derivation_leaves_room_for_rss_of_1_15_x_max_memory_plus_the_fixed_part() {
+        // What the margin is for: a node within 1.15 x maxmemory, plus the fixed headroom,
+        // fits in the limit with at least 8 % of the variable part to spare, at every size.
+        for limit in ["64Mi", "96Mi", "128Mi", "256Mi", "1Gi", "8Gi", "64Gi"] {
+            let text = config(json!({"resources": {"limits": {"memory": limit}}})).unwrap();
+            let max_memory: u64 = directive(&text, "maxmemory").unwrap().parse().unwrap();
+            let limit = parse_bytes(&Quantity(limit.to_owned())).unwrap();
+            let variable = limit - DERIVED_MAX_MEMORY_HEADROOM_BYTES;
+            let peak = max_memory * 115 / 100 + DERIVED_MAX_MEMORY_HEADROOM_BYTES;
+            assert!(peak < limit && (limit - peak) * 100 / variable >= 7, "limit {limit}: peak {peak}");
+        }
+    }
+
+    #[test]
+    fn the_formula_is_spelled_the_same_everywhere() {
+        use crate::api::SPEC_RULES;
+        let crd = serde_json::to_value(crate::crd()).unwrap();
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        let description = spec["properties"]["maxMemory"]["description"].as_str().unwrap();
+        assert!(description.contains(DERIVED_MAX_MEMORY_FORMULA), "{description}");
+        assert!(description.contains(&format!("at least {MIN_DERIVED_MEMORY_LIMIT}")), "{description}");
+        let floor = SPEC_RULES.iter().find(|r| r.rule.starts_with("has(self.maxMemory) ||")).unwrap();
+        assert!(floor.rule.contains(&format!("quantity('{MIN_DERIVED_MEMORY_LIMIT}')")), "{}", floor.rule);
+        assert!(floor.message.contains(DERIVED_MAX_MEMORY_FORMULA), "{}", floor.message);
+        let below = SPEC_RULES.iter().find(|r| r.message.starts_with("maxMemory must be less than")).unwrap();
+        assert!(below.message.contains(DERIVED_MAX_MEMORY_FORMULA), "{}", below.message);
+        // The constants are the formula.
+        assert_eq!(DERIVED_MAX_MEMORY_HEADROOM_BYTES, 32 << 20);
+        assert_eq!(DERIVED_MAX_MEMORY_RSS_PERCENT, 125);
+        assert_eq!(DERIVED_MAX_MEMORY_FORMULA, "(limit - 32Mi) / 1.25");
     }
 
     #[test]
