@@ -21,9 +21,10 @@ build: ## Build release binaries
 run: ## Run the node alone (127.0.0.1:6379, data dir ./data, metrics on :9121)
 	$(CARGO) run --release -p strata-node -- $(ARGS)
 
-lint: ## rustfmt check, clippy with warnings as errors, and the node's layer order
+lint: ## rustfmt check, clippy with warnings as errors (the e2e suite included), and the node's layer order
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p strata-e2e --features e2e --all-targets -- -D warnings
 	./scripts/check-layers.sh
 
 fmt: ## Format the code
