@@ -13,6 +13,7 @@ use crate::base::random::fast_rand;
 use crate::policy::Clock;
 use crate::sys::cpu::prefetch;
 use smallvec::SmallVec;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// A key chosen for eviction, named by where it is and by its key's hash.
 /// Between choosing (under one partition's lock) and evicting (under it
@@ -27,7 +28,38 @@ pub struct Victim {
     pub hash: u64,
 }
 
+/// `Keyspace::dbs_used` has a bit per database.
+const _: () = assert!(NUM_DBS <= 64);
+
 impl Keyspace {
+    /// Database `db` holds a key (called under the lock of the partition
+    /// that holds it): searches look at `db` from then on. The bit stays
+    /// set: most nodes use one database, and a search need not visit the
+    /// other fifteen in every partition it draws (a cache miss or so each).
+    #[inline]
+    pub(super) fn note_db_used(&self, db: usize) {
+        let bit = 1u64 << db;
+        if self.dbs_used.load(Relaxed) & bit == 0 {
+            self.dbs_used.fetch_or(bit, Relaxed);
+        }
+    }
+
+    /// SWAPDB `a` `b`: the keys of either may now be in the other.
+    pub(super) fn note_dbs_swapped(&self, a: usize, b: usize) {
+        let bits = (1u64 << a) | (1u64 << b);
+        if self.dbs_used.load(Relaxed) & bits != 0 {
+            self.dbs_used.fetch_or(bits, Relaxed);
+        }
+    }
+
+    /// The databases that ever held a key. Read under a partition's lock,
+    /// it includes every database with a key in that partition: the bit
+    /// was set under that lock.
+    fn dbs_used(&self) -> impl Iterator<Item = usize> {
+        let used = self.dbs_used.load(Relaxed);
+        (0..NUM_DBS).filter(move |db| used & (1 << db) != 0)
+    }
+
     /// The best victim among `samples` candidates, each proposed by the
     /// policy of a random non-empty (partition, database); None when no
     /// database has anything this policy may evict.
@@ -56,7 +88,8 @@ impl Keyspace {
         for _ in 0..samples {
             let pidx = (fast_rand() % nparts) as u32;
             let mut part = self.lock(pidx);
-            for (db, d) in part.dbs.iter_mut().enumerate() {
+            for db in self.dbs_used() {
+                let d = &mut part.dbs[db];
                 if !d.is_empty() {
                     let r = fast_rand();
                     d.prefetch_candidate(r);
@@ -82,7 +115,7 @@ impl Keyspace {
                 ((start + attempt - random_draws) % nparts) as u32
             };
             let mut part = self.lock(pidx);
-            for db in 0..NUM_DBS {
+            for db in self.dbs_used() {
                 if !part.dbs[db].is_empty() {
                     search.visit(&mut part, pidx, db, &mut fast_rand);
                 }
@@ -231,5 +264,29 @@ mod tests {
         set(&small, key.as_bytes());
         assert_eq!(small.evict(&victim, &StoreStats::default()), None);
         assert_eq!(small.lock(0).db_len(0), 1);
+    }
+
+    #[test]
+    fn searches_find_keys_in_any_database_even_after_swapdb() {
+        let ks = Keyspace::new(4);
+        ks.set_policy(crate::config::EvictionPolicy::AllKeysRandom);
+        assert_eq!(ks.eviction_victim(5), None, "empty");
+        let stats = StoreStats::default();
+        let key = b"k";
+        let p = ks.partition_of_key(key);
+        let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![p];
+        let mut k =
+            KeyAccess { ks: &ks, locked: ks.lock_set(&mut parts), db: 7, now_ms: 1, touch: true, stats: &stats };
+        k.set(key, Value::Str(b"v".to_vec()), 0, false);
+        drop(k);
+        assert_eq!(ks.eviction_victim(5).map(|v| v.db), Some(7));
+        // SWAPDB 7 12: the key is now in database 12, which never held one.
+        for i in 0..ks.num_partitions() as u32 {
+            ks.lock(i).swap_dbs(&ks, 7, 12);
+        }
+        let victim = ks.eviction_victim(5).expect("the key in database 12");
+        assert_eq!((victim.part, victim.db), (p, 12));
+        assert!(ks.evict(&victim, &stats).is_some());
+        assert_eq!(ks.eviction_victim(5), None);
     }
 }

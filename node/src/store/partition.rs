@@ -446,6 +446,7 @@ impl Partition {
             ks.note_deadline(entry.expire_at);
         }
         let slot = self.dbs[db].insert(hash, entry, clock);
+        ks.note_db_used(db);
         self.mem += mem;
         ks.add_mem(mem);
         self.settle_write(ks, db, slot, ChangeKind::Write, wakes);
@@ -530,6 +531,7 @@ impl Partition {
     /// database retry.
     pub fn swap_dbs(&mut self, ks: &Keyspace, a: usize, b: usize) {
         self.dbs.swap(a, b);
+        ks.note_dbs_swapped(a, b);
         let Partition { dbs, watched, blocked, .. } = self;
         for ((d, key), w) in watched.iter_mut() {
             let d = *d as usize;
