@@ -14,9 +14,11 @@
 pub mod defrag;
 
 use crate::config::RuntimeConfig;
+use crate::policy::PolicyKind;
 use crate::store::expire::ActiveExpiry;
 use crate::store::{Keyspace, StoreStats, Victim};
 use crate::sys::alloc::AllocatorStats;
+use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI64, AtomicU64};
@@ -131,14 +133,39 @@ impl Budget {
 const VICTIMS_PER_SEARCH: usize = 3;
 const POOL: usize = 16;
 
+/// A pool unused for longer than this (keyspace clock seconds) starts
+/// afresh: its scores are too old to compare with new samples.
+const POOL_IDLE_SECS: u32 = 2;
+
+/// Each thread's eviction pool, kept from one batch to the next (as Redis
+/// keeps its pool): with small batches, a pool that started empty every
+/// time would often have only the first few samples to choose from.
+struct Pool {
+    /// The keyspace (address) and policy the candidates were scored for,
+    /// and the clock second of the last search.
+    owner: (usize, PolicyKind),
+    clock: u32,
+    /// Sorted by score, lower first.
+    victims: Vec<(u64, Victim)>,
+}
+
+thread_local! {
+    static EVICTION_POOL: RefCell<Pool> =
+        const { RefCell::new(Pool { owner: (0, PolicyKind::NoEviction), clock: 0, victims: Vec::new() }) };
+}
+
 /// Partitions a write at the limit sweeps for expired keys per window.
 const RECLAIM_WINDOW: u32 = 32;
 
 /// Room made below the limit once eviction starts, so that the writes that
-/// follow do not each pay for a victim search: a small fraction of the
-/// limit, at most 256 KiB.
+/// follow do not each pay for a victim search: 1/8192 of the limit (8 KiB
+/// for 64 MiB, some 60 small keys), at most 64 KiB. Larger batches cost
+/// more per victim, not less: the memory they free is reused long after,
+/// out of the caches, and the allocator holds more freed chunks meanwhile
+/// (glibc's fast bins, walked whole when a table grows). They also make one
+/// write in many wait for all of it.
 fn headroom(max: u64) -> u64 {
-    (max / 1024).min(256 * 1024)
+    (max / 8192).min(64 * 1024)
 }
 
 /// Makes room before a write. Returns false when memory is over the limit
@@ -163,8 +190,7 @@ pub fn ensure_memory(
     }
     // Dead data goes first, whatever the policy; only when some key's
     // deadline has passed since the last sweep.
-    let now = crate::store::now_ms();
-    if ks.may_have_expired(now) {
+    if let Some(now) = ks.expired_by_now() {
         expiry.reclaim(ks, stats, now, RECLAIM_WINDOW, || budget.used(ks) <= max);
         if budget.used(ks) <= max {
             return true;
@@ -180,37 +206,124 @@ pub fn ensure_memory(
     }
     let samples = rt.maxmemory_samples.load(Relaxed);
     let target = max - headroom(max);
-    let mut pool: Vec<(u64, Victim)> = Vec::with_capacity(POOL + samples);
-    let mut evicted = 0;
-    while evicted < MAX_EVICTIONS_PER_CALL {
-        if budget.used(ks) <= target {
-            return true;
+    EVICTION_POOL.with_borrow_mut(|pool| {
+        let owner = (ks as *const Keyspace as usize, kind);
+        let clock = ks.clock_secs();
+        if pool.owner != owner || clock.wrapping_sub(pool.clock) > POOL_IDLE_SECS {
+            pool.victims.clear();
         }
-        ks.eviction_victims(samples, samples, &mut pool);
-        if pool.is_empty() {
-            return budget.used(ks) <= max;
+        (pool.owner, pool.clock) = (owner, clock);
+        let pool = &mut pool.victims;
+        let mut evicted = 0;
+        while evicted < MAX_EVICTIONS_PER_CALL {
+            if budget.used(ks) <= target {
+                return true;
+            }
+            ks.eviction_victims(samples, samples, pool);
+            if pool.is_empty() {
+                return budget.used(ks) <= max;
+            }
+            pool.sort_by_key(|(score, _)| *score);
+            // A key drawn again must not take two places in the pool.
+            pool.dedup_by(|a, b| a.1 == b.1);
+            let take = VICTIMS_PER_SEARCH.min(pool.len());
+            for (_, victim) in pool.drain(..take) {
+                ks.evict(&victim, stats);
+                evicted += 1;
+            }
+            pool.truncate(POOL);
         }
-        pool.sort_by_key(|(score, _)| *score);
-        // A key drawn again must not take two places in the pool.
-        pool.dedup_by(|a, b| (a.1.part, a.1.db, a.1.slot) == (b.1.part, b.1.db, b.1.slot));
-        let take = VICTIMS_PER_SEARCH.min(pool.len());
-        for (_, victim) in pool.drain(..take) {
-            ks.evict(&victim, stats);
-            evicted += 1;
-        }
-        pool.truncate(POOL);
-    }
-    budget.used(ks) <= max
+        budget.used(ks) <= max
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Cli, Config, EvictionPolicy};
+    use crate::store::{KeyAccess, Value};
+    use crate::sys::clock::thread_cpu_ns;
+    use smallvec::SmallVec;
+
+    thread_local! {
+        /// Time spent in `ensure_memory` by `write` (wall clock).
+        static ROOM_NS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// One SET as a command runs it: room first, then the write.
+    fn write(
+        ks: &Keyspace,
+        budget: &Budget,
+        rt: &RuntimeConfig,
+        expiry: &ActiveExpiry,
+        stats: &StoreStats,
+        i: u64,
+        ttl: bool,
+    ) -> bool {
+        let t = std::time::Instant::now();
+        let room = ensure_memory(ks, budget, rt, expiry, stats);
+        ROOM_NS.with(|c| c.set(c.get() + t.elapsed().as_nanos() as u64));
+        if !room {
+            return false;
+        }
+        let key = format!("key:{:012}", crate::base::random::splitmix64(i) % 10_000_000);
+        let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![ks.partition_of_key(key.as_bytes())];
+        let now = crate::store::now_ms();
+        let mut k = KeyAccess { ks, locked: ks.lock_set(&mut parts), db: 0, now_ms: now, touch: true, stats };
+        k.set(key.as_bytes(), Value::Str(vec![b'x'; 32]), if ttl { now + 100_000_000 } else { 0 }, false);
+        true
+    }
+
+    /// Not a test of speed (nothing timed is asserted): prints the CPU time
+    /// of a write (a SET of a new key, as `bench/limit.sh` sends) on an empty
+    /// keyspace and at a 64 MiB limit, per policy, without a network or a
+    /// client in the way; see bench/README.md.
+    /// `cargo test --release -p strata-node --lib write_cost -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn write_cost_empty_vs_at_limit() {
+        for policy in ["noeviction", "allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-lru", "sieve"] {
+            let config =
+                Config::from_cli(Cli::parse_from(["strata-node", "--maxmemory", "64mb", "--maxmemory-policy", policy]))
+                    .unwrap();
+            let rt = &config.runtime;
+            let ks = Keyspace::new(1024);
+            ks.set_policy(EvictionPolicy::parse(policy).unwrap());
+            let (budget, expiry, stats) = (Budget::default(), ActiveExpiry::default(), StoreStats::default());
+            let ttl = policy.starts_with("volatile");
+            let n = 200_000u64;
+            let t = thread_cpu_ns();
+            for i in 0..n {
+                assert!(write(&ks, &budget, rt, &expiry, &stats, i, ttl));
+            }
+            let empty = (thread_cpu_ns() - t) as f64 / n as f64;
+            let mut i = n;
+            while stats.evicted.load(Relaxed) == 0 && budget.used(&ks) < rt.maxmemory.load(Relaxed) {
+                write(&ks, &budget, rt, &expiry, &stats, i, ttl);
+                i += 1;
+            }
+            ROOM_NS.with(|c| c.set(0));
+            let t = thread_cpu_ns();
+            let mut refused = 0;
+            for j in 0..n {
+                refused += !write(&ks, &budget, rt, &expiry, &stats, i + j, ttl) as u64;
+            }
+            let full = (thread_cpu_ns() - t) as f64 / n as f64;
+            let room = ROOM_NS.with(|c| c.get()) as f64 / n as f64;
+            println!(
+                "{policy:15} CPU ns/write: empty {empty:5.0}, at the limit {full:5.0} ({room:4.0} in ensure_memory): {:.2}",
+                empty / full
+            );
+            // Each write made room before it went in (noeviction: one write may go past).
+            assert!(budget.used(&ks) <= rt.maxmemory.load(Relaxed) + 4096, "{policy}");
+            assert_eq!(refused > n / 2, policy == "noeviction", "{policy}: {refused} refused");
+        }
+    }
 
     #[test]
     fn headroom_is_small() {
-        assert_eq!(headroom(64 << 20), 64 << 10);
-        assert_eq!(headroom(1 << 40), 256 << 10);
+        assert_eq!(headroom(64 << 20), 8 << 10);
+        assert_eq!(headroom(1 << 40), 64 << 10);
         assert_eq!(headroom(0), 0);
     }
 }

@@ -86,12 +86,17 @@ pub trait Entries {
     }
     /// A random live slot (O(1) sampling), None when empty.
     fn random_slot(&self, rand: u64) -> Option<u32>;
+    /// The slot `random_slot(rand)` looks at first, live or not, found
+    /// without reading any entry (so that a caller can start loading it).
+    fn probe_slot(&self, rand: u64) -> Option<u32>;
     /// Absolute expiry (unix ms) of the entry in `slot`, 0 = none.
     fn expire_at(&self, slot: u32) -> u64;
     /// The slot whose TTL ends first (volatile-ttl).
     fn soonest_expiring(&self) -> Option<u32>;
     /// A random slot among keys with a TTL (volatile-*), None when none has one.
     fn random_expiring(&self, rand: u64) -> Option<u32>;
+    /// How many keys have a TTL.
+    fn expiring_len(&self) -> usize;
     /// Bytes the entry accounts for (for size-aware policies later).
     fn size(&self, slot: u32) -> usize;
 }
@@ -123,6 +128,13 @@ pub trait Policy: Send {
         clock: &Clock,
         rand: &mut dyn FnMut() -> u64,
     ) -> Option<(u64, u32)>;
+    /// The slot `candidate` will read first if its random source starts
+    /// with `rand`, when the policy can tell without reading an entry: the
+    /// caller may start loading it (a cache miss) while it does other work,
+    /// then call `candidate` with that random source. None: no idea.
+    fn first_look<E: Entries>(&self, _e: &E, _rand: u64) -> Option<u32> {
+        None
+    }
     /// Re-links every live slot (the policy was switched at run time by
     /// CONFIG SET): called with the table's live slots. Keeps last_access
     /// and freq, resets the policy-private flags and links.
@@ -247,6 +259,11 @@ impl Policy for AnyPolicy {
         rand: &mut dyn FnMut() -> u64,
     ) -> Option<(u64, u32)> {
         dispatch!(self, p => p.candidate(e, samples, clock, rand))
+    }
+
+    #[inline]
+    fn first_look<E: Entries>(&self, e: &E, rand: u64) -> Option<u32> {
+        dispatch!(self, p => p.first_look(e, rand))
     }
 
     fn rebuild<E: Entries>(&mut self, e: &mut E, live: &mut dyn Iterator<Item = u32>, clock: &Clock) {

@@ -76,7 +76,7 @@ impl Policy for Sampled {
         for _ in 0..samples.max(1) {
             let drawn = match self.pool {
                 Pool::AllKeys => e.random_slot(rand()),
-                Pool::Volatile => e.random_expiring(rand()),
+                Pool::Volatile => random_volatile(e, rand),
             };
             // Nothing drawn means nothing is eligible (empty, or no TTL keys).
             let slot = drawn?;
@@ -95,11 +95,47 @@ impl Policy for Sampled {
         best
     }
 
+    fn first_look<E: Entries>(&self, e: &E, rand: u64) -> Option<u32> {
+        // The first random number picks the first slot drawn (Ttl reads the
+        // expiry order instead).
+        match (self.pool, self.rank) {
+            (_, Rank::Ttl) => None,
+            (Pool::AllKeys, _) => e.probe_slot(rand),
+            (Pool::Volatile, _) => volatile_draws(e).then(|| e.probe_slot(rand)).flatten(),
+        }
+    }
+
     fn rebuild<E: Entries>(&mut self, e: &mut E, live: &mut dyn Iterator<Item = u32>, clock: &Clock) {
         for slot in live {
             self.on_insert(e, slot, clock);
         }
     }
+}
+
+/// Whether `random_volatile` draws random keys (at least half have a TTL).
+fn volatile_draws<E: Entries>(e: &E) -> bool {
+    e.expiring_len() * 2 >= e.len()
+}
+
+/// Draws of a random key before giving up on finding one with a TTL that way.
+const TTL_DRAWS: usize = 4;
+
+/// A random key with a TTL (volatile-*). While at least half of the keys
+/// have one, random keys are drawn until one has a TTL: uniform over the
+/// keys with a TTL, as Redis samples its `expires` table, and one slot read
+/// per draw, where the expiry order has no random access (reaching a random
+/// rank walks the tree). With fewer TTL keys, or after `TTL_DRAWS` misses, a
+/// random key among the soonest to expire (`random_among_soonest`).
+fn random_volatile<E: Entries>(e: &E, rand: &mut dyn FnMut() -> u64) -> Option<u32> {
+    if volatile_draws(e) {
+        for _ in 0..TTL_DRAWS {
+            let slot = e.random_slot(rand())?;
+            if e.expire_at(slot) != 0 {
+                return Some(slot);
+            }
+        }
+    }
+    e.random_expiring(rand())
 }
 
 #[cfg(test)]
@@ -178,5 +214,20 @@ mod tests {
         // volatile-ttl takes the nearest expiry first.
         let (mut t, mut p) = filled(PolicyKind::VolatileTtl, 40, |i| if i % 2 == 0 { 1_000_000 - i } else { 0 });
         assert_eq!(evict_n(&mut t, &mut p, 3, &Clock::at(40), &mut rng), [38, 36, 34]);
+    }
+
+    #[test]
+    fn volatile_sampling_reaches_every_key_with_a_ttl() {
+        let mut rng = SplitMix::new(11);
+        // Every key has a TTL, soonest first by id: random victims come from
+        // the whole table, not only from the keys that expire soonest.
+        let (mut t, mut p) = filled(PolicyKind::VolatileRandom, 1000, |i| 1_000_000 + i);
+        let victims = evict_n(&mut t, &mut p, 100, &Clock::at(1000), &mut rng);
+        let late = victims.iter().filter(|&&id| id >= 500).count();
+        assert!(late >= 30, "only {late} of 100 victims from the later half: {victims:?}");
+        // One key in ten has a TTL: only those go.
+        let (mut t, mut p) = filled(PolicyKind::VolatileLru, 1000, |i| if i % 10 == 0 { 1_000_000 + i } else { 0 });
+        let victims = evict_n(&mut t, &mut p, 50, &Clock::at(1000), &mut rng);
+        assert!(victims.iter().all(|id| id % 10 == 0), "{victims:?}");
     }
 }

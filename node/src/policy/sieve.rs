@@ -104,6 +104,11 @@ impl Policy for Sieve {
         Some((e.state(hand).last_access as u64, hand))
     }
 
+    fn first_look<E: Entries>(&self, _e: &E, _rand: u64) -> Option<u32> {
+        // The search starts at the hand.
+        Some(if self.hand == NONE { self.tail } else { self.hand }).filter(|&s| s != NONE)
+    }
+
     fn rebuild<E: Entries>(&mut self, e: &mut E, live: &mut dyn Iterator<Item = u32>, _clock: &Clock) {
         (self.head, self.tail, self.hand) = (NONE, NONE, NONE);
         // Oldest access at the tail, so the queue approximates insertion order.

@@ -156,6 +156,10 @@ impl Entries for SimTable {
         Some(self.live[(rand % self.live.len() as u64) as usize])
     }
 
+    fn probe_slot(&self, rand: u64) -> Option<u32> {
+        self.random_slot(rand)
+    }
+
     fn expire_at(&self, slot: u32) -> u64 {
         self.slots[slot as usize].expire_at
     }
@@ -166,6 +170,10 @@ impl Entries for SimTable {
 
     fn random_expiring(&self, rand: u64) -> Option<u32> {
         super::random_among_soonest(&self.expiring, rand)
+    }
+
+    fn expiring_len(&self) -> usize {
+        self.expiring.len()
     }
 
     fn size(&self, slot: u32) -> usize {

@@ -82,9 +82,13 @@ impl Reply {
     /// An error; `msg` starts with its code (`ERR ...`, `WRONGTYPE ...`).
     /// Newlines are replaced by spaces, as Redis does, so the frame stays valid.
     pub fn error(&mut self, msg: &(impl ErrorText + ?Sized)) {
+        let text = msg.text();
+        self.buf.reserve(text.len() + 3);
         self.buf.push(b'-');
-        for &b in msg.text() {
-            self.buf.push(if b == b'\r' || b == b'\n' { b' ' } else { b });
+        if text.iter().any(|&b| b == b'\r' || b == b'\n') {
+            self.buf.extend(text.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+        } else {
+            self.buf.extend_from_slice(text);
         }
         self.buf.extend_from_slice(b"\r\n");
     }

@@ -5,23 +5,62 @@
 
 use super::Keyspace;
 use super::StoreStats;
+use super::entry::Entry;
 use super::journal::ChangeKind;
-use super::partition::NUM_DBS;
+use super::partition::{NUM_DBS, Partition};
+use super::slab_table::Keyed;
 use crate::base::random::fast_rand;
+use crate::policy::Clock;
+use crate::sys::cpu::prefetch;
 use smallvec::SmallVec;
+use std::sync::atomic::Ordering::Relaxed;
 
-/// A key chosen for eviction. It carries the key itself: between choosing
-/// (under one partition's lock) and evicting (under it again) the slot may
-/// have been freed and reused by another key, which must not be evicted.
-#[derive(Clone, Debug)]
+/// A key chosen for eviction, named by where it is and by its key's hash.
+/// Between choosing (under one partition's lock) and evicting (under it
+/// again) the slot may have been freed and reused by another key, which must
+/// not be evicted: the slot's stored hash (32 bits of a hash seeded at
+/// start-up) tells the two apart without copying the key (an allocation and
+/// a cache miss per victim), unless the new key shares those 32 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Victim {
     pub part: u32,
     pub db: usize,
     pub slot: u32,
-    pub key: Box<[u8]>,
+    pub hash: u32,
 }
 
+/// `Keyspace::dbs_used` has a bit per database.
+const _: () = assert!(NUM_DBS <= 64);
+
 impl Keyspace {
+    /// Database `db` holds a key (called under the lock of the partition
+    /// that holds it): searches look at `db` from then on. The bit stays
+    /// set: most nodes use one database, and a search need not visit the
+    /// other fifteen in every partition it draws (a cache miss or so each).
+    #[inline]
+    pub(super) fn note_db_used(&self, db: usize) {
+        let bit = 1u64 << db;
+        if self.dbs_used.load(Relaxed) & bit == 0 {
+            self.dbs_used.fetch_or(bit, Relaxed);
+        }
+    }
+
+    /// SWAPDB `a` `b`: the keys of either may now be in the other.
+    pub(super) fn note_dbs_swapped(&self, a: usize, b: usize) {
+        let bits = (1u64 << a) | (1u64 << b);
+        if self.dbs_used.load(Relaxed) & bits != 0 {
+            self.dbs_used.fetch_or(bits, Relaxed);
+        }
+    }
+
+    /// The databases that ever held a key. Read under a partition's lock,
+    /// it includes every database with a key in that partition: the bit
+    /// was set under that lock.
+    fn dbs_used(&self) -> impl Iterator<Item = usize> {
+        let used = self.dbs_used.load(Relaxed);
+        (0..NUM_DBS).filter(move |db| used & (1 << db) != 0)
+    }
+
     /// The best victim among `samples` candidates, each proposed by the
     /// policy of a random non-empty (partition, database); None when no
     /// database has anything this policy may evict.
@@ -38,18 +77,37 @@ impl Keyspace {
         let nparts = self.num_partitions() as u64;
         let clock = self.policy_clock();
         let samples = samples.max(1);
-        let keep = keep.clamp(1, samples);
-        // The best `keep` so far, sorted by score (lower goes first).
-        let mut best: SmallVec<[(u64, u32, usize, u32); 8]> = SmallVec::new();
-        let mut taken = 0;
-        // Random partitions first (the same one may be drawn twice: with few
-        // partitions that is how several candidates come from one); if those
-        // were empty (tiny keyspace), walk partitions in order from a random
-        // start until enough candidates are found.
+        let mut search = Search { best: SmallVec::new(), keep: keep.clamp(1, samples), taken: 0, clock };
+        // `samples` random partitions (the same one may be drawn twice: with
+        // few partitions that is how several candidates come from one), in
+        // two passes. The first picks, under each lock, the random number
+        // each database's policy will start from and starts loading the
+        // entry it will read first: random entries are cache misses, which
+        // then overlap instead of following one another. The second asks
+        // the policies for their candidates, from those numbers.
+        let mut draws: SmallVec<[(u32, usize, u64); 8]> = SmallVec::new();
+        for _ in 0..samples {
+            let pidx = (fast_rand() % nparts) as u32;
+            let mut part = self.lock(pidx);
+            for db in self.dbs_used() {
+                let d = &mut part.dbs[db];
+                if !d.is_empty() {
+                    let r = fast_rand();
+                    d.prefetch_candidate(r);
+                    draws.push((pidx, db, r));
+                }
+            }
+        }
+        for (pidx, db, r) in draws {
+            let mut first = Some(r);
+            search.visit(&mut self.lock(pidx), pidx, db, &mut || first.take().unwrap_or_else(fast_rand));
+        }
+        // Too few candidates (empty databases, a tiny keyspace): more random
+        // partitions, then every partition in order from a random start.
         let random_draws = samples as u64 * 4;
         let start = fast_rand() % nparts;
-        for attempt in 0..random_draws + nparts {
-            if taken >= samples {
+        for attempt in samples as u64..random_draws + nparts {
+            if search.taken >= samples {
                 break;
             }
             let pidx = if attempt < random_draws {
@@ -58,38 +116,27 @@ impl Keyspace {
                 ((start + attempt - random_draws) % nparts) as u32
             };
             let mut part = self.lock(pidx);
-            for db in 0..NUM_DBS {
-                let d = &mut part.dbs[db];
-                if d.is_empty() {
-                    continue;
-                }
-                let Some((score, slot)) = d.eviction_candidate(1, &clock) else { continue };
-                taken += 1;
-                // The same key drawn twice counts once.
-                if best.iter().any(|&(_, p, b, s)| (p, b, s) == (pidx, db, slot)) {
-                    continue;
-                }
-                let at = best.partition_point(|&(s, ..)| s <= score);
-                if at < keep {
-                    best.insert(at, (score, pidx, db, slot));
-                    best.truncate(keep);
+            for db in self.dbs_used() {
+                if !part.dbs[db].is_empty() {
+                    search.visit(&mut part, pidx, db, &mut fast_rand);
                 }
             }
         }
-        // Keys are copied once the search is over, under their lock again:
-        // the victim carries its key (see `Victim`). One may be gone by then.
-        for (score, part, db, slot) in best {
-            if let Some(e) = self.lock(part).dbs[db].table.get(slot) {
-                out.push((score, Victim { part, db, slot, key: e.key().into() }));
-            }
-        }
+        out.extend(search.best);
     }
 
-    /// Removes a victim if it is still the key that was chosen; returns the
-    /// bytes freed.
+    /// Removes a victim if it is still the key that was chosen and the
+    /// policy may still evict it (volatile-*: it still has a TTL); returns
+    /// the bytes freed.
     pub fn evict(&self, v: &Victim, stats: &StoreStats) -> Option<usize> {
+        if v.part as usize >= self.num_partitions() || v.db >= NUM_DBS {
+            return None;
+        }
         let mut part = self.lock(v.part);
-        if part.dbs[v.db].table.get(v.slot).is_none_or(|e| e.key() != &*v.key) {
+        let table = &part.dbs[v.db].table;
+        if table.hash_of(v.slot) != Some(v.hash)
+            || (self.policy_kind().is_volatile() && table.get(v.slot).is_some_and(|e| e.expire_at() == 0))
+        {
             return None;
         }
         let freed = part.remove_entry(self, v.db, v.slot, None, ChangeKind::Evicted).mem();
@@ -99,6 +146,49 @@ impl Keyspace {
     }
 }
 
+/// One search for victims: the best candidates so far.
+struct Search {
+    /// The best `keep` candidates, sorted by score (lower goes first).
+    best: SmallVec<[(u64, Victim); 8]>,
+    keep: usize,
+    /// Candidates seen.
+    taken: usize,
+    clock: Clock,
+}
+
+impl Search {
+    /// Asks the policy of database `db` of partition `pidx` (locked) for
+    /// its candidate, with random source `rand`.
+    fn visit(&mut self, part: &mut Partition, pidx: u32, db: usize, rand: &mut dyn FnMut() -> u64) {
+        let d = &mut part.dbs[db];
+        let Some((score, slot)) = d.eviction_candidate(1, &self.clock, rand) else { return };
+        self.taken += 1;
+        let Some(hash) = d.table.hash_of(slot) else { return };
+        let victim = Victim { part: pidx, db, slot, hash };
+        // The same key drawn twice counts once.
+        if self.best.iter().any(|(_, v)| *v == victim) {
+            return;
+        }
+        let at = self.best.partition_point(|&(s, _)| s <= score);
+        if at < self.keep {
+            self.best.insert(at, (score, victim));
+            self.best.truncate(self.keep);
+            // Likely evicted soon: start loading what removing it reads
+            // (prefetching only those that beat the pool's best few misses
+            // too many: scores tie, and the pool's later victims gain too).
+            if let Some(e) = d.table.get(slot) {
+                prefetch_heap(e);
+            }
+        }
+    }
+}
+
+/// Starts loading the block that removing `e` reads: its head, where the
+/// key (hashed for the per-slot key count), expiry and a string's value are.
+fn prefetch_heap(e: &Entry) {
+    prefetch(Keyed::key(e).as_ptr());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,10 +196,14 @@ mod tests {
     use smallvec::SmallVec;
 
     fn set(ks: &Keyspace, key: &[u8]) {
+        set_ttl(ks, key, 0);
+    }
+
+    fn set_ttl(ks: &Keyspace, key: &[u8], expire_at: u64) {
         let stats = StoreStats::default();
         let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![ks.partition_of_key(key)];
         let mut k = KeyAccess { ks, locked: ks.lock_set(&mut parts), db: 0, now_ms: 1, touch: true, stats: &stats };
-        k.set(key, Value::Str(b"v".to_vec()), 0, false);
+        k.set(key, Value::Str(b"v".to_vec()), expire_at, false);
     }
 
     fn del(ks: &Keyspace, key: &[u8]) {
@@ -125,7 +219,7 @@ mod tests {
         ks.set_policy(crate::config::EvictionPolicy::AllKeysRandom);
         set(&ks, b"old");
         let victim = ks.eviction_victim(5).expect("a victim");
-        assert_eq!(&*victim.key, b"old");
+        assert_eq!(victim.hash, crate::store::hash_bytes(b"old") as u32);
         // Another client deletes the key and a new one takes its slot.
         del(&ks, b"old");
         set(&ks, b"new");
@@ -134,5 +228,60 @@ mod tests {
         assert_eq!(ks.evict(&victim, &stats), None, "the new key must not be evicted");
         assert_eq!(ks.lock(0).db_len(0), 1);
         assert_eq!(stats.evicted.load(std::sync::atomic::Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_key_that_lost_its_ttl_is_left_alone_by_volatile_policies() {
+        let ks = Keyspace::new(1);
+        ks.set_policy(crate::config::EvictionPolicy::VolatileLru);
+        set_ttl(&ks, b"k", u64::MAX / 2);
+        let victim = ks.eviction_victim(5).expect("a victim");
+        // PERSIST (here: SET without a TTL) between choosing and evicting.
+        set(&ks, b"k");
+        let stats = StoreStats::default();
+        assert_eq!(ks.evict(&victim, &stats), None, "a key without a TTL must not be evicted");
+        // Under allkeys-* the same victim goes.
+        ks.set_policy(crate::config::EvictionPolicy::AllKeysLru);
+        assert!(ks.evict(&victim, &stats).is_some());
+        assert_eq!(ks.lock(0).db_len(0), 0);
+    }
+
+    #[test]
+    fn a_victim_from_a_larger_keyspace_is_ignored() {
+        let big = Keyspace::new(64);
+        big.set_policy(crate::config::EvictionPolicy::AllKeysRandom);
+        let key = (0..).map(|i| format!("k{i}")).find(|k| big.partition_of_key(k.as_bytes()) > 0).unwrap();
+        set(&big, key.as_bytes());
+        let victim = big.eviction_victim(5).expect("a victim");
+        assert!(victim.part > 0);
+        // A pool kept by a thread outlives its keyspace in tests.
+        let small = Keyspace::new(1);
+        set(&small, key.as_bytes());
+        assert_eq!(small.evict(&victim, &StoreStats::default()), None);
+        assert_eq!(small.lock(0).db_len(0), 1);
+    }
+
+    #[test]
+    fn searches_find_keys_in_any_database_even_after_swapdb() {
+        let ks = Keyspace::new(4);
+        ks.set_policy(crate::config::EvictionPolicy::AllKeysRandom);
+        assert_eq!(ks.eviction_victim(5), None, "empty");
+        let stats = StoreStats::default();
+        let key = b"k";
+        let p = ks.partition_of_key(key);
+        let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![p];
+        let mut k =
+            KeyAccess { ks: &ks, locked: ks.lock_set(&mut parts), db: 7, now_ms: 1, touch: true, stats: &stats };
+        k.set(key, Value::Str(b"v".to_vec()), 0, false);
+        drop(k);
+        assert_eq!(ks.eviction_victim(5).map(|v| v.db), Some(7));
+        // SWAPDB 7 12: the key is now in database 12, which never held one.
+        for i in 0..ks.num_partitions() as u32 {
+            ks.lock(i).swap_dbs(&ks, 7, 12);
+        }
+        let victim = ks.eviction_victim(5).expect("the key in database 12");
+        assert_eq!((victim.part, victim.db), (p, 12));
+        assert!(ks.evict(&victim, &stats).is_some());
+        assert_eq!(ks.eviction_victim(5), None);
     }
 }

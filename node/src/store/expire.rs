@@ -45,6 +45,18 @@ impl Keyspace {
     pub fn may_have_expired(&self, now_ms: u64) -> bool {
         now_ms >= self.ttl_due.load(SeqCst)
     }
+
+    /// The time now (unix ms) if some key may have expired by then; reads
+    /// no clock while no key has a deadline (a write refused at the limit
+    /// under noeviction costs little more than its error reply).
+    #[inline]
+    pub fn expired_by_now(&self) -> Option<u64> {
+        if self.ttl_due.load(SeqCst) == u64::MAX {
+            return None;
+        }
+        let now = super::now_ms();
+        self.may_have_expired(now).then_some(now)
+    }
 }
 
 impl ActiveExpiry {
@@ -150,11 +162,13 @@ mod tests {
         let exp = ActiveExpiry::default();
         let stats = StoreStats::default();
         assert!(!ks.may_have_expired(u64::MAX - 1), "no TTL yet");
+        assert_eq!(ks.expired_by_now(), None);
         set(&ks, b"a", 1_000);
         set(&ks, b"b", 5_000);
         set(&ks, b"forever", 0);
         assert!(!ks.may_have_expired(999));
         assert!(ks.may_have_expired(1_000));
+        assert!(ks.expired_by_now().is_some_and(|now| now >= crate::store::now_ms() - 60_000), "the clock is read");
         // A whole sweep at 2 s removes "a" and learns that "b" is next.
         exp.reclaim(&ks, &stats, 2_000, 4, || false);
         assert_eq!(keys(&ks), 2);

@@ -72,6 +72,8 @@ pub struct Keyspace {
     /// Keys marked to make their next command wait (`pending`), over all
     /// partitions: lets commands skip the per-key check when none are.
     delayed_keys: AtomicUsize,
+    /// Bit `db` set once database `db` has held a key (see `evict.rs`).
+    dbs_used: AtomicU64,
 }
 
 /// Batch size for folding a thread's memory deltas into the global counter:
@@ -100,6 +102,7 @@ impl Keyspace {
             journal: None,
             policy: AtomicU8::new(0),
             delayed_keys: AtomicUsize::new(0),
+            dbs_used: AtomicU64::new(0),
         }
     }
 

@@ -7,7 +7,6 @@ use super::journal::{Change, ChangeKind};
 use super::slab_table::{Keyed, SlabTable};
 use super::{KeyAccess, Keyspace};
 use crate::base::hash::hash_bytes;
-use crate::base::random::fast_rand;
 use crate::base::slot::{SLOTS, key_slot};
 use crate::metrics::DbFigures;
 use crate::policy::{AnyPolicy, Clock, Entries, EntryState, Policy, PolicyKind};
@@ -61,6 +60,10 @@ impl Entries for DbEntries<'_> {
         self.table.random_slot(rand)
     }
 
+    fn probe_slot(&self, rand: u64) -> Option<u32> {
+        self.table.probe_slot(rand)
+    }
+
     fn expire_at(&self, slot: u32) -> u64 {
         self.table.get(slot).map_or(0, Entry::expire_at)
     }
@@ -71,6 +74,10 @@ impl Entries for DbEntries<'_> {
 
     fn random_expiring(&self, rand: u64) -> Option<u32> {
         crate::policy::random_among_soonest(self.expires, rand)
+    }
+
+    fn expiring_len(&self) -> usize {
+        self.expires.len()
     }
 
     fn size(&self, slot: u32) -> usize {
@@ -148,9 +155,23 @@ impl Db {
     }
 
     /// The policy's best victim here, as (score, slot): lower goes first.
-    pub(super) fn eviction_candidate(&mut self, samples: usize, clock: &Clock) -> Option<(u64, u32)> {
+    pub(super) fn eviction_candidate(
+        &mut self,
+        samples: usize,
+        clock: &Clock,
+        rand: &mut dyn FnMut() -> u64,
+    ) -> Option<(u64, u32)> {
         let (policy, mut entries) = self.policy_and_entries();
-        policy.candidate(&mut entries, samples, clock, &mut fast_rand)
+        policy.candidate(&mut entries, samples, clock, rand)
+    }
+
+    /// Starts loading the entry `eviction_candidate` will read first if its
+    /// random source starts with `rand` (see `Policy::first_look`).
+    pub(super) fn prefetch_candidate(&mut self, rand: u64) {
+        let (policy, entries) = self.policy_and_entries();
+        if let Some(slot) = policy.first_look(&entries, rand) {
+            self.table.prefetch(slot);
+        }
     }
 
     /// Switches to another policy, which re-links every entry.
@@ -386,6 +407,7 @@ impl Partition {
         // The tables' growth, exactly: a first key in an empty table pays
         // for its smallest tables, a doubling index for its new buckets.
         let mem = mem + self.dbs[db].table.overhead_bytes() as i64 - tables;
+        ks.note_db_used(db);
         self.mem += mem;
         ks.add_mem(mem);
         self.settle_write(ks, db, slot, ChangeKind::Write, wakes);
@@ -472,6 +494,7 @@ impl Partition {
     /// database retry.
     pub fn swap_dbs(&mut self, ks: &Keyspace, a: usize, b: usize) {
         self.dbs.swap(a, b);
+        ks.note_dbs_swapped(a, b);
         let Partition { dbs, watched, blocked, .. } = self;
         for ((d, key), w) in watched.iter_mut() {
             let d = *d as usize;

@@ -104,6 +104,16 @@ impl<T: Keyed> SlabTable<T> {
         }
     }
 
+    /// The stored 32 bits of the hash of the item in `slot`, if the slot
+    /// is live.
+    #[inline]
+    pub fn hash_of(&self, slot: u32) -> Option<u32> {
+        match self.slots.get(slot as usize) {
+            Some(Slot::Used { hash, .. }) => Some(*hash),
+            _ => None,
+        }
+    }
+
     #[inline]
     pub fn get_mut(&mut self, slot: u32) -> Option<&mut T> {
         match self.slots.get_mut(slot as usize) {
@@ -183,6 +193,24 @@ impl<T: Keyed> SlabTable<T> {
         self.slots.get(start..)?.iter().position(|s| matches!(s, Slot::Used { .. })).map(|off| (start + off) as u32)
     }
 
+    /// The slot `random_slot(rand)` looks at first (live or not), without
+    /// reading it; None when empty.
+    #[inline]
+    pub fn probe_slot(&self, rand: u64) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        Some((rand % self.slots.len() as u64) as u32)
+    }
+
+    /// Starts loading `slot` into the cache (see `sys::cpu::prefetch`).
+    #[inline]
+    pub fn prefetch(&self, slot: u32) {
+        if let Some(s) = self.slots.get(slot as usize) {
+            crate::sys::cpu::prefetch_value(s);
+        }
+    }
+
     /// A random live slot, or None when empty. `rand` is any random number.
     pub fn random_slot(&self, rand: u64) -> Option<u32> {
         if self.len == 0 {
@@ -192,6 +220,7 @@ impl<T: Keyed> SlabTable<T> {
         let mut r = rand;
         // Dense tables hit a live slot almost at once; sparse ones fall back
         // to a scan from a random point so this always terminates quickly.
+        // The first look is `probe_slot(rand)`.
         for _ in 0..8 {
             let s = (r % n) as u32;
             if matches!(self.slots[s as usize], Slot::Used { .. }) {
@@ -293,6 +322,20 @@ mod tests {
             cur = s + 1;
         }
         assert!(seen >= 1000);
+    }
+
+    #[test]
+    fn random_slot_looks_first_where_probe_slot_says() {
+        let mut t = SlabTable::default();
+        assert_eq!(t.probe_slot(7), None, "empty");
+        let slots: Vec<u32> = (0..100u32).map(|i| put(&mut t, &i.to_be_bytes())).collect();
+        for r in 0..200 {
+            let r = splitmix64(r);
+            assert_eq!(t.random_slot(r), t.probe_slot(r), "a full table: the first look is live");
+        }
+        t.remove(slots[42]);
+        let r = (0..).map(splitmix64).find(|&r| t.probe_slot(r) == Some(42)).unwrap();
+        assert_ne!(t.random_slot(r), Some(42), "a free slot is never drawn");
     }
 
     #[test]
