@@ -217,7 +217,12 @@ pub fn ensure_memory(
         let mut evicted = 0;
         while evicted < MAX_EVICTIONS_PER_CALL {
             if budget.used(ks) <= target {
-                return true;
+                // The estimate says done; the allocator has the last word
+                // (freed blocks may still sit in its thread caches).
+                budget.calibrate(ks, max, 0);
+                if budget.used(ks) <= target {
+                    return true;
+                }
             }
             ks.eviction_victims(samples, samples, pool);
             if pool.is_empty() {
