@@ -10,16 +10,22 @@ Usage: bench/limit.sh [--no-build] [-h]
 For each eviction policy, starts strata-node and redis-server (Unix sockets,
 no TCP, no persistence) with --maxmemory $MAXMEMORY, measures the SET rate
 on the empty server, fills it to the limit, measures the SET rate again and
-prints both and their ratio (at-limit / empty) for each server. Under
-noeviction the writes at the limit are OOM errors: the figure is the rate of
-refusals. volatile-lru writes keys with a TTL; sieve is strata only.
+prints both and their ratio (at-limit / empty) for each server, plus the same
+ratio from the server's CPU time per SET (empty / at-limit: the client's
+share of the machine left out). Each figure is the median of REPEAT
+measurements. Under noeviction the writes at the limit are OOM errors: the
+figure is the rate of refusals, and a line after the table compares it with
+the rate of another error reply at the limit (GET with SET's arguments).
+volatile-lru writes keys with a TTL; sieve is strata only.
 
 Env vars:
   N=100000            SETs per measurement (redis-benchmark -n)
+  REPEAT=3            measurements per phase (empty: FLUSHALL before each)
   MAXMEMORY=64mb      the limit
   POLICIES            default: noeviction allkeys-lru allkeys-lfu allkeys-random volatile-lru sieve
   CLIENTS=50  DATASIZE=32  KEYSPACE=10000000   redis-benchmark -c, value size, -r
   THREADS=nproc       strata worker threads
+  STRATA_ARGS         more strata-node options (e.g. "--adaptive-threads no")
   STRATA_BIN          strata-node binary (default: the release build, built unless --no-build)
   RESULTS_DIR         default bench/results/limit-<timestamp>
 EOF
@@ -35,6 +41,7 @@ for a in "$@"; do
 done
 
 N=${N:-100000}
+REPEAT=${REPEAT:-3}
 MAXMEMORY=${MAXMEMORY:-64mb}
 POLICIES=${POLICIES:-"noeviction allkeys-lru allkeys-lfu allkeys-random volatile-lru sieve"}
 CLIENTS=${CLIENTS:-50}
@@ -72,8 +79,9 @@ start() {
   local server=$1 policy=$2 sock=$TMP/$1.sock log=$RESULTS_DIR/logs/$1-$2.log
   rm -f "$sock"
   if [[ $server == strata ]]; then
+    # shellcheck disable=SC2086 # STRATA_ARGS is split into words on purpose
     "$STRATA_BIN" --port 0 --unixsocket "$sock" --threads "$THREADS" --metrics-port 0 \
-      --maxmemory "$MAXMEMORY" --maxmemory-policy "$policy" >"$log" 2>&1 &
+      --maxmemory "$MAXMEMORY" --maxmemory-policy "$policy" ${STRATA_ARGS:-} >"$log" 2>&1 &
   else
     redis-server --port 0 --unixsocket "$sock" --save '' --appendonly no --daemonize no \
       --maxmemory "$MAXMEMORY" --maxmemory-policy "$policy" >"$log" 2>&1 &
@@ -100,17 +108,20 @@ set_cmd() {
   fi
 }
 
-# errs_rate SOCK POLICY N: SETs per second from a small pipelined client that,
-# unlike redis-benchmark (which stops at the first error reply), keeps going
-# through OOM errors. Every reply to SET is one line (+OK or -ERR...), so it
-# counts lines. 2 processes, 32 requests per pipeline.
+# errs_rate SOCK POLICY N [arity]: SETs per second from a small pipelined
+# client that, unlike redis-benchmark (which stops at the first error reply),
+# keeps going through OOM errors. Every reply to SET is one line (+OK or
+# -ERR...), so it counts lines. 2 processes, 32 requests per pipeline.
+# `arity`: GET with the same arguments, an error reply that is not OOM
+# (wrong number of arguments) to a request of the same size.
 errs_rate() {
-  python3 - "$1" "$3" "$DATASIZE" "$KEYSPACE" "$(set_cmd "$2" | grep -c ' EX ' || true)" <<'PY'
+  python3 - "$1" "$3" "$DATASIZE" "$KEYSPACE" "$(set_cmd "$2" | grep -c ' EX ' || true)" "${4:-}" <<'PY'
 import multiprocessing as mp, random, socket, sys, time
 sock, n, size, keyspace, ttl = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
+arity = sys.argv[6] == "arity"
 PROCS, PIPE = 2, 32
 def cmd(key):
-    args = [b"SET", key, b"x" * size] + ([b"EX", b"100000"] if ttl else [])
+    args = [b"GET" if arity else b"SET", key, b"x" * size] + ([b"EX", b"100000"] if ttl else [])
     return b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
 def worker(count, ready, go, out):
     rnd = random.Random()
@@ -144,6 +155,27 @@ rate() {
   echo "$csv" | awk -F, '{ gsub(/"/, "", $2); printf "%d", $2 }'
 }
 
+# cpu_ns: CPU time of the server process so far (all its threads), in ns
+# (the scheduler's count: /proc/PID/stat's clock ticks are 10 ms).
+cpu_ns() { cat "/proc/$PID"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { printf "%.0f", s }'; }
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
+# measure MEASURE SOCK POLICY N [flush] [arity]: REPEAT runs of MEASURE (rate or
+# errs_rate), FLUSHALL before each with `flush`; prints the median rate and
+# the median server CPU microseconds per request.
+measure() {
+  local fn=$1 sock=$2 policy=$3 n=$4 flush=${5:-} extra=${6:-} rates=() cpus=() t0 r
+  for _ in $(seq "$REPEAT"); do
+    [[ $flush == flush ]] && redis-cli -s "$sock" FLUSHALL >/dev/null
+    t0=$(cpu_ns)
+    if [[ $fn == rate ]]; then r=$(rate "$sock" "$policy" "$n" 1); else r=$(errs_rate "$sock" "$policy" "$n" "$extra"); fi
+    rates+=("$r")
+    cpus+=("$(awk -v d=$(( $(cpu_ns) - t0 )) -v n="$n" 'BEGIN { printf "%.3f", d / 1000 / n }')")
+  done
+  echo "$(printf '%s\n' "${rates[@]}" | median) $(printf '%s\n' "${cpus[@]}" | median)"
+}
+
 # fill SOCK POLICY: writes until the server is at its limit: it evicts, or it
 # refuses a write (redis-benchmark stops at the first error reply).
 fill() {
@@ -160,32 +192,46 @@ fill() {
 
 summary=$RESULTS_DIR/summary.txt
 {
-  echo "bench/limit.sh  N=$N MAXMEMORY=$MAXMEMORY -d $DATASIZE -r $KEYSPACE -c $CLIENTS THREADS=$THREADS $(date -u +%FT%TZ)"
-  printf '%-15s | %12s %12s %6s | %12s %12s %6s\n' policy "strata empty" "at limit" ratio "redis empty" "at limit" ratio
+  echo "bench/limit.sh  N=$N REPEAT=$REPEAT MAXMEMORY=$MAXMEMORY -d $DATASIZE -r $KEYSPACE -c $CLIENTS THREADS=$THREADS${STRATA_ARGS:+ STRATA_ARGS=\"$STRATA_ARGS\"} $(date -u +%FT%TZ)"
+  echo "SET/s: median of $REPEAT; ratio = at limit / empty; cpu = server CPU per SET, empty / at limit"
+  printf '%-15s | %10s %10s %5s %5s | %10s %10s %5s %5s\n' policy "strata" "at limit" ratio cpu "redis" "at limit" ratio cpu
 } | tee "$summary"
+errors=()
 for policy in $POLICIES; do
   line=$(printf '%-15s' "$policy")
   for server in strata redis; do
     if [[ $server == redis && $policy == sieve ]]; then
-      line+=$(printf ' | %12s %12s %6s' - - -)
+      line+=$(printf ' | %10s %10s %5s %5s' - - - -)
       continue
     fi
     start "$server" "$policy"
     sock=$TMP/$server.sock
     # noeviction answers OOM at the limit, which stops redis-benchmark.
-    measure=rate
-    [[ $policy == noeviction ]] && measure=errs_rate
-    empty=$($measure "$sock" "$policy" "$N" 1)
+    # Its client is faster: more requests, so that each measurement takes
+    # long enough to time (empty: twice, which stays below the limit).
+    fn=rate n=$N n_full=$N
+    [[ $policy == noeviction ]] && fn=errs_rate n=$((2 * N)) n_full=$((10 * N))
+    read -r empty empty_cpu < <(measure "$fn" "$sock" "$policy" "$n" flush)
     redis-cli -s "$sock" FLUSHALL >/dev/null
     fill "$sock" "$policy"
-    full=$($measure "$sock" "$policy" "$N" 1)
+    read -r full full_cpu < <(measure "$fn" "$sock" "$policy" "$n_full")
+    if [[ $policy == noeviction ]]; then
+      read -r other other_cpu < <(measure errs_rate "$sock" "$policy" "$n_full" "" arity)
+      errors+=("$(awk -v s="$server" -v o="$full" -v e="$other" -v oc="$full_cpu" -v ec="$other_cpu" \
+        'BEGIN { printf "%-6s OOM %d/s, other error %d/s: %.2f; server CPU per reply %.2f vs %.2f us", s, o, e, (e > 0 ? o / e : 0), oc, ec }')")
+    fi
     used=$(field "$sock" used_memory)
     evicted=$(field "$sock" evicted_keys)
-    echo "$server $policy: empty $empty/s, at limit $full/s, used_memory $used, evicted_keys $evicted" \
-      >>"$RESULTS_DIR/details.txt"
+    echo "$server $policy: empty $empty/s ($empty_cpu us CPU/SET), at limit $full/s ($full_cpu us CPU/SET)," \
+      "used_memory $used, evicted_keys $evicted" >>"$RESULTS_DIR/details.txt"
     stop
-    line+=$(awk -v e="$empty" -v f="$full" 'BEGIN { printf " | %12d %12d %6.2f", e, f, (e > 0 ? f / e : 0) }')
+    line+=$(awk -v e="$empty" -v f="$full" -v ec="$empty_cpu" -v fc="$full_cpu" \
+      'BEGIN { printf " | %10d %10d %5.2f %5.2f", e, f, (e > 0 ? f / e : 0), (fc > 0 ? ec / fc : 0) }')
   done
   echo "$line" | tee -a "$summary"
 done
+if ((${#errors[@]})); then
+  echo "noeviction at the limit: SET's OOM error against GET's arity error, same arguments and client:" | tee -a "$summary"
+  printf '  %s\n' "${errors[@]}" | tee -a "$summary"
+fi
 echo "results: $RESULTS_DIR"

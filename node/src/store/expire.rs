@@ -33,11 +33,23 @@ impl Default for ActiveExpiry {
 }
 
 impl Keyspace {
-    /// A key got a deadline: sweeps must look again from then on.
+    /// A key got a deadline (called under its partition's lock, before the
+    /// key is in): sweeps must look again from then on.
     pub(super) fn note_deadline(&self, at: u64) {
         // `next` first: a sweep ending now reads it after storing `ttl_due`.
-        self.ttl_due_next.fetch_min(at, SeqCst);
-        self.ttl_due.fetch_min(at, SeqCst);
+        // Each is written only when `at` is sooner (most deadlines are later
+        // than the soonest one), so writers do not all write one line that
+        // every write at the limit reads. Skipping is safe: `ttl_due` only
+        // rises when a sweep ends, to the `next` that sweep built, which is
+        // at or before `at` if it was when read here; `next` only rises when
+        // a sweep starts, and that sweep visits this partition (under its
+        // lock, held here) after this key is in.
+        if at < self.ttl_due_next.load(SeqCst) {
+            self.ttl_due_next.fetch_min(at, SeqCst);
+        }
+        if at < self.ttl_due.load(SeqCst) {
+            self.ttl_due.fetch_min(at, SeqCst);
+        }
     }
 
     /// True when some key may have expired by `now_ms`.

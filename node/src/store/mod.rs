@@ -50,13 +50,13 @@ pub struct Keyspace {
     mask: u64,
     /// Bytes used by keys and values, summed over partitions. Updated in
     /// batches per thread (see `add_mem`), so it can lag by a few KiB per thread.
-    used: AtomicI64,
+    used: OwnLine<AtomicI64>,
     /// No key's deadline is before this (unix ms; MAX: no TTL seen since the
     /// last sweep): writes at the limit skip reclaiming while it is ahead.
     /// See `expire.rs`.
-    ttl_due: AtomicU64,
+    ttl_due: OwnLine<AtomicU64>,
     /// The same bound, being rebuilt by the sweep in progress.
-    ttl_due_next: AtomicU64,
+    ttl_due_next: OwnLine<AtomicU64>,
     started: Instant,
     /// Seconds since start, refreshed by the workers' periodic tick: the
     /// LRU clock, read on every access without a system call.
@@ -76,6 +76,23 @@ pub struct Keyspace {
     dbs_used: AtomicU64,
 }
 
+/// A field that writers on every core update, on cache lines of its own
+/// (two: the CPU fetches lines in pairs), so that its writes do not take
+/// the read-mostly fields next to it (the partitions, the policy, the
+/// clock, read by every command and eviction) away from the other cores'
+/// caches.
+#[repr(align(128))]
+struct OwnLine<T>(T);
+
+impl<T> std::ops::Deref for OwnLine<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
 /// Batch size for folding a thread's memory deltas into the global counter:
 /// small enough for an exact-feeling `maxmemory`, large enough that writers
 /// on different cores rarely touch the shared cache line.
@@ -92,9 +109,9 @@ impl Keyspace {
         Keyspace {
             parts: (0..n).map(|i| Mutex::new(Partition::new(i as u32, SLOTS / n, PolicyKind::NoEviction))).collect(),
             mask: (n - 1) as u64,
-            used: AtomicI64::new(0),
-            ttl_due: AtomicU64::new(u64::MAX),
-            ttl_due_next: AtomicU64::new(u64::MAX),
+            used: OwnLine(AtomicI64::new(0)),
+            ttl_due: OwnLine(AtomicU64::new(u64::MAX)),
+            ttl_due_next: OwnLine(AtomicU64::new(u64::MAX)),
             started: Instant::now(),
             clock: AtomicU32::new(0),
             lfu_log_factor: AtomicU32::new(LFU_DEFAULT_LOG_FACTOR),
