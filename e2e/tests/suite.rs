@@ -318,7 +318,18 @@ async fn flood_small_keys(env: &Env) {
     assert!(succeeded && flood_log.starts_with("ok ") && flood_log.contains(", 0 error replies"), "{flood_log}");
     let after = after.expect("INFO after the flood");
     assert!(info_u64(&after, "evicted_keys") > 0, "nothing was evicted: {after:?}");
-    assert!(info_u64(&after, "used_memory") <= FLOOD_MAXMEMORY, "used_memory above maxmemory: {after:?}");
+    // Writes evict before they run, and a reading of the allocator that
+    // finds more than the estimate is evicted by the node's periodic tick:
+    // within a second of the flood, used_memory is back within the limit.
+    let mut used = info_u64(&after, "used_memory");
+    for _ in 0..10 {
+        if used <= FLOOD_MAXMEMORY {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        used = info(port).await.map(|i| info_u64(&i, "used_memory")).unwrap_or(used);
+    }
+    assert!(used <= FLOOD_MAXMEMORY, "used_memory {used} above maxmemory a second after the flood: {after:?}");
     tokio::time::sleep(Duration::from_secs(2)).await;
     let settled = info_u64(&info(port).await.expect("INFO 2 s after the flood"), "used_memory_rss");
     drop(pf);

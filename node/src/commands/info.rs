@@ -179,6 +179,7 @@ fn info_memory(shared: &Node, snap: &Snapshot, t: &mut String) {
     // pages it keeps resident, and the process beyond the allocator.
     let a = &m.allocator;
     field!(t, "allocator_allocated", "{}", a.allocated);
+    field!(t, "strata_allocator_thread_cached", "{}", a.thread_cached);
     field!(t, "allocator_active", "{}", a.active);
     field!(t, "allocator_resident", "{}", a.resident);
     field!(t, "allocator_frag_ratio", "{:.2}", ratio(a.active, a.allocated));

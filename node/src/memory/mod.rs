@@ -35,7 +35,9 @@ const CALIBRATE_NEAR_LIMIT_MS: u64 = 2;
 const MAX_EVICTIONS_PER_CALL: usize = 100_000;
 
 /// The memory budget's figures. `used_memory` is what the process really
-/// holds: jemalloc's allocated bytes and its metadata, plus the fixed part
+/// holds: jemalloc's allocated bytes (less the freed blocks its thread
+/// caches keep for reuse, which may be a few hundred KiB at any moment
+/// and are free memory to the program) and its metadata, plus the fixed part
 /// of the process outside the heap (code, thread stacks: its RSS beyond
 /// the allocator's resident pages, measured once at start-up), so that
 /// `maxmemory` bounds RSS whatever the value sizes. The keyspace and
@@ -105,7 +107,10 @@ impl Budget {
             return Some(stats);
         }
         let base = *self.process_base.get_or_init(|| crate::sys::process::rss_bytes().saturating_sub(stats.resident));
-        let real = stats.allocated + stats.metadata + crate::sys::hugepages::mapped_bytes() as u64 + base;
+        let real = stats.allocated.saturating_sub(stats.thread_cached)
+            + stats.metadata
+            + crate::sys::hugepages::mapped_bytes() as u64
+            + base;
         self.correction.store(real as i64 - self.estimate(ks), Relaxed);
         let dirty = stats.resident.saturating_sub(stats.active + stats.metadata);
         if max > 0 && real + max / 8 > max && dirty > max / 64 {

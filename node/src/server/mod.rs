@@ -282,6 +282,13 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     if let Some(stats) = shared.memory.calibrate(&shared.ks, shared.maxmemory(), crate::memory::CALIBRATE_EVERY_MS) {
         shared.memory.defrag.run(&shared.ks, &shared.config.runtime, &stats);
     }
+    // The limit is hard even without writes: what a reading finds beyond
+    // the estimate (allocator metadata, buffers, defrag's moves) is evicted
+    // here, not at the next write, which may never come.
+    let max = shared.maxmemory();
+    if max > 0 && shared.used_memory() > max {
+        shared.ensure_memory(&metrics.store);
+    }
     shared.memory.note_peak(shared.used_memory());
     if worker == 0 {
         shared.ops_samples.lock().sample(shared.total_commands());
