@@ -18,3 +18,4 @@ pub mod session;
 pub mod store;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod tier;
