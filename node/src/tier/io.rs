@@ -66,6 +66,8 @@ pub struct FileHandle(pub(crate) Arc<FileKind>);
 #[derive(Debug)]
 pub(crate) enum FileKind {
     Os(Arc<File>),
+    /// A file of the simulated disk (tests).
+    #[cfg(test)]
     Sim(u64),
 }
 
@@ -73,6 +75,7 @@ impl FileHandle {
     pub(crate) fn os(&self) -> io::Result<&Arc<File>> {
         match &*self.0 {
             FileKind::Os(f) => Ok(f),
+            #[cfg(test)]
             FileKind::Sim(_) => {
                 Err(io::Error::new(io::ErrorKind::Unsupported, "a simulated file handed to a real I/O engine"))
             }

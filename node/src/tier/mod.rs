@@ -10,7 +10,11 @@
 //! the durability layer calls [`log::SegmentLog::flush`].
 
 pub mod io;
+pub mod log;
 pub mod pool;
+pub mod record;
+#[cfg(test)]
+pub mod sim;
 pub mod uring;
 
 #[cfg(test)]
