@@ -9,6 +9,7 @@
 pub mod base;
 pub mod commands;
 pub mod config;
+pub mod durability;
 pub mod memory;
 pub mod metrics;
 pub mod policy;

@@ -286,6 +286,11 @@ impl SegmentLog {
         Ok(data)
     }
 
+    /// The highest sequence number appended (staged or written).
+    pub fn appended_seq(&self) -> u64 {
+        self.staging.lock().unwrap().next_seq - 1
+    }
+
     /// The highest sequence number known durable.
     pub fn durable_seq(&self) -> u64 {
         self.durable_seq.load(Ordering::Acquire)

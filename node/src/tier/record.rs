@@ -244,7 +244,7 @@ mod tests {
         let mut offsets = Vec::new();
         for seq in 1..=5u64 {
             offsets.push(seg.len());
-            encode(&rec(format!("k{seq}").as_bytes(), &vec![seq as u8; 100], seq), 9, &mut seg);
+            encode(&rec(format!("k{seq}").as_bytes(), &[seq as u8; 100], seq), 9, &mut seg);
         }
         let full_end = seg.len();
         seg.resize(8192, 0);
