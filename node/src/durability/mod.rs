@@ -234,7 +234,7 @@ fn run(shared: &Shared) {
         let started = Instant::now();
         last_flush = started;
         let before = shared.log.durable_seq();
-        let result = shared.log.flush();
+        let result = shared.log.flush_staged();
         let took = started.elapsed().as_micros() as u64;
         st = shared.state.lock().unwrap();
         let ready: Vec<OnDurable>;
@@ -268,6 +268,10 @@ fn run(shared: &Shared) {
         }
         if outcome.is_err() {
             return;
+        }
+        // After the wake-ups: creating a segment file is slow.
+        if let Err(e) = shared.log.ensure_spare() {
+            tracing::warn!("no spare log segment: {e}");
         }
         st = shared.state.lock().unwrap();
     }

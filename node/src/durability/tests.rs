@@ -207,6 +207,23 @@ fn bench_fsync_latency_and_group_commit() {
             assert!(done.iter().all(|d| d.result.is_ok()));
             lat.push(t.elapsed().as_micros() as u64);
         }
+        let percentiles = |lat: &mut Vec<u64>| {
+            lat.sort_unstable();
+            format!("p50 {} us, p99 {} us", lat[lat.len() / 2], lat[lat.len() * 99 / 100])
+        };
+        let (mut w, mut y) = (Vec::new(), Vec::new());
+        for i in 0..300u64 {
+            let t = Instant::now();
+            run_blocking(
+                &*engine,
+                vec![(f.clone(), IoOp::Write { offset: (i % 1024) * 4096, buf: AlignedBuf::zeroed(4096) })],
+            );
+            w.push(t.elapsed().as_micros() as u64);
+            let t = Instant::now();
+            run_blocking(&*engine, vec![(f.clone(), IoOp::Sync)]);
+            y.push(t.elapsed().as_micros() as u64);
+        }
+        eprintln!("apart: 4 KiB write {}; fdatasync {}", percentiles(&mut w), percentiles(&mut y));
         lat.sort_unstable();
         eprintln!(
             "4 KiB write + fdatasync: p50 {} us, p90 {} us, p99 {} us, max {} us",

@@ -9,8 +9,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 
-pub use crate::sys::file::AlignedBuf as IoBuf;
-
 /// One operation on a file. Offsets and lengths of reads and writes are
 /// multiples of [`IO_ALIGN`] so that O_DIRECT accepts them.
 #[derive(Debug)]

@@ -261,7 +261,7 @@ impl SegmentLog {
             durable_seq: AtomicU64::new(last_seq),
         };
         // Recovery is done; the appender needs a segment to roll into.
-        log.prepare_spare()?;
+        log.ensure_spare()?;
         Ok((log, report))
     }
 
@@ -357,10 +357,17 @@ impl SegmentLog {
         Ok(())
     }
 
-    /// Writes everything staged and fdatasyncs it; returns the sequence
-    /// number durable now. Then makes sure a spare segment is ready.
-    /// Blocking: for the I/O thread of the durability layer, not workers.
+    /// [`Self::flush_staged`] then [`Self::ensure_spare`].
     pub fn flush(&self) -> io::Result<u64> {
+        let durable = self.flush_staged()?;
+        self.ensure_spare()?;
+        Ok(durable)
+    }
+
+    /// Writes everything staged and fdatasyncs it; returns the sequence
+    /// number durable now. Blocking: for the I/O thread of the durability
+    /// layer, not workers.
+    pub fn flush_staged(&self) -> io::Result<u64> {
         let _one_at_a_time = self.flushing.lock().unwrap();
         if self.shared.read().unwrap().poisoned {
             return Err(error(io::ErrorKind::Other, "the log failed a write or sync"));
@@ -396,12 +403,14 @@ impl SegmentLog {
             }
             self.durable_seq.fetch_max(upto, Ordering::AcqRel);
         }
-        self.prepare_spare()?;
         Ok(self.durable_seq())
     }
 
-    /// A free segment, or a new zero-filled file while the budget allows.
-    fn prepare_spare(&self) -> io::Result<()> {
+    /// Readies the segment the next roll switches to: a free one, or a new
+    /// zero-filled file while the budget allows (slow: call it after
+    /// publishing a flush, not before). Without one, appends that need a
+    /// new segment fail with StorageFull.
+    pub fn ensure_spare(&self) -> io::Result<()> {
         if self.staging.lock().unwrap().spare.is_some() {
             return Ok(());
         }

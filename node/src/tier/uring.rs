@@ -91,9 +91,10 @@ fn run(mut ring: Ring<Token>, rx: mpsc::Receiver<Msg>, wake: Arc<File>) {
             return;
         }
         if let Err(e) = ring.submit_and_wait(1) {
-            // Submission itself failed (resources): fail what was queued
-            // rather than spin; the ring keeps running.
+            // Submission itself failed (a resource shortage): what is
+            // queued stays queued; back off before trying again.
             tracing::error!("io_uring submit failed: {e}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         ring.reap(deliver);
     }
