@@ -305,6 +305,7 @@ impl SegmentLog {
         if len > self.config.segment_size - SEGMENT_HEADER {
             return Err(error(io::ErrorKind::InvalidInput, "record larger than a segment"));
         }
+        let payload_crc = record::payload_crc(rec.key, rec.value);
         let mut st = self.staging.lock().unwrap();
         let fits = st.active.is_some() && st.pos + len <= self.config.segment_size;
         if !fits {
@@ -321,7 +322,7 @@ impl SegmentLog {
         st.next_seq += 1;
         let offset = st.pos;
         let chunk = st.chunks.last_mut().expect("pushed above");
-        record::encode(&Record { seq, ..*rec }, nonce, &mut chunk.bytes);
+        record::encode_with(&Record { seq, ..*rec }, nonce, payload_crc, &mut chunk.bytes);
         st.pos += len;
         Ok((seq, RecordAddr { segment, offset: offset as u32, len: len as u32 }))
     }
