@@ -538,11 +538,6 @@ impl SegmentLog {
         );
         rx.recv().map_err(|_| error(io::ErrorKind::Other, "engine dropped a read"))?
     }
-
-    /// Which engine and whether O_DIRECT is on, for INFO and logs.
-    pub fn describe(&self) -> String {
-        format!("engine={} direct_io={}", self.engine.name(), self.volume.direct_io())
-    }
 }
 
 #[cfg(test)]

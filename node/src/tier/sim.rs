@@ -104,6 +104,13 @@ impl State {
     }
 
     fn execute(&mut self, id: u64, op: &mut IoOp) -> io::Result<usize> {
+        // O_DIRECT's rule, enforced so that the simulation catches what a
+        // real disk would refuse.
+        if let IoOp::Read { offset, buf } | IoOp::Write { offset, buf } = op {
+            if *offset % PAGE as u64 != 0 || buf.len() % PAGE != 0 {
+                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+            }
+        }
         match op {
             IoOp::Read { offset, buf } => {
                 if self.crashed {
@@ -358,6 +365,21 @@ mod tests {
             dropped += (4 * PAGE - content.len().max(2 * PAGE)) / PAGE;
         }
         assert!(kept > 0 && dropped > 0 && torn > 0, "{kept} {dropped} {torn}");
+    }
+
+    #[test]
+    fn unaligned_io_is_refused_as_o_direct_would() {
+        let disk = SimDisk::new(1);
+        let f = disk.volume().create("f").unwrap();
+        let engine = disk.engine();
+        for op in [
+            IoOp::Write { offset: 512, buf: AlignedBuf::zeroed(PAGE) },
+            IoOp::Write { offset: 0, buf: AlignedBuf::zeroed(100) },
+            IoOp::Read { offset: 0, buf: AlignedBuf::zeroed(PAGE + 512) },
+        ] {
+            let done = run_blocking(&engine, vec![(f.clone(), op)]);
+            assert_eq!(done[0].result.as_ref().unwrap_err().raw_os_error(), Some(libc::EINVAL));
+        }
     }
 
     #[test]
