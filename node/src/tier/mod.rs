@@ -1,13 +1,26 @@
 //! The disk tier: the I/O engines, the segment log and its recovery, and
 //! (for tests) a simulated disk that can crash.
 //!
+//! - [`io`]: the [`io::IoEngine`] trait (batches of aligned reads, writes
+//!   and fdatasyncs completed through callbacks on engine threads; a sync
+//!   waits for the ops before it in its batch), [`io::Volume`] (a directory
+//!   of files, [`io::DirVolume`] probing O_DIRECT), [`io::probe`] (io_uring
+//!   or threads, with the reason) and [`io::run_blocking`] for recovery.
+//! - [`uring`] and [`pool`]: the two engines, passing one suite.
+//! - [`record`]: the record format and the scan that validates, skips bad
+//!   records and finds torn tails.
+//! - [`log`]: [`log::SegmentLog`], segments, appends, flushes, recovery,
+//!   reads by address, recycling.
+//!
 //! Wiring, for the keyspace: an entry whose value is on disk keeps the
 //! [`log::RecordAddr`] returned by [`log::SegmentLog::append`]; demotion
-//! appends the value (or finds it already logged) and drops the RAM copy
+//! appends the value (or reuses its journal record) and drops the RAM copy
 //! once [`log::SegmentLog::durable_seq`] covers its sequence number;
-//! promotion reads it back with [`log::SegmentLog::read`] (asynchronously,
-//! through the pending path). The journal hook appends each mutation and
-//! the durability layer calls [`log::SegmentLog::flush`].
+//! promotion reads it back with [`log::SegmentLog::read_async`] through the
+//! pending path, and must check the key (and the seq, if kept) of what comes
+//! back: an address of a recycled segment can hold another valid record.
+//! The journal hook appends each mutation through the durability layer's
+//! group commit, which flushes.
 
 pub mod io;
 pub mod log;
