@@ -241,6 +241,7 @@ pub(crate) mod suite {
 
     pub fn run_all(engine: &dyn IoEngine, vol: &dyn Volume) {
         write_sync_read_back(engine, vol);
+        sync_completes_after_every_op_before_it(engine, vol);
         reads_past_end_are_short(engine, vol);
         many_concurrent_batches_all_complete(engine, vol);
         sync_after_failed_op_is_cancelled(engine, vol);
@@ -268,6 +269,42 @@ pub(crate) mod suite {
         let buf = done[0].buf.as_ref().unwrap();
         assert!(buf[..IO_ALIGN].iter().all(|&b| b == 1));
         assert!(buf[IO_ALIGN..].iter().all(|&b| b == 2));
+    }
+
+    fn sync_completes_after_every_op_before_it(engine: &dyn IoEngine, vol: &dyn Volume) {
+        let f = vol.create("barrier").unwrap();
+        for round in 0..20u64 {
+            let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (tx, rx) = mpsc::channel();
+            let batch = (0..9u64)
+                .map(|i| {
+                    let (order, tx) = (order.clone(), tx.clone());
+                    let op = match i {
+                        4 => IoOp::Sync,
+                        _ => IoOp::Write { offset: (round * 8 + i) * IO_ALIGN as u64, buf: block(i as u8, 1) },
+                    };
+                    IoRequest {
+                        file: f.clone(),
+                        op,
+                        on_done: Box::new(move |d| {
+                            assert!(d.result.is_ok());
+                            order.lock().unwrap().push(i);
+                            tx.send(()).unwrap();
+                        }),
+                    }
+                })
+                .collect();
+            engine.submit(batch);
+            for _ in 0..9 {
+                rx.recv().unwrap();
+            }
+            let order = order.lock().unwrap();
+            let sync_at = order.iter().position(|&i| i == 4).unwrap();
+            for before in 0..4 {
+                let at = order.iter().position(|&i| i == before).unwrap();
+                assert!(at < sync_at, "round {round}: the sync completed before op {before}: {order:?}");
+            }
+        }
     }
 
     fn reads_past_end_are_short(engine: &dyn IoEngine, vol: &dyn Volume) {
