@@ -198,18 +198,21 @@ impl SegmentLog {
         let mut segments: Vec<Option<SegmentMeta>> = vec![None; next_id as usize];
         let mut free = Vec::new();
         let mut used = Vec::new(); // (order, id, nonce)
+        let mut reads = Vec::with_capacity(ids.len());
         for &id in &ids {
             let file = volume.open(&segment_name(id))?;
-            let read = IoOp::Read { offset: 0, buf: AlignedBuf::zeroed(IO_ALIGN) };
-            let done = check(run_blocking(&*engine, vec![(file.clone(), read)]))?;
-            let n = *done[0].result.as_ref().expect("checked");
-            let header = done[0].buf.as_ref().expect("read returns its buffer");
+            reads.push((file.clone(), IoOp::Read { offset: 0, buf: AlignedBuf::zeroed(IO_ALIGN) }));
+            segments[id as usize] = Some(SegmentMeta { file, nonce: None });
+        }
+        // Every header in one batch.
+        for (&id, done) in ids.iter().zip(check(run_blocking(&*engine, reads))?) {
+            let n = done.result.expect("checked");
+            let header = done.buf.expect("read returns its buffer");
             match parse_header(&header[..n], size) {
                 Some((order, nonce)) => used.push((order, id, nonce)),
                 // Never used, freed, or its first flush was lost: reusable.
                 None => free.push(id),
             }
-            segments[id as usize] = Some(SegmentMeta { file, nonce: None });
         }
         used.sort_unstable();
         let mut report = RecoveryReport { segments: used.len() as u32, free_segments: 0, ..RecoveryReport::default() };
