@@ -28,6 +28,8 @@ const SEGMENT_MAGIC: &[u8; 8] = b"STRATSEG";
 const SEGMENT_VERSION: u32 = 1;
 /// The header block; records start after it.
 pub const SEGMENT_HEADER: u64 = IO_ALIGN as u64;
+/// Segment ids beyond this are not ours (the table is indexed by id).
+const MAX_SEGMENT_ID: u32 = 1 << 20;
 /// Zero-fill writes of a new segment are this large.
 const FILL_CHUNK: u64 = 1 << 20;
 
@@ -168,13 +170,12 @@ fn parse_header(b: &[u8], size: u64) -> Option<(u64, u64)> {
         .then(|| (u64_at(16), u64_at(24)))
 }
 
+/// The results, or the first error among them.
 fn check(results: Vec<super::io::IoDone>) -> io::Result<Vec<super::io::IoDone>> {
-    for d in &results {
-        if let Err(e) = &d.result {
-            return Err(io::Error::new(e.kind(), e.to_string()));
-        }
+    match results.iter().position(|d| d.result.is_err()) {
+        Some(i) => Err(results.into_iter().nth(i).and_then(|d| d.result.err()).expect("an error at i")),
+        None => Ok(results),
     }
-    Ok(results)
 }
 
 impl SegmentLog {
@@ -194,6 +195,9 @@ impl SegmentLog {
         }
         let mut ids: Vec<u32> = volume.list()?.iter().filter_map(|n| parse_segment_name(n)).collect();
         ids.sort_unstable();
+        if ids.last().is_some_and(|&m| m > MAX_SEGMENT_ID) {
+            return Err(error(io::ErrorKind::InvalidData, "a segment file name with an id out of range"));
+        }
         let next_id = ids.last().map_or(0, |&m| m + 1);
         let mut segments: Vec<Option<SegmentMeta>> = vec![None; next_id as usize];
         let mut free = Vec::new();
@@ -505,6 +509,9 @@ impl SegmentLog {
     /// engine thread. Fails with InvalidData if the bytes there are not
     /// that record any more (its segment was recycled) or never were.
     pub fn read_async(&self, addr: RecordAddr, on_done: Box<dyn FnOnce(io::Result<OwnedRecord>) + Send>) {
+        if u64::from(addr.offset) + u64::from(addr.len) > self.config.segment_size {
+            return on_done(Err(error(io::ErrorKind::InvalidInput, "address beyond the segment")));
+        }
         let meta = self.shared.read().unwrap().segments.get(addr.segment as usize).cloned().flatten();
         let Some(SegmentMeta { file, nonce: Some(nonce) }) = meta else {
             return on_done(Err(error(io::ErrorKind::NotFound, "segment not in use")));
@@ -823,6 +830,22 @@ mod tests {
         assert!(log.append(&Record { value: &[0; 4000], ..rec }).is_err() || log.flush().is_err());
     }
 
+    #[test]
+    fn stray_files_are_ignored_or_refused_and_bogus_addresses_fail() {
+        let disk = SimDisk::new(8);
+        disk.volume().create("notes.txt").unwrap();
+        disk.volume().create("seg-x.log").unwrap();
+        let (log, recovered, _) = open(&disk, &small_config(8)).unwrap();
+        assert!(recovered.is_empty());
+        let bogus = RecordAddr { segment: 0, offset: 4096, len: u32::MAX };
+        assert_eq!(log.read(bogus).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        let unused = RecordAddr { segment: 77, offset: 4096, len: 48 };
+        assert_eq!(log.read(unused).unwrap_err().kind(), io::ErrorKind::NotFound);
+        drop(log);
+        disk.volume().create("seg-4000000000.log").unwrap();
+        assert_eq!(open(&disk, &small_config(8)).err().map(|e| e.kind()), Some(io::ErrorKind::InvalidData));
+    }
+
     /// Corrupts a flushed log at random (bytes, ranges, headers) and checks
     /// that recovery neither panics nor returns anything not written.
     #[test]
@@ -870,6 +893,7 @@ mod tests {
             }
             assert_eq!(report.scan.records as usize, recovered.len());
         }
+        eprintln!("{runs} corrupted logs recovered");
         assert!(runs >= 100, "only {runs} corrupted recoveries in the time box");
     }
 }
