@@ -37,8 +37,6 @@ struct State {
     /// Data ops (writes, syncs) left before the disk crashes by itself.
     ops_until_crash: Option<u64>,
     crashed: bool,
-    /// Writes and syncs done, for tests and figures.
-    ops: u64,
 }
 
 impl State {
@@ -95,7 +93,6 @@ impl State {
         if self.crashed {
             return Err(io::Error::other("simulated disk crashed"));
         }
-        self.ops += 1;
         Ok(())
     }
 
@@ -173,10 +170,6 @@ impl SimDisk {
         self.state.lock().unwrap().crash();
     }
 
-    pub fn crashed(&self) -> bool {
-        self.state.lock().unwrap().crashed
-    }
-
     /// Powers back on after a crash: what survived is what reads see.
     pub fn reboot(&self) {
         let mut s = self.state.lock().unwrap();
@@ -190,11 +183,6 @@ impl SimDisk {
         let mut state = self.state.lock().unwrap().clone();
         state.rng = splitmix64(seed);
         SimDisk { state: Arc::new(Mutex::new(state)) }
-    }
-
-    /// Writes and syncs so far.
-    pub fn ops(&self) -> u64 {
-        self.state.lock().unwrap().ops
     }
 
     /// Overwrites bytes of a file's durable and current content directly
