@@ -7,7 +7,7 @@
 # touch only their narrow context (keys, client, configuration).
 set -euo pipefail
 cd "$(dirname "$0")/../node/src"
-ORDER=(base sys protocol config metrics policy store memory session commands server main)
+ORDER=(base sys protocol config metrics policy store tier durability memory session commands server main)
 rank() {
   local i
   for i in "${!ORDER[@]}"; do [[ ${ORDER[$i]} == "$1" ]] && { echo "$i"; return; }; done

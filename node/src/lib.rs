@@ -9,6 +9,7 @@
 pub mod base;
 pub mod commands;
 pub mod config;
+pub mod durability;
 pub mod memory;
 pub mod metrics;
 pub mod policy;
@@ -18,3 +19,4 @@ pub mod session;
 pub mod store;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod tier;

@@ -5,6 +5,8 @@
 pub mod alloc;
 pub mod clock;
 pub mod cpu;
+pub mod file;
 pub mod hugepages;
 pub mod process;
 pub mod socket;
+pub mod uring;

@@ -1,0 +1,267 @@
+use super::*;
+use crate::base::random::splitmix64;
+use crate::tier::log::LogConfig;
+use crate::tier::record::{OwnedRecord, RecordKind};
+use crate::tier::sim::SimDisk;
+use std::collections::BTreeMap;
+
+fn open_log(disk: &SimDisk, config: &LogConfig, salt: u64) -> (Arc<SegmentLog>, BTreeMap<u64, OwnedRecord>) {
+    let mut recovered = BTreeMap::new();
+    let config = LogConfig { seed: Some(splitmix64(config.seed.unwrap_or(0) ^ salt)), ..config.clone() };
+    let (log, _) = SegmentLog::open(Arc::new(disk.volume()), Arc::new(disk.engine()), config, |r, _| {
+        recovered.insert(r.seq, r.to_owned());
+    })
+    .expect("recovery");
+    (Arc::new(log), recovered)
+}
+
+fn config(seed: u64) -> LogConfig {
+    LogConfig { segment_size: 8 * 4096, max_segments: 512, seed: Some(seed), ..LogConfig::default() }
+}
+
+fn record(producer: u64, i: u64) -> OwnedRecord {
+    let value = vec![(producer * 31 + i) as u8; ((producer + i) % 7 * 90) as usize];
+    OwnedRecord {
+        kind: RecordKind::Set,
+        db: 0,
+        key: format!("p{producer}:{i}").into_bytes(),
+        value,
+        expire_at_ms: 0,
+        seq: 0,
+    }
+}
+
+/// Producers append and wait in `sync` until the disk crashes at a seeded
+/// point; every acknowledged record must be recovered, byte for byte.
+/// Returns the failures and the largest batch one flush made durable.
+fn sync_crash(seed: u64, config: LogConfig) -> (Option<String>, u64) {
+    let disk = SimDisk::new(seed);
+    let (log, _) = open_log(&disk, &config, 1);
+    let gc = GroupCommit::start(log, Policy::Sync).unwrap();
+    disk.crash_after(5 + splitmix64(seed) % 60);
+    let acked = Mutex::new(BTreeMap::new());
+    std::thread::scope(|s| {
+        for p in 0..3 {
+            let (gc, acked) = (&gc, &acked);
+            s.spawn(move || {
+                for i in 0..200 {
+                    let mut rec = record(p, i);
+                    let Ok((seq, _)) = gc.append(&rec.as_record()) else { return };
+                    rec.seq = seq;
+                    if gc.wait_durable(seq).is_err() {
+                        return;
+                    }
+                    acked.lock().unwrap().insert(seq, rec);
+                }
+            });
+        }
+    });
+    let max_batch = gc.stats().max_batch.load(Ordering::Relaxed);
+    disk.crash();
+    drop(gc);
+    disk.reboot();
+    let (_, recovered) = open_log(&disk, &config, 2);
+    for (seq, rec) in acked.into_inner().unwrap() {
+        if recovered.get(&seq) != Some(&rec) {
+            return (Some(format!("seed {seed}: acknowledged seq {seq} lost")), max_batch);
+        }
+    }
+    (None, max_batch)
+}
+
+fn sync_crash_seeds(first: u64, budget: Duration, config: impl Fn(u64) -> LogConfig) -> (u64, Vec<String>, u64) {
+    let start = Instant::now();
+    let (mut ran, mut failures, mut batch) = (0, Vec::new(), 0);
+    for seed in first.. {
+        if start.elapsed() > budget || ran >= 2000 {
+            break;
+        }
+        ran += 1;
+        let (failure, b) = sync_crash(seed, config(seed));
+        failures.extend(failure);
+        batch = batch.max(b);
+    }
+    (ran, failures, batch)
+}
+
+#[test]
+fn sync_loses_no_acknowledged_write_and_batches_concurrent_ones() {
+    let (ran, failures, max_batch) = sync_crash_seeds(0, Duration::from_secs(3), config);
+    eprintln!("sync: {ran} seeds, largest group commit {max_batch} records");
+    assert!(ran >= 30, "only {ran} seeds in the time box");
+    assert!(failures.is_empty(), "{} of {ran} failed: {}", failures.len(), failures[0]);
+    assert!(max_batch > 1, "three producers never shared an fsync");
+}
+
+#[test]
+fn sync_acknowledging_before_fsync_is_caught() {
+    let (ran, failures, _) =
+        sync_crash_seeds(50_000, Duration::from_secs(2), |s| LogConfig { ack_before_sync: true, ..config(s) });
+    eprintln!("sync, ack before fsync: {} of {ran} seeds lost acknowledged writes", failures.len());
+    assert!(!failures.is_empty(), "{ran} seeds missed acknowledgements made before fsync");
+}
+
+#[test]
+fn the_configured_modes_map_to_policies() {
+    use crate::config::Durability as Mode;
+    assert_eq!(Policy::from_config(Mode::Periodic, 1_000_000), Policy::Periodic { interval: Duration::from_secs(1) });
+    assert_eq!(Policy::from_config(Mode::Sync, 5), Policy::Sync);
+    assert!(!Policy::from_config(Mode::None, 5).journals());
+    assert!(Policy::from_config(Mode::Sync, 5).ack_waits_for_fsync());
+    assert!(!Policy::from_config(Mode::WriteBack, 5).ack_waits_for_fsync());
+}
+
+#[test]
+fn periodic_flushes_on_its_own_within_the_interval() {
+    let disk = SimDisk::new(9);
+    let (log, _) = open_log(&disk, &config(9), 1);
+    let gc = GroupCommit::start(log, Policy::Periodic { interval: Duration::from_millis(5) }).unwrap();
+    let mut written = BTreeMap::new();
+    for i in 0..50 {
+        let mut rec = record(0, i);
+        let started = Instant::now();
+        rec.seq = gc.append(&rec.as_record()).unwrap().0;
+        assert!(started.elapsed() < Duration::from_millis(500), "a periodic append waited");
+        written.insert(rec.seq, rec);
+    }
+    let last = *written.keys().last().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gc.durable_seq() < last {
+        assert!(Instant::now() < deadline, "no periodic flush happened");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Nothing asked for a flush: the timer did it. Then a crash keeps it all.
+    disk.crash();
+    drop(gc);
+    disk.reboot();
+    let (_, recovered) = open_log(&disk, &config(9), 2);
+    assert_eq!(recovered, written);
+}
+
+#[test]
+fn a_failed_fsync_stops_the_group_commit_and_fails_every_waiter() {
+    let disk = SimDisk::new(4);
+    let (log, _) = open_log(&disk, &config(4), 1);
+    let gc = GroupCommit::start(log, Policy::Sync).unwrap();
+    let rec = record(1, 1);
+    let seq = gc.append(&rec.as_record()).unwrap().0;
+    assert_eq!(gc.wait_durable(seq).unwrap(), seq);
+    disk.crash_after(0);
+    let seq = gc.append(&rec.as_record()).unwrap().0;
+    assert!(gc.wait_durable(seq).is_err());
+    disk.reboot();
+    assert!(gc.error().is_some());
+    assert!(gc.append(&rec.as_record()).is_err());
+    assert!(gc.wait_durable(seq + 1).is_err(), "a later waiter must not be left hanging");
+}
+
+#[test]
+fn shutdown_flushes_what_was_appended_and_none_is_refused() {
+    let disk = SimDisk::new(2);
+    let (log, _) = open_log(&disk, &config(2), 1);
+    assert!(GroupCommit::start(log.clone(), Policy::None).is_err());
+    let gc = GroupCommit::start(log, Policy::WriteBack { max_lag: Duration::from_secs(3600) }).unwrap();
+    let seq = gc.append(&record(2, 2).as_record()).unwrap().0;
+    assert!(gc.durable_seq() < seq, "write-back flushed before its lag");
+    drop(gc);
+    disk.crash();
+    disk.reboot();
+    let (_, recovered) = open_log(&disk, &config(2), 2);
+    assert!(recovered.contains_key(&seq));
+}
+
+/// Measures this machine's disk: fdatasync latency per engine, and group
+/// commit batch sizes with concurrent producers. Run with:
+/// `cargo test -p strata-node --release --lib durability::tests::bench -- --ignored --nocapture`
+/// (STRATA_BENCH_DIR picks the directory; default under the target dir).
+#[test]
+#[ignore]
+fn bench_fsync_latency_and_group_commit() {
+    use crate::sys::file::AlignedBuf;
+    use crate::tier::io::{DirVolume, EngineChoice, IoOp, Volume, probe, run_blocking};
+    let dir = std::env::var("STRATA_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir().join(format!("strata-bench-{}", std::process::id())));
+    for choice in [EngineChoice::Threads, EngineChoice::IoUring] {
+        let _ = std::fs::remove_dir_all(&dir);
+        let Ok((engine, reason)) = probe(choice) else {
+            eprintln!("{choice:?}: unavailable");
+            continue;
+        };
+        let volume = Arc::new(DirVolume::open(&dir, true).unwrap());
+        eprintln!("== {reason}; {}", volume.direct_reason);
+        let f = volume.create("fsync-probe").unwrap();
+        let fill =
+            (0..64).map(|i| (f.clone(), IoOp::Write { offset: i * 65536, buf: AlignedBuf::zeroed(65536) })).collect();
+        run_blocking(&*engine, fill);
+        let mut lat = Vec::new();
+        for i in 0..300u64 {
+            let t = Instant::now();
+            let done = run_blocking(
+                &*engine,
+                vec![
+                    (f.clone(), IoOp::Write { offset: (i % 1024) * 4096, buf: AlignedBuf::zeroed(4096) }),
+                    (f.clone(), IoOp::Sync),
+                ],
+            );
+            assert!(done.iter().all(|d| d.result.is_ok()));
+            lat.push(t.elapsed().as_micros() as u64);
+        }
+        let percentiles = |lat: &mut Vec<u64>| {
+            lat.sort_unstable();
+            format!("p50 {} us, p99 {} us", lat[lat.len() / 2], lat[lat.len() * 99 / 100])
+        };
+        let (mut w, mut y) = (Vec::new(), Vec::new());
+        for i in 0..300u64 {
+            let t = Instant::now();
+            run_blocking(
+                &*engine,
+                vec![(f.clone(), IoOp::Write { offset: (i % 1024) * 4096, buf: AlignedBuf::zeroed(4096) })],
+            );
+            w.push(t.elapsed().as_micros() as u64);
+            let t = Instant::now();
+            run_blocking(&*engine, vec![(f.clone(), IoOp::Sync)]);
+            y.push(t.elapsed().as_micros() as u64);
+        }
+        eprintln!("apart: 4 KiB write {}; fdatasync {}", percentiles(&mut w), percentiles(&mut y));
+        lat.sort_unstable();
+        eprintln!(
+            "4 KiB write + fdatasync: p50 {} us, p90 {} us, p99 {} us, max {} us",
+            lat[lat.len() / 2],
+            lat[lat.len() * 9 / 10],
+            lat[lat.len() * 99 / 100],
+            lat[lat.len() - 1]
+        );
+        let cfg = LogConfig { segment_size: 16 << 20, max_segments: 64, ..LogConfig::default() };
+        let (log, _) = SegmentLog::open(volume.clone(), engine.clone(), cfg, |_, _| {}).unwrap();
+        let gc = GroupCommit::start(Arc::new(log), Policy::Sync).unwrap();
+        for producers in [1u64, 4, 16] {
+            let before = (gc.stats().flushes.load(Ordering::Relaxed), gc.stats().records.load(Ordering::Relaxed));
+            let t = Instant::now();
+            std::thread::scope(|s| {
+                for p in 0..producers {
+                    let gc = &gc;
+                    s.spawn(move || {
+                        let mut i = 0;
+                        while t.elapsed() < Duration::from_secs(1) {
+                            let seq = gc.append(&record(p, i).as_record()).unwrap().0;
+                            gc.wait_durable(seq).unwrap();
+                            i += 1;
+                        }
+                    });
+                }
+            });
+            let flushes = gc.stats().flushes.load(Ordering::Relaxed) - before.0;
+            let records = gc.stats().records.load(Ordering::Relaxed) - before.1;
+            eprintln!(
+                "sync, {producers} producers: {:.0} acknowledged writes/s, {flushes} flushes, {:.1} records per flush",
+                records as f64 / t.elapsed().as_secs_f64(),
+                records as f64 / flushes.max(1) as f64
+            );
+        }
+        eprintln!("worst flush {} us", gc.stats().flush_us_max.load(Ordering::Relaxed));
+        drop(gc);
+        let _ = volume.sync_dir();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

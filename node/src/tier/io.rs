@@ -1,0 +1,398 @@
+//! The I/O engine interface of the disk tier: batches of reads, writes and
+//! fdatasyncs on segment files, completed asynchronously so that a worker
+//! thread never blocks on the disk, and the volume (directory) that holds
+//! the files.
+
+use crate::sys::file::{self, AlignedBuf, IO_ALIGN};
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, mpsc};
+
+/// One operation on a file. Offsets and lengths of reads and writes are
+/// multiples of [`IO_ALIGN`] so that O_DIRECT accepts them.
+#[derive(Debug)]
+pub enum IoOp {
+    /// Read `buf.len()` bytes at `offset`; fewer only at the end of file.
+    Read { offset: u64, buf: AlignedBuf },
+    /// Write all of `buf` at `offset`: completes with `Ok(buf.len())` or an error.
+    Write { offset: u64, buf: AlignedBuf },
+    /// fdatasync: a barrier that starts only once every op before it in the
+    /// same batch has succeeded; if one failed, it is not performed and
+    /// fails with [`cancelled`].
+    Sync,
+}
+
+/// The outcome of one op: bytes transferred (0 for a sync) and the buffer,
+/// handed back to be reused.
+#[derive(Debug)]
+pub struct IoDone {
+    pub result: io::Result<usize>,
+    pub buf: Option<AlignedBuf>,
+}
+
+/// Called once with the outcome, on an engine thread (never inside
+/// `submit`): it must be short, e.g. send on a channel and wake a worker.
+pub type OnDone = Box<dyn FnOnce(IoDone) + Send>;
+
+/// One op on one file with its completion callback.
+pub struct IoRequest {
+    pub file: FileHandle,
+    pub op: IoOp,
+    pub on_done: OnDone,
+}
+
+/// Submits batches of file operations and completes them asynchronously.
+pub trait IoEngine: Send + Sync {
+    /// "io_uring", "threads" or "sim".
+    fn name(&self) -> &'static str;
+    /// Queues a batch; never blocks on the disk. Ops of a batch run in any
+    /// order and concurrently, except that an [`IoOp::Sync`] waits for every
+    /// op before it in the batch.
+    fn submit(&self, batch: Vec<IoRequest>);
+}
+
+/// The error of a sync skipped because an op before it failed.
+pub fn cancelled() -> io::Error {
+    io::Error::other("cancelled: an earlier operation of the batch failed")
+}
+
+/// An open segment file, cheap to clone; kept open by in-flight ops.
+#[derive(Clone, Debug)]
+pub struct FileHandle(pub(crate) Arc<FileKind>);
+
+#[derive(Debug)]
+pub(crate) enum FileKind {
+    Os(Arc<File>),
+    /// A file of the simulated disk (tests).
+    #[cfg(test)]
+    Sim(u64),
+}
+
+impl FileHandle {
+    pub(crate) fn os(&self) -> io::Result<&Arc<File>> {
+        match &*self.0 {
+            FileKind::Os(f) => Ok(f),
+            #[cfg(test)]
+            FileKind::Sim(_) => {
+                Err(io::Error::new(io::ErrorKind::Unsupported, "a simulated file handed to a real I/O engine"))
+            }
+        }
+    }
+}
+
+/// A directory of segment files.
+pub trait Volume: Send + Sync {
+    /// Names of the files in the volume.
+    fn list(&self) -> io::Result<Vec<String>>;
+    /// Opens an existing file.
+    fn open(&self, name: &str) -> io::Result<FileHandle>;
+    /// Creates a new, empty file (fails if it exists). Its name is durable
+    /// only after [`Volume::sync_dir`].
+    fn create(&self, name: &str) -> io::Result<FileHandle>;
+    /// Makes created names durable (fsync of the directory).
+    fn sync_dir(&self) -> io::Result<()>;
+    /// Whether files are opened with O_DIRECT.
+    fn direct_io(&self) -> bool;
+}
+
+/// A real directory. O_DIRECT is used when the filesystem accepts it.
+pub struct DirVolume {
+    dir: PathBuf,
+    direct: bool,
+    /// Why O_DIRECT is or is not used, for the log and INFO.
+    pub direct_reason: String,
+}
+
+impl DirVolume {
+    /// Opens (creating it if needed) `dir`; with `try_direct`, probes
+    /// O_DIRECT by opening and writing an aligned block in a scratch file.
+    pub fn open(dir: &Path, try_direct: bool) -> io::Result<DirVolume> {
+        std::fs::create_dir_all(dir)?;
+        let (direct, direct_reason) = if try_direct {
+            match probe_direct(dir) {
+                Ok(()) => (true, "O_DIRECT accepted".to_string()),
+                Err(e) if file::is_direct_refused(&e) => {
+                    (false, format!("O_DIRECT refused ({e}): buffered I/O + fdatasync"))
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            (false, "O_DIRECT not requested: buffered I/O + fdatasync".to_string())
+        };
+        Ok(DirVolume { dir: dir.to_path_buf(), direct, direct_reason })
+    }
+
+    fn handle(&self, name: &str, create: bool) -> io::Result<FileHandle> {
+        let f = file::open_rw(&self.dir.join(name), create, self.direct)?;
+        Ok(FileHandle(Arc::new(FileKind::Os(Arc::new(f)))))
+    }
+}
+
+fn probe_direct(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join(".direct-probe");
+    let _ = std::fs::remove_file(&path);
+    let result = file::open_rw(&path, true, true).and_then(|f| f.write_all_at(&AlignedBuf::zeroed(IO_ALIGN), 0));
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+impl Volume for DirVolume {
+    fn list(&self) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            if let Ok(name) = entry?.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+    fn open(&self, name: &str) -> io::Result<FileHandle> {
+        self.handle(name, false)
+    }
+    fn create(&self, name: &str) -> io::Result<FileHandle> {
+        self.handle(name, true)
+    }
+    fn sync_dir(&self) -> io::Result<()> {
+        File::open(&self.dir)?.sync_all()
+    }
+    fn direct_io(&self) -> bool {
+        self.direct
+    }
+}
+
+/// Runs `ops` as one batch and waits for all of them: for recovery and
+/// set-up, never on a worker thread. Results are in the order of `ops`.
+pub fn run_blocking(engine: &dyn IoEngine, ops: Vec<(FileHandle, IoOp)>) -> Vec<IoDone> {
+    let n = ops.len();
+    let (tx, rx) = mpsc::channel();
+    let batch = ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, (file, op))| {
+            let tx = tx.clone();
+            IoRequest {
+                file,
+                op,
+                on_done: Box::new(move |done| {
+                    let _ = tx.send((i, done));
+                }),
+            }
+        })
+        .collect();
+    drop(tx);
+    engine.submit(batch);
+    let mut out: Vec<Option<IoDone>> = (0..n).map(|_| None).collect();
+    for (i, done) in rx {
+        out[i] = Some(done);
+    }
+    out.into_iter().map(|d| d.expect("an engine dropped a request without completing it")).collect()
+}
+
+/// Which engine to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// io_uring when the kernel and seccomp allow it, else threads.
+    Auto,
+    IoUring,
+    Threads,
+}
+
+/// Threads of the pool engine.
+pub const POOL_THREADS: usize = 4;
+
+/// Picks an engine: with `Auto`, io_uring unless `io_uring_setup` is
+/// refused (EPERM/ENOSYS under the container runtimes' default seccomp
+/// profile), then the thread pool with the reason.
+pub fn probe(choice: EngineChoice) -> io::Result<(Arc<dyn IoEngine>, String)> {
+    match choice {
+        EngineChoice::Threads => {
+            Ok((Arc::new(super::pool::PoolEngine::new(POOL_THREADS)), "threads: chosen".to_string()))
+        }
+        EngineChoice::IoUring => Ok((Arc::new(super::uring::UringEngine::new()?), "io_uring: chosen".to_string())),
+        EngineChoice::Auto => match super::uring::UringEngine::new() {
+            Ok(e) => Ok((Arc::new(e), "io_uring: available".to_string())),
+            Err(e) => {
+                Ok((Arc::new(super::pool::PoolEngine::new(POOL_THREADS)), format!("threads: io_uring refused ({e})")))
+            }
+        },
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod suite {
+    //! The tests every engine must pass, written once.
+    use super::*;
+    use std::collections::HashSet;
+
+    fn block(fill: u8, blocks: usize) -> AlignedBuf {
+        let mut b = AlignedBuf::zeroed(blocks * IO_ALIGN);
+        b.fill(fill);
+        b
+    }
+
+    fn ok(d: &IoDone) -> usize {
+        match &d.result {
+            Ok(n) => *n,
+            Err(e) => panic!("op failed: {e}"),
+        }
+    }
+
+    pub fn run_all(engine: &dyn IoEngine, vol: &dyn Volume) {
+        write_sync_read_back(engine, vol);
+        sync_completes_after_every_op_before_it(engine, vol);
+        reads_past_end_are_short(engine, vol);
+        many_concurrent_batches_all_complete(engine, vol);
+        sync_after_failed_op_is_cancelled(engine, vol);
+        completions_arrive_off_the_submitting_thread(engine, vol);
+    }
+
+    fn write_sync_read_back(engine: &dyn IoEngine, vol: &dyn Volume) {
+        let f = vol.create("rw").unwrap();
+        let done = run_blocking(
+            engine,
+            vec![
+                (f.clone(), IoOp::Write { offset: 0, buf: block(1, 2) }),
+                (f.clone(), IoOp::Write { offset: 2 * IO_ALIGN as u64, buf: block(2, 1) }),
+                (f.clone(), IoOp::Sync),
+            ],
+        );
+        assert_eq!(ok(&done[0]), 2 * IO_ALIGN);
+        assert_eq!(ok(&done[1]), IO_ALIGN);
+        assert_eq!(ok(&done[2]), 0);
+        let done = run_blocking(
+            engine,
+            vec![(f.clone(), IoOp::Read { offset: IO_ALIGN as u64, buf: AlignedBuf::zeroed(2 * IO_ALIGN) })],
+        );
+        assert_eq!(ok(&done[0]), 2 * IO_ALIGN);
+        let buf = done[0].buf.as_ref().unwrap();
+        assert!(buf[..IO_ALIGN].iter().all(|&b| b == 1));
+        assert!(buf[IO_ALIGN..].iter().all(|&b| b == 2));
+    }
+
+    fn sync_completes_after_every_op_before_it(engine: &dyn IoEngine, vol: &dyn Volume) {
+        let f = vol.create("barrier").unwrap();
+        for round in 0..20u64 {
+            let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (tx, rx) = mpsc::channel();
+            let batch = (0..9u64)
+                .map(|i| {
+                    let (order, tx) = (order.clone(), tx.clone());
+                    let op = match i {
+                        4 => IoOp::Sync,
+                        _ => IoOp::Write { offset: (round * 8 + i) * IO_ALIGN as u64, buf: block(i as u8, 1) },
+                    };
+                    IoRequest {
+                        file: f.clone(),
+                        op,
+                        on_done: Box::new(move |d| {
+                            assert!(d.result.is_ok());
+                            order.lock().unwrap().push(i);
+                            tx.send(()).unwrap();
+                        }),
+                    }
+                })
+                .collect();
+            engine.submit(batch);
+            for _ in 0..9 {
+                rx.recv().unwrap();
+            }
+            let order = order.lock().unwrap();
+            let sync_at = order.iter().position(|&i| i == 4).unwrap();
+            for before in 0..4 {
+                let at = order.iter().position(|&i| i == before).unwrap();
+                assert!(at < sync_at, "round {round}: the sync completed before op {before}: {order:?}");
+            }
+        }
+    }
+
+    fn reads_past_end_are_short(engine: &dyn IoEngine, vol: &dyn Volume) {
+        let f = vol.create("short").unwrap();
+        run_blocking(engine, vec![(f.clone(), IoOp::Write { offset: 0, buf: block(7, 1) })]);
+        let done = run_blocking(
+            engine,
+            vec![
+                (f.clone(), IoOp::Read { offset: 0, buf: AlignedBuf::zeroed(3 * IO_ALIGN) }),
+                (f.clone(), IoOp::Read { offset: 8 * IO_ALIGN as u64, buf: AlignedBuf::zeroed(IO_ALIGN) }),
+            ],
+        );
+        assert_eq!(ok(&done[0]), IO_ALIGN);
+        assert_eq!(ok(&done[1]), 0);
+    }
+
+    fn many_concurrent_batches_all_complete(engine: &dyn IoEngine, vol: &dyn Volume) {
+        let f = vol.create("many").unwrap();
+        let (tx, rx) = mpsc::channel();
+        // More ops than any ring has entries, from several threads at once.
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let (f, tx) = (f.clone(), tx.clone());
+                s.spawn(move || {
+                    for b in 0..40u64 {
+                        let batch = (0..8u64)
+                            .map(|i| {
+                                let slot = t * 320 + b * 8 + i;
+                                let tx = tx.clone();
+                                IoRequest {
+                                    file: f.clone(),
+                                    op: IoOp::Write { offset: slot * IO_ALIGN as u64, buf: block(slot as u8, 1) },
+                                    on_done: Box::new(move |d| tx.send((slot, d.result.is_ok())).unwrap()),
+                                }
+                            })
+                            .collect();
+                        engine.submit(batch);
+                    }
+                });
+            }
+        });
+        drop(tx);
+        let seen: HashSet<u64> = rx
+            .iter()
+            .map(|(slot, ok)| {
+                assert!(ok);
+                slot
+            })
+            .collect();
+        assert_eq!(seen.len(), 4 * 320);
+        let done =
+            run_blocking(engine, vec![(f.clone(), IoOp::Read { offset: 0, buf: AlignedBuf::zeroed(1280 * IO_ALIGN) })]);
+        let buf = done[0].buf.as_ref().unwrap();
+        for slot in 0..1280 {
+            assert!(buf[slot * IO_ALIGN..(slot + 1) * IO_ALIGN].iter().all(|&b| b == slot as u8));
+        }
+    }
+
+    fn sync_after_failed_op_is_cancelled(engine: &dyn IoEngine, vol: &dyn Volume) {
+        let f = vol.create("fail").unwrap();
+        // No filesystem holds a file this large: the write fails (EFBIG/EINVAL).
+        let too_far = (i64::MAX as u64) & !(IO_ALIGN as u64 - 1);
+        let done = run_blocking(
+            engine,
+            vec![
+                (f.clone(), IoOp::Write { offset: 0, buf: block(3, 1) }),
+                (f.clone(), IoOp::Write { offset: too_far, buf: block(4, 1) }),
+                (f.clone(), IoOp::Sync),
+                (f.clone(), IoOp::Write { offset: IO_ALIGN as u64, buf: block(5, 1) }),
+            ],
+        );
+        assert!(done[1].result.is_err(), "a write past any file size limit succeeded");
+        assert!(done[2].result.is_err(), "a sync ran after a failed write of its batch");
+        // Ops after the sync are independent of the failure.
+        assert_eq!(ok(&done[3]), IO_ALIGN);
+    }
+
+    fn completions_arrive_off_the_submitting_thread(engine: &dyn IoEngine, vol: &dyn Volume) {
+        let f = vol.create("thread").unwrap();
+        let (tx, rx) = mpsc::channel();
+        let me = std::thread::current().id();
+        engine.submit(vec![IoRequest {
+            file: f,
+            op: IoOp::Sync,
+            on_done: Box::new(move |d| tx.send((std::thread::current().id(), d.result.is_ok())).unwrap()),
+        }]);
+        let (tid, ok) = rx.recv().unwrap();
+        assert!(ok);
+        assert_ne!(tid, me);
+    }
+}
