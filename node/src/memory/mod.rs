@@ -223,8 +223,9 @@ pub fn ensure_memory(
         while evicted < MAX_EVICTIONS_PER_CALL {
             if budget.used(ks) <= target {
                 // The estimate says done; the allocator has the last word
-                // (freed blocks may still sit in its thread caches).
-                budget.calibrate(ks, max, 0);
+                // when its figures are older than a near-limit reading
+                // (a reading costs microseconds: not one per batch).
+                budget.calibrate(ks, max, CALIBRATE_NEAR_LIMIT_MS);
                 if budget.used(ks) <= target {
                     return true;
                 }

@@ -127,6 +127,16 @@ impl Entry {
         }
     }
 
+    /// Where the entry's own block starts (key, expiry, a string's value),
+    /// for a prefetch: reading the key would wait for that very block.
+    #[inline]
+    pub fn block_addr(&self) -> *const u8 {
+        match &self.body {
+            Body::Packed(b) => b.as_ptr(),
+            Body::Boxed(b) => (&**b as *const Boxed).cast(),
+        }
+    }
+
     #[inline]
     pub fn key(&self) -> &[u8] {
         let head = self.head();

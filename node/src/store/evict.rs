@@ -8,7 +8,6 @@ use super::StoreStats;
 use super::entry::Entry;
 use super::journal::ChangeKind;
 use super::partition::{NUM_DBS, Partition};
-use super::slab_table::Keyed;
 use crate::base::random::fast_rand;
 use crate::policy::Clock;
 use crate::sys::cpu::prefetch;
@@ -28,6 +27,9 @@ pub struct Victim {
     pub slot: u32,
     pub hash: u32,
 }
+
+/// A database gives a search at most one candidate per this many keys.
+const KEYS_PER_CANDIDATE: usize = 32;
 
 /// `Keyspace::dbs_used` has a bit per database.
 const _: () = assert!(NUM_DBS <= 64);
@@ -78,35 +80,49 @@ impl Keyspace {
         let clock = self.policy_clock();
         let samples = samples.max(1);
         let mut search = Search { best: SmallVec::new(), keep: keep.clamp(1, samples), taken: 0, clock };
-        // `samples` random partitions (the same one may be drawn twice: with
-        // few partitions that is how several candidates come from one), in
-        // two passes. The first picks, under each lock, the random number
-        // each database's policy will start from and starts loading the
-        // entry it will read first: random entries are cache misses, which
-        // then overlap instead of following one another. The second asks
-        // the policies for their candidates, from those numbers.
-        let mut draws: SmallVec<[(u32, usize, u64); 8]> = SmallVec::new();
+        // The candidates of one search come from as few random partitions
+        // as the keyspace allows: a partition's keys are a uniform sample of
+        // the keyspace's (keys go to partitions by hash), so random slots of
+        // one well-filled partition are as good a sample as slots spread
+        // over as many partitions, for one lock and one cold partition
+        // instead of several. A database takes at most one candidate per
+        // `KEYS_PER_CANDIDATE` keys, so that a small one is not asked for
+        // the same few keys over and over. Under the lock, each database's
+        // policy first gets the random numbers it will start from and the
+        // entries it will read first start loading (random entries are
+        // cache misses, which then overlap instead of following one
+        // another); then the policies propose candidates from them.
+        let mut drawn = 0;
         for _ in 0..samples {
+            if drawn >= samples {
+                break;
+            }
             let pidx = (fast_rand() % nparts) as u32;
             let mut part = self.lock(pidx);
+            let left = samples - drawn;
+            let mut draws: SmallVec<[(usize, u64); 8]> = SmallVec::new();
             for db in self.dbs_used() {
                 let d = &mut part.dbs[db];
+                let k = (d.len() / KEYS_PER_CANDIDATE).clamp(1, left);
                 if !d.is_empty() {
-                    let r = fast_rand();
-                    d.prefetch_candidate(r);
-                    draws.push((pidx, db, r));
+                    for _ in 0..k {
+                        let r = fast_rand();
+                        d.prefetch_candidate(r);
+                        draws.push((db, r));
+                    }
                 }
             }
-        }
-        for (pidx, db, r) in draws {
-            let mut first = Some(r);
-            search.visit(&mut self.lock(pidx), pidx, db, &mut || first.take().unwrap_or_else(fast_rand));
+            drawn += draws.len().max(1);
+            for (db, r) in draws {
+                let mut first = Some(r);
+                search.visit(&mut part, pidx, db, &mut || first.take().unwrap_or_else(fast_rand));
+            }
         }
         // Too few candidates (empty databases, a tiny keyspace): more random
         // partitions, then every partition in order from a random start.
         let random_draws = samples as u64 * 4;
         let start = fast_rand() % nparts;
-        for attempt in samples as u64..random_draws + nparts {
+        for attempt in 1..random_draws + nparts {
             if search.taken >= samples {
                 break;
             }
@@ -186,7 +202,7 @@ impl Search {
 /// Starts loading the block that removing `e` reads: its head, where the
 /// key (hashed for the per-slot key count), expiry and a string's value are.
 fn prefetch_heap(e: &Entry) {
-    prefetch(Keyed::key(e).as_ptr());
+    prefetch(e.block_addr());
 }
 
 #[cfg(test)]

@@ -4,8 +4,6 @@
 //! fragmentation low for millions of small objects, and its background
 //! threads hand freed pages back to the OS without a pause.
 
-use tikv_jemalloc_ctl::{epoch, stats};
-
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -27,28 +25,62 @@ pub struct AllocatorStats {
     pub thread_cached: u64,
 }
 
+/// The statistics `stats` reads, as jemalloc's numeric keys (MIBs): a
+/// name is parsed on every lookup, a MIB only once.
+struct StatKeys {
+    epoch: [usize; 1],
+    allocated: [usize; 2],
+    active: [usize; 2],
+    resident: [usize; 2],
+    metadata: [usize; 2],
+    /// `stats.arenas.<all>.tcache_bytes` (4096 is MALLCTL_ARENAS_ALL).
+    thread_cached: [usize; 4],
+}
+
+fn stat_keys() -> Option<&'static StatKeys> {
+    static KEYS: std::sync::OnceLock<Option<StatKeys>> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        use tikv_jemalloc_ctl::raw::name_to_mib;
+        let mut k = StatKeys {
+            epoch: [0; 1],
+            allocated: [0; 2],
+            active: [0; 2],
+            resident: [0; 2],
+            metadata: [0; 2],
+            thread_cached: [0; 4],
+        };
+        name_to_mib(b"epoch\0", &mut k.epoch).ok()?;
+        name_to_mib(b"stats.allocated\0", &mut k.allocated).ok()?;
+        name_to_mib(b"stats.active\0", &mut k.active).ok()?;
+        name_to_mib(b"stats.resident\0", &mut k.resident).ok()?;
+        name_to_mib(b"stats.metadata\0", &mut k.metadata).ok()?;
+        name_to_mib(b"stats.arenas.4096.tcache_bytes\0", &mut k.thread_cached).ok()?;
+        Some(k)
+    })
+    .as_ref()
+}
+
 /// Refreshes and reads the allocator's statistics. Costs a few
 /// microseconds (it merges per-thread counters): call it on a timer or
 /// for INFO, not per command.
 pub fn stats() -> AllocatorStats {
-    if epoch::advance().is_err() {
-        return AllocatorStats::default();
+    let Some(k) = stat_keys() else { return AllocatorStats::default() };
+    // SAFETY: each MIB was resolved from the name of a statistic of type
+    // `size_t` (mallctl(3)), read into a `usize` of the same size; writing
+    // a `u64` to "epoch" is its documented way to refresh the statistics.
+    unsafe {
+        if tikv_jemalloc_ctl::raw::update_mib(&k.epoch, 1u64).is_err() {
+            return AllocatorStats::default();
+        }
+        let read = |mib: &[usize]| tikv_jemalloc_ctl::raw::read_mib::<usize>(mib).unwrap_or(0) as u64;
+        AllocatorStats {
+            allocated: read(&k.allocated),
+            active: read(&k.active),
+            resident: read(&k.resident),
+            metadata: read(&k.metadata),
+            thread_cached: read(&k.thread_cached),
+        }
     }
-    let read = |r: tikv_jemalloc_ctl::Result<usize>| r.unwrap_or(0) as u64;
-    AllocatorStats {
-        allocated: read(stats::allocated::read()),
-        active: read(stats::active::read()),
-        resident: read(stats::resident::read()),
-        metadata: read(stats::metadata::read()),
-        thread_cached: thread_cached_bytes(),
-    }
-}
-
-/// Bytes held in every thread's cache (`stats.arenas.<all>.tcache_bytes`).
-fn thread_cached_bytes() -> u64 {
-    // SAFETY: the key names a `size_t` statistic (mallctl(3)), read into
-    // a `usize` of the same size; 4096 is MALLCTL_ARENAS_ALL.
-    unsafe { tikv_jemalloc_ctl::raw::read::<usize>(b"stats.arenas.4096.tcache_bytes\0") }.unwrap_or(0) as u64
 }
 
 /// The allocator's name and version, as INFO's `mem_allocator` shows it.
