@@ -84,6 +84,10 @@ pub enum Error {
 }
 
 impl Error {
+    /// Every value [`Error::reason`] returns: the error metric starts each at 0, so a healthy
+    /// operator exports its error series (a dashboard shows 0, not "no data").
+    pub const REASONS: [&'static str; 5] = ["NoNamespace", "Read", "Apply", "Evict", "Status"];
+
     pub fn reason(&self) -> &'static str {
         match self {
             Error::NoNamespace => "NoNamespace",
@@ -117,14 +121,19 @@ pub async fn run(
         .owns(scoped::<PodDisruptionBudget>(&client, namespace), owned())
         .watches(scoped::<Pod>(&client, namespace), owned(), pods_to_cluster)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            let ctx = ctx.clone();
+            async move {
             match result {
                 Ok((obj, _)) => tracing::debug!(cachecluster = %obj, "reconciled"),
                 Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
+                    // Gone from the cluster: its series go too.
+                    ctx.metrics.forget_cluster(obj.namespace.as_deref().unwrap_or_default(), &obj.name);
                     tracing::debug!(cachecluster = %obj, "deleted before it was reconciled")
                 }
                 Err(e) => tracing::warn!(error = %e, "controller"),
+            }
             }
         })
         .await;
@@ -164,6 +173,7 @@ fn error_policy(cc: Arc<CacheCluster>, error: &Error, ctx: Arc<Context>) -> Acti
 
 async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, Error> {
     if cc.metadata.deletion_timestamp.is_some() {
+        ctx.metrics.forget_cluster(cc.namespace().as_deref().unwrap_or_default(), &cc.name_any());
         // Owner references make the garbage collector delete everything we created.
         return Ok(Action::await_change());
     }
@@ -405,6 +415,9 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
     let now = Time(Timestamp::now());
     let name = cc.name_any();
     let ns = cc.namespace().ok_or(Error::NoNamespace)?;
+    let conditions: Vec<(&str, bool)> =
+        verdicts.iter().map(|v| (v.type_, v.status == ConditionStatus::True)).collect();
+    ctx.metrics.set_cluster(&ns, &name, [obs.desired, obs.replicas, obs.ready, obs.updated], &conditions);
     let new_status = CacheClusterStatus {
         observed_generation: cc.metadata.generation,
         replicas: obs.replicas,
