@@ -187,7 +187,12 @@ mod tests {
     #[test]
     fn cluster_series_follow_the_last_reconcile_and_go_with_the_cluster() {
         let m = Metrics::new();
-        m.set_cluster("apps", "demo", [3, 3, 2, 1], &[("Available", false), ("Progressing", true), ("Degraded", false)]);
+        m.set_cluster(
+            "apps",
+            "demo",
+            [3, 3, 2, 1],
+            &[("Available", false), ("Progressing", true), ("Degraded", false)],
+        );
         m.set_cluster("apps", "other", [1, 1, 1, 1], &[("Available", true)]);
         let text = m.encode();
         for want in [
