@@ -221,7 +221,7 @@ def main():
             v = check_expr(prom, f"rule {name}", expr, failures, allow_nan=True)
             checked += 1
             if v is not None:
-                firing = "firing now" if any(x == 1 for x in v) else "not firing"
+                firing = "condition true now" if any(x == 1 for x in v) else "condition false now"
                 print(f"  ok  rule {name}: {len(v)} series ({firing})")
 
     # Prometheus loaded the same file: every rule evaluated without error.
