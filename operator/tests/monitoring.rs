@@ -87,7 +87,18 @@ async fn operator_creates_the_clusters_prometheus_rule_and_service_monitor() {
     let plane = ControlPlane::get();
     install_monitoring_crds(plane);
     let ns = plane.namespace("rules");
-    let _op = plane.operator("rules", &["--leader-elect=false", "--watch-namespace", &ns]);
+    // With exactly the RBAC manifests/install.yaml grants (a missing rule shows up here).
+    let install = workspace_root().join("manifests/install.yaml");
+    plane.ensure_namespace("strata-system");
+    plane.kubectl(&["apply", "--server-side", "-f", &install.display().to_string()]).ok("applying install.yaml");
+    let token = plane.kubectl(&["-n", "strata-system", "create", "token", "strata-operator", "--duration=1h"]);
+    let kubeconfig = plane.dir.join("kubeconfig-operator-sa");
+    std::fs::write(&kubeconfig, support::kubeconfig_with_token(&plane.url, token.ok("token").trim())).unwrap();
+    let op = plane.operator_as(
+        "rules",
+        &kubeconfig,
+        &["--leader-election-namespace", "strata-system", "--watch-namespace", &ns],
+    );
     let client = plane.client().await;
     let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
     let spec =
@@ -126,4 +137,6 @@ async fn operator_creates_the_clusters_prometheus_rule_and_service_monitor() {
         (!out.success && out.stderr.contains("NotFound")).then_some(())
     })
     .await;
+    let forbidden = support::grep(&op.log, "forbidden");
+    assert!(forbidden.is_empty(), "RBAC denials:\n{}", forbidden.join("\n"));
 }
