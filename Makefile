@@ -7,7 +7,7 @@ ifdef STRATA_CACHE
 export CARGO_TARGET_DIR ?= $(STRATA_CACHE)/target
 endif
 
-.PHONY: help deps build run test check lint fmt bench crds chart manifests dashboards dashboards-check k8s-tools images e2e clean
+.PHONY: help deps build run test check lint fmt bench crds chart manifests dashboards dashboards-check dashboards-png k8s-tools images e2e clean
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
