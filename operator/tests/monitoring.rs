@@ -140,3 +140,33 @@ async fn operator_creates_the_clusters_prometheus_rule_and_service_monitor() {
     let forbidden = support::grep(&op.log, "forbidden");
     assert!(forbidden.is_empty(), "RBAC denials:\n{}", forbidden.join("\n"));
 }
+
+/// `strata_cachecluster_*` follow the CacheClusters: present while one exists, gone with it.
+#[tokio::test(flavor = "multi_thread")]
+async fn cachecluster_series_come_and_go_with_the_cluster() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("series");
+    let op = plane.operator("series", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    let obj = json!({ "apiVersion": "strata.dev/v1alpha1", "kind": "CacheCluster", "metadata": { "name": "gauge" }, "spec": { "replicas": 2 } });
+    ccs.patch("gauge", &PatchParams::apply("strata-test").force(), &Patch::Apply(&obj)).await.unwrap();
+    let desired =
+        format!("strata_cachecluster_replicas{{namespace=\"{ns}\",cachecluster=\"gauge\",state=\"desired\"}} 2");
+    // No kubelet here: the StatefulSet never gets pods, so none is ready and a rollout is on.
+    let ready = format!("strata_cachecluster_replicas{{namespace=\"{ns}\",cachecluster=\"gauge\",state=\"ready\"}} 0");
+    let progressing = format!(
+        "strata_cachecluster_condition{{namespace=\"{ns}\",cachecluster=\"gauge\",condition=\"Progressing\"}} 1"
+    );
+    eventually(WAIT, "the cluster's series on /metrics", || async {
+        let (_, body) = op.http_get("/metrics")?;
+        [&desired, &ready, &progressing].iter().all(|line| body.lines().any(|l| l == line.as_str())).then_some(())
+    })
+    .await;
+    ccs.delete("gauge", &Default::default()).await.unwrap();
+    eventually(WAIT, "the deleted cluster's series gone from /metrics", || async {
+        let (_, body) = op.http_get("/metrics")?;
+        (!body.contains("cachecluster=\"gauge\"")).then_some(())
+    })
+    .await;
+}

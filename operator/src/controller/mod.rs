@@ -207,9 +207,12 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
 
     let mut obs = Observation { desired: cc.spec.replicas, ..Default::default() };
     // Discovery costs an API call: only when a ServiceMonitor or PrometheusRule is wanted, or
-    // may be left to delete.
+    // may be left to delete (monitoring was on at the last reconcile, even if half of it could
+    // not be applied).
     let was_applied = cc.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| c.type_ == crate::api::Condition::MONITORING && c.status == ConditionStatus::True)
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == crate::api::Condition::MONITORING && c.reason != status::reason::SM_DISABLED)
     });
     if desired.service_monitor.is_some() || was_applied {
         let sm = Optional {
