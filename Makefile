@@ -47,7 +47,7 @@ dashboards: ## Regenerate dashboards/*.json (scripts/build-dashboards.py) and th
 dashboards-check: ## Every dashboard query and alert rule against a real Prometheus, a loaded node and a real operator
 	./scripts/check-dashboards.sh
 
-dashboards-png: ## The overview's panels as PNGs from a 60 s load run, into $(or $(OUT),results/dashboards)
+dashboards-png: ## The overview's panels as PNGs from a 60 s load run, into results/dashboards (or OUT=dir)
 	LOAD_SECONDS=60 STRATA_DASH_PROFILE=release ./scripts/check-dashboards.sh --render $(or $(OUT),results/dashboards)
 
 k8s-tools: ## Build once (cached in ~/.cache/strata/k8s) the kube-apiserver, etcd, kubectl and helm the tests use
