@@ -7,7 +7,7 @@ ifdef STRATA_CACHE
 export CARGO_TARGET_DIR ?= $(STRATA_CACHE)/target
 endif
 
-.PHONY: help deps build run test check lint fmt bench crds chart manifests k8s-tools images e2e clean
+.PHONY: help deps build run test check lint fmt bench crds chart manifests dashboards dashboards-check dashboards-png k8s-tools images e2e clean
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -32,8 +32,23 @@ fmt: ## Format the code
 
 test: check e2e ## Every test: `check`, then the e2e suite on a real cluster
 
-check: deps lint k8s-tools chart ## Every test but e2e: lint, chart, unit, integration, differential, operator vs a real API server
+check: deps lint k8s-tools chart ## Every test but e2e: lint, chart, unit, integration, differential, operator vs a real API server, dashboards vs a real Prometheus
 	$(CARGO) test --workspace --no-fail-fast
+	./scripts/check-dashboards.sh
+
+dashboards: ## Regenerate dashboards/*.json (scripts/build-dashboards.py) and the Helm chart's copies
+	./scripts/build-dashboards.py
+	mkdir -p $(CHART)/files/dashboards
+	rm -f $(CHART)/files/dashboards/*.json
+	cp dashboards/*.json $(CHART)/files/dashboards/
+	cp dashboards/strata.rules.yaml $(CHART)/files/strata.rules.yaml
+	@echo "Run 'make manifests' if the chart's defaults render them (they do not by default)."
+
+dashboards-check: ## Every dashboard query and alert rule against a real Prometheus, a loaded node and a real operator
+	./scripts/check-dashboards.sh
+
+dashboards-png: ## The overview's panels as PNGs from a 60 s load run, into results/dashboards (or OUT=dir)
+	LOAD_SECONDS=60 STRATA_DASH_PROFILE=release ./scripts/check-dashboards.sh --render $(or $(OUT),results/dashboards)
 
 k8s-tools: ## Build once (cached in ~/.cache/strata/k8s) the kube-apiserver, etcd, kubectl and helm the tests use
 	./scripts/k8s-tools.sh control-plane
@@ -59,6 +74,24 @@ chart: ## Lint and render the Helm chart with default and all optional values; c
 	  { echo "$(CHART)/crds/ differs from crds/: run 'make crds'" >&2; exit 1; }
 	$(HELM) lint --strict $(CHART) --kube-version 1.33.0
 	$(HELM_TEMPLATE) >/dev/null
+	./scripts/build-dashboards.py --check
+	@for f in dashboards/*.json dashboards/strata.rules.yaml; do \
+	  c=$(CHART)/files/$${f#dashboards/}; [[ $$f == *.json ]] && c=$(CHART)/files/dashboards/$${f#dashboards/}; \
+	  cmp -s "$$f" "$$c" || { echo "$$c differs from $$f: run 'make dashboards'" >&2; exit 1; }; done
+	@[[ $$(ls $(CHART)/files/dashboards/*.json | wc -l) == $$(ls dashboards/*.json | wc -l) ]] || \
+	  { echo "$(CHART)/files/dashboards/ holds a dashboard dashboards/ lacks: run 'make dashboards'" >&2; exit 1; }
+	@# Dashboards and alerts on: one ConfigMap per dashboard with the sidecar label (and a custom one), the PrometheusRule.
+	@out=$$($(HELM_TEMPLATE) --api-versions monitoring.coreos.com/v1 --set grafanaDashboards.enabled=true \
+	    --set prometheusRule.enabled=true --set prometheusRule.labels.release=kps) && \
+	  [[ $$(grep -c '^    grafana_dashboard: "1"$$' <<<"$$out") == $$(ls dashboards/*.json | wc -l) ]] && \
+	  grep -q '^kind: PrometheusRule$$' <<<"$$out" && grep -q 'alert: StrataNoOperatorLeader' <<<"$$out" && \
+	  grep -q '^    release: kps$$' <<<"$$out" || \
+	  { echo "chart: dashboards ConfigMaps or PrometheusRule missing with grafanaDashboards/prometheusRule on" >&2; exit 1; }
+	@out=$$($(HELM_TEMPLATE) --set grafanaDashboards.enabled=true --set grafanaDashboards.label=my_dash \
+	    --set grafanaDashboards.labelValue=yes --set prometheusRule.enabled=true) && \
+	  [[ $$(grep -c '^    my_dash: "yes"$$' <<<"$$out") == $$(ls dashboards/*.json | wc -l) ]] && \
+	  ! grep -q '^kind: PrometheusRule$$' <<<"$$out" || \
+	  { echo "chart: custom sidecar label not applied, or a PrometheusRule rendered without its API" >&2; exit 1; }
 	@# Every optional feature on: each must show up in the output.
 	@out=$$($(HELM_TEMPLATE) --api-versions monitoring.coreos.com/v1 --set serviceMonitor.enabled=true \
 	    --set watchNamespace=apps --set leaderElection.enabled=false --set replicaCount=1) && \

@@ -3,7 +3,10 @@
 # Debian/Ubuntu: redis-server and redis-tools (the reference server for the
 # differential tests, redis-cli and redis-benchmark); openssl (the operator
 # tests' API server signs service-account tokens with a fresh key); git (Go
-# module fetches). The Kubernetes binaries and Helm come from
+# module fetches); prometheus (Debian's 2.42, with promtool: scripts/check-dashboards.sh runs it as
+# a process on a free port, so the daemon the package may start on :9090 is not used), curl, and
+# Debian's python3 with python3-yaml and python3-matplotlib (the dashboards check and its PNGs).
+# The Kubernetes binaries and Helm come from
 # scripts/k8s-tools.sh, which needs Go >= 1.24 (https://go.dev/dl).
 set -euo pipefail
 missing=()
@@ -12,6 +15,11 @@ command -v redis-cli >/dev/null || missing+=(redis-tools)
 command -v redis-benchmark >/dev/null || missing+=(redis-tools)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v git >/dev/null || missing+=(git)
+command -v prometheus >/dev/null || missing+=(prometheus)
+command -v promtool >/dev/null || missing+=(prometheus)
+command -v curl >/dev/null || missing+=(curl)
+/usr/bin/python3 -c 'import yaml' 2>/dev/null || missing+=(python3 python3-yaml)
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || missing+=(python3 python3-matplotlib)
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   sudo=""

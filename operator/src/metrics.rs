@@ -1,4 +1,7 @@
-//! The operator's own Prometheus metrics (`strata_operator_*`), served on `/metrics`.
+//! The operator's own Prometheus metrics, served on `/metrics`: the controller's work
+//! (`strata_operator_*`) and what it sees of each CacheCluster (`strata_cachecluster_*`,
+//! labelled `namespace` and `cachecluster`, like kube-state-metrics: scrape with
+//! `honor_labels: true` so these win over the operator pod's own `namespace` target label).
 
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
@@ -15,6 +18,26 @@ struct ReasonLabel {
     reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReplicaLabels {
+    namespace: String,
+    cachecluster: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConditionLabels {
+    namespace: String,
+    cachecluster: String,
+    condition: String,
+}
+
+/// The `state` values of `strata_cachecluster_replicas`.
+pub const REPLICA_STATES: [&str; 4] = ["desired", "current", "ready", "updated"];
+
+/// The conditions `strata_cachecluster_condition` reports.
+pub const CONDITIONS: [&str; 4] = ["Available", "Progressing", "Degraded", "Monitoring"];
+
 /// Counters and histograms the controller and the leader elector update.
 pub struct Metrics {
     registry: Registry,
@@ -22,6 +45,8 @@ pub struct Metrics {
     errors: Family<ReasonLabel, Counter>,
     duration: Histogram,
     leader: Gauge<i64, AtomicI64>,
+    replicas: Family<ReplicaLabels, Gauge<i64, AtomicI64>>,
+    conditions: Family<ConditionLabels, Gauge<i64, AtomicI64>>,
 }
 
 impl Default for Metrics {
@@ -32,26 +57,47 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("strata_operator");
+        let mut registry = Registry::default();
         let reconciliations = Counter::default();
-        registry.register("reconciliations", "CacheCluster reconciliations started", reconciliations.clone());
+        registry.register(
+            "strata_operator_reconciliations",
+            "CacheCluster reconciliations started",
+            reconciliations.clone(),
+        );
         let errors = Family::<ReasonLabel, Counter>::default();
-        registry.register("reconcile_errors", "Reconciliations that failed, by reason", errors.clone());
+        for reason in crate::controller::Error::REASONS {
+            let _ = errors.get_or_create(&ReasonLabel { reason: reason.to_owned() });
+        }
+        registry.register("strata_operator_reconcile_errors", "Reconciliations that failed, by reason", errors.clone());
         // 1 ms .. ~16 s: a reconcile is a handful of API calls.
         let duration = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 15));
         registry.register_with_unit(
-            "reconcile_duration",
+            "strata_operator_reconcile_duration",
             "Time one reconciliation took",
             prometheus_client::registry::Unit::Seconds,
             duration.clone(),
         );
         let leader = Gauge::default();
         registry.register(
-            "leader",
+            "strata_operator_leader",
             "1 while this instance holds the leader Lease and runs the controller",
             leader.clone(),
         );
-        Self { registry, reconciliations, errors, duration, leader }
+        let replicas = Family::default();
+        registry.register(
+            "strata_cachecluster_replicas",
+            "Cache node pods of a CacheCluster by state: desired (spec.replicas), current (exist), \
+             ready, updated (run the current spec); reported by the leading operator",
+            replicas.clone(),
+        );
+        let conditions = Family::default();
+        registry.register(
+            "strata_cachecluster_condition",
+            "1 while the CacheCluster's status condition is True, else 0 (Available, Progressing, \
+             Degraded, Monitoring)",
+            conditions.clone(),
+        );
+        Self { registry, reconciliations, errors, duration, leader, replicas, conditions }
     }
 
     pub fn reconcile_started(&self) {
@@ -69,6 +115,36 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
+    /// What the last reconcile of `namespace/name` saw: pod counts by state (see
+    /// [`REPLICA_STATES`]) and conditions (type, is it True).
+    pub fn set_cluster(&self, namespace: &str, name: &str, replicas: [i32; 4], conditions: &[(&str, bool)]) {
+        for (state, n) in REPLICA_STATES.iter().zip(replicas) {
+            self.replicas.get_or_create(&replica_labels(namespace, name, state)).set(i64::from(n));
+        }
+        for condition in CONDITIONS {
+            let labels = condition_labels(namespace, name, condition);
+            match conditions.iter().find(|(c, _)| *c == condition) {
+                Some((_, on)) => {
+                    self.conditions.get_or_create(&labels).set(i64::from(*on));
+                }
+                // Not reported (e.g. no Progressing for an invalid spec): no series, not a stale one.
+                None => {
+                    self.conditions.remove(&labels);
+                }
+            }
+        }
+    }
+
+    /// Drops the series of a CacheCluster that is gone.
+    pub fn forget_cluster(&self, namespace: &str, name: &str) {
+        for state in REPLICA_STATES {
+            self.replicas.remove(&replica_labels(namespace, name, state));
+        }
+        for condition in CONDITIONS {
+            self.conditions.remove(&condition_labels(namespace, name, condition));
+        }
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -76,6 +152,14 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+fn replica_labels(namespace: &str, name: &str, state: &str) -> ReplicaLabels {
+    ReplicaLabels { namespace: namespace.to_owned(), cachecluster: name.to_owned(), state: state.to_owned() }
+}
+
+fn condition_labels(namespace: &str, name: &str, condition: &str) -> ConditionLabels {
+    ConditionLabels { namespace: namespace.to_owned(), cachecluster: name.to_owned(), condition: condition.to_owned() }
 }
 
 #[cfg(test)]
@@ -90,6 +174,7 @@ mod tests {
         m.set_leader(true);
         let text = m.encode();
         for want in [
+            "strata_operator_reconcile_errors_total{reason=\"Read\"} 0",
             "strata_operator_reconciliations_total 1",
             "strata_operator_reconcile_errors_total{reason=\"Apply\"} 1",
             "strata_operator_reconcile_duration_seconds_count 1",
@@ -97,5 +182,38 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn cluster_series_follow_the_last_reconcile_and_go_with_the_cluster() {
+        let m = Metrics::new();
+        m.set_cluster(
+            "apps",
+            "demo",
+            [3, 3, 2, 1],
+            &[("Available", false), ("Progressing", true), ("Degraded", false)],
+        );
+        m.set_cluster("apps", "other", [1, 1, 1, 1], &[("Available", true)]);
+        let text = m.encode();
+        for want in [
+            "strata_cachecluster_replicas{namespace=\"apps\",cachecluster=\"demo\",state=\"desired\"} 3",
+            "strata_cachecluster_replicas{namespace=\"apps\",cachecluster=\"demo\",state=\"ready\"} 2",
+            "strata_cachecluster_replicas{namespace=\"apps\",cachecluster=\"demo\",state=\"updated\"} 1",
+            "strata_cachecluster_condition{namespace=\"apps\",cachecluster=\"demo\",condition=\"Progressing\"} 1",
+            "strata_cachecluster_condition{namespace=\"apps\",cachecluster=\"demo\",condition=\"Available\"} 0",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        assert!(!text.contains("cachecluster=\"demo\",condition=\"Monitoring\""), "unreported condition:\n{text}");
+
+        // A condition no longer reported loses its series rather than keeping a stale value.
+        m.set_cluster("apps", "demo", [3, 3, 3, 3], &[("Available", true)]);
+        let text = m.encode();
+        assert!(!text.contains("cachecluster=\"demo\",condition=\"Progressing\""), "{text}");
+
+        m.forget_cluster("apps", "demo");
+        let text = m.encode();
+        assert!(!text.contains("cachecluster=\"demo\""), "series of a deleted cluster remain:\n{text}");
+        assert!(text.contains("cachecluster=\"other\",state=\"ready\"} 1"), "{text}");
     }
 }

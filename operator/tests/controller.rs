@@ -228,6 +228,26 @@ spec:
     assert_eq!(sm["metadata"]["ownerReferences"][0]["uid"], cc.uid().unwrap());
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn prometheus_rule_without_its_crd_is_a_condition_not_an_error() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("rules-missing");
+    let _op = plane.operator("rules-missing", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "norule", json!({ "monitoring": { "prometheusRule": true } })).await;
+    let cc = observed(&ccs, "norule", 1).await;
+    let cond = condition(&cc, "Monitoring").expect("Monitoring condition");
+    assert_eq!((cond.status, cond.reason.as_str()), (ConditionStatus::False, "PrometheusRuleCRDMissing"));
+    assert!(cond.message.contains("spec.monitoring.prometheusRule is true"), "{}", cond.message);
+    assert!(cc.status.as_ref().unwrap().conditions.iter().any(|c| c.type_ == "Available"), "the rest still reconciles");
+    let warned = eventually(WAIT, "a PrometheusRuleCRDMissing Event", || async {
+        events_for(&ns, "norule").await.into_iter().find(|e| e.reason.as_deref() == Some("PrometheusRuleCRDMissing"))
+    })
+    .await;
+    assert_eq!(warned.type_.as_deref(), Some("Warning"));
+}
+
 /// One spec that breaks each rule, and which rule's message must come back.
 fn admission_cases() -> Vec<(&'static str, &'static str)> {
     use strata_operator::api::{DURABILITY_RULES, HUGEPAGES_RULES, SPEC_RULES, STORAGE_RULES};

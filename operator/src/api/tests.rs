@@ -47,7 +47,7 @@ fn empty_spec_gets_the_documented_defaults() {
             "durability": {"mode": "none"},
             "cpu": {"pinning": false},
             "service": {"type": "ClusterIP", "port": 6379},
-            "monitoring": {"serviceMonitor": false, "interval": "30s"},
+            "monitoring": {"serviceMonitor": false, "prometheusRule": false, "interval": "30s"},
         })
     );
     assert_eq!(serde_json::from_value::<CacheClusterSpec>(out).unwrap(), spec);
@@ -106,7 +106,7 @@ fn full_manifest_uses_kubectl_style_field_names() {
             "hugepages": {"pageSize": "2Mi", "amount": "512Mi"},
             "service": {"type": "NodePort", "port": 7000, "annotations": {"a": "b"}},
             "auth": {"passwordSecretRef": {"name": "pw", "key": "secret"}},
-            "monitoring": {"serviceMonitor": true, "interval": "15s", "labels": {"release": "prom"}},
+            "monitoring": {"serviceMonitor": true, "prometheusRule": true, "interval": "15s", "labels": {"release": "prom"}},
             "nodeSelector": {"disk": "nvme"},
             "tolerations": [{"key": "cache", "operator": "Exists", "effect": "NoSchedule"}],
             "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{

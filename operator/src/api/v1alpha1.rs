@@ -476,19 +476,31 @@ pub struct MonitoringSpec {
     /// Needs the ServiceMonitor CRD in the cluster. Default false.
     pub service_monitor: bool,
 
+    /// Create a Prometheus Operator PrometheusRule with the cache node alerts (node down, memory,
+    /// evictions, hit ratio, p99 latency, refused connections) for this cluster's pods; the
+    /// runbook is in the repository's dashboards/README.md. Needs the PrometheusRule CRD in the
+    /// cluster, and the ServiceMonitor (or a scrape that sets the same labels). Default false.
+    pub prometheus_rule: bool,
+
     /// Scrape interval of the ServiceMonitor, a Prometheus duration such as "30s" (default)
     /// or "1m".
     #[schemars(pattern(r"^([0-9]+(ms|s|m|h))+$"))]
     pub interval: String,
 
-    /// Extra labels on the ServiceMonitor, e.g. the `release` label your Prometheus selects.
+    /// Extra labels on the ServiceMonitor and the PrometheusRule, e.g. the `release` label your
+    /// Prometheus selects them by.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
 }
 
 impl Default for MonitoringSpec {
     fn default() -> Self {
-        Self { service_monitor: false, interval: DEFAULT_SCRAPE_INTERVAL.to_owned(), labels: BTreeMap::new() }
+        Self {
+            service_monitor: false,
+            prometheus_rule: false,
+            interval: DEFAULT_SCRAPE_INTERVAL.to_owned(),
+            labels: BTreeMap::new(),
+        }
     }
 }
 
@@ -558,7 +570,7 @@ impl Condition {
     pub const PROGRESSING: &'static str = "Progressing";
     /// Something needs attention (e.g. reason InvalidSpec); the message says what.
     pub const DEGRADED: &'static str = "Degraded";
-    /// The ServiceMonitor asked for by `spec.monitoring` exists (False says why not).
+    /// The ServiceMonitor and PrometheusRule asked for by `spec.monitoring` exist (False says why not).
     pub const MONITORING: &'static str = "Monitoring";
     /// Degraded reason for a spec the API server accepted but the operator cannot run.
     pub const REASON_INVALID_SPEC: &'static str = "InvalidSpec";

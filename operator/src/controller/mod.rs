@@ -84,6 +84,10 @@ pub enum Error {
 }
 
 impl Error {
+    /// Every value [`Error::reason`] returns: the error metric starts each at 0, so a healthy
+    /// operator exports its error series (a dashboard shows 0, not "no data").
+    pub const REASONS: [&'static str; 5] = ["NoNamespace", "Read", "Apply", "Evict", "Status"];
+
     pub fn reason(&self) -> &'static str {
         match self {
             Error::NoNamespace => "NoNamespace",
@@ -117,14 +121,19 @@ pub async fn run(
         .owns(scoped::<PodDisruptionBudget>(&client, namespace), owned())
         .watches(scoped::<Pod>(&client, namespace), owned(), pods_to_cluster)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((obj, _)) => tracing::debug!(cachecluster = %obj, "reconciled"),
-                Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
-                    tracing::debug!(cachecluster = %obj, "deleted before it was reconciled")
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(|result| {
+            let ctx = ctx.clone();
+            async move {
+                match result {
+                    Ok((obj, _)) => tracing::debug!(cachecluster = %obj, "reconciled"),
+                    Err(kube::runtime::controller::Error::ObjectNotFound(obj)) => {
+                        // Gone from the cluster: its series go too.
+                        ctx.metrics.forget_cluster(obj.namespace.as_deref().unwrap_or_default(), &obj.name);
+                        tracing::debug!(cachecluster = %obj, "deleted before it was reconciled")
+                    }
+                    Err(e) => tracing::warn!(error = %e, "controller"),
                 }
-                Err(e) => tracing::warn!(error = %e, "controller"),
             }
         })
         .await;
@@ -164,6 +173,7 @@ fn error_policy(cc: Arc<CacheCluster>, error: &Error, ctx: Arc<Context>) -> Acti
 
 async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, Error> {
     if cc.metadata.deletion_timestamp.is_some() {
+        ctx.metrics.forget_cluster(cc.namespace().as_deref().unwrap_or_default(), &cc.name_any());
         // Owner references make the garbage collector delete everything we created.
         return Ok(Action::await_change());
     }
@@ -196,12 +206,37 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     let sts = apply(client, &ns, &desired.stateful_set).await?;
 
     let mut obs = Observation { desired: cc.spec.replicas, ..Default::default() };
-    // Discovery costs an API call: only when a ServiceMonitor is wanted, or may be left to delete.
+    // Discovery costs an API call: only when a ServiceMonitor or PrometheusRule is wanted, or
+    // may be left to delete (monitoring was on at the last reconcile, even if half of it could
+    // not be applied).
     let was_applied = cc.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| c.type_ == crate::api::Condition::MONITORING && c.status == ConditionStatus::True)
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == crate::api::Condition::MONITORING && c.reason != status::reason::SM_DISABLED)
     });
     if desired.service_monitor.is_some() || was_applied {
-        reconcile_monitoring(client, &ns, &name, desired.service_monitor.as_ref(), &mut obs).await?;
+        let sm = Optional {
+            resource: resources::service_monitor_resource(),
+            field: "spec.monitoring.serviceMonitor",
+            fallback: "or scrape the pods' prometheus.io annotations instead",
+        };
+        match reconcile_optional(client, &ns, &name, &sm, desired.service_monitor.as_ref()).await? {
+            Presence::Applied => obs.monitoring_ready = true,
+            Presence::CrdMissing(why) => obs.monitoring_unavailable = Some(why),
+            Presence::Absent => {}
+        }
+    }
+    if desired.prometheus_rule.is_some() || was_applied {
+        let rule = Optional {
+            resource: resources::prometheus_rule_resource(),
+            field: "spec.monitoring.prometheusRule",
+            fallback: "or load the repository's dashboards/strata.rules.yaml into Prometheus instead",
+        };
+        match reconcile_optional(client, &ns, &name, &rule, desired.prometheus_rule.as_ref()).await? {
+            Presence::Applied => obs.rule_ready = true,
+            Presence::CrdMissing(why) => obs.rule_unavailable = Some(why),
+            Presence::Absent => {}
+        }
     }
 
     let pods_api: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -279,45 +314,59 @@ where
         .map_err(|source| Error::Apply { kind: K::kind(&()).into_owned(), name, source })
 }
 
-/// Applies or removes the ServiceMonitor; a missing CRD is reported, not an error.
-async fn reconcile_monitoring(
+/// An object of another operator's API (the Prometheus Operator's), which may not be installed.
+struct Optional {
+    resource: kube::api::ApiResource,
+    /// The spec field asking for it, for the condition's message.
+    field: &'static str,
+    /// What to do instead when its CRD is missing.
+    fallback: &'static str,
+}
+
+/// What [`reconcile_optional`] did.
+enum Presence {
+    Applied,
+    /// Wanted, but the API server does not serve its kind: the message says so.
+    CrdMissing(String),
+    /// Not wanted (deleted if it was there).
+    Absent,
+}
+
+/// Applies or removes one object of an [`Optional`] API; a missing CRD is reported, not an error.
+async fn reconcile_optional(
     client: &Client,
     ns: &str,
     name: &str,
+    optional: &Optional,
     wanted: Option<&DynamicObject>,
-    obs: &mut Observation,
-) -> Result<(), Error> {
-    let resource = resources::service_monitor_resource();
+) -> Result<Presence, Error> {
+    let resource = &optional.resource;
     let crd_installed = match client.list_api_group_resources(&resource.api_version).await {
         Ok(list) => list.resources.iter().any(|r| r.name == resource.plural),
         Err(kube::Error::Api(e)) if e.code == 404 => false,
         Err(e) => return Err(read(format!("API group {}", resource.api_version), e)),
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
+    let failed = |source| Error::Apply { kind: resource.kind.clone(), name: name.to_owned(), source };
     match (wanted, crd_installed) {
-        (Some(sm), true) => {
-            api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(sm))
-                .await
-                .map_err(|source| Error::Apply { kind: "ServiceMonitor".to_owned(), name: name.to_owned(), source })?;
-            obs.monitoring_ready = true;
+        (Some(object), true) => {
+            api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object)).await.map_err(failed)?;
+            Ok(Presence::Applied)
         }
-        (Some(_), false) => {
-            obs.monitoring_unavailable = Some(format!(
-                "spec.monitoring.serviceMonitor is true but the cluster has no {} API (the Prometheus \
-                 Operator's CRDs): install them, or scrape the pods' prometheus.io annotations instead",
-                resource.api_version
-            ));
-        }
+        (Some(_), false) => Ok(Presence::CrdMissing(format!(
+            "{} is true but the cluster has no {} {} API (the Prometheus Operator's CRDs): install them, {}",
+            optional.field, resource.api_version, resource.kind, optional.fallback
+        ))),
         (None, true) => match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => tracing::info!(servicemonitor = %format!("{ns}/{name}"), "deleted: monitoring turned off"),
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(source) => {
-                return Err(Error::Apply { kind: "ServiceMonitor".to_owned(), name: name.to_owned(), source });
+            Ok(_) => {
+                tracing::info!(kind = %resource.kind, object = %format!("{ns}/{name}"), "deleted: monitoring turned off");
+                Ok(Presence::Absent)
             }
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Presence::Absent),
+            Err(source) => Err(failed(source)),
         },
-        (None, false) => {}
+        (None, false) => Ok(Presence::Absent),
     }
-    Ok(())
 }
 
 /// Evicts `pod` (the PDB decides); a refused eviction means waiting, not failing.
@@ -405,6 +454,8 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
     let now = Time(Timestamp::now());
     let name = cc.name_any();
     let ns = cc.namespace().ok_or(Error::NoNamespace)?;
+    let conditions: Vec<(&str, bool)> = verdicts.iter().map(|v| (v.type_, v.status == ConditionStatus::True)).collect();
+    ctx.metrics.set_cluster(&ns, &name, [obs.desired, obs.replicas, obs.ready, obs.updated], &conditions);
     let new_status = CacheClusterStatus {
         observed_generation: cc.metadata.generation,
         replicas: obs.replicas,
@@ -454,7 +505,9 @@ fn event_for(v: &Verdict, first: bool) -> Option<(EventType, &'static str)> {
         (Condition::DEGRADED, _) => Some((EventType::Normal, "Recovered")),
         (Condition::PROGRESSING, ConditionStatus::True) => Some((EventType::Normal, "RolloutStarted")),
         (Condition::PROGRESSING, _) => Some((EventType::Normal, "RolloutComplete")),
-        (Condition::MONITORING, ConditionStatus::False) if v.reason == status::reason::SM_CRD_MISSING => {
+        (Condition::MONITORING, ConditionStatus::False)
+            if v.reason == status::reason::SM_CRD_MISSING || v.reason == status::reason::RULE_CRD_MISSING =>
+        {
             Some((EventType::Warning, v.reason))
         }
         _ => None,

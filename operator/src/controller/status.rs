@@ -27,6 +27,10 @@ pub struct Observation {
     pub monitoring_unavailable: Option<String>,
     /// Monitoring asked for and applied.
     pub monitoring_ready: bool,
+    /// A PrometheusRule asked for but impossible (its CRD missing): the message.
+    pub rule_unavailable: Option<String>,
+    /// A PrometheusRule asked for and applied.
+    pub rule_ready: bool,
 }
 
 /// One condition's new state, before timestamps are attached.
@@ -51,6 +55,8 @@ pub mod reason {
     pub const AS_EXPECTED: &str = "AsExpected";
     pub const SM_APPLIED: &str = "ServiceMonitorApplied";
     pub const SM_CRD_MISSING: &str = "ServiceMonitorCRDMissing";
+    pub const RULE_APPLIED: &str = "PrometheusRuleApplied";
+    pub const RULE_CRD_MISSING: &str = "PrometheusRuleCRDMissing";
     pub const SM_DISABLED: &str = "Disabled";
 }
 
@@ -122,10 +128,24 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
     };
     out.push(degraded);
 
-    let monitoring = match (&obs.monitoring_unavailable, obs.monitoring_ready) {
-        (Some(why), _) => (False, reason::SM_CRD_MISSING, why.clone()),
-        (None, true) => (True, reason::SM_APPLIED, "ServiceMonitor scrapes every pod's /metrics".to_owned()),
-        (None, false) => (False, reason::SM_DISABLED, "spec.monitoring.serviceMonitor is false".to_owned()),
+    // What is missing first (the ServiceMonitor's reason wins: without it nothing is scraped).
+    let missing: Vec<&str> =
+        [&obs.monitoring_unavailable, &obs.rule_unavailable].into_iter().flatten().map(String::as_str).collect();
+    let applied: Vec<&str> = [
+        obs.monitoring_ready.then_some("ServiceMonitor scrapes every pod's /metrics"),
+        obs.rule_ready.then_some("PrometheusRule holds the node alerts"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let monitoring = if !missing.is_empty() {
+        let reason =
+            if obs.monitoring_unavailable.is_some() { reason::SM_CRD_MISSING } else { reason::RULE_CRD_MISSING };
+        (False, reason, missing.join("; "))
+    } else if !applied.is_empty() {
+        (True, if obs.monitoring_ready { reason::SM_APPLIED } else { reason::RULE_APPLIED }, applied.join("; "))
+    } else {
+        (False, reason::SM_DISABLED, "spec.monitoring.serviceMonitor and prometheusRule are false".to_owned())
     };
     out.push(Verdict {
         type_: Condition::MONITORING,
@@ -250,6 +270,33 @@ mod tests {
         assert_eq!(find(&v, "Degraded").message, "demo-0: CrashLoopBackOff");
         let m = find(&v, "Monitoring");
         assert_eq!((m.status, m.reason), (ConditionStatus::False, reason::SM_CRD_MISSING));
+    }
+
+    #[test]
+    fn prometheus_rule_is_part_of_the_monitoring_condition() {
+        let rule_only = Observation { desired: 1, rule_ready: true, ..Default::default() };
+        let m = find(&verdicts(&rule_only), "Monitoring").clone();
+        assert_eq!((m.status, m.reason), (ConditionStatus::True, reason::RULE_APPLIED));
+        let rule_missing = Observation {
+            desired: 1,
+            monitoring_ready: true,
+            rule_unavailable: Some("no PrometheusRule API".into()),
+            ..Default::default()
+        };
+        let m = find(&verdicts(&rule_missing), "Monitoring").clone();
+        assert_eq!(
+            (m.status, m.reason, m.message.as_str()),
+            (ConditionStatus::False, reason::RULE_CRD_MISSING, "no PrometheusRule API")
+        );
+        let both_missing = Observation {
+            desired: 1,
+            monitoring_unavailable: Some("no ServiceMonitor API".into()),
+            rule_unavailable: Some("no PrometheusRule API".into()),
+            ..Default::default()
+        };
+        let m = find(&verdicts(&both_missing), "Monitoring").clone();
+        assert_eq!(m.reason, reason::SM_CRD_MISSING);
+        assert_eq!(m.message, "no ServiceMonitor API; no PrometheusRule API");
     }
 
     #[test]

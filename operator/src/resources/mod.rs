@@ -24,7 +24,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::api::CacheCluster;
 
-pub use monitoring::service_monitor_resource;
+pub use monitoring::{prometheus_rule_resource, service_monitor_resource};
 pub use node_config::node_config;
 
 /// Pod template annotation holding a hash of everything the node process reads (its config
@@ -58,6 +58,9 @@ pub struct Desired {
     /// `<name>`: a `monitoring.coreos.com/v1` ServiceMonitor, only when
     /// `spec.monitoring.serviceMonitor` is true.
     pub service_monitor: Option<DynamicObject>,
+    /// `<name>`: a `monitoring.coreos.com/v1` PrometheusRule with the node alerts, only when
+    /// `spec.monitoring.prometheusRule` is true.
+    pub prometheus_rule: Option<DynamicObject>,
 }
 
 /// A spec the API server accepted but the operator cannot run; the message says what to fix.
@@ -94,6 +97,8 @@ pub fn desired(cc: &CacheCluster) -> Result<Desired, SpecError> {
     let config = node_config(cc)?;
     let service_monitor =
         if cc.spec.monitoring.service_monitor { Some(monitoring::service_monitor(cc, &owner)?) } else { None };
+    let prometheus_rule =
+        if cc.spec.monitoring.prometheus_rule { Some(monitoring::prometheus_rule(cc, &owner)?) } else { None };
     Ok(Desired {
         stateful_set: statefulset::stateful_set(cc, &owner, &config)?,
         config_map: config_map(&owner, config),
@@ -101,6 +106,7 @@ pub fn desired(cc: &CacheCluster) -> Result<Desired, SpecError> {
         client_service: services::client_service(cc, &owner)?,
         pdb: pdb::pod_disruption_budget(&owner),
         service_monitor,
+        prometheus_rule,
     })
 }
 

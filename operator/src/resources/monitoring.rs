@@ -1,5 +1,5 @@
-//! The Prometheus Operator ServiceMonitor, built as a dynamic object: its CRD may not be
-//! installed, and the operator does not depend on its Rust types.
+//! The Prometheus Operator ServiceMonitor and PrometheusRule, built as dynamic objects: their
+//! CRDs may not be installed, and the operator does not depend on their Rust types.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
@@ -14,8 +14,56 @@ pub fn service_monitor_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, "servicemonitors")
 }
 
+/// `monitoring.coreos.com/v1` `PrometheusRule` (plural `prometheusrules`).
+pub fn prometheus_rule_resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk("monitoring.coreos.com", "v1", "PrometheusRule");
+    ApiResource::from_gvk_with_plural(&gvk, "prometheusrules")
+}
+
+/// The repository's alert rules (dashboards/strata.rules.yaml), checked against a real
+/// Prometheus by scripts/check-dashboards.sh; the operator ships its `strata-node` group.
+const RULES_FILE: &str = include_str!("../../../dashboards/strata.rules.yaml");
+/// The group of [`RULES_FILE`] about cache nodes.
+const NODE_GROUP: &str = "strata-node";
+/// The matcher every node selector of that group carries ("a pod of some CacheCluster"); the
+/// operator narrows it to one cluster.
+const ANY_CLUSTER: &str = "cachecluster!=\"\"";
+
+/// Pod label the ServiceMonitor copies into the `cachecluster` label of every series.
+const INSTANCE_META_LABEL: &str = "__meta_kubernetes_pod_label_app_kubernetes_io_instance";
+
+/// `<name>`: the node alerts of [`RULES_FILE`], each selector narrowed to this cluster's pods.
+pub(super) fn prometheus_rule(cc: &CacheCluster, owner: &Owner) -> Result<DynamicObject, SpecError> {
+    let rules: serde_json::Value = serde_saphyr::from_str(RULES_FILE)
+        .map_err(|e| SpecError::new("monitoring.prometheusRule", format!("the built-in rules do not parse: {e}")))?;
+    let mut group = rules["groups"]
+        .as_array()
+        .and_then(|groups| groups.iter().find(|g| g["name"] == NODE_GROUP))
+        .cloned()
+        .ok_or_else(|| {
+            SpecError::new("monitoring.prometheusRule", format!("no {NODE_GROUP} group in the built-in rules"))
+        })?;
+    // Owner::of checked the names: DNS labels, nothing to escape in PromQL.
+    let scope = format!("namespace=\"{}\", cachecluster=\"{}\"", owner.namespace, owner.name);
+    for rule in group["rules"].as_array_mut().into_iter().flatten() {
+        if let Some(expr) = rule["expr"].as_str() {
+            rule["expr"] = expr.replace(ANY_CLUSTER, &scope).into();
+        }
+    }
+    let mut metadata: ObjectMeta = owner.metadata(owner.name.clone());
+    let mut labels = cc.spec.monitoring.labels.clone();
+    labels.extend(metadata.labels.take().unwrap_or_default());
+    metadata.labels = Some(labels);
+    let resource = prometheus_rule_resource();
+    Ok(DynamicObject {
+        metadata,
+        ..DynamicObject::new(&owner.name, &resource).data(json!({ "spec": { "groups": [group] } }))
+    })
+}
+
 /// `<name>`: scrapes `/metrics` of every pod through the headless Service, which lists pods
-/// that are not ready yet too.
+/// that are not ready yet too. Series get the label `cachecluster` (the CacheCluster's name),
+/// which the dashboards and alert rules select on, besides the usual `namespace` and `pod`.
 pub(super) fn service_monitor(cc: &CacheCluster, owner: &Owner) -> Result<DynamicObject, SpecError> {
     let monitoring = &cc.spec.monitoring;
     if !is_prometheus_duration(&monitoring.interval) {
@@ -38,7 +86,12 @@ pub(super) fn service_monitor(cc: &CacheCluster, owner: &Owner) -> Result<Dynami
             "spec": {
                 "selector": {"matchLabels": match_labels},
                 "namespaceSelector": {"matchNames": [owner.namespace]},
-                "endpoints": [{"port": "metrics", "path": "/metrics", "interval": monitoring.interval}],
+                "endpoints": [{
+                    "port": "metrics",
+                    "path": "/metrics",
+                    "interval": monitoring.interval,
+                    "relabelings": [{"sourceLabels": [INSTANCE_META_LABEL], "targetLabel": "cachecluster"}],
+                }],
             }
         }))
     })
@@ -96,7 +149,15 @@ mod tests {
                     "strata.dev/service": "headless",
                 }},
                 "namespaceSelector": {"matchNames": [NAMESPACE]},
-                "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
+                "endpoints": [{
+                    "port": "metrics",
+                    "path": "/metrics",
+                    "interval": "30s",
+                    "relabelings": [{
+                        "sourceLabels": ["__meta_kubernetes_pod_label_app_kubernetes_io_instance"],
+                        "targetLabel": "cachecluster",
+                    }],
+                }],
             }})
         );
         // Serialized, the object is a complete ServiceMonitor manifest.
@@ -115,6 +176,36 @@ mod tests {
         assert_eq!(labels["release"], "kube-prometheus");
         assert_eq!(labels["app.kubernetes.io/name"], "strata-node", "ours win");
         assert_eq!(labels["app.kubernetes.io/managed-by"], "strata-operator");
+    }
+
+    #[test]
+    fn prometheus_rule_holds_the_node_alerts_of_this_cluster_only() {
+        let cc = cluster(json!({"monitoring": {"prometheusRule": true, "labels": {"release": "kps"}}}));
+        let object = prometheus_rule(&cc, &Owner::of(&cc).unwrap()).unwrap();
+        let types = object.types.clone().unwrap();
+        assert_eq!((types.api_version.as_str(), types.kind.as_str()), ("monitoring.coreos.com/v1", "PrometheusRule"));
+        assert_eq!(object.metadata.labels.as_ref().unwrap()["release"], "kps");
+        let groups = object.data["spec"]["groups"].as_array().unwrap();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0]["name"], NODE_GROUP);
+        let rules = groups[0]["rules"].as_array().unwrap();
+        let alerts: Vec<&str> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
+        for want in ["StrataNodeDown", "StrataMemoryNearBudget", "StrataLatencyP99High"] {
+            assert!(alerts.contains(&want), "{want} missing from {alerts:?}");
+        }
+        assert!(!alerts.contains(&"StrataNoOperatorLeader"), "operator alerts belong to the chart");
+        let scope = format!("namespace=\"{NAMESPACE}\", cachecluster=\"{NAME}\"");
+        for rule in rules {
+            let expr = rule["expr"].as_str().unwrap();
+            assert!(!expr.contains(ANY_CLUSTER), "unscoped selector left in {expr}");
+            // Every selector of a metric is narrowed: as many scopes as metric names.
+            let metrics = expr.matches("strata_").count() + expr.matches("up{").count();
+            assert_eq!(expr.matches(&scope).count(), metrics, "{expr}");
+        }
+        // The built-in file's own selectors are what the scoping relies on.
+        let whole: serde_json::Value = serde_saphyr::from_str(RULES_FILE).unwrap();
+        let node = whole["groups"].as_array().unwrap().iter().find(|g| g["name"] == NODE_GROUP).unwrap();
+        assert_eq!(node["rules"].as_array().unwrap().len(), rules.len());
     }
 
     #[test]

@@ -30,6 +30,7 @@ fn manifests(desired: &Desired) -> Vec<Value> {
         serde_json::to_value(&desired.pdb).unwrap(),
     ];
     all.extend(desired.service_monitor.iter().map(|m| serde_json::to_value(m).unwrap()));
+    all.extend(desired.prometheus_rule.iter().map(|r| serde_json::to_value(r).unwrap()));
     all
 }
 
@@ -122,6 +123,14 @@ fn service_monitor_only_when_asked() {
     assert!(desired(&cluster(json!({"monitoring": {"serviceMonitor": true}}))).unwrap().service_monitor.is_some());
     // Its settings are not checked while it is off.
     assert!(desired(&cluster(json!({"monitoring": {"interval": "soon"}}))).is_ok());
+}
+
+#[test]
+fn prometheus_rule_only_when_asked() {
+    assert!(desired(&cluster(json!({}))).unwrap().prometheus_rule.is_none());
+    let both = desired(&cluster(json!({"monitoring": {"prometheusRule": true}}))).unwrap();
+    assert!(both.prometheus_rule.is_some());
+    assert!(both.service_monitor.is_none(), "each is asked for on its own");
 }
 
 #[test]

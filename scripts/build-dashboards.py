@@ -1,0 +1,673 @@
+#!/usr/bin/env python3
+"""Writes the Grafana dashboards under dashboards/ from the panel list below, so every panel has
+the same datasource, variables, units, thresholds and description conventions.
+
+    scripts/build-dashboards.py           (re)write dashboards/*.json
+    scripts/build-dashboards.py --check   exit 1 when a committed dashboard differs from a fresh build
+
+Every query uses only metrics that strata-node or strata-operator export, with the labels the
+operator's ServiceMonitor gives their targets: `namespace`, `pod`, and `cachecluster` (the
+CacheCluster's name, relabelled from the pods' `app.kubernetes.io/instance` label).
+scripts/check-dashboards.sh evaluates every one of them against a real Prometheus.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "dashboards"
+
+# Grafana 10.4 / 11.x.
+SCHEMA_VERSION = 39
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+# Label matchers of the variables, for node metrics.
+NODE = 'namespace=~"$namespace", cachecluster=~"$cluster", pod=~"$pod"'
+# For the operator's per-CacheCluster series (no pod: the operator reports them).
+CLUSTER = 'namespace=~"$namespace", cachecluster=~"$cluster"'
+RATE = "$__rate_interval"
+
+GREEN, YELLOW, RED = "green", "#EAB839", "red"
+
+
+def thresholds(*steps):
+    """steps: (value, color) after the base color, e.g. thresholds(GREEN, (0.9, YELLOW))."""
+    base, rest = steps[0], steps[1:]
+    return {
+        "mode": "absolute",
+        "steps": [{"color": base, "value": None}] + [{"color": c, "value": v} for v, c in rest],
+    }
+
+
+class Board:
+    def __init__(self, uid, title, description, tags, variables):
+        self.uid, self.title, self.description, self.tags = uid, title, description, tags
+        self.variables = variables
+        self.panels = []
+        self.y = 0
+        self.x = 0
+        self.row_height = 0
+
+    def row(self, title):
+        self.newline()
+        self.panels.append(
+            {
+                "type": "row",
+                "title": title,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y},
+                "panels": [],
+            }
+        )
+        self.y += 1
+
+    def newline(self):
+        if self.x:
+            self.y += self.row_height
+            self.x, self.row_height = 0, 0
+
+    def panel(self, kind, title, description, targets, unit, thr, w=12, h=8, **extra):
+        if self.x + w > 24:
+            self.newline()
+        defaults = {"unit": unit, "thresholds": thr, "color": {"mode": "palette-classic"}}
+        if kind in ("stat", "gauge", "bargauge"):
+            defaults["color"] = {"mode": "thresholds"}
+        defaults.update(extra.pop("defaults", {}))
+        panel = {
+            "type": kind,
+            "title": title,
+            "description": description,
+            "datasource": DS,
+            "gridPos": {"h": h, "w": w, "x": self.x, "y": self.y},
+            "fieldConfig": {"defaults": defaults, "overrides": extra.pop("overrides", [])},
+            "options": extra.pop("options", {}),
+            "targets": [
+                {
+                    "datasource": DS,
+                    "refId": chr(ord("A") + i),
+                    "expr": expr,
+                    "legendFormat": legend,
+                    **({"instant": True, "range": False, "format": "table"} if kind == "table" else {}),
+                }
+                for i, (expr, legend) in enumerate(targets)
+            ],
+        }
+        if kind == "timeseries":
+            panel["options"] = {
+                "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
+                "tooltip": {"mode": "multi", "sort": "desc"},
+                **panel["options"],
+            }
+            defaults.setdefault("custom", {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never"})
+            if thr["steps"][1:]:
+                defaults["custom"]["thresholdsStyle"] = {"mode": "line"}
+        if kind == "stat":
+            panel["options"] = {
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                "colorMode": "value",
+                "graphMode": "area",
+                "textMode": "auto",
+                **panel["options"],
+            }
+        panel.update(extra)
+        self.panels.append(panel)
+        self.x += w
+        self.row_height = max(self.row_height, h)
+
+    def json(self):
+        for i, p in enumerate(self.panels, start=1):
+            p["id"] = i
+        return {
+            "uid": self.uid,
+            "title": self.title,
+            "description": self.description,
+            "tags": self.tags,
+            "editable": True,
+            "graphTooltip": 1,
+            "refresh": "30s",
+            "schemaVersion": SCHEMA_VERSION,
+            "time": {"from": "now-1h", "to": "now"},
+            "timezone": "browser",
+            "version": 1,
+            "annotations": {"list": []},
+            "links": [
+                {"type": "dashboards", "tags": ["strata"], "asDropdown": True, "title": "Strata dashboards"}
+            ],
+            "templating": {"list": self.variables},
+            "panels": self.panels,
+        }
+
+
+def datasource_var():
+    return {
+        "name": "datasource",
+        "label": "Data source",
+        "type": "datasource",
+        "query": "prometheus",
+        "current": {},
+        "hide": 0,
+        "refresh": 1,
+        "regex": "",
+    }
+
+
+def query_var(name, label, query, multi=True):
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "query": {"query": query, "refId": f"{name}-var"},
+        "definition": query,
+        "refresh": 2,
+        "sort": 1,
+        "multi": multi,
+        "includeAll": True,
+        "allValue": ".*",
+        "current": {},
+        "hide": 0,
+    }
+
+
+def node_variables(pod=True):
+    out = [
+        datasource_var(),
+        query_var("namespace", "Namespace", "label_values(strata_build_info, namespace)"),
+        query_var("cluster", "CacheCluster", 'label_values(strata_build_info{namespace=~"$namespace"}, cachecluster)'),
+    ]
+    if pod:
+        out.append(
+            query_var(
+                "pod",
+                "Pod",
+                'label_values(strata_build_info{namespace=~"$namespace", cachecluster=~"$cluster"}, pod)',
+            )
+        )
+    return out
+
+
+def quantile(q, by, selector, metric="strata_command_duration_seconds_bucket"):
+    return f"histogram_quantile({q}, sum by ({by}) (rate({metric}{{{selector}}}[{RATE}])))"
+
+
+def rate(metric, selector=NODE, by=None):
+    inner = f"rate({metric}{{{selector}}}[{RATE}])"
+    return f"sum by ({by}) ({inner})" if by else f"sum({inner})"
+
+
+def hit_ratio(by):
+    hits = rate("strata_keyspace_hits_total", by=by)
+    misses = rate("strata_keyspace_misses_total", by=by)
+    return f"{hits} / ({hits} + {misses})"
+
+
+def overview():
+    b = Board(
+        "strata-overview",
+        "Strata / Cluster overview",
+        "Every CacheCluster at a glance: traffic, hit ratio, latency, memory against maxmemory, "
+        "evictions, connections and pods ready.",
+        ["strata"],
+        node_variables(),
+    )
+    b.row("Traffic")
+    b.panel(
+        "timeseries",
+        "Operations per second by command",
+        "Commands executed per second, per command name (rate of strata_commands_total), over the selected pods.",
+        [(rate("strata_commands_total", by="command"), "{{command}}")],
+        "ops",
+        thresholds(GREEN),
+    )
+    b.panel(
+        "timeseries",
+        "Hit ratio",
+        "Share of key lookups that found the key (strata_keyspace_hits_total over hits + misses), per "
+        "CacheCluster. Below 80% (yellow) the cache is too small for the working set or keys expire too soon.",
+        [(hit_ratio("namespace, cachecluster"), "{{namespace}}/{{cachecluster}}")],
+        "percentunit",
+        thresholds(RED, (0.5, YELLOW), (0.8, GREEN)),
+        defaults={"min": 0, "max": 1},
+    )
+    b.panel(
+        "timeseries",
+        "Command latency p50 / p99 / p99.9",
+        "Server-side command execution time from the node's histogram strata_command_duration_seconds "
+        "(buckets from 10 µs to 1 s; network time not included). Above 1 ms (yellow) or 10 ms (red) a "
+        "command waits on something it should not.",
+        [
+            (quantile(0.5, "le", NODE), "p50"),
+            (quantile(0.99, "le", NODE), "p99"),
+            (quantile(0.999, "le", NODE), "p99.9"),
+        ],
+        "s",
+        thresholds(GREEN, (0.001, YELLOW), (0.01, RED)),
+    )
+    b.panel(
+        "timeseries",
+        "Errors per second",
+        "Commands that replied with an error (strata_command_failures_total), commands refused before "
+        "execution, e.g. OOM with noeviction or wrong arity (strata_commands_rejected_total), and "
+        "connections closed for malformed RESP (strata_protocol_errors_total).",
+        [
+            (rate("strata_command_failures_total"), "failed"),
+            (rate("strata_commands_rejected_total"), "rejected"),
+            (rate("strata_protocol_errors_total"), "protocol errors"),
+        ],
+        "ops",
+        thresholds(GREEN, (1, RED)),
+    )
+    b.row("Memory and keys")
+    b.panel(
+        "timeseries",
+        "Memory used vs maxmemory",
+        "What each node's allocator holds (strata_memory_used_bytes{component=\"total\"}, Redis's "
+        "used_memory) against its budget (strata_memory_max_bytes, 0 = no limit), and its resident set "
+        "(strata_memory_rss_bytes). A full cache sits at its budget and evicts; RSS should stay below "
+        "1.15 x maxmemory.",
+        [
+            (f'strata_memory_used_bytes{{component="total", {NODE}}}', "{{pod}} used"),
+            (f"strata_memory_max_bytes{{{NODE}}}", "{{pod}} maxmemory"),
+            (f"strata_memory_rss_bytes{{{NODE}}}", "{{pod}} RSS"),
+        ],
+        "bytes",
+        thresholds(GREEN),
+        w=16,
+    )
+    b.panel(
+        "bargauge",
+        "Memory used / maxmemory",
+        "Used memory as a share of maxmemory per pod (empty for a node without a limit). At 100% "
+        "writes evict (or, with noeviction, fail).",
+        [
+            (
+                f'strata_memory_used_bytes{{component="total", {NODE}}} / on (namespace, cachecluster, pod) '
+                f"(strata_memory_max_bytes{{{NODE}}} > 0)",
+                "{{pod}}",
+            )
+        ],
+        "percentunit",
+        thresholds(GREEN, (0.9, YELLOW), (0.98, RED)),
+        w=8,
+        defaults={"min": 0, "max": 1},
+        options={"orientation": "horizontal", "displayMode": "gradient",
+                 "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+    )
+    b.panel(
+        "timeseries",
+        "Evictions and expirations per second",
+        "Keys evicted to stay under maxmemory (strata_evicted_keys_total) and keys removed because their "
+        "TTL passed (strata_expired_keys_total). Steady evictions are what a full cache does; a jump means "
+        "the working set outgrew memory.",
+        [
+            (rate("strata_evicted_keys_total", by="cachecluster"), "{{cachecluster}} evicted"),
+            (rate("strata_expired_keys_total", by="cachecluster"), "{{cachecluster}} expired"),
+        ],
+        "cps",
+        thresholds(GREEN),
+    )
+    b.panel(
+        "timeseries",
+        "Keys",
+        "Keys held by each node, all databases (strata_keys).",
+        [(f"sum by (pod) (strata_keys{{{NODE}}})", "{{pod}}")],
+        "short",
+        thresholds(GREEN),
+    )
+    b.row("Clients and pods")
+    b.panel(
+        "timeseries",
+        "Connections",
+        "Connected clients per pod (strata_connections) and connections refused at maxclients per "
+        "second (strata_connections_rejected_total; any is a problem).",
+        [
+            (f"strata_connections{{{NODE}}}", "{{pod}}"),
+            (rate("strata_connections_rejected_total", by="pod"), "{{pod}} refused/s"),
+        ],
+        "short",
+        thresholds(GREEN),
+        w=8,
+    )
+    b.panel(
+        "timeseries",
+        "Network traffic",
+        "Bytes read from and written to clients per second (strata_net_input_bytes_total, "
+        "strata_net_output_bytes_total).",
+        [
+            (rate("strata_net_input_bytes_total"), "in"),
+            (rate("strata_net_output_bytes_total"), "out"),
+        ],
+        "Bps",
+        thresholds(GREEN),
+        w=8,
+    )
+    b.panel(
+        "timeseries",
+        "Pods ready vs desired",
+        "Cache node pods per CacheCluster as the operator sees them (strata_cachecluster_replicas): desired "
+        "is spec.replicas. Ready below desired for long means pods cannot start or pass /readyz.",
+        [(f'strata_cachecluster_replicas{{{CLUSTER}, state=~"desired|ready"}}', "{{cachecluster}} {{state}}")],
+        "short",
+        thresholds(GREEN),
+        w=8,
+        defaults={"min": 0, "decimals": 0},
+    )
+    return b
+
+
+def node_detail():
+    b = Board(
+        "strata-node",
+        "Strata / Node detail",
+        "One cache node at a time: threads, per-command latency and errors, keyspace by db, memory by "
+        "component and connection buffers.",
+        ["strata"],
+        node_variables(),
+    )
+    b.row("Threads")
+    b.panel(
+        "timeseries",
+        "Worker threads: configured vs active",
+        "Worker threads (strata_worker_threads) and those taking connections now "
+        "(strata_worker_threads_active): the adaptive balancer serves from as few workers as the load needs.",
+        [
+            (f"strata_worker_threads{{{NODE}}}", "{{pod}} workers"),
+            (f"strata_worker_threads_active{{{NODE}}}", "{{pod}} active"),
+        ],
+        "short",
+        thresholds(GREEN),
+        defaults={"min": 0, "decimals": 0},
+    )
+    b.panel(
+        "timeseries",
+        "Connection migrations",
+        "Connections moved between worker threads per second (strata_connection_migrations_total), when "
+        "the balancer grows or shrinks the set of active workers.",
+        [(rate("strata_connection_migrations_total", by="pod"), "{{pod}}")],
+        "cps",
+        thresholds(GREEN),
+    )
+    b.row("Commands")
+    b.panel(
+        "timeseries",
+        "p99 latency by command",
+        "99th percentile of server-side execution time per command (strata_command_duration_seconds). "
+        "Commands without calls in the window show no line.",
+        [(quantile(0.99, "command, le", NODE), "{{command}}")],
+        "s",
+        thresholds(GREEN, (0.001, YELLOW), (0.01, RED)),
+    )
+    b.panel(
+        "timeseries",
+        "Mean latency by command",
+        "Average execution time per command: rate of strata_command_duration_seconds_sum over _count.",
+        [
+            (
+                f"{rate('strata_command_duration_seconds_sum', by='command')} / "
+                f"{rate('strata_command_duration_seconds_count', by='command')}",
+                "{{command}}",
+            )
+        ],
+        "s",
+        thresholds(GREEN, (0.001, YELLOW), (0.01, RED)),
+    )
+    b.panel(
+        "timeseries",
+        "Slow commands (> 10 ms) per second",
+        "Calls per second that took longer than 10 ms, per command: the histogram's count minus its "
+        "le=\"0.01\" bucket. An in-memory cache should show none.",
+        [
+            (
+                f"{rate('strata_command_duration_seconds_count', by='command')} - "
+                + rate("strata_command_duration_seconds_bucket", selector=NODE + ', le="0.01"', by="command"),
+                "{{command}}",
+            )
+        ],
+        "ops",
+        thresholds(GREEN, (0.1, RED)),
+    )
+    b.panel(
+        "timeseries",
+        "Failures and rejections by command",
+        "Per command: calls that replied with an error (strata_command_failures_total) and calls refused "
+        "before execution, e.g. OOM or arity (strata_commands_rejected_total).",
+        [
+            (rate("strata_command_failures_total", by="command"), "{{command}} failed"),
+            (rate("strata_commands_rejected_total", by="command"), "{{command}} rejected"),
+        ],
+        "ops",
+        thresholds(GREEN, (1, RED)),
+    )
+    b.row("Keyspace")
+    b.panel(
+        "bargauge",
+        "Keys by database",
+        "Keys per logical database (strata_keys{db}), summed over the selected pods.",
+        [(f"sum by (db) (strata_keys{{{NODE}}})", "db {{db}}")],
+        "short",
+        thresholds(GREEN),
+        options={"orientation": "horizontal", "displayMode": "basic",
+                 "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}},
+    )
+    b.panel(
+        "timeseries",
+        "Hits and misses per second",
+        "Key lookups that found the key (strata_keyspace_hits_total) and that did not "
+        "(strata_keyspace_misses_total), per pod.",
+        [
+            (rate("strata_keyspace_hits_total", by="pod"), "{{pod}} hits"),
+            (rate("strata_keyspace_misses_total", by="pod"), "{{pod}} misses"),
+        ],
+        "ops",
+        thresholds(GREEN),
+    )
+    b.panel(
+        "timeseries",
+        "Evicted memory per second",
+        "Bytes freed by eviction per second (strata_evicted_bytes_total), per pod.",
+        [(rate("strata_evicted_bytes_total", by="pod"), "{{pod}}")],
+        "Bps",
+        thresholds(GREEN),
+    )
+    b.row("Memory and buffers")
+    b.panel(
+        "timeseries",
+        "Memory by component",
+        "strata_memory_used_bytes: total (what the allocator holds), of which the keyspace and the "
+        "connections' query and output buffers.",
+        [(f"strata_memory_used_bytes{{{NODE}}}", "{{pod}} {{component}}")],
+        "bytes",
+        thresholds(GREEN),
+    )
+    b.panel(
+        "timeseries",
+        "Client buffers",
+        "Memory of the connections' query and output buffers (strata_memory_used_bytes{component=\"connections\"}) "
+        "and clients disconnected per second for exceeding their output buffer limit "
+        "(strata_output_buffer_disconnects_total, right axis).",
+        [
+            (f'strata_memory_used_bytes{{component="connections", {NODE}}}', "{{pod}} buffers"),
+            (rate("strata_output_buffer_disconnects_total", by="pod"), "{{pod}} disconnects/s"),
+        ],
+        "bytes",
+        thresholds(GREEN),
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*disconnects/s"},
+                "properties": [
+                    {"id": "unit", "value": "cps"},
+                    {"id": "custom.axisPlacement", "value": "right"},
+                ],
+            }
+        ],
+    )
+    b.panel(
+        "timeseries",
+        "Allocator",
+        "The allocator's figures (strata_memory_allocator_bytes): allocated, active pages, resident; "
+        "and huge pages in use (strata_hugepages_bytes).",
+        [
+            (f"strata_memory_allocator_bytes{{{NODE}}}", "{{pod}} {{state}}"),
+            (f"strata_hugepages_bytes{{{NODE}}}", "{{pod}} hugepages"),
+        ],
+        "bytes",
+        thresholds(GREEN),
+    )
+    b.panel(
+        "stat",
+        "Uptime",
+        "Time since each node started (strata_uptime_seconds); a reset means a restart and a cold cache.",
+        [(f"strata_uptime_seconds{{{NODE}}}", "{{pod}}")],
+        "s",
+        thresholds(RED, (300, GREEN)),
+    )
+    return b
+
+
+def operator():
+    op_vars = [
+        datasource_var(),
+        query_var("namespace", "Namespace", "label_values(strata_cachecluster_replicas, namespace)"),
+        query_var("cluster", "CacheCluster", 'label_values(strata_cachecluster_replicas{namespace=~"$namespace"}, cachecluster)'),
+    ]
+    b = Board(
+        "strata-operator",
+        "Strata / Operator",
+        "The strata-operator: reconciliations, errors by reason, reconcile duration, the leader, and the "
+        "CacheClusters it runs (pods, rollouts, conditions).",
+        ["strata"],
+        op_vars,
+    )
+    b.row("Controller")
+    b.panel(
+        "timeseries",
+        "Reconciliations per second",
+        "CacheCluster reconciliations started per second, per operator pod "
+        "(strata_operator_reconciliations_total). Only the leader reconciles.",
+        [("sum by (pod) (rate(strata_operator_reconciliations_total[$__rate_interval]))", "{{pod}}")],
+        "ops",
+        thresholds(GREEN),
+        w=8,
+    )
+    b.panel(
+        "timeseries",
+        "Reconcile errors by reason",
+        "Failed reconciliations per second by reason (strata_operator_reconcile_errors_total): Apply, Read, "
+        "Evict, Status, NoNamespace. The operator logs each with the object and the API error.",
+        [("sum by (reason) (rate(strata_operator_reconcile_errors_total[$__rate_interval]))", "{{reason}}")],
+        "ops",
+        thresholds(GREEN, (0.01, RED)),
+        w=8,
+    )
+    b.panel(
+        "timeseries",
+        "Reconcile duration",
+        "p50 and p99 of the time one reconciliation takes (strata_operator_reconcile_duration_seconds): a "
+        "handful of API calls, normally well under a second.",
+        [
+            ("histogram_quantile(0.5, sum by (le) (rate(strata_operator_reconcile_duration_seconds_bucket[$__rate_interval])))", "p50"),
+            ("histogram_quantile(0.99, sum by (le) (rate(strata_operator_reconcile_duration_seconds_bucket[$__rate_interval])))", "p99"),
+        ],
+        "s",
+        thresholds(GREEN, (1, YELLOW), (5, RED)),
+        w=8,
+    )
+    b.panel(
+        "stat",
+        "Leaders",
+        "Operator pods holding the leader Lease (sum of strata_operator_leader): 1 is healthy; 0 means no "
+        "CacheCluster is being reconciled.",
+        [("sum(strata_operator_leader)", "leaders")],
+        "short",
+        thresholds(RED, (1, GREEN), (2, RED)),
+        w=6,
+        defaults={"decimals": 0},
+    )
+    b.panel(
+        "timeseries",
+        "Leader by pod",
+        "strata_operator_leader per operator pod: 1 while it holds the Lease and runs the controller.",
+        [("strata_operator_leader", "{{pod}}")],
+        "short",
+        thresholds(GREEN),
+        w=6,
+        defaults={"min": 0, "max": 1, "decimals": 0},
+    )
+    b.panel(
+        "stat",
+        "Rollouts in progress",
+        "CacheClusters whose Progressing condition is True (strata_cachecluster_condition): the operator is "
+        "replacing pods one at a time, or creating them.",
+        [(f'sum(strata_cachecluster_condition{{condition="Progressing", {CLUSTER}}})', "rolling")],
+        "short",
+        thresholds(GREEN, (1, YELLOW)),
+        w=6,
+        defaults={"decimals": 0},
+    )
+    b.panel(
+        "stat",
+        "Degraded CacheClusters",
+        "CacheClusters whose Degraded condition is True: pods failing or restarting, or a spec the operator "
+        "cannot run (kubectl describe cachecluster says why).",
+        [(f'sum(strata_cachecluster_condition{{condition="Degraded", {CLUSTER}}})', "degraded")],
+        "short",
+        thresholds(GREEN, (1, RED)),
+        w=6,
+        defaults={"decimals": 0},
+    )
+    b.row("CacheClusters")
+    b.panel(
+        "timeseries",
+        "Pods by state",
+        "strata_cachecluster_replicas: desired (spec.replicas), current (exist), ready, updated (run the "
+        "current spec), per CacheCluster.",
+        [(f"strata_cachecluster_replicas{{{CLUSTER}}}", "{{namespace}}/{{cachecluster}} {{state}}")],
+        "short",
+        thresholds(GREEN),
+        defaults={"min": 0, "decimals": 0},
+    )
+    b.panel(
+        "timeseries",
+        "Conditions",
+        "strata_cachecluster_condition: 1 while a condition is True (Available, Progressing, Degraded, "
+        "Monitoring), per CacheCluster.",
+        [(f"strata_cachecluster_condition{{{CLUSTER}}}", "{{cachecluster}} {{condition}}")],
+        "short",
+        thresholds(GREEN),
+        defaults={"min": 0, "max": 1, "decimals": 0},
+    )
+    return b
+
+
+BOARDS = {"strata-overview.json": overview, "strata-node.json": node_detail, "strata-operator.json": operator}
+
+
+def render(build):
+    return json.dumps(build().json(), indent=2, ensure_ascii=False) + "\n"
+
+
+def main(argv):
+    check = argv[1:] == ["--check"]
+    if argv[1:] and not check:
+        print(__doc__, file=sys.stderr)
+        return 2
+    stale = []
+    for name, build in BOARDS.items():
+        text = render(build)
+        path = OUT / name
+        if check:
+            if not path.is_file() or path.read_text() != text:
+                stale.append(name)
+        else:
+            OUT.mkdir(exist_ok=True)
+            path.write_text(text)
+            print(f"wrote dashboards/{name}", file=sys.stderr)
+    if stale:
+        print(f"build-dashboards: stale {', '.join(stale)}: run scripts/build-dashboards.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

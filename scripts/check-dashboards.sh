@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Proves the dashboards and alert rules against a real Prometheus (run by `make check`):
+#
+#   1. builds strata-node and strata-operator (the dev profile `cargo test` builds anyway);
+#   2. starts etcd + kube-apiserver (the operator tests' control plane, from scripts/k8s-tools.sh),
+#      the real operator with leader election, and a CacheCluster for it to reconcile;
+#   3. starts a strata-node with a small maxmemory (so it evicts) under redis-benchmark load,
+#      including keys with a 1 s TTL (so they expire);
+#   4. starts Debian's prometheus (scrape and rule evaluation every second) scraping both, with
+#      the labels the operator's ServiceMonitor gives real pods (namespace, cachecluster, pod) and
+#      dashboards/strata.rules.yaml loaded;
+#   5. scripts/check-dashboards.py evaluates every dashboard query, variable and rule, and runs
+#      `promtool check metrics` on real scrapes of both; `promtool check rules` checks the rules
+#      file and the chart's PrometheusRule.
+#
+#   scripts/check-dashboards.sh                    the check (about 1.5 minutes)
+#   scripts/check-dashboards.sh --render DIR       the check, then the overview's PNGs into DIR
+#
+# Environment: LOAD_SECONDS (default 40), STRATA_DASH_PROFILE=release for optimized binaries,
+# KEEP=1 to leave the work directory (logs, TSDB) behind. Nothing is skipped: a missing tool fails.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+LOAD_SECONDS=${LOAD_SECONDS:-40}
+PROFILE=${STRATA_DASH_PROFILE:-dev}
+RENDER=""
+case ${1:-} in
+  "") ;;
+  --render) RENDER=${2:?--render needs a directory} ;;
+  -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+  *) echo "check-dashboards: unknown argument '$1'" >&2; exit 2 ;;
+esac
+
+say() { echo "[check-dashboards $(date +%T)] $*" >&2; }
+die() { say "FAIL: $*"; exit 1; }
+
+# Debian's python3 (python3-yaml, python3-matplotlib), not whatever python3 comes first on PATH.
+PY=/usr/bin/python3
+K8S_BIN=${STRATA_K8S_BIN:-$("$ROOT/scripts/k8s-tools.sh" path)}
+for tool in prometheus promtool redis-benchmark redis-cli openssl curl "$PY" "$K8S_BIN/etcd" "$K8S_BIN/kube-apiserver" "$K8S_BIN/kubectl"; do
+  command -v "$tool" >/dev/null || die "$tool not found: run 'make deps' (Debian packages) and 'make k8s-tools'"
+done
+"$PY" -c 'import yaml' 2>/dev/null || die "python3-yaml missing: run 'make deps'"
+[[ -z $RENDER ]] || "$PY" -c 'import matplotlib' 2>/dev/null || die "python3-matplotlib missing: run 'make deps'"
+
+say "building strata-node and strata-operator ($PROFILE profile)"
+(cd "$ROOT" && cargo build -q --profile "$PROFILE" -p strata-node --bin strata-node -p strata-operator --bin strata-operator)
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+[[ $PROFILE == dev ]] && BIN=$TARGET/debug || BIN=$TARGET/$PROFILE
+
+WORK=$(mktemp -d /tmp/strata-dashboards.XXXXXX)
+PIDS=()
+cleanup() {
+  local pid i
+  # Newest first (the operator before its API server); the API server's graceful termination
+  # waits a minute for clients, which a throwaway one need not: KILL whatever is left after 3 s.
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do kill "${PIDS[i]}" 2>/dev/null || true; done
+  for ((i = 0; i < 15; i++)); do
+    for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && break; done
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [[ ${KEEP:-0} == 1 ]]; then say "work directory kept: $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+start() { # start NAME CMD...: runs CMD in the background, logging to $WORK/NAME.log
+  local name=$1
+  shift
+  "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+}
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+wait_for() { # wait_for WHAT SECONDS CMD...
+  local what=$1 secs=$2 i
+  shift 2
+  for ((i = 0; i < secs * 5; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  die "$what not ready after ${secs}s (logs in $WORK; KEEP=1 keeps them)"
+}
+
+# --- control plane and operator -----------------------------------------------------------
+ETCD_PORT=$(free_port) PEER_PORT=$(free_port) API_PORT=$(free_port) OP_PORT=$(free_port)
+start etcd "$K8S_BIN/etcd" --data-dir "$WORK/etcd" --log-level warn --unsafe-no-fsync \
+  --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$PEER_PORT" \
+  --initial-cluster "default=http://127.0.0.1:$PEER_PORT"
+openssl genrsa -out "$WORK/sa.key" 2048 2>/dev/null
+TOKEN=strata-dashboards-admin
+echo "$TOKEN,admin,admin,system:masters" >"$WORK/tokens.csv"
+mkdir -p "$WORK/certs"
+start kube-apiserver "$K8S_BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" --cert-dir "$WORK/certs" \
+  --token-auth-file "$WORK/tokens.csv" --authorization-mode Node,RBAC \
+  --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$WORK/sa.key" \
+  --service-account-signing-key-file "$WORK/sa.key" --service-cluster-ip-range 10.96.0.0/16 \
+  --enable-priority-and-fairness=false --v 1
+cat >"$WORK/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- name: test
+  cluster: {server: "https://127.0.0.1:$API_PORT", insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: $TOKEN}
+contexts:
+- name: test
+  context: {cluster: test, user: admin}
+EOF
+export KUBECONFIG=$WORK/kubeconfig
+kubectl() { "$K8S_BIN/kubectl" "$@"; }
+
+# --- the node under load (meanwhile the API server starts) ----------------------------------
+NODE_PORT=$(free_port) NODE_METRICS=$(free_port) PROM_PORT=$(free_port)
+mkdir -p "$WORK/node"
+(cd "$WORK/node" && exec "$BIN/strata-node" --port "$NODE_PORT" --metrics-port "$NODE_METRICS" \
+  --maxmemory 16mb --maxmemory-policy allkeys-lru --threads 2) >"$WORK/strata-node.log" 2>&1 &
+PIDS+=($!)
+wait_for "strata-node" 30 redis-cli -p "$NODE_PORT" ping
+
+# The labels a ServiceMonitor-scraped pod has (namespace, pod; cachecluster relabelled from the
+# pod's app.kubernetes.io/instance). honor_labels for the operator: its strata_cachecluster_*
+# series name their own namespace, as kube-state-metrics' do.
+cat >"$WORK/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - $ROOT/dashboards/strata.rules.yaml
+scrape_configs:
+  - job_name: strata-node
+    static_configs:
+      - targets: ["127.0.0.1:$NODE_METRICS"]
+        labels: {namespace: strata-proof, cachecluster: proof, pod: proof-0}
+  - job_name: strata-operator
+    honor_labels: true
+    static_configs:
+      - targets: ["127.0.0.1:$OP_PORT"]
+        labels: {namespace: strata-system, pod: strata-operator-0}
+EOF
+promtool check config "$WORK/prometheus.yml" >/dev/null
+start prometheus prometheus --config.file "$WORK/prometheus.yml" --storage.tsdb.path "$WORK/tsdb" \
+  --web.listen-address "127.0.0.1:$PROM_PORT" --web.enable-lifecycle
+PROM=http://127.0.0.1:$PROM_PORT
+
+say "load: redis-benchmark for ${LOAD_SECONDS}s (SET/GET/INCR/LPUSH/HSET over 200k keys, SET EX 1)"
+load() {
+  local end=$((SECONDS + LOAD_SECONDS))
+  while ((SECONDS < end)); do
+    redis-benchmark -p "$NODE_PORT" -c 8 -n 40000 -r 200000 -d 256 -q -t set,get,incr,lpush,hset >/dev/null 2>&1 || return 1
+    redis-benchmark -p "$NODE_PORT" -c 4 -n 5000 -r 200000 -q SET "ttl:__rand_int__" v EX 1 >/dev/null 2>&1 || return 1
+  done
+}
+load &
+LOAD_PID=$!
+PIDS+=($LOAD_PID)
+LOAD_START=$(date +%s)
+
+wait_for "kube-apiserver" 120 kubectl get --raw /readyz
+wait_for "namespace default" 60 kubectl get namespace default
+kubectl apply --server-side -f "$ROOT/crds/strata.dev_cacheclusters.yaml" >/dev/null
+kubectl wait --for=condition=Established crd/cacheclusters.strata.dev --timeout=60s >/dev/null
+kubectl create namespace strata-system >/dev/null
+kubectl create namespace strata-proof >/dev/null
+start strata-operator env POD_NAME=strata-operator-0 POD_NAMESPACE=strata-system "$BIN/strata-operator" \
+  --metrics-bind-address "127.0.0.1:$OP_PORT" --log-format text --lease-duration-seconds 6
+kubectl apply --server-side -f - >/dev/null <<EOF
+apiVersion: strata.dev/v1alpha1
+kind: CacheCluster
+metadata: {name: proof, namespace: strata-proof}
+spec:
+  replicas: 1
+  resources: {limits: {memory: 256Mi}}
+EOF
+wait_for "operator leadership" 60 bash -c "curl -sf http://127.0.0.1:$OP_PORT/metrics | grep -q '^strata_operator_leader 1'"
+wait_for "operator reconciling proof" 60 \
+  bash -c "curl -sf http://127.0.0.1:$OP_PORT/metrics | grep -q 'strata_cachecluster_replicas{.*cachecluster=\"proof\"'"
+
+# Let the load run its course (and Prometheus collect it) before judging.
+remaining=$((LOAD_START + LOAD_SECONDS - $(date +%s)))
+((remaining > 0)) && sleep "$remaining"
+wait_for "Prometheus scraping both targets" 30 bash -c \
+  "curl -sf '$PROM/api/v1/query?query=count(up==1)' | grep -q '\"value\":\[[0-9.]*,\"2\"\]'"
+
+say "promtool check rules"
+promtool check rules "$ROOT/dashboards/strata.rules.yaml"
+if [[ -n ${HELM:-} || -x $K8S_BIN/helm ]]; then
+  # The chart's PrometheusRule must carry the same groups, valid for Prometheus too.
+  "${HELM:-$K8S_BIN/helm}" template strata-operator "$ROOT/charts/strata-operator" --namespace strata-system \
+    --kube-version 1.33.0 --api-versions monitoring.coreos.com/v1 --set prometheusRule.enabled=true \
+    --show-only templates/prometheusrule.yaml >"$WORK/prometheusrule.yaml"
+  "$PY" -c 'import sys, yaml; print(yaml.safe_dump(yaml.safe_load(open(sys.argv[1]))["spec"]))' \
+    "$WORK/prometheusrule.yaml" >"$WORK/chart-rules.yaml"
+  promtool check rules "$WORK/chart-rules.yaml"
+else
+  die "helm not found: run 'make k8s-tools'"
+fi
+
+say "evaluating every dashboard query and rule against Prometheus (load still running)"
+# Grafana's $__rate_interval is at least 4 scrape intervals; 1 s scrapes, so 20 s leaves margin.
+"$PY" "$ROOT/scripts/check-dashboards.py" --prometheus "$PROM" \
+  --var namespace=strata-proof --var cluster=proof --var pod=proof-0 --var __rate_interval=20s \
+  --scrape "strata-node=http://127.0.0.1:$NODE_METRICS/metrics" \
+  --scrape "strata-operator=http://127.0.0.1:$OP_PORT/metrics"
+
+kill "$LOAD_PID" 2>/dev/null || true
+if [[ -n $RENDER ]]; then
+  say "rendering the overview's panels into $RENDER"
+  "$PY" "$ROOT/scripts/render-dashboards.py" --prometheus "$PROM" --start "$LOAD_START" --end "$(date +%s)" \
+    --var namespace=strata-proof --var cluster=proof --var pod=proof-0 --var __rate_interval=10s --out "$RENDER"
+fi
+say "ok"
