@@ -212,6 +212,25 @@ fn a_low_open_files_limit_lowers_maxclients_and_every_client_gets_an_answer() {
 }
 
 #[test]
+fn config_set_maxclients_beyond_the_open_files_limit_is_refused_as_redis_does() {
+    let expect = "ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able \
+                  to handle the specified number of clients, try with ";
+    for (program, args) in [("redis-server", REDIS_ARGS), (STRATA_BIN, STRATA_ARGS)] {
+        let server = Wrapped::start(&["prlimit", "--nofile=256:256"], program, args);
+        let mut c = server.conn();
+        let before = config_int(&mut c, "maxclients");
+        let reply = c.cmd(&["CONFIG", "SET", "maxclients", "100000"]);
+        let msg = reply.error_message().unwrap_or_default().to_owned();
+        assert!(msg.starts_with(expect), "{program}: {reply:?}");
+        assert_eq!(msg[expect.len()..].parse::<usize>().ok(), Some(before), "{program}: {msg}");
+        assert_eq!(config_int(&mut c, "maxclients"), before, "{program}: maxclients changed");
+        // Lowering it, or staying within the limit, is accepted.
+        assert_eq!(c.cmd(&["CONFIG", "SET", "maxclients", "50"]), Frame::simple("OK"), "{program}");
+        assert_eq!(c.cmd(&["CONFIG", "SET", "maxclients", &before.to_string()]), Frame::simple("OK"), "{program}");
+    }
+}
+
+#[test]
 fn the_open_files_limit_is_raised_for_maxclients_when_the_hard_limit_allows() {
     let node = Wrapped::start(&["prlimit", "--nofile=256:20000"], STRATA_BIN, STRATA_ARGS);
     assert_eq!(config_int(&mut node.conn(), "maxclients"), 10000);

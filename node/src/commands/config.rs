@@ -104,6 +104,19 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
     for (p, pair) in params.iter().zip(pairs.chunks(2)) {
         values.push(p.parse(pair[1], Origin::ConfigSet).map_err(|why| failed(p.name, &why))?);
     }
+    // More clients than the open files limit allows (raised as far as the
+    // process may) is refused, as Redis refuses it, rather than accepted
+    // and silently capped.
+    if let Some((p, v)) = params.iter().zip(&values).find(|(p, _)| p.name == "maxclients") {
+        let wanted = v.int().max(0) as usize;
+        if wanted > ctx.shared.config.runtime.maxclients.load(Relaxed)
+            && let Err(fit) = ctx.server.fit_maxclients(wanted)
+        {
+            let why =
+                format!("The operating system is not able to handle the specified number of clients, try with {fit}");
+            return Err(failed(p.name, &why));
+        }
+    }
     for (p, v) in params.iter().zip(&values) {
         p.apply(&ctx.shared.config, v);
         follow_change(ctx, p.name);

@@ -100,6 +100,9 @@ pub trait ServerControl: Send + Sync {
     fn set_adaptive_threads(&self, on: bool);
     /// Serve from the first `n` workers now (DEBUG ACTIVE-THREADS).
     fn set_active_threads(&self, n: usize);
+    /// Makes room (open files) for `wanted` clients; Err(what fits) when
+    /// the operating system will not allow that many.
+    fn fit_maxclients(&self, wanted: usize) -> Result<(), usize>;
     /// Every figure INFO and `/metrics` report, with the keyspace's as the
     /// caller counted them.
     fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot;

@@ -93,6 +93,13 @@ impl ServerControl for Shared {
         self.balance.set_active(n);
     }
 
+    fn fit_maxclients(&self, wanted: usize) -> Result<(), usize> {
+        match raise_open_files_limit(self, wanted as u64) {
+            Some((fit, _, _)) if fit < wanted as u64 => Err(fit as usize),
+            _ => Ok(()),
+        }
+    }
+
     fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot {
         Shared::snapshot(self, keyspace)
     }
@@ -303,15 +310,14 @@ fn reserved_fds(threads: usize) -> u64 {
     32 + 2 * (threads as u64 + 1) + http::MAX_CONNECTIONS as u64
 }
 
-/// As Redis's adjustOpenFilesLimit: raises the open files limit to what
-/// maxclients needs, or else lowers maxclients to what fits (one warning),
-/// so clients over the limit get Redis's error rather than no answer at all.
-/// False when not even one client fits.
-fn adjust_open_files_limit(shared: &Shared) -> bool {
+/// Raises the open files limit to what `maxclients` clients need, as far
+/// as the process may; returns (the clients that fit, the limit, the hard
+/// limit), and records the first as the node's descriptor bound. None when
+/// the limit cannot be read (nothing is bounded then).
+fn raise_open_files_limit(shared: &Shared, maxclients: u64) -> Option<(u64, u64, u64)> {
     let reserved = reserved_fds(shared.config.startup.threads);
-    let maxclients = shared.config.runtime.maxclients.load(Relaxed) as u64;
     let need = maxclients.saturating_add(reserved);
-    let Ok((soft, hard)) = crate::sys::process::open_files_limit() else { return true };
+    let (soft, hard) = crate::sys::process::open_files_limit().ok()?;
     let mut limit = soft;
     if soft < need {
         // A privileged process may raise the hard limit too; any may go up to it.
@@ -325,6 +331,17 @@ fn adjust_open_files_limit(shared: &Shared) -> bool {
     }
     let fit = limit.saturating_sub(reserved);
     shared.fd_clients.store(fit.min(usize::MAX as u64) as usize, Relaxed);
+    Some((fit, limit, hard))
+}
+
+/// As Redis's adjustOpenFilesLimit: raises the open files limit to what
+/// maxclients needs, or else lowers maxclients to what fits (one warning),
+/// so clients over the limit get Redis's error rather than no answer at all.
+/// False when not even one client fits.
+fn adjust_open_files_limit(shared: &Shared) -> bool {
+    let maxclients = shared.config.runtime.maxclients.load(Relaxed) as u64;
+    let Some((fit, limit, hard)) = raise_open_files_limit(shared, maxclients) else { return true };
+    let reserved = reserved_fds(shared.config.startup.threads);
     if fit == 0 {
         error!("the open files limit of {limit} is too low: the node needs {reserved} descriptors before any client");
         return false;
