@@ -19,6 +19,7 @@ pub mod keys;
 pub mod lists;
 mod node;
 pub mod pubsub;
+pub mod scripting;
 pub mod sets;
 mod stats;
 pub mod strings;
@@ -114,6 +115,10 @@ pub mod flags {
     /// Refused unless its enabling parameter allows the client (DEBUG:
     /// `enable-debug-command`). COMMAND INFO does not show it, as in Redis.
     pub const PROTECTED: u32 = 1 << 16;
+    /// Runs a script (EVAL, FCALL, ...): locks the whole keyspace, inside
+    /// EXEC too, since a script may touch keys it did not declare.
+    /// COMMAND INFO does not show it.
+    pub const RUNS_SCRIPT: u32 = 1 << 17;
 }
 
 /// Where a command's keys are among its arguments.
@@ -413,6 +418,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         transactions::COMMANDS,
         pubsub::COMMANDS,
         cluster::COMMANDS,
+        scripting::COMMANDS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

@@ -29,6 +29,8 @@ pub struct Node {
     pub started: Instant,
     /// Unix time (s) of the last CONFIG RESETSTAT / start.
     pub stat_reset_time: AtomicU64,
+    /// Script cache, function libraries and the running script.
+    pub scripts: super::scripting::Scripts,
 }
 
 impl Node {
@@ -53,6 +55,7 @@ impl Node {
             memory: Budget::default(),
             started: Instant::now(),
             stat_reset_time: AtomicU64::new(now_s),
+            scripts: Default::default(),
             config,
         }
     }
