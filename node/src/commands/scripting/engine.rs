@@ -109,7 +109,8 @@ load_api.register_function = function(...)
     if not cb then fail('redis.register_function must get a callback argument') end
   elseif n == 2 then
     name, cb = ...
-    if type(name) ~= 'string' then fail('first argument to redis.register_function must be a string') end
+    if type(name) ~= 'string' and type(name) ~= 'number' then fail('first argument to redis.register_function must be a string') end
+    name = tostring(name)
     if type(cb) ~= 'function' then fail('second argument to redis.register_function must be a function') end
   else
     fail('wrong number of arguments to redis.register_function')
@@ -124,13 +125,24 @@ load_api.register_function = function(...)
   if name == '' or name:find('[^%w_]') then
     fail('Library names can only contain letters, numbers, or underscores(_) and must be at least one character long')
   end
-  if priv.pending[name] then fail('Function already exists in the library') end
-  priv.pending[name] = {cb, fl, desc}
+  local key = name:lower()
+  if priv.pending[key] then fail('Function already exists in the library') end
+  priv.pending[key] = {cb, fl, desc, name}
 end
 
-local function readonly(t)
+local function readonly(t, strict)
+  local index = t
+  if strict then
+    index = function(_, n)
+      local v = rawget(t, n)
+      if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(n) .. "'", 2)
+      end
+      return v
+    end
+  end
   return setmetatable({}, {
-    __index = t,
+    __index = index,
     __newindex = function() error('Attempt to modify a readonly table', 2) end,
     __metatable = false,
   })
@@ -140,7 +152,7 @@ for _, lib in pairs({'string', 'math', 'table', 'cjson', 'cmsgpack', 'bit', 'str
   if rawget(G, lib) then G[lib] = readonly(G[lib]) end
 end
 getmetatable('').__index = G.string
-local api_ro, load_ro = readonly(api), readonly(load_api)
+local api_ro, load_ro = readonly(api, true), readonly(load_api, true)
 local proxy = setmetatable({}, {
   __index = function(_, n)
     if n == 'redis' then
@@ -253,7 +265,7 @@ impl Vm {
                 match self.load_library(&lib.code) {
                     Ok(funcs) => {
                         for (name, f, _, _) in funcs {
-                            self.functions.insert(name, f);
+                            self.functions.insert(name.to_ascii_lowercase(), f);
                         }
                     }
                     Err(e) => tracing::warn!("library {} failed to load in a worker: {}", lib.name, e.0),
@@ -321,7 +333,8 @@ impl Vm {
         }
         let mut out = Vec::new();
         for pair in pending.pairs::<String, Table>() {
-            let (name, t) = pair.map_err(lua_err)?;
+            let (_, t) = pair.map_err(lua_err)?;
+            let name: String = t.raw_get(4).map_err(lua_err)?;
             let cb: Function = t.raw_get(1).map_err(lua_err)?;
             let fl: Table = t.raw_get(2).map_err(lua_err)?;
             let flags: Vec<String> = fl.sequence_values::<String>().filter_map(|f| f.ok()).collect();
@@ -843,7 +856,7 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         let func = match run.target {
             Target::Eval { sha, body } => vm.script(sha, body)?,
             Target::Function { name, .. } => {
-                vm.functions.get(name).cloned().ok_or_else(|| CmdError::from("ERR Function not found"))?
+                vm.functions.get(&name.to_ascii_lowercase()).cloned().ok_or_else(|| CmdError::from("ERR Function not found"))?
             }
         };
         let lua = &vm.lua;

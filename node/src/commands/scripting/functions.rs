@@ -37,7 +37,7 @@ pub struct FunctionMeta {
 pub fn find_function(scripts: &Scripts, name: &str) -> Option<(String, ScriptFlags)> {
     let libs = scripts.libraries.lock();
     libs.values()
-        .find_map(|l| l.functions.iter().find(|f| f.name == name).map(|f| (l.name.clone(), f.flags)))
+        .find_map(|l| l.functions.iter().find(|f| f.name.eq_ignore_ascii_case(name)).map(|f| (l.name.clone(), f.flags)))
 }
 
 pub const FUNCTION_SUBS: &[&str] = &["delete", "dump", "flush", "kill", "list", "load", "restore", "stats", "help"];
@@ -192,7 +192,7 @@ fn install(ctx: &Ctx<'_>, code: &[u8], replace: bool) -> Result<String, CmdError
         return Err(format!("ERR Library '{name}' already exists").into());
     }
     for f in &functions {
-        if libs.values().any(|l| l.name != name && l.functions.iter().any(|g| g.name == f.name)) {
+        if libs.values().any(|l| l.name != name && l.functions.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name))) {
             return Err(format!("ERR Function {} already exists", f.name).into());
         }
     }
