@@ -2,6 +2,7 @@
 //! pub/sub context, memory limit, partition locking, execution, metrics.
 
 use super::Node;
+use super::scripting::WhileBusy;
 use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, ServerControl, err, flags};
 use crate::config::Protected;
 use crate::metrics::WorkerMetrics;
@@ -189,14 +190,17 @@ pub fn execute(
         ));
         return Outcome::Done;
     }
-    // A script is running (on another worker): wait for it, or get BUSY once
-    // it has run past `busy-reply-threshold`.
-    if shared.scripts.active() && !allows_busy(def, args) {
+    // A script is running: wait for it (the worker serves others meanwhile),
+    // or get BUSY once it has run past `busy-reply-threshold`.
+    if shared.scripts.active() && !allows_busy(def, args) && !shared.scripts.has_result(client.info.id) {
         let threshold = shared.config.runtime.busy_reply_threshold.load(Relaxed);
-        if let Some(e) = shared.scripts.wait_or_busy(threshold) {
-            stat.reject();
-            out.error(e);
-            return Outcome::Done;
+        match shared.scripts.while_busy(threshold) {
+            WhileBusy::Busy(e) => {
+                stat.reject();
+                out.error(e);
+                return Outcome::Done;
+            }
+            WhileBusy::Wait(wait) => return Outcome::Pending(wait),
         }
     }
     if def.has(flags::DENYOOM) && !shared.ensure_memory(&worker.store) {

@@ -32,7 +32,7 @@ pub use args::{arg_f64, arg_i64, parse_block_timeout};
 use crate::protocol::Reply;
 use crate::session::client::{Client, ClientInfo};
 use crate::store::{KeyAccess, Keyspace, Serve, Waiter};
-pub use node::{Node, ServerControl};
+pub use node::{Node, ScriptJob, ServerControl};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::Arc;

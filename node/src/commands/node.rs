@@ -89,8 +89,15 @@ impl Node {
     }
 }
 
+/// Work for the script thread: runs with the node and the server.
+pub type ScriptJob = Box<dyn FnOnce(&Node, &dyn ServerControl) + Send>;
+
 /// What commands may ask of the server they run in.
 pub trait ServerControl: Send + Sync {
+    /// Runs `job` on the node's script thread (EVAL and FCALL run there, so
+    /// that the worker keeps serving its other connections, which get BUSY
+    /// while a script runs too long). False when there is no such thread.
+    fn run_script_job(&self, job: ScriptJob) -> bool;
     /// Random id of this run (INFO run_id).
     fn run_id(&self) -> &str;
     /// The TCP port actually bound.

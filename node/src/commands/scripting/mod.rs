@@ -99,6 +99,17 @@ pub struct Scripts {
     /// Bumped on every library change: interpreters reload them.
     pub lib_gen: AtomicU64,
     pub run: Arc<RunState>,
+    /// Replies of scripts run on the script thread, by client id, until
+    /// the client's EVAL/FCALL runs again to collect them.
+    pub results: Mutex<HashMap<u64, Result<Vec<u8>, String>>>,
+}
+
+/// What a command must do while a script runs.
+pub enum WhileBusy {
+    /// Past `busy-reply-threshold`: this error.
+    Busy(&'static str),
+    /// Not yet: wait (the worker goes on serving others), then run again.
+    Wait(crate::store::PendingRead),
 }
 
 pub const BUSY_EVAL: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
@@ -116,23 +127,23 @@ impl Scripts {
         self.run.active.load(Relaxed) != 0
     }
 
-    /// For a command arriving while a script runs: waits until it ends, or
-    /// returns the BUSY error once it has run past `threshold_ms`.
-    pub fn wait_or_busy(&self, threshold_ms: u64) -> Option<&'static str> {
-        let mut spins = 0u32;
-        while self.active() {
-            let started = self.run.started_ms.load(SeqCst);
-            if started != 0 && crate::store::now_ms().saturating_sub(started) >= threshold_ms {
-                return Some(if self.run.is_function.load(Relaxed) { BUSY_FUNCTION } else { BUSY_EVAL });
-            }
-            spins += 1;
-            if spins < 100 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
+    /// True when the client's script finished and its reply waits.
+    pub fn has_result(&self, client_id: u64) -> bool {
+        self.results.lock().contains_key(&client_id)
+    }
+
+    /// For a command arriving while a script runs: BUSY once the script has
+    /// run past `threshold_ms`, else a wait until it ends or passes it.
+    pub fn while_busy(&self, threshold_ms: u64) -> WhileBusy {
+        if let Some(e) = busy_error(&self.run, threshold_ms) {
+            return WhileBusy::Busy(e);
         }
-        None
+        let run = self.run.clone();
+        WhileBusy::Wait(Box::pin(async move {
+            while run.active.load(Relaxed) != 0 && busy_error(&run, threshold_ms).is_none() {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }))
     }
 
     /// SCRIPT KILL (`function` false) or FUNCTION KILL.
@@ -154,6 +165,18 @@ impl Scripts {
         run.kill.store(true, SeqCst);
         Ok(())
     }
+}
+
+/// The BUSY error when the running script has run past `threshold_ms`.
+fn busy_error(run: &RunState, threshold_ms: u64) -> Option<&'static str> {
+    let started = run.started_ms.load(SeqCst);
+    if run.active.load(Relaxed) == 0 || started == 0 {
+        return None;
+    }
+    if crate::store::now_ms().saturating_sub(started) < threshold_ms {
+        return None;
+    }
+    Some(if run.is_function.load(Relaxed) { BUSY_FUNCTION } else { BUSY_EVAL })
 }
 
 /// Lower-case hex SHA1 of a script body.
@@ -272,7 +295,24 @@ fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 const NOSCRIPT_ERR: &str = "NOSCRIPT No matching script. Please use EVAL.";
 const RO_WITH_WRITE: &str = "ERR Can not execute a script with write flag using *_ro command.";
 
+/// The reply of this client's script, run on the script thread, if it is done.
+fn collect_result(ctx: &mut Ctx<'_>, out: &mut Reply) -> Option<CmdResult> {
+    let scripts = &ctx.shared.scripts;
+    let id = ctx.client.info.id;
+    let r = scripts.results.lock().remove(&id)?;
+    Some(match r {
+        Ok(bytes) => {
+            out.raw(&bytes);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    })
+}
+
 fn eval_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, by_sha: bool, ro_cmd: bool) -> CmdResult {
+    if let Some(r) = collect_result(ctx, out) {
+        return r;
+    }
     let (keys, argv) = split_keys(args)?;
     let (sha, body) = if by_sha {
         let given = args[1];
@@ -293,16 +333,118 @@ fn eval_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, by_sha: bool
     if ro_cmd && shebang.is_some() && !flags.no_writes {
         return Err(RO_WITH_WRITE.into());
     }
-    let run = engine::Run {
-        target: engine::Target::Eval { sha: &sha, body: &body },
-        keys,
-        argv,
+    let job = Job {
+        target: OwnedTarget::Eval { sha, body },
+        keys: keys.iter().map(|k| k.to_vec()).collect(),
+        argv: argv.iter().map(|a| a.to_vec()).collect(),
         read_only: ro_cmd || flags.no_writes,
         // Without a shebang, each write command checks memory itself.
         check_oom_upfront: shebang.is_some() && !flags.allow_oom && !flags.no_writes,
         command: if ro_cmd { "eval_ro" } else { "eval" },
     };
-    engine::run(ctx, run, out)
+    start(ctx, job, out)
+}
+
+enum OwnedTarget {
+    Eval { sha: String, body: Arc<[u8]> },
+    Function { name: String },
+}
+
+/// A script to run, owning what it needs (it may run on the script thread).
+struct Job {
+    target: OwnedTarget,
+    keys: Vec<Vec<u8>>,
+    argv: Vec<Vec<u8>>,
+    read_only: bool,
+    check_oom_upfront: bool,
+    command: &'static str,
+}
+
+impl Job {
+    fn run(&self, ctx: &mut Ctx<'_>, out: &mut Reply) -> CmdResult {
+        let keys: SmallVec<[&[u8]; 8]> = self.keys.iter().map(|k| k.as_slice()).collect();
+        let argv: SmallVec<[&[u8]; 8]> = self.argv.iter().map(|a| a.as_slice()).collect();
+        let target = match &self.target {
+            OwnedTarget::Eval { sha, body } => engine::Target::Eval { sha, body },
+            OwnedTarget::Function { name } => engine::Target::Function { name },
+        };
+        let run = engine::Run {
+            target,
+            keys: &keys,
+            argv: &argv,
+            read_only: self.read_only,
+            check_oom_upfront: self.check_oom_upfront,
+            command: self.command,
+        };
+        engine::run(ctx, run, out)
+    }
+}
+
+/// Runs a script: here inside MULTI/EXEC (the transaction holds the whole
+/// keyspace), else on the script thread while this client waits, so that
+/// the worker goes on serving its other connections.
+fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
+    if ctx.in_exec || ctx.keys.locked.is_all() {
+        return job.run(ctx, out);
+    }
+    // Let the declared keys' partitions go: the script thread takes them all.
+    ctx.keys.locked = ctx.shared.ks.lock_none();
+    let shared = ctx.shared;
+    let worker = shared.workers.iter().position(|w| std::ptr::eq(&**w, ctx.worker)).unwrap_or(0);
+    let info = ctx.client.info.clone();
+    let id = info.id;
+    let (db, resp3, now_ms, touch) = (ctx.client.db, ctx.client.resp3, ctx.client.now_ms, !ctx.client.no_touch);
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    // Counted as running from now: commands arriving meanwhile wait for it.
+    shared.scripts.run.active.fetch_add(1, SeqCst);
+    let task: super::ScriptJob = Box::new(move |node: &super::Node, server: &dyn super::ServerControl| {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut client = crate::session::client::Client::new(info.clone(), true);
+            client.db = db;
+            client.resp3 = resp3;
+            client.now_ms = now_ms;
+            let worker = &node.workers[worker.min(node.workers.len() - 1)];
+            let ks = &node.ks;
+            let mut out = Reply { buf: Vec::new(), resp3 };
+            let mut ctx = Ctx {
+                keys: crate::store::KeyAccess {
+                    ks,
+                    locked: ks.lock_none(),
+                    db,
+                    now_ms,
+                    touch,
+                    stats: &worker.store,
+                },
+                client: &mut client,
+                shared: node,
+                server,
+                worker,
+                in_exec: false,
+                block: None,
+                pending: None,
+            };
+            let r = job.run(&mut ctx, &mut out);
+            ctx.keys.serve_ready();
+            drop(ctx);
+            info.db.store(db as u32, Relaxed);
+            match r {
+                Ok(()) => Ok(out.buf),
+                Err(e) => Err(e.0.into_owned()),
+            }
+        }));
+        node.scripts.run.active.fetch_sub(1, SeqCst);
+        let result = result.unwrap_or_else(|_| Err("ERR internal error while running the script".into()));
+        node.scripts.results.lock().insert(id, result);
+        let _ = done_tx.send(());
+    });
+    if !ctx.server.run_script_job(task) {
+        shared.scripts.run.active.fetch_sub(1, SeqCst);
+        return Err("ERR the script thread is not running".into());
+    }
+    ctx.pending = Some(Box::pin(async move {
+        let _ = done_rx.await;
+    }));
+    Ok(())
 }
 
 fn fcall(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -314,6 +456,9 @@ fn fcall_ro(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn fcall_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, ro_cmd: bool) -> CmdResult {
+    if let Some(r) = collect_result(ctx, out) {
+        return r;
+    }
     let name = String::from_utf8_lossy(args[1]).into_owned();
     let Some((_lib, flags)) = functions::find_function(&ctx.shared.scripts, &name) else {
         return Err("ERR Function not found".into());
@@ -322,15 +467,15 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, ro_cmd: boo
     if ro_cmd && !flags.no_writes {
         return Err(RO_WITH_WRITE.into());
     }
-    let run = engine::Run {
-        target: engine::Target::Function { name: &name },
-        keys,
-        argv,
+    let job = Job {
+        target: OwnedTarget::Function { name },
+        keys: keys.iter().map(|k| k.to_vec()).collect(),
+        argv: argv.iter().map(|a| a.to_vec()).collect(),
         read_only: ro_cmd || flags.no_writes,
         check_oom_upfront: !flags.allow_oom && !flags.no_writes,
         command: if ro_cmd { "fcall_ro" } else { "fcall" },
     };
-    engine::run(ctx, run, out)
+    start(ctx, job, out)
 }
 
 const SCRIPT_SUBS: &[&str] = &["exists", "flush", "kill", "load", "help"];
