@@ -470,6 +470,27 @@ fn install_api(lua: &Lua, api: &Table, private: &Table) -> mlua::Result<()> {
 /// The error handler of every run: turns any error into Redis's error
 /// table `{err=..., source=..., line=...}`, with where it was raised.
 fn error_handler(lua: &Lua, e: Value) -> mlua::Result<Table> {
+    // Where it was raised: the innermost Lua frame not in the prelude.
+    let mut frame: Option<(String, String, i64)> = None;
+    for level in 1..32 {
+        let Some((what, source, short, line)) = lua.inspect_stack(level, |d| {
+            let s = d.source();
+            (
+                s.what,
+                s.source.map(|x| x.into_owned()),
+                s.short_src.map(|x| x.into_owned()),
+                d.current_line().map(|l| l as i64).unwrap_or(-1),
+            )
+        }) else {
+            break;
+        };
+        if what != "C" && source.as_deref() != Some("=redis") {
+            if let Some(src) = source {
+                frame = Some((src, short.unwrap_or_default(), line));
+            }
+            break;
+        }
+    }
     let t = match e {
         Value::Table(t) => t,
         Value::Error(ref err) if redis_error(err).is_some() => {
@@ -480,7 +501,12 @@ fn error_handler(lua: &Lua, e: Value) -> mlua::Result<Table> {
         other => {
             let msg = match &other {
                 Value::String(s) => s.as_bytes().to_vec(),
-                Value::Error(e) => error_text(e).into_bytes(),
+                // Raised by a library function (C in Redis): luaL_error's
+                // position prefix is the calling script's line.
+                Value::Error(e) => match &frame {
+                    Some((_, short, line)) if *line > 0 => format!("{short}:{line}: {}", error_text(e)).into_bytes(),
+                    _ => error_text(e).into_bytes(),
+                },
                 Value::Integer(i) => i.to_string().into_bytes(),
                 Value::Number(n) => fmt_number(*n).into_bytes(),
                 Value::Nil => b"nil".to_vec(),
@@ -494,20 +520,9 @@ fn error_handler(lua: &Lua, e: Value) -> mlua::Result<Table> {
             t
         }
     };
-    for level in 1..32 {
-        let Some((what, source, line)) = lua.inspect_stack(level, |d| {
-            let s = d.source();
-            (s.what, s.source.map(|x| x.into_owned()), d.current_line().map(|l| l as i64).unwrap_or(-1))
-        }) else {
-            break;
-        };
-        if what != "C" && source.as_deref() != Some("=redis") {
-            if let Some(src) = source {
-                t.raw_set("source", src)?;
-                t.raw_set("line", line)?;
-            }
-            break;
-        }
+    if let Some((src, _, line)) = frame {
+        t.raw_set("source", src)?;
+        t.raw_set("line", line)?;
     }
     Ok(t)
 }

@@ -7,6 +7,9 @@ use mlua::{Lua, MultiValue, Table, Value, Variadic};
 
 pub fn install(lua: &Lua, globals: &Table) -> mlua::Result<()> {
     globals.raw_set("bit", bit(lua)?)?;
+    globals.raw_set("cjson", super::cjson::module(lua)?)?;
+    globals.raw_set("cmsgpack", super::cmsgpack::module(lua)?)?;
+    globals.raw_set("struct", super::lstruct::module(lua)?)?;
     Ok(())
 }
 

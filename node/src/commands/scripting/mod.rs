@@ -22,9 +22,12 @@
 //! worker thread as the script cannot be answered until it ends: a worker
 //! runs one command at a time.
 
+mod cjson;
+mod cmsgpack;
 mod engine;
 mod functions;
 mod libs;
+mod lstruct;
 mod resp;
 
 use super::args::{help, subcommand};
