@@ -656,8 +656,7 @@ fn redis_call(lua: &Lua, st: &RefCell<CallCtx<'_, '_>>, raise: bool, args: Multi
         }
     }
     let mut st = st.borrow_mut();
-    let resp3 = matches!(st.private.raw_get::<Value>("resp")?, Value::Integer(3))
-        || matches!(st.private.raw_get::<Value>("resp")?, Value::Number(n) if n == 3.0);
+    let resp3 = script_resp3(&st.private);
     let bytes = match st.exec(&argv, resp3) {
         Ok(b) => b,
         Err(m) => return err_table(&m),
@@ -672,6 +671,11 @@ fn redis_call(lua: &Lua, st: &RefCell<CallCtx<'_, '_>>, raise: bool, args: Multi
         Some(r) => resp_to_lua(lua, r, resp3),
         None => Ok(Value::Nil),
     }
+}
+
+/// True after `redis.setresp(3)` in this run.
+fn script_resp3(private: &Table) -> bool {
+    number(&private.raw_get::<Value>("resp").unwrap_or(Value::Nil)) == Some(3.0)
 }
 
 /// A command's reply as Lua sees it (Redis 7.0's conversion table).
@@ -744,11 +748,13 @@ fn resp_to_lua(lua: &Lua, r: Resp, resp3: bool) -> mlua::Result<Value> {
 }
 
 /// A script's return value as the client's reply (Redis 7.0's conversion).
-fn lua_to_reply(v: &Value, out: &mut Reply, depth: usize) -> mlua::Result<()> {
+fn lua_to_reply(v: &Value, out: &mut Reply, depth: usize, script_resp3: bool) -> mlua::Result<()> {
     match v {
         Value::Nil => out.null(),
         Value::Boolean(b) => {
-            if out.resp3 {
+            // Booleans follow the script's protocol (redis.setresp), the
+            // null the client's.
+            if script_resp3 {
                 out.boolean(*b)
             } else if *b {
                 out.int(1)
@@ -785,14 +791,14 @@ fn lua_to_reply(v: &Value, out: &mut Reply, depth: usize) -> mlua::Result<()> {
                 let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
                 out.map(pairs.len());
                 for (k, v) in &pairs {
-                    lua_to_reply(k, out, depth + 1)?;
-                    lua_to_reply(v, out, depth + 1)?;
+                    lua_to_reply(k, out, depth + 1, script_resp3)?;
+                    lua_to_reply(v, out, depth + 1, script_resp3)?;
                 }
             } else if let Value::Table(s) = t.raw_get::<Value>("set")? {
                 let keys: Vec<Value> = s.pairs::<Value, Value>().map(|p| p.map(|(k, _)| k)).collect::<mlua::Result<_>>()?;
                 out.set(keys.len());
                 for k in &keys {
-                    lua_to_reply(k, out, depth + 1)?;
+                    lua_to_reply(k, out, depth + 1, script_resp3)?;
                 }
             } else {
                 let mut items = Vec::new();
@@ -805,7 +811,7 @@ fn lua_to_reply(v: &Value, out: &mut Reply, depth: usize) -> mlua::Result<()> {
                 }
                 out.array(items.len());
                 for v in &items {
-                    lua_to_reply(v, out, depth + 1)?;
+                    lua_to_reply(v, out, depth + 1, script_resp3)?;
                 }
             }
         }
@@ -880,7 +886,7 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         let kill_state: Arc<RunState> = scripts.run.clone();
         lua.set_hook(HookTriggers::new().every_nth_instruction(100_000), move |_, _| {
             if kill_state.kill.load(SeqCst) {
-                return Err(mlua::Error::RuntimeError("Script killed by user with SCRIPT KILL...".into()));
+                return Err(mlua::Error::external(RedisError("ERR Script killed by user with SCRIPT KILL...".into())));
             }
             Ok(VmState::Continue)
         })
@@ -942,7 +948,7 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         let value = it.next().unwrap_or(Value::Nil);
         let mut reply = Reply { buf: Vec::new(), resp3: caller_resp3 };
         if ok {
-            lua_to_reply(&value, &mut reply, 0).map_err(lua_err)?;
+            lua_to_reply(&value, &mut reply, 0, script_resp3(&private)).map_err(lua_err)?;
             return Ok(Ok(reply.buf));
         }
         // An error: Redis's message, with where it was raised.

@@ -276,7 +276,7 @@ fn list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             let names = f.flags.names();
             out.set(names.len());
             for n in names {
-                out.bulk(n.as_bytes());
+                out.simple(n);
             }
         }
         if with_code {

@@ -466,6 +466,9 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, ro_cmd: boo
     let Some((_lib, flags)) = functions::find_function(&ctx.shared.scripts, &name) else {
         return Err("ERR Function not found".into());
     };
+    if crate::base::parse_i64(args[2]).is_none() {
+        return Err("ERR Bad number of keys provided".into());
+    }
     let (keys, argv) = split_keys(args)?;
     if ro_cmd && !flags.no_writes {
         return Err(RO_WITH_WRITE.into());
