@@ -76,11 +76,14 @@ for _, k in pairs({'LOG_DEBUG', 'LOG_VERBOSE', 'LOG_NOTICE', 'LOG_WARNING', 'RED
   load_api[k] = api[k]
 end
 load_api.log = api.log
-load_api.setresp = api.setresp
 
+local function register_outside_load()
+  fail('redis.register_function can only be called on FUNCTION LOAD command')
+end
 local valid_flags = {['no-writes'] = true, ['allow-oom'] = true, ['allow-stale'] = true,
   ['no-cluster'] = true, ['allow-cross-slot-keys'] = true}
 load_api.register_function = function(...)
+  if not priv.loading then register_outside_load() end
   local n = select('#', ...)
   local name, cb, flags, desc
   if n == 1 then
@@ -152,12 +155,16 @@ for _, lib in pairs({'string', 'math', 'table', 'cjson', 'cmsgpack', 'bit', 'str
   if rawget(G, lib) then G[lib] = readonly(G[lib]) end
 end
 getmetatable('').__index = G.string
-local api_ro, load_ro = readonly(api, true), readonly(load_api, true)
+local api_ro, load_ro = readonly(api), readonly(load_api, true)
 local proxy = setmetatable({}, {
   __index = function(_, n)
     if n == 'redis' then
       if priv.loading then return load_ro end
       return api_ro
+    end
+    -- While a library loads, only its `redis` API is visible.
+    if priv.loading then
+      error("Script attempted to access nonexistent global variable '" .. tostring(n) .. "'", 2)
     end
     local v = rawget(G, n)
     if v == nil then

@@ -99,7 +99,10 @@ pub fn function(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
             Ok(())
         }
         "flush" => {
-            if args.len() > 3 || (args.len() == 3 && !eq_ic(args[2], "sync") && !eq_ic(args[2], "async")) {
+            if args.len() > 3 {
+                return Err(syntax_error(args));
+            }
+            if args.len() == 3 && !eq_ic(args[2], "sync") && !eq_ic(args[2], "async") {
                 return Err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option".into());
             }
             let scripts = &ctx.shared.scripts;
@@ -130,6 +133,15 @@ pub fn function(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
     }
 }
 
+/// Redis's `addReplySubcommandSyntaxError`.
+fn syntax_error(args: &[&[u8]]) -> CmdError {
+    format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+        String::from_utf8_lossy(args[1])
+    )
+    .into()
+}
+
 const NAME_RULE: &str =
     "ERR Library names can only contain letters, numbers, or underscores(_) and must be at least one character long";
 
@@ -144,15 +156,20 @@ fn parse_metadata(code: &[u8]) -> Result<String, CmdError> {
     }
     let end = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
     let line = String::from_utf8_lossy(&code[2..end]).into_owned();
-    let mut parts = line.split(' ').filter(|s| !s.is_empty());
+    let mut parts = line.split(' ');
     let engine = parts.next().unwrap_or("");
     if !engine.eq_ignore_ascii_case("lua") {
         return Err(format!("ERR Engine '{engine}' not found").into());
     }
-    let mut name = None;
-    for p in parts {
+    let mut name: Option<String> = None;
+    for p in parts.filter(|s| !s.is_empty()) {
         match p.strip_prefix("name=") {
-            Some(n) => name = Some(n.to_string()),
+            Some(n) => {
+                if name.is_some() {
+                    return Err("ERR Invalid metadata value, name argument was given multiple times".into());
+                }
+                name = Some(n.trim_matches('"').to_string());
+            }
             None => return Err(format!("ERR Invalid metadata value given: {p}").into()),
         }
     }
@@ -233,7 +250,7 @@ fn list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             with_code = true;
         } else if eq_ic(args[i], "libraryname") {
             if pattern.is_some() {
-                return Err("ERR library name argument was already given".into());
+                return Err("ERR Unknown argument libraryname".into());
             }
             if i + 1 >= args.len() {
                 return Err("ERR library name argument was not given".into());
@@ -459,7 +476,7 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let payload = args[2];
     let mut policy = "append";
     if args.len() > 4 {
-        return Err(crate::commands::err::arity("function|restore").into());
+        return Err(syntax_error(args));
     }
     if args.len() == 4 {
         policy = match () {
