@@ -147,8 +147,13 @@ fn encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
                 }
             }
             None => {
-                let pairs: Vec<(Value, Value)> = t.clone().pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-                let n = pairs.len();
+                // Two passes: holding every key at once would exhaust the
+                // interpreter's reference stack on big tables.
+                let mut n = 0usize;
+                for pair in t.clone().pairs::<Value, Value>() {
+                    pair?;
+                    n += 1;
+                }
                 if n <= 15 {
                     out.push(0x80 | n as u8);
                 } else if n <= 0xffff {
@@ -158,9 +163,10 @@ fn encode(v: &Value, level: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
                     out.push(0xdf);
                     out.extend_from_slice(&(n as u32).to_be_bytes());
                 }
-                for (k, val) in &pairs {
-                    encode(k, level + 1, out)?;
-                    encode(val, level + 1, out)?;
+                for pair in t.clone().pairs::<Value, Value>() {
+                    let (k, val) = pair?;
+                    encode(&k, level + 1, out)?;
+                    encode(&val, level + 1, out)?;
                 }
             }
         },

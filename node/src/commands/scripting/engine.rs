@@ -133,6 +133,15 @@ load_api.register_function = function(...)
   priv.pending[key] = {cb, fl, desc, name}
 end
 
+local protected = setmetatable({}, {__mode = 'k'})
+local function deny() error('Attempt to modify a readonly table', 2) end
+-- A read-only view of `mt`, for getmetatable on protected tables.
+local function metatable_view(mt)
+  local view = setmetatable({}, {__index = mt, __newindex = deny, __metatable = false})
+  protected[view] = true
+  mt.__metatable = view
+  return mt
+end
 local function readonly(t, strict)
   local index = t
   if strict then
@@ -144,11 +153,9 @@ local function readonly(t, strict)
       return v
     end
   end
-  return setmetatable({}, {
-    __index = index,
-    __newindex = function() error('Attempt to modify a readonly table', 2) end,
-    __metatable = false,
-  })
+  local ro = setmetatable({}, metatable_view({__index = index, __newindex = deny}))
+  protected[ro] = true
+  return ro
 end
 
 for _, lib in pairs({'string', 'math', 'table', 'cjson', 'cmsgpack', 'bit', 'struct'}) do
@@ -156,7 +163,7 @@ for _, lib in pairs({'string', 'math', 'table', 'cjson', 'cmsgpack', 'bit', 'str
 end
 getmetatable('').__index = G.string
 local api_ro, load_ro = readonly(api), readonly(load_api, true)
-local proxy = setmetatable({}, {
+local proxy = setmetatable({}, metatable_view({
   __index = function(_, n)
     if n == 'redis' then
       if priv.loading then return load_ro end
@@ -172,14 +179,23 @@ local proxy = setmetatable({}, {
     end
     return v
   end,
-  __newindex = function() error('Attempt to modify a readonly table', 2) end,
-  __metatable = false,
-})
+  __newindex = deny,
+}))
+protected[proxy] = true
 G._G = proxy
-local raw_rawset = rawset
+local raw_rawset, raw_setmetatable, raw_loadstring = rawset, setmetatable, loadstring
 G.rawset = function(t, k, v)
-  if t == proxy or t == api_ro or t == load_ro then error('Attempt to modify a readonly table', 0) end
+  if protected[t] then error('Attempt to modify a readonly table', 0) end
   return raw_rawset(t, k, v)
+end
+G.setmetatable = function(t, mt)
+  if protected[t] then error('Attempt to modify a readonly table', 2) end
+  return raw_setmetatable(t, mt)
+end
+-- Binary (precompiled) chunks are refused, as in Redis.
+G.loadstring = function(s, name)
+  if type(s) == 'string' and s:byte(1) == 27 then return nil, 'binary chunks are not allowed' end
+  return raw_loadstring(s, name)
 end
 
 priv.run = function(f, ...)
@@ -203,6 +219,10 @@ struct Vm {
     private: Table,
     /// The real globals behind the read-only view.
     globals: Table,
+    /// Scripts run (for the periodic garbage collection step).
+    runs: u64,
+    /// Interpreter memory after the last full collection.
+    mem_after_gc: usize,
 }
 
 thread_local! {
@@ -253,6 +273,8 @@ impl Vm {
             functions: HashMap::new(),
             private,
             globals,
+            runs: 0,
+            mem_after_gc: 0,
         })
     }
 
@@ -554,6 +576,11 @@ impl Drop for Active<'_> {
     }
 }
 
+/// Subcommands Redis 7.0 refuses in scripts that Strata's subcommand table
+/// does not describe (their containers answer them otherwise).
+const REDIS_NOSCRIPT_SUBS: &[&str] =
+    &["cluster|reset", "client|caching", "client|pause", "client|tracking", "client|unblock", "client|unpause"];
+
 /// What `redis.call` needs while a script runs.
 struct CallCtx<'c, 'a> {
     ctx: &'c mut Ctx<'a>,
@@ -581,6 +608,9 @@ impl CallCtx<'_, '_> {
             let full = format!("{}|{}", def.name, String::from_utf8_lossy(args[1]).to_ascii_lowercase());
             if let Some(sub) = crate::commands::command_meta::sub_def(&full) {
                 cmd_flags |= sub.flags;
+            }
+            if REDIS_NOSCRIPT_SUBS.contains(&full.as_str()) {
+                cmd_flags |= flags::NOSCRIPT;
             }
         }
         if cmd_flags & flags::NOSCRIPT != 0 {
@@ -678,6 +708,10 @@ fn redis_call(lua: &Lua, st: &RefCell<CallCtx<'_, '_>>, raise: bool, args: Multi
         Some(r) => resp_to_lua(lua, r, resp3),
         None => Ok(Value::Nil),
     }
+}
+
+fn killed() -> mlua::Error {
+    mlua::Error::external(RedisError("ERR Script killed by user with SCRIPT KILL...".into()))
 }
 
 /// True after `redis.setresp(3)` in this run.
@@ -795,30 +829,39 @@ fn lua_to_reply(v: &Value, out: &mut Reply, depth: usize, script_resp3: bool) ->
                     out.bulk(&s.as_bytes());
                 }
             } else if let Value::Table(m) = t.raw_get::<Value>("map")? {
-                let pairs: Vec<(Value, Value)> = m.pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-                out.map(pairs.len());
-                for (k, v) in &pairs {
-                    lua_to_reply(k, out, depth + 1, script_resp3)?;
-                    lua_to_reply(v, out, depth + 1, script_resp3)?;
+                // Counted first, then streamed: holding every key at once
+                // would exhaust the interpreter's reference stack.
+                let mut n = 0;
+                for pair in m.clone().pairs::<Value, Value>() {
+                    pair?;
+                    n += 1;
+                }
+                out.map(n);
+                for pair in m.pairs::<Value, Value>() {
+                    let (k, v) = pair?;
+                    lua_to_reply(&k, out, depth + 1, script_resp3)?;
+                    lua_to_reply(&v, out, depth + 1, script_resp3)?;
                 }
             } else if let Value::Table(s) = t.raw_get::<Value>("set")? {
-                let keys: Vec<Value> = s.pairs::<Value, Value>().map(|p| p.map(|(k, _)| k)).collect::<mlua::Result<_>>()?;
-                out.set(keys.len());
-                for k in &keys {
-                    lua_to_reply(k, out, depth + 1, script_resp3)?;
+                let mut n = 0;
+                for pair in s.clone().pairs::<Value, Value>() {
+                    pair?;
+                    n += 1;
+                }
+                out.set(n);
+                for pair in s.pairs::<Value, Value>() {
+                    let (k, _) = pair?;
+                    lua_to_reply(&k, out, depth + 1, script_resp3)?;
                 }
             } else {
-                let mut items = Vec::new();
-                for i in 1.. {
-                    let v: Value = t.raw_get(i)?;
-                    if v.is_nil() {
-                        break;
-                    }
-                    items.push(v);
+                let mut n = 0;
+                while !t.raw_get::<Value>(n + 1)?.is_nil() {
+                    n += 1;
                 }
-                out.array(items.len());
-                for v in &items {
-                    lua_to_reply(v, out, depth + 1, script_resp3)?;
+                out.array(n);
+                for i in 1..=n {
+                    let v: Value = t.raw_get(i)?;
+                    lua_to_reply(&v, out, depth + 1, script_resp3)?;
                 }
             }
         }
@@ -891,9 +934,12 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         let private = vm.private.clone();
         private.raw_set("resp", 2).map_err(lua_err)?;
         let kill_state: Arc<RunState> = scripts.run.clone();
-        lua.set_hook(HookTriggers::new().every_nth_instruction(100_000), move |_, _| {
+        lua.set_hook(HookTriggers::new().every_nth_instruction(100_000), move |lua, _| {
             if kill_state.kill.load(SeqCst) {
-                return Err(mlua::Error::external(RedisError("ERR Script killed by user with SCRIPT KILL...".into())));
+                // From now on every line raises it, so that a script
+                // catching it with pcall cannot go on.
+                let _ = lua.set_hook(HookTriggers::new().every_line(), |_, _| Err(killed()));
+                return Err(killed());
             }
             Ok(VmState::Continue)
         })
@@ -944,6 +990,18 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
             }
         });
         lua.remove_hook();
+        // A garbage collection step every 50 runs, as Redis does, so that
+        // garbage never builds up to a long full cycle.
+        // A script that left much garbage (big tables) gets a full cycle.
+        vm.runs += 1;
+        if vm.runs % 50 == 0 {
+            let _ = lua.gc_step_kbytes(1000);
+        }
+        if lua.used_memory() > (4 * vm.mem_after_gc).max(1 << 20) {
+            let _ = lua.gc_collect();
+            vm.mem_after_gc = lua.used_memory();
+        }
+        state.vm_memory.store(lua.used_memory() as u64, SeqCst);
         if let Ok(api) = private.raw_get::<Table>("api") {
             let _ = api.raw_set("call", Value::Nil);
             let _ = api.raw_set("pcall", Value::Nil);

@@ -86,6 +86,8 @@ pub struct RunState {
     pub wrote: AtomicBool,
     /// The running script is a function (FCALL) rather than EVAL.
     pub is_function: AtomicBool,
+    /// Bytes the script thread's Lua interpreter holds (after its last run).
+    pub vm_memory: AtomicU64,
     /// Name (function name or SHA1) and command of the running script.
     pub what: Mutex<(String, String)>,
 }
@@ -122,7 +124,31 @@ const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
 const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can \
      either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
 
+/// Scripting's share of memory, as INFO memory reports it.
+pub struct ScriptMemory {
+    pub vm: u64,
+    pub scripts: u64,
+    pub scripts_bytes: u64,
+    pub functions: u64,
+    pub functions_bytes: u64,
+}
+
 impl Scripts {
+    pub fn memory(&self) -> ScriptMemory {
+        let (scripts, scripts_bytes) = {
+            let cache = self.cache.lock();
+            (cache.len() as u64, cache.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum())
+        };
+        let (functions, functions_bytes) = {
+            let libs = self.libraries.lock();
+            (
+                libs.values().map(|l| l.functions.len() as u64).sum(),
+                libs.values().map(|l| l.code.len() as u64).sum(),
+            )
+        };
+        ScriptMemory { vm: self.run.vm_memory.load(Relaxed), scripts, scripts_bytes, functions, functions_bytes }
+    }
+
     /// True while a script runs (or is about to): one relaxed load, checked
     /// by dispatch for every command.
     #[inline]
