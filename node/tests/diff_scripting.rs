@@ -34,7 +34,11 @@ fn eval_conversions_errors_and_sandbox() {
     d.exact(&[&b"eval"[..], &b"redis.setresp(3); return redis.call('hgetall', 'nokey')"[..], &b"0"[..]]);
     d.exact(&[&b"hset"[..], &b"h"[..], &b"a"[..], &b"1"[..], &b"b"[..], &b"2"[..]]);
     d.exact(&[&b"eval"[..], &b"redis.setresp(3); return redis.call('hgetall', 'h')"[..], &b"0"[..]]);
-    d.exact(&[&b"eval"[..], &b"redis.setresp(3); local t = redis.call('hgetall', 'h'); return t['map']['a']"[..], &b"0"[..]]);
+    d.exact(&[
+        &b"eval"[..],
+        &b"redis.setresp(3); local t = redis.call('hgetall', 'h'); return t['map']['a']"[..],
+        &b"0"[..],
+    ]);
     d.exact(&[&b"eval"[..], &b"redis.setresp(3); return redis.call('get', 'nokey')"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"redis.setresp(3); return redis.call('get', 'nokey') == nil"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"redis.setresp(4)"[..], &b"0"[..]]);
@@ -86,7 +90,12 @@ fn eval_conversions_errors_and_sandbox() {
     d.exact(&[&b"script"[..], &b"load"[..], &b"return 'loaded'"[..]]);
     d.exact(&[&b"evalsha"[..], &b"b534286061d4b9e4026607613b95c06c06015ae8"[..], &b"0"[..]]);
     d.exact(&[&b"EVALSHA"[..], &b"B534286061D4B9E4026607613B95C06C06015AE8"[..], &b"0"[..]]);
-    d.exact(&[&b"script"[..], &b"exists"[..], &b"b534286061d4b9e4026607613b95c06c06015ae8"[..], &b"ffffffffffffffffffffffffffffffffffffffff"[..]]);
+    d.exact(&[
+        &b"script"[..],
+        &b"exists"[..],
+        &b"b534286061d4b9e4026607613b95c06c06015ae8"[..],
+        &b"ffffffffffffffffffffffffffffffffffffffff"[..],
+    ]);
     d.exact(&[&b"script"[..], &b"flush"[..]]);
     d.exact(&[&b"script"[..], &b"flush"[..], &b"async"[..]]);
     d.exact(&[&b"script"[..], &b"flush"[..], &b"foo"[..]]);
@@ -111,7 +120,16 @@ fn eval_conversions_errors_and_sandbox() {
     d.exact(&[&b"eval_ro"[..], &b"#!lua\nreturn 1"[..], &b"0"[..]]);
     d.exact(&[&b"eval_ro"[..], &b"#!lua flags=no-writes\nreturn 1"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"return redis.call('exists', KEYS[1], KEYS[2])"[..], &b"2"[..], &b"a"[..], &b"b"[..]]);
-    d.exact(&[&b"eval"[..], &b"return #KEYS + #ARGV"[..], &b"2"[..], &b"a"[..], &b"b"[..], &b"c"[..], &b"d"[..], &b"e"[..]]);
+    d.exact(&[
+        &b"eval"[..],
+        &b"return #KEYS + #ARGV"[..],
+        &b"2"[..],
+        &b"a"[..],
+        &b"b"[..],
+        &b"c"[..],
+        &b"d"[..],
+        &b"e"[..],
+    ]);
     d.exact(&[&b"eval"[..], &b"return ARGV"[..], &b"0"[..], &b"a"[..], &b"b"[..], &b"c"[..]]);
     d.exact(&[&b"eval"[..], &b"return {1, 2, 3.33, 'x', false, true}"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"return {'a', nil, 'b'}"[..], &b"0"[..]]);
@@ -138,7 +156,11 @@ fn eval_conversions_errors_and_sandbox() {
     d.exact(&[&b"eval"[..], &b"redis.setresp(3) return redis.call('smembers', 'nos')"[..], &b"0"[..]]);
     d.exact(&[&b"sadd"[..], &b"st"[..], &b"m"[..]]);
     d.exact(&[&b"eval"[..], &b"redis.setresp(3) return redis.call('smembers', 'st')"[..], &b"0"[..]]);
-    d.exact(&[&b"eval"[..], &b"redis.setresp(3) local r = redis.call('smembers', 'st') return r['set']['m']"[..], &b"0"[..]]);
+    d.exact(&[
+        &b"eval"[..],
+        &b"redis.setresp(3) local r = redis.call('smembers', 'st') return r['set']['m']"[..],
+        &b"0"[..],
+    ]);
     d.exact(&[&b"eval"[..], &b"return redis.call('hello', '3')"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"return math.random() >= 0"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"return unpack({1,2})"[..], &b"0"[..]]);
@@ -187,25 +209,63 @@ fn functions_libraries_and_fcall() {
     d.exact(&[&b"function"[..], &b"stats"[..]]);
     d.exact(&[&b"function"[..], &b"delete"[..], &b"nosuch"[..]]);
     d.exact(&[&b"function"[..], &b"restore"[..], &b"xxx"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad\nredis.register_function('f1', function() return 1 end)"[..]]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=bad\nredis.register_function('f1', function() return 1 end)"[..],
+    ]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad2\nredis.call('ping')"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad3\nredis.register_function('x y', function() return 1 end)"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad4\nredis.register_function('z', function() return 1 end) local a = b"[..]]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=bad3\nredis.register_function('x y', function() return 1 end)"[..],
+    ]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=bad4\nredis.register_function('z', function() return 1 end) local a = b"[..],
+    ]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad5\nredis.register_function('z')"[..]]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad6\nredis.register_function(1, function() end)"[..]]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad7\nredis.register_function('z', 1)"[..]]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad8\nredis.register_function{function_name='z'}"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad9\nredis.register_function{callback=function() end}"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad10\nredis.register_function{function_name='z', callback=function() end, flags={'bad'}}"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad11\nredis.register_function{function_name='z', callback=function() end, foo=1}"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad12\nredis.register_function('z', function() end) redis.register_function('z', function() end)"[..]]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=bad9\nredis.register_function{callback=function() end}"[..],
+    ]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=bad10\nredis.register_function{function_name='z', callback=function() end, flags={'bad'}}"[..],
+    ]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=bad11\nredis.register_function{function_name='z', callback=function() end, foo=1}"[..],
+    ]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=bad12\nredis.register_function('z', function() end) redis.register_function('z', function() end)"
+            [..],
+    ]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad13\nredis.register_function('z', function() end"[..]]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad14\nredis.register_function('z', function() end) redis.log(redis.LOG_NOTICE, 'x') return redis.REDIS_VERSION"[..]]);
     d.exact(&[&b"fcall"[..], &b"z"[..], &b"0"[..]]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad15\nx = 1"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=bad16\nredis.register_function('w', function() return redis.setresp(3) end)"[..]]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=bad16\nredis.register_function('w', function() return redis.setresp(3) end)"[..],
+    ]);
     d.exact(&[&b"fcall"[..], &b"w"[..], &b"0"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"replace"[..], &b"#!lua name=mylib\nredis.register_function('f3', function(keys, args) return keys[1] .. args[1] end)"[..]]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"replace"[..],
+        &b"#!lua name=mylib\nredis.register_function('f3', function(keys, args) return keys[1] .. args[1] end)"[..],
+    ]);
     d.exact(&[&b"fcall"[..], &b"f3"[..], &b"1"[..], &b"a"[..], &b"b"[..]]);
     d.exact(&[&b"fcall"[..], &b"f1"[..], &b"0"[..]]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=lib4\nredis.register_function('f4', function(keys, args) return redis.call('set', keys[1], args[1]) end)\nredis.register_function{function_name='f5', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}"[..]]);
@@ -214,9 +274,17 @@ fn functions_libraries_and_fcall() {
     d.exact(&[&b"fcall"[..], &b"f5"[..], &b"1"[..], &b"k"[..]]);
     d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=lib5\nredis.register_function{function_name='f6', callback=function(keys) return redis.call('set', keys[1], 1) end, flags={'no-writes'}}"[..]]);
     d.exact(&[&b"fcall"[..], &b"f6"[..], &b"1"[..], &b"k"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=lib6\nredis.register_function('f7', function() error('boom') end)"[..]]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=lib6\nredis.register_function('f7', function() error('boom') end)"[..],
+    ]);
     d.exact(&[&b"fcall"[..], &b"f7"[..], &b"0"[..]]);
-    d.exact(&[&b"function"[..], &b"load"[..], &b"#!lua name=lib7\nredis.register_function('f8', function() return redis.call('nosuch') end)"[..]]);
+    d.exact(&[
+        &b"function"[..],
+        &b"load"[..],
+        &b"#!lua name=lib7\nredis.register_function('f8', function() return redis.call('nosuch') end)"[..],
+    ]);
     d.exact(&[&b"fcall"[..], &b"f8"[..], &b"0"[..]]);
     d.exact(&[&b"function"[..], &b"stats"[..]]);
     d.exact(&[&b"function"[..], &b"delete"[..], &b"lib7"[..]]);
@@ -253,7 +321,11 @@ fn lua_libraries_cjson_cmsgpack_struct_bit() {
     d.exact(&[&b"eval"[..], &b"return cjson.decode('[1,2,\"x\"]')"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"return cjson.decode('{\"a\":{\"b\":[1,2]}}').a.b[2]"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"return cjson.decode('null') == cjson.null"[..], &b"0"[..]]);
-    d.exact(&[&b"eval"[..], &b"return table.concat(cjson.decode('[0.0, -5e3, -1, 0.3e-3, 1023.2, 0e10]'), ' ')"[..], &b"0"[..]]);
+    d.exact(&[
+        &b"eval"[..],
+        &b"return table.concat(cjson.decode('[0.0, -5e3, -1, 0.3e-3, 1023.2, 0e10]'), ' ')"[..],
+        &b"0"[..],
+    ]);
     d.exact(&[&b"eval"[..], &b"return cjson.decode('[1,')"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"return cjson.decode('')"[..], &b"0"[..]]);
     d.exact(&[&b"eval"[..], &b"return cjson.decode('{\"a\" 1}')"[..], &b"0"[..]]);

@@ -258,9 +258,7 @@ fn encode(cfg: &Config, v: &Value, depth: u32, out: &mut Vec<u8>) -> mlua::Resul
                             Value::String(s) => encode_string(&s.as_bytes(), out),
                             Value::Integer(i) => {
                                 out.push(b'"');
-                                out.extend_from_slice(
-                                    fmt_num(*i as f64, cfg.encode_number_precision.get()).as_bytes(),
-                                );
+                                out.extend_from_slice(fmt_num(*i as f64, cfg.encode_number_precision.get()).as_bytes());
                                 out.push(b'"');
                             }
                             Value::Number(n) => {
@@ -419,7 +417,8 @@ impl Parser<'_> {
 
     fn number(&mut self) -> mlua::Result<Value> {
         let start = self.pos;
-        while self.pos < self.s.len() && matches!(self.s[self.pos], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9' | b'x' | b'X' | b'a'..=b'd' | b'f' | b'A'..=b'D' | b'F' | b'i' | b'n' | b'I' | b'N' | b't' | b'y')
+        while self.pos < self.s.len()
+            && matches!(self.s[self.pos], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9' | b'x' | b'X' | b'a'..=b'd' | b'f' | b'A'..=b'D' | b'F' | b'i' | b'n' | b'I' | b'N' | b't' | b'y')
         {
             self.pos += 1;
         }
@@ -481,7 +480,10 @@ impl Parser<'_> {
                             out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
                         }
                         _ => {
-                            return rt(format!("Expected value but found invalid escape code at character {}", self.pos));
+                            return rt(format!(
+                                "Expected value but found invalid escape code at character {}",
+                                self.pos
+                            ));
                         }
                     }
                 }

@@ -27,10 +27,7 @@ pub fn module(lua: &Lua) -> mlua::Result<Table> {
             lua.create_string(&out)
         })?,
     )?;
-    t.raw_set(
-        "unpack",
-        lua.create_function(|lua, s: mlua::String| unpack_full(lua, &s.as_bytes(), 0, 0, true))?,
-    )?;
+    t.raw_set("unpack", lua.create_function(|lua, s: mlua::String| unpack_full(lua, &s.as_bytes(), 0, 0, true))?)?;
     t.raw_set(
         "unpack_one",
         lua.create_function(|lua, (s, offset): (mlua::String, Option<i64>)| {

@@ -259,10 +259,8 @@ impl Vm {
         install_api(&lua, &api, &private)?;
         private.raw_set("handler", lua.create_function(error_handler)?)?;
         private.raw_set("pending", lua.create_table()?)?;
-        let proxy: Table = lua
-            .load(PRELUDE)
-            .set_name("=redis")
-            .call((private.clone(), globals.clone(), api, load_api))?;
+        let proxy: Table =
+            lua.load(PRELUDE).set_name("=redis").call((private.clone(), globals.clone(), api, load_api))?;
         lua.set_globals(proxy)?;
         Ok(Vm {
             lua,
@@ -400,7 +398,10 @@ pub fn check_compiles(ctx: &Ctx<'_>, body: &[u8]) -> CmdResult {
 
 /// FUNCTION LOAD: runs the library's code here and returns what it
 /// registered (name, flags, description).
-pub fn load_library(ctx: &Ctx<'_>, code: &[u8]) -> Result<Vec<(String, Vec<String>, Option<Vec<u8>>)>, CmdError> {
+/// A function a library registered: name, flags, description.
+pub type Registered = (String, Vec<String>, Option<Vec<u8>>);
+
+pub fn load_library(ctx: &Ctx<'_>, code: &[u8]) -> Result<Vec<Registered>, CmdError> {
     with_vm(&ctx.shared.scripts, |vm| {
         let funcs = vm.load_library(code)?;
         Ok(funcs.into_iter().map(|(n, _, fl, d)| (n, fl, d)).collect())
@@ -821,8 +822,7 @@ fn lua_to_reply(v: &Value, out: &mut Reply, depth: usize, script_resp3: bool) ->
                 if out.resp3 {
                     out.raw(b"(");
                     let s = s.as_bytes();
-                    let clean: Vec<u8> =
-                        s.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
+                    let clean: Vec<u8> = s.iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
                     out.raw(&clean);
                     out.raw(b"\r\n");
                 } else {
@@ -926,9 +926,11 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
     let result = with_vm(scripts, |vm| {
         let func = match run.target {
             Target::Eval { sha, body } => vm.script(sha, body)?,
-            Target::Function { name, .. } => {
-                vm.functions.get(&name.to_ascii_lowercase()).cloned().ok_or_else(|| CmdError::from("ERR Function not found"))?
-            }
+            Target::Function { name, .. } => vm
+                .functions
+                .get(&name.to_ascii_lowercase())
+                .cloned()
+                .ok_or_else(|| CmdError::from("ERR Function not found"))?,
         };
         let lua = &vm.lua;
         let private = vm.private.clone();
@@ -953,7 +955,8 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         };
         let keys_t = make_list(run.keys).map_err(lua_err)?;
         let argv_t = make_list(run.argv).map_err(lua_err)?;
-        let call_ctx = RefCell::new(CallCtx { ctx: &mut *ctx, read_only: run.read_only, run: state, private: private.clone() });
+        let call_ctx =
+            RefCell::new(CallCtx { ctx: &mut *ctx, read_only: run.read_only, run: state, private: private.clone() });
         let outcome: mlua::Result<MultiValue> = lua.scope(|scope| {
             let api: Table = private.raw_get("api")?;
             let call = scope.create_function(|lua, args: MultiValue| redis_call(lua, &call_ctx, true, args))?;

@@ -20,10 +20,14 @@ pub fn tobit(v: &Value) -> mlua::Result<i32> {
         Value::Number(n) => *n,
         Value::String(s) => {
             let t = String::from_utf8_lossy(&s.as_bytes()).trim().to_string();
-            t.parse::<f64>().map_err(|_| mlua::Error::RuntimeError("bad argument (number expected, got string)".into()))?
+            t.parse::<f64>()
+                .map_err(|_| mlua::Error::RuntimeError("bad argument (number expected, got string)".into()))?
         }
         other => {
-            return Err(mlua::Error::RuntimeError(format!("bad argument (number expected, got {})", other.type_name())));
+            return Err(mlua::Error::RuntimeError(format!(
+                "bad argument (number expected, got {})",
+                other.type_name()
+            )));
         }
     };
     // LuaBitOp adds 2^52+2^51 and takes the low 32 bits: rounds to nearest.
@@ -37,7 +41,9 @@ fn bit(lua: &Lua) -> mlua::Result<Table> {
     t.raw_set("bnot", lua.create_function(|_, v: Value| Ok(!tobit(&v)? as i64))?)?;
     fn fold(args: &Variadic<Value>, f: fn(i32, i32) -> i32) -> mlua::Result<i64> {
         let mut it = args.iter();
-        let first = it.next().ok_or_else(|| mlua::Error::RuntimeError("bad argument #1 (number expected, got no value)".into()))?;
+        let first = it
+            .next()
+            .ok_or_else(|| mlua::Error::RuntimeError("bad argument #1 (number expected, got no value)".into()))?;
         let mut acc = tobit(first)?;
         for v in it {
             acc = f(acc, tobit(v)?);

@@ -141,10 +141,7 @@ impl Scripts {
         };
         let (functions, functions_bytes) = {
             let libs = self.libraries.lock();
-            (
-                libs.values().map(|l| l.functions.len() as u64).sum(),
-                libs.values().map(|l| l.code.len() as u64).sum(),
-            )
+            (libs.values().map(|l| l.functions.len() as u64).sum(), libs.values().map(|l| l.code.len() as u64).sum())
         };
         ScriptMemory { vm: self.run.vm_memory.load(Relaxed), scripts, scripts_bytes, functions, functions_bytes }
     }
@@ -214,7 +211,9 @@ pub fn sha1_hex(body: &[u8]) -> String {
 }
 
 /// Parses EVAL's `numkeys` and splits keys from arguments.
-fn split_keys<'a>(args: &'a [&'a [u8]]) -> Result<(&'a [&'a [u8]], &'a [&'a [u8]]), super::CmdError> {
+type KeysAndArgs<'a> = (&'a [&'a [u8]], &'a [&'a [u8]]);
+
+fn split_keys<'a>(args: &'a [&'a [u8]]) -> Result<KeysAndArgs<'a>, super::CmdError> {
     let n = arg_i64(args[2])?;
     if n < 0 {
         return Err("ERR Number of keys can't be negative".into());
@@ -436,14 +435,7 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
             let ks = &node.ks;
             let mut out = Reply { buf: Vec::new(), resp3 };
             let mut ctx = Ctx {
-                keys: crate::store::KeyAccess {
-                    ks,
-                    locked: ks.lock_none(),
-                    db,
-                    now_ms,
-                    touch,
-                    stats: &worker.store,
-                },
+                keys: crate::store::KeyAccess { ks, locked: ks.lock_none(), db, now_ms, touch, stats: &worker.store },
                 client: &mut client,
                 shared: node,
                 server,
@@ -555,9 +547,8 @@ fn script(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         "load" => {
             let body = args[2];
-            if let Some(flags) = eval_shebang(body)? {
-                let _ = flags;
-            }
+            // A bad shebang is refused at load time too.
+            eval_shebang(body)?;
             engine::check_compiles(ctx, body)?;
             let (sha, _) = cache_script(ctx, body);
             out.bulk(sha.as_bytes());
