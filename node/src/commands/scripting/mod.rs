@@ -408,6 +408,32 @@ impl Job {
     }
 }
 
+/// Waits for a pending read on the script thread (which has no event loop
+/// of its own otherwise).
+fn wait_here(wait: crate::store::PendingRead) {
+    SCRIPT_RT.with(|rt| match rt {
+        Some(rt) => rt.block_on(wait),
+        None => std::thread::sleep(std::time::Duration::from_millis(10)),
+    });
+}
+
+thread_local! {
+    /// The script thread's runtime: what pending reads need (timers).
+    static SCRIPT_RT: Option<tokio::runtime::Runtime> =
+        tokio::runtime::Builder::new_current_thread().enable_time().build().ok();
+}
+
+/// Runs `f` inside the script thread's runtime context.
+fn in_runtime<R>(f: impl FnOnce() -> R) -> R {
+    SCRIPT_RT.with(|rt| match rt {
+        Some(rt) => {
+            let _guard = rt.enter();
+            f()
+        }
+        None => f(),
+    })
+}
+
 /// Runs a script: here inside MULTI/EXEC (the transaction holds the whole
 /// keyspace), else on the script thread while this client waits, so that
 /// the worker goes on serving its other connections.
@@ -418,6 +444,12 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
     // Let the declared keys' partitions go: the script thread takes them all.
     ctx.keys.locked = ctx.shared.ks.lock_none();
     let shared = ctx.shared;
+    // Make room first, as Redis does before any command when over
+    // `maxmemory` (eviction takes partition locks: none is held here).
+    // A script that still finds no room gets OOM at its first write.
+    if shared.maxmemory() > 0 {
+        shared.ensure_memory(ctx.keys.stats);
+    }
     let worker = shared.workers.iter().position(|w| std::ptr::eq(&**w, ctx.worker)).unwrap_or(0);
     let info = ctx.client.info.clone();
     let id = info.id;
@@ -434,28 +466,50 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
             let worker = &node.workers[worker.min(node.workers.len() - 1)];
             let ks = &node.ks;
             let mut out = Reply { buf: Vec::new(), resp3 };
-            let mut ctx = Ctx {
-                keys: crate::store::KeyAccess { ks, locked: ks.lock_none(), db, now_ms, touch, stats: &worker.store },
-                client: &mut client,
-                shared: node,
-                server,
-                worker,
-                in_exec: false,
-                block: None,
-                pending: None,
+            let r = loop {
+                let mut ctx = Ctx {
+                    keys: crate::store::KeyAccess {
+                        ks,
+                        locked: ks.lock_none(),
+                        db,
+                        now_ms,
+                        touch,
+                        stats: &worker.store,
+                    },
+                    client: &mut client,
+                    shared: node,
+                    server,
+                    worker,
+                    in_exec: false,
+                    block: None,
+                    pending: None,
+                };
+                let r = in_runtime(|| job.run(&mut ctx, &mut out));
+                // A declared key still on disk: wait for it (no lock held
+                // once the context is dropped), then run from the start.
+                if let Some(wait) = ctx.pending.take() {
+                    drop(ctx);
+                    wait_here(wait);
+                    out.buf.clear();
+                    continue;
+                }
+                ctx.keys.serve_ready();
+                drop(ctx);
+                break r;
             };
-            let r = job.run(&mut ctx, &mut out);
-            ctx.keys.serve_ready();
-            drop(ctx);
             info.db.store(db as u32, Relaxed);
             match r {
                 Ok(()) => Ok(out.buf),
                 Err(e) => Err(e.0.into_owned()),
             }
         }));
+        node.ks.flush_mem();
         node.scripts.run.active.fetch_sub(1, SeqCst);
         let result = result.unwrap_or_else(|_| Err("ERR internal error while running the script".into()));
-        node.scripts.results.lock().insert(id, result);
+        // Kept for the client's second run of the command, unless it is gone.
+        if Arc::strong_count(&info) > 1 && !info.killed.load(Relaxed) {
+            node.scripts.results.lock().insert(id, result);
+        }
         let _ = done_tx.send(());
     });
     if !ctx.server.run_script_job(task) {
