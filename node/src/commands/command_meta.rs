@@ -66,6 +66,15 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("config|resetstat", 2, ADMIN_NLS, "@admin @slow @dangerous"),
     sub("config|rewrite", 2, ADMIN_NLS, "@admin @slow @dangerous"),
     sub("config|set", -4, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("function|delete", 3, flags::WRITE | flags::NOSCRIPT, "@write @slow @scripting"),
+    sub("function|dump", 2, flags::NOSCRIPT, "@slow @scripting"),
+    sub("function|flush", -2, flags::WRITE | flags::NOSCRIPT, "@write @slow @scripting"),
+    sub("function|help", 2, LS, "@slow @scripting"),
+    sub("function|kill", 2, flags::NOSCRIPT | flags::ALLOW_BUSY, "@slow @scripting"),
+    sub("function|list", -2, flags::NOSCRIPT, "@slow @scripting"),
+    sub("function|load", -3, flags::WRITE | flags::DENYOOM | flags::NOSCRIPT, "@write @slow @scripting"),
+    sub("function|restore", -3, flags::WRITE | flags::DENYOOM | flags::NOSCRIPT, "@write @slow @scripting"),
+    sub("function|stats", 2, flags::NOSCRIPT | flags::ALLOW_BUSY, "@slow @scripting"),
     sub("memory|doctor", 2, 0, "@slow"),
     sub("memory|help", 2, LS, "@slow"),
     sub("memory|malloc-stats", 2, 0, "@slow"),
@@ -83,6 +92,11 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("pubsub|numsub", -2, flags::PUBSUB | LS, "@pubsub @slow"),
     sub("pubsub|shardchannels", -2, flags::PUBSUB | LS, "@pubsub @slow"),
     sub("pubsub|shardnumsub", -2, flags::PUBSUB | LS, "@pubsub @slow"),
+    sub("script|exists", -3, flags::NOSCRIPT, "@slow @scripting"),
+    sub("script|flush", -2, flags::NOSCRIPT, "@slow @scripting"),
+    sub("script|help", 2, LS, "@slow @scripting"),
+    sub("script|kill", 2, flags::NOSCRIPT | flags::ALLOW_BUSY, "@slow @scripting"),
+    sub("script|load", 3, flags::NOSCRIPT | flags::STALE, "@slow @scripting"),
 ];
 
 pub fn sub_def(full_name: &str) -> Option<&'static SubDef> {

@@ -2,6 +2,7 @@
 //! pub/sub context, memory limit, partition locking, execution, metrics.
 
 use super::Node;
+use super::scripting::WhileBusy;
 use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, ServerControl, err, flags};
 use crate::config::Protected;
 use crate::metrics::WorkerMetrics;
@@ -189,6 +190,19 @@ pub fn execute(
         ));
         return Outcome::Done;
     }
+    // A script is running: wait for it (the worker serves others meanwhile),
+    // or get BUSY once it has run past `busy-reply-threshold`.
+    if shared.scripts.active() && !allows_busy(def, args) && !shared.scripts.has_result(client.info.id) {
+        let threshold = shared.config.runtime.busy_reply_threshold.load(Relaxed);
+        match shared.scripts.while_busy(threshold) {
+            WhileBusy::Busy(e) => {
+                stat.reject();
+                out.error(e);
+                return Outcome::Done;
+            }
+            WhileBusy::Wait(wait) => return Outcome::Pending(wait),
+        }
+    }
     if def.has(flags::DENYOOM) && !shared.ensure_memory(&worker.store) {
         stat.reject();
         out.error(err::OOM);
@@ -196,6 +210,19 @@ pub fn execute(
     }
     client.info.last_cmd.store(idx as u32, Relaxed);
     run(shared, server, worker, client, idx, args, out, false)
+}
+
+/// Whether a command runs while a script is busy (SCRIPT KILL, FUNCTION
+/// KILL, FUNCTION STATS, ...): its flag, or its subcommand's.
+fn allows_busy(def: &CommandDef, args: &[&[u8]]) -> bool {
+    if def.has(flags::ALLOW_BUSY) {
+        return true;
+    }
+    if def.subcommands.is_empty() || args.len() < 2 {
+        return false;
+    }
+    let full = format!("{}|{}", def.name, String::from_utf8_lossy(args[1]).to_ascii_lowercase());
+    super::command_meta::sub_def(&full).is_some_and(|s| s.flags & flags::ALLOW_BUSY != 0)
 }
 
 /// Inside MULTI: validate and queue.

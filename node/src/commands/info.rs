@@ -175,6 +175,15 @@ fn info_memory(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "maxmemory", "{max}");
     field!(t, "maxmemory_human", "{}", human_bytes(max));
     field!(t, "maxmemory_policy", "{}", shared.config.runtime.policy_name());
+    let lua = shared.scripts.memory();
+    field!(t, "used_memory_lua", "{}", lua.vm);
+    field!(t, "used_memory_lua_human", "{}", human_bytes(lua.vm));
+    field!(t, "used_memory_scripts_eval", "{}", lua.scripts_bytes);
+    field!(t, "number_of_cached_scripts", "{}", lua.scripts);
+    field!(t, "number_of_functions", "{}", lua.functions);
+    field!(t, "used_memory_functions", "{}", lua.functions_bytes);
+    field!(t, "used_memory_scripts", "{}", lua.scripts_bytes + lua.functions_bytes);
+    field!(t, "used_memory_scripts_human", "{}", human_bytes(lua.scripts_bytes + lua.functions_bytes));
     // As Redis 7 splits it: fragmentation inside the allocator's pages,
     // pages it keeps resident, and the process beyond the allocator.
     let a = &m.allocator;

@@ -19,6 +19,7 @@ pub mod keys;
 pub mod lists;
 mod node;
 pub mod pubsub;
+pub mod scripting;
 pub mod sets;
 mod stats;
 pub mod strings;
@@ -31,7 +32,7 @@ pub use args::{arg_f64, arg_i64, parse_block_timeout};
 use crate::protocol::Reply;
 use crate::session::client::{Client, ClientInfo};
 use crate::store::{KeyAccess, Keyspace, Serve, Waiter};
-pub use node::{Node, ServerControl};
+pub use node::{Node, ScriptJob, ServerControl};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -114,6 +115,10 @@ pub mod flags {
     /// Refused unless its enabling parameter allows the client (DEBUG:
     /// `enable-debug-command`). COMMAND INFO does not show it, as in Redis.
     pub const PROTECTED: u32 = 1 << 16;
+    /// Runs a script (EVAL, FCALL, ...): locks the whole keyspace, inside
+    /// EXEC too, since a script may touch keys it did not declare.
+    /// COMMAND INFO does not show it.
+    pub const RUNS_SCRIPT: u32 = 1 << 17;
 }
 
 /// Where a command's keys are among its arguments.
@@ -413,6 +418,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         transactions::COMMANDS,
         pubsub::COMMANDS,
         cluster::COMMANDS,
+        scripting::COMMANDS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

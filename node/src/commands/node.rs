@@ -29,6 +29,8 @@ pub struct Node {
     pub started: Instant,
     /// Unix time (s) of the last CONFIG RESETSTAT / start.
     pub stat_reset_time: AtomicU64,
+    /// Script cache, function libraries and the running script.
+    pub scripts: super::scripting::Scripts,
 }
 
 impl Node {
@@ -53,6 +55,7 @@ impl Node {
             memory: Budget::default(),
             started: Instant::now(),
             stat_reset_time: AtomicU64::new(now_s),
+            scripts: Default::default(),
             config,
         }
     }
@@ -86,8 +89,15 @@ impl Node {
     }
 }
 
+/// Work for the script thread: runs with the node and the server.
+pub type ScriptJob = Box<dyn FnOnce(&Node, &dyn ServerControl) + Send>;
+
 /// What commands may ask of the server they run in.
 pub trait ServerControl: Send + Sync {
+    /// Runs `job` on the node's script thread (EVAL and FCALL run there, so
+    /// that the worker keeps serving its other connections, which get BUSY
+    /// while a script runs too long). False when there is no such thread.
+    fn run_script_job(&self, job: ScriptJob) -> bool;
     /// Random id of this run (INFO run_id).
     fn run_id(&self) -> &str;
     /// The TCP port actually bound.

@@ -109,6 +109,9 @@ pub struct RuntimeConfig {
     pub activedefrag: AtomicBool,
     pub active_defrag_ignore_bytes: AtomicU64,
     pub active_defrag_threshold_lower: AtomicU32,
+    /// Milliseconds a script runs before other clients get BUSY
+    /// (`busy-reply-threshold`, alias `lua-time-limit`).
+    pub busy_reply_threshold: AtomicU64,
 }
 
 impl RuntimeConfig {
@@ -135,6 +138,7 @@ impl RuntimeConfig {
             activedefrag: AtomicBool::new(true),
             active_defrag_ignore_bytes: AtomicU64::new(0),
             active_defrag_threshold_lower: AtomicU32::new(0),
+            busy_reply_threshold: AtomicU64::new(5000),
         }
     }
 

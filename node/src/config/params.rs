@@ -208,6 +208,13 @@ pub static PARAMS: &[Param] = &[
         store: Store::Runtime(|rt, v| rt.adaptive_threads.store(v.flag(), Relaxed)), live: None,
         get: |c| yes_no(c.runtime.adaptive_threads.load(Relaxed)).into(), rewrite: true, secret: false,
     },
+    Param {
+        name: "busy-reply-threshold", aliases: &["lua-time-limit"], group: "Scripting",
+        help: "Milliseconds a script (EVAL, FCALL) may run before other clients get BUSY and it can be killed.",
+        default: Some("5000"), kind: Kind::Int { min: 0, max: i64::MAX },
+        store: Store::Runtime(|rt, v| rt.busy_reply_threshold.store(v.int() as u64, Relaxed)), live: None,
+        get: |c| c.runtime.busy_reply_threshold.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
     // Fixed at start-up.
     Param {
         name: "hugepages", aliases: &[], group: "Memory",

@@ -12,7 +12,7 @@ mod connection;
 mod http;
 mod snapshot;
 
-use crate::commands::{Node, ServerControl};
+use crate::commands::{Node, ScriptJob, ServerControl};
 use crate::config::Config;
 use crate::metrics::{DbFigures, Snapshot, WorkerMetrics};
 use crate::store::NUM_DBS;
@@ -46,6 +46,8 @@ pub struct Shared {
     pub balance: Balancer,
     /// Each worker's inbox for new and moved connections (set by `run`).
     worker_inbox: OnceLock<Vec<mpsc::UnboundedSender<NewConn>>>,
+    /// The script thread's inbox (EVAL, FCALL).
+    script_jobs: Mutex<std::sync::mpsc::Sender<ScriptJob>>,
 }
 
 impl std::ops::Deref for Shared {
@@ -69,6 +71,10 @@ impl Shared {
 }
 
 impl ServerControl for Shared {
+    fn run_script_job(&self, job: ScriptJob) -> bool {
+        self.script_jobs.lock().send(job).is_ok()
+    }
+
     fn run_id(&self) -> &str {
         &self.run_id
     }
@@ -148,7 +154,8 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
     let run_id: String = (0..40).map(|_| format!("{:x}", crate::base::random::fast_rand() % 16)).collect();
     let threads = config.startup.threads;
     let adaptive = config.runtime.adaptive_threads.load(Relaxed);
-    Arc::new(Shared {
+    let (script_tx, script_rx) = std::sync::mpsc::channel::<ScriptJob>();
+    let shared = Arc::new(Shared {
         node: Node::new(config, threads),
         run_id,
         ready: AtomicBool::new(false),
@@ -160,7 +167,20 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
         fd_clients: AtomicUsize::new(usize::MAX),
         balance: Balancer::new(threads, adaptive),
         worker_inbox: OnceLock::new(),
-    })
+        script_jobs: Mutex::new(script_tx),
+    });
+    // One thread runs scripts, as Redis does; it ends with the node.
+    let weak = Arc::downgrade(&shared);
+    std::thread::Builder::new()
+        .name("strata-script".into())
+        .spawn(move || {
+            while let Ok(job) = script_rx.recv() {
+                let Some(shared) = weak.upgrade() else { break };
+                job(&shared.node, &*shared);
+            }
+        })
+        .expect("spawn script thread");
+    shared
 }
 
 /// Runs the node until SIGTERM/SIGINT; returns the process exit code.

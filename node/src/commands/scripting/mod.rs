@@ -1,0 +1,613 @@
+//! Scripting: EVAL, EVALSHA, EVAL_RO, EVALSHA_RO, SCRIPT, FUNCTION, FCALL
+//! and FCALL_RO, on Lua 5.1 (the dialect Redis embeds, built from source by
+//! mlua).
+//!
+//! Where things live:
+//! - [`Scripts`], in the node: the script cache (SHA1 → body), the function
+//!   libraries (name → code and registered functions), and the state of the
+//!   script running now (for BUSY, SCRIPT KILL, FUNCTION STATS).
+//! - `engine`: one Lua interpreter per worker thread, created on first use,
+//!   which compiles cached scripts and libraries lazily; `redis.call` runs
+//!   the real command handlers through the same table as clients do.
+//!
+//! Atomicity: a script locks every partition (the keyspace as a whole) for
+//! its whole run, so no command of any client on any worker sees it half
+//! done; inside MULTI/EXEC the transaction already holds every partition
+//! (EXEC locks all of them when a script is queued).
+//!
+//! BUSY: while a script runs, commands that reach dispatch on another
+//! worker wait for it; once it has run longer than `busy-reply-threshold`
+//! they get Redis's BUSY error instead (SCRIPT KILL, FUNCTION KILL and the
+//! other `allow-busy` commands still run). Connections served by the same
+//! worker thread as the script cannot be answered until it ends: a worker
+//! runs one command at a time.
+
+mod cjson;
+mod cmsgpack;
+mod engine;
+mod functions;
+mod libs;
+mod lstruct;
+mod resp;
+
+use super::args::{help, subcommand};
+use super::{CmdResult, CommandDef, Ctx, Keys, arg_i64, flags};
+use crate::base::eq_ic;
+use crate::protocol::Reply;
+use parking_lot::Mutex;
+use smallvec::SmallVec;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+
+pub use functions::Library;
+
+const SCRIPT_CMD: u32 = flags::NOSCRIPT | flags::STALE | flags::RUNS_SCRIPT;
+
+pub const COMMANDS: &[CommandDef] = &[
+    CommandDef::new("eval", -3, SCRIPT_CMD | flags::MAY_REPLICATE, Keys::Custom(numkeys_keys), eval)
+        .acl("@slow @scripting"),
+    CommandDef::new("evalsha", -3, SCRIPT_CMD | flags::MAY_REPLICATE, Keys::Custom(numkeys_keys), evalsha)
+        .acl("@slow @scripting"),
+    CommandDef::new("eval_ro", -3, SCRIPT_CMD | flags::READONLY, Keys::Custom(numkeys_keys), eval_ro)
+        .acl("@slow @scripting"),
+    CommandDef::new("evalsha_ro", -3, SCRIPT_CMD | flags::READONLY, Keys::Custom(numkeys_keys), evalsha_ro)
+        .acl("@slow @scripting"),
+    CommandDef::new("fcall", -3, SCRIPT_CMD | flags::MAY_REPLICATE, Keys::Custom(numkeys_keys), fcall)
+        .acl("@slow @scripting"),
+    CommandDef::new("fcall_ro", -3, SCRIPT_CMD | flags::READONLY, Keys::Custom(numkeys_keys), fcall_ro)
+        .acl("@slow @scripting"),
+    CommandDef::new("script", -2, 0, Keys::None, script).acl("@slow").subs(SCRIPT_SUBS),
+    CommandDef::new("function", -2, 0, Keys::None, functions::function).acl("@slow").subs(functions::FUNCTION_SUBS),
+];
+
+/// Keys of EVAL-style commands: `numkeys` at 2, the keys after it.
+fn numkeys_keys(args: &[&[u8]]) -> SmallVec<[usize; 8]> {
+    let Some(n) = args.get(2).and_then(|a| crate::base::parse_i64(a)) else {
+        return SmallVec::new();
+    };
+    if n <= 0 || n as usize > args.len().saturating_sub(3) {
+        return SmallVec::new();
+    }
+    (3..3 + n as usize).collect()
+}
+
+/// The script running now (at most one: a script holds every partition).
+#[derive(Default)]
+pub struct RunState {
+    /// Scripts that passed dispatch and are running or taking their locks.
+    pub active: AtomicUsize,
+    /// Unix ms the running script started (0: none has its locks yet).
+    pub started_ms: AtomicU64,
+    /// Asked to stop by SCRIPT KILL / FUNCTION KILL.
+    pub kill: AtomicBool,
+    /// The running script has written: it can no longer be killed.
+    pub wrote: AtomicBool,
+    /// The running script is a function (FCALL) rather than EVAL.
+    pub is_function: AtomicBool,
+    /// Bytes the script thread's Lua interpreter holds (after its last run).
+    pub vm_memory: AtomicU64,
+    /// Name (function name or SHA1) and command of the running script.
+    pub what: Mutex<(String, String)>,
+}
+
+/// The node's scripting state.
+#[derive(Default)]
+pub struct Scripts {
+    /// Script cache: lower-case hex SHA1 → body.
+    pub cache: Mutex<HashMap<String, Arc<[u8]>>>,
+    /// Bumped by SCRIPT FLUSH: interpreters drop what they compiled.
+    pub cache_gen: AtomicU64,
+    /// Function libraries by name.
+    pub libraries: Mutex<std::collections::BTreeMap<String, Arc<Library>>>,
+    /// Bumped on every library change: interpreters reload them.
+    pub lib_gen: AtomicU64,
+    pub run: Arc<RunState>,
+    /// Replies of scripts run on the script thread, by client id, until
+    /// the client's EVAL/FCALL runs again to collect them.
+    pub results: Mutex<HashMap<u64, Result<Vec<u8>, String>>>,
+}
+
+/// What a command must do while a script runs.
+pub enum WhileBusy {
+    /// Past `busy-reply-threshold`: this error.
+    Busy(&'static str),
+    /// Not yet: wait (the worker goes on serving others), then run again.
+    Wait(crate::store::PendingRead),
+}
+
+pub const BUSY_EVAL: &str = "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+pub const BUSY_FUNCTION: &str =
+    "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.";
+const NOTBUSY: &str = "NOTBUSY No scripts in execution right now.";
+const UNKILLABLE: &str = "UNKILLABLE Sorry the script already executed write commands against the dataset. You can \
+     either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.";
+
+/// Scripting's share of memory, as INFO memory reports it.
+pub struct ScriptMemory {
+    pub vm: u64,
+    pub scripts: u64,
+    pub scripts_bytes: u64,
+    pub functions: u64,
+    pub functions_bytes: u64,
+}
+
+impl Scripts {
+    pub fn memory(&self) -> ScriptMemory {
+        let (scripts, scripts_bytes) = {
+            let cache = self.cache.lock();
+            (cache.len() as u64, cache.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum())
+        };
+        let (functions, functions_bytes) = {
+            let libs = self.libraries.lock();
+            (libs.values().map(|l| l.functions.len() as u64).sum(), libs.values().map(|l| l.code.len() as u64).sum())
+        };
+        ScriptMemory { vm: self.run.vm_memory.load(Relaxed), scripts, scripts_bytes, functions, functions_bytes }
+    }
+
+    /// True while a script runs (or is about to): one relaxed load, checked
+    /// by dispatch for every command.
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.run.active.load(Relaxed) != 0
+    }
+
+    /// True when the client's script finished and its reply waits.
+    pub fn has_result(&self, client_id: u64) -> bool {
+        self.results.lock().contains_key(&client_id)
+    }
+
+    /// For a command arriving while a script runs: BUSY once the script has
+    /// run past `threshold_ms`, else a wait until it ends or passes it.
+    pub fn while_busy(&self, threshold_ms: u64) -> WhileBusy {
+        if let Some(e) = busy_error(&self.run, threshold_ms) {
+            return WhileBusy::Busy(e);
+        }
+        let run = self.run.clone();
+        WhileBusy::Wait(Box::pin(async move {
+            while run.active.load(Relaxed) != 0 && busy_error(&run, threshold_ms).is_none() {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        }))
+    }
+
+    /// SCRIPT KILL (`function` false) or FUNCTION KILL.
+    fn kill(&self, function: bool) -> Result<(), &'static str> {
+        let run = &self.run;
+        if !self.active() || run.started_ms.load(SeqCst) == 0 {
+            return Err(NOTBUSY);
+        }
+        let is_fn = run.is_function.load(Relaxed);
+        if is_fn && !function {
+            return Err(BUSY_FUNCTION);
+        }
+        if !is_fn && function {
+            return Err(BUSY_EVAL);
+        }
+        if run.wrote.load(SeqCst) {
+            return Err(UNKILLABLE);
+        }
+        run.kill.store(true, SeqCst);
+        Ok(())
+    }
+}
+
+/// The BUSY error when the running script has run past `threshold_ms`.
+fn busy_error(run: &RunState, threshold_ms: u64) -> Option<&'static str> {
+    let started = run.started_ms.load(SeqCst);
+    if run.active.load(Relaxed) == 0 || started == 0 {
+        return None;
+    }
+    if crate::store::now_ms().saturating_sub(started) < threshold_ms {
+        return None;
+    }
+    Some(if run.is_function.load(Relaxed) { BUSY_FUNCTION } else { BUSY_EVAL })
+}
+
+/// Lower-case hex SHA1 of a script body.
+pub fn sha1_hex(body: &[u8]) -> String {
+    sha1_smol::Sha1::from(body).digest().to_string()
+}
+
+/// Parses EVAL's `numkeys` and splits keys from arguments.
+type KeysAndArgs<'a> = (&'a [&'a [u8]], &'a [&'a [u8]]);
+
+fn split_keys<'a>(args: &'a [&'a [u8]]) -> Result<KeysAndArgs<'a>, super::CmdError> {
+    let n = arg_i64(args[2])?;
+    if n < 0 {
+        return Err("ERR Number of keys can't be negative".into());
+    }
+    let rest = &args[3..];
+    if n as usize > rest.len() {
+        return Err("ERR Number of keys can't be greater than number of args".into());
+    }
+    Ok(rest.split_at(n as usize))
+}
+
+/// Flags a script may declare (`#!lua flags=...` or register_function).
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct ScriptFlags {
+    pub no_writes: bool,
+    pub allow_oom: bool,
+    pub allow_stale: bool,
+    pub no_cluster: bool,
+    pub allow_cross_slot: bool,
+}
+
+impl ScriptFlags {
+    pub fn parse_one(&mut self, f: &str) -> bool {
+        match f {
+            "no-writes" => self.no_writes = true,
+            "allow-oom" => self.allow_oom = true,
+            "allow-stale" => self.allow_stale = true,
+            "no-cluster" => self.no_cluster = true,
+            "allow-cross-slot-keys" => self.allow_cross_slot = true,
+            _ => return false,
+        }
+        true
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.no_writes {
+            v.push("no-writes");
+        }
+        if self.allow_oom {
+            v.push("allow-oom");
+        }
+        if self.allow_stale {
+            v.push("allow-stale");
+        }
+        if self.no_cluster {
+            v.push("no-cluster");
+        }
+        if self.allow_cross_slot {
+            v.push("allow-cross-slot-keys");
+        }
+        v
+    }
+}
+
+/// An EVAL body's shebang (`#!lua flags=a,b`): its flags and the body with
+/// the shebang line blanked (line numbers stay those of the script).
+fn eval_shebang(body: &[u8]) -> Result<Option<ScriptFlags>, super::CmdError> {
+    if !body.starts_with(b"#!") {
+        return Ok(None);
+    }
+    let end = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
+    let line = String::from_utf8_lossy(&body[2..end]).into_owned();
+    let mut parts = line.split(' ').filter(|s| !s.is_empty());
+    let engine = parts.next().unwrap_or("");
+    if engine != "lua" {
+        return Err(format!("ERR Unexpected engine in script shebang: #!{engine}").into());
+    }
+    let mut flags = ScriptFlags::default();
+    for p in parts {
+        let Some(list) = p.strip_prefix("flags=") else {
+            return Err(format!("ERR Unknown lua shebang option: {p}").into());
+        };
+        for f in list.split(',').filter(|s| !s.is_empty()) {
+            if !flags.parse_one(f) {
+                return Err(format!("ERR Unexpected flag in script shebang: {f}").into());
+            }
+        }
+    }
+    Ok(Some(flags))
+}
+
+/// Stores a body in the cache; returns its SHA1.
+fn cache_script(ctx: &Ctx<'_>, body: &[u8]) -> (String, Arc<[u8]>) {
+    let sha = sha1_hex(body);
+    let mut cache = ctx.shared.scripts.cache.lock();
+    let body = cache.entry(sha.clone()).or_insert_with(|| Arc::from(body)).clone();
+    (sha, body)
+}
+
+fn eval(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    eval_generic(ctx, args, out, false, false)
+}
+
+fn evalsha(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    eval_generic(ctx, args, out, true, false)
+}
+
+fn eval_ro(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    eval_generic(ctx, args, out, false, true)
+}
+
+fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    eval_generic(ctx, args, out, true, true)
+}
+
+const NOSCRIPT_ERR: &str = "NOSCRIPT No matching script. Please use EVAL.";
+const RO_WITH_WRITE: &str = "ERR Can not execute a script with write flag using *_ro command.";
+
+/// The reply of this client's script, run on the script thread, if it is done.
+fn collect_result(ctx: &mut Ctx<'_>, out: &mut Reply) -> Option<CmdResult> {
+    let scripts = &ctx.shared.scripts;
+    let id = ctx.client.info.id;
+    let r = scripts.results.lock().remove(&id)?;
+    Some(match r {
+        Ok(bytes) => {
+            out.raw(&bytes);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    })
+}
+
+fn eval_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, by_sha: bool, ro_cmd: bool) -> CmdResult {
+    if let Some(r) = collect_result(ctx, out) {
+        return r;
+    }
+    let (keys, argv) = split_keys(args)?;
+    let (sha, body) = if by_sha {
+        let given = args[1];
+        if given.len() != 40 {
+            return Err(NOSCRIPT_ERR.into());
+        }
+        let sha = String::from_utf8_lossy(given).to_ascii_lowercase();
+        let found = ctx.shared.scripts.cache.lock().get(&sha).cloned();
+        match found {
+            Some(b) => (sha, b),
+            None => return Err(NOSCRIPT_ERR.into()),
+        }
+    } else {
+        cache_script(ctx, args[1])
+    };
+    let shebang = eval_shebang(&body)?;
+    let flags = shebang.unwrap_or_default();
+    if ro_cmd && shebang.is_some() && !flags.no_writes {
+        return Err(RO_WITH_WRITE.into());
+    }
+    let job = Job {
+        target: OwnedTarget::Eval { sha, body },
+        keys: keys.iter().map(|k| k.to_vec()).collect(),
+        argv: argv.iter().map(|a| a.to_vec()).collect(),
+        read_only: ro_cmd || flags.no_writes,
+        // Without a shebang, each write command checks memory itself.
+        check_oom_upfront: shebang.is_some() && !flags.allow_oom && !flags.no_writes,
+        command: if ro_cmd { "eval_ro" } else { "eval" },
+    };
+    start(ctx, job, out)
+}
+
+enum OwnedTarget {
+    Eval { sha: String, body: Arc<[u8]> },
+    Function { name: String },
+}
+
+/// A script to run, owning what it needs (it may run on the script thread).
+struct Job {
+    target: OwnedTarget,
+    keys: Vec<Vec<u8>>,
+    argv: Vec<Vec<u8>>,
+    read_only: bool,
+    check_oom_upfront: bool,
+    command: &'static str,
+}
+
+impl Job {
+    fn run(&self, ctx: &mut Ctx<'_>, out: &mut Reply) -> CmdResult {
+        let keys: SmallVec<[&[u8]; 8]> = self.keys.iter().map(|k| k.as_slice()).collect();
+        let argv: SmallVec<[&[u8]; 8]> = self.argv.iter().map(|a| a.as_slice()).collect();
+        let target = match &self.target {
+            OwnedTarget::Eval { sha, body } => engine::Target::Eval { sha, body },
+            OwnedTarget::Function { name } => engine::Target::Function { name },
+        };
+        let run = engine::Run {
+            target,
+            keys: &keys,
+            argv: &argv,
+            read_only: self.read_only,
+            check_oom_upfront: self.check_oom_upfront,
+            command: self.command,
+        };
+        engine::run(ctx, run, out)
+    }
+}
+
+/// Waits for a pending read on the script thread (which has no event loop
+/// of its own otherwise).
+fn wait_here(wait: crate::store::PendingRead) {
+    SCRIPT_RT.with(|rt| match rt {
+        Some(rt) => rt.block_on(wait),
+        None => std::thread::sleep(std::time::Duration::from_millis(10)),
+    });
+}
+
+thread_local! {
+    /// The script thread's runtime: what pending reads need (timers).
+    static SCRIPT_RT: Option<tokio::runtime::Runtime> =
+        tokio::runtime::Builder::new_current_thread().enable_time().build().ok();
+}
+
+/// Runs `f` inside the script thread's runtime context.
+fn in_runtime<R>(f: impl FnOnce() -> R) -> R {
+    SCRIPT_RT.with(|rt| match rt {
+        Some(rt) => {
+            let _guard = rt.enter();
+            f()
+        }
+        None => f(),
+    })
+}
+
+/// Runs a script: here inside MULTI/EXEC (the transaction holds the whole
+/// keyspace), else on the script thread while this client waits, so that
+/// the worker goes on serving its other connections.
+fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
+    if ctx.in_exec || ctx.keys.locked.is_all() {
+        return job.run(ctx, out);
+    }
+    // Let the declared keys' partitions go: the script thread takes them all.
+    ctx.keys.locked = ctx.shared.ks.lock_none();
+    let shared = ctx.shared;
+    // Make room first, as Redis does before any command when over
+    // `maxmemory` (eviction takes partition locks: none is held here).
+    // A script that still finds no room gets OOM at its first write.
+    if shared.maxmemory() > 0 {
+        shared.ensure_memory(ctx.keys.stats);
+    }
+    let worker = shared.workers.iter().position(|w| std::ptr::eq(&**w, ctx.worker)).unwrap_or(0);
+    let info = ctx.client.info.clone();
+    let id = info.id;
+    let (db, resp3, now_ms, touch) = (ctx.client.db, ctx.client.resp3, ctx.client.now_ms, !ctx.client.no_touch);
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    // Counted as running from now: commands arriving meanwhile wait for it.
+    shared.scripts.run.active.fetch_add(1, SeqCst);
+    let task: super::ScriptJob = Box::new(move |node: &super::Node, server: &dyn super::ServerControl| {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut client = crate::session::client::Client::new(info.clone(), true);
+            client.db = db;
+            client.resp3 = resp3;
+            client.now_ms = now_ms;
+            let worker = &node.workers[worker.min(node.workers.len() - 1)];
+            let ks = &node.ks;
+            let mut out = Reply { buf: Vec::new(), resp3 };
+            let r = loop {
+                let mut ctx = Ctx {
+                    keys: crate::store::KeyAccess {
+                        ks,
+                        locked: ks.lock_none(),
+                        db,
+                        now_ms,
+                        touch,
+                        stats: &worker.store,
+                    },
+                    client: &mut client,
+                    shared: node,
+                    server,
+                    worker,
+                    in_exec: false,
+                    block: None,
+                    pending: None,
+                };
+                let r = in_runtime(|| job.run(&mut ctx, &mut out));
+                // A declared key still on disk: wait for it (no lock held
+                // once the context is dropped), then run from the start.
+                if let Some(wait) = ctx.pending.take() {
+                    drop(ctx);
+                    wait_here(wait);
+                    out.buf.clear();
+                    continue;
+                }
+                ctx.keys.serve_ready();
+                drop(ctx);
+                break r;
+            };
+            info.db.store(db as u32, Relaxed);
+            match r {
+                Ok(()) => Ok(out.buf),
+                Err(e) => Err(e.0.into_owned()),
+            }
+        }));
+        node.ks.flush_mem();
+        node.scripts.run.active.fetch_sub(1, SeqCst);
+        let result = result.unwrap_or_else(|_| Err("ERR internal error while running the script".into()));
+        // Kept for the client's second run of the command, unless it is gone.
+        if Arc::strong_count(&info) > 1 && !info.killed.load(Relaxed) {
+            node.scripts.results.lock().insert(id, result);
+        }
+        let _ = done_tx.send(());
+    });
+    if !ctx.server.run_script_job(task) {
+        shared.scripts.run.active.fetch_sub(1, SeqCst);
+        return Err("ERR the script thread is not running".into());
+    }
+    ctx.pending = Some(Box::pin(async move {
+        let _ = done_rx.await;
+    }));
+    Ok(())
+}
+
+fn fcall(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    fcall_generic(ctx, args, out, false)
+}
+
+fn fcall_ro(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    fcall_generic(ctx, args, out, true)
+}
+
+fn fcall_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, ro_cmd: bool) -> CmdResult {
+    if let Some(r) = collect_result(ctx, out) {
+        return r;
+    }
+    let name = String::from_utf8_lossy(args[1]).into_owned();
+    let Some((_lib, flags)) = functions::find_function(&ctx.shared.scripts, &name) else {
+        return Err("ERR Function not found".into());
+    };
+    if crate::base::parse_i64(args[2]).is_none() {
+        return Err("ERR Bad number of keys provided".into());
+    }
+    let (keys, argv) = split_keys(args)?;
+    if ro_cmd && !flags.no_writes {
+        return Err(RO_WITH_WRITE.into());
+    }
+    let job = Job {
+        target: OwnedTarget::Function { name },
+        keys: keys.iter().map(|k| k.to_vec()).collect(),
+        argv: argv.iter().map(|a| a.to_vec()).collect(),
+        read_only: ro_cmd || flags.no_writes,
+        check_oom_upfront: !flags.allow_oom && !flags.no_writes,
+        command: if ro_cmd { "fcall_ro" } else { "fcall" },
+    };
+    start(ctx, job, out)
+}
+
+const SCRIPT_SUBS: &[&str] = &["exists", "flush", "kill", "load", "help"];
+
+const SCRIPT_HELP: &[&str] = &[
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn script(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let scripts = &ctx.shared.scripts;
+    match subcommand("script", SCRIPT_SUBS, args)? {
+        "exists" => {
+            let cache = scripts.cache.lock();
+            out.array(args.len() - 2);
+            for a in &args[2..] {
+                let sha = String::from_utf8_lossy(a).to_ascii_lowercase();
+                out.int(cache.contains_key(&sha) as i64);
+            }
+        }
+        "flush" => {
+            if args.len() > 3 || (args.len() == 3 && !eq_ic(args[2], "sync") && !eq_ic(args[2], "async")) {
+                return Err("ERR SCRIPT FLUSH only support SYNC|ASYNC option".into());
+            }
+            scripts.cache.lock().clear();
+            scripts.cache_gen.fetch_add(1, SeqCst);
+            out.ok();
+        }
+        "kill" => {
+            scripts.kill(false)?;
+            out.ok();
+        }
+        "load" => {
+            let body = args[2];
+            // A bad shebang is refused at load time too.
+            eval_shebang(body)?;
+            engine::check_compiles(ctx, body)?;
+            let (sha, _) = cache_script(ctx, body);
+            out.bulk(sha.as_bytes());
+        }
+        _ => help(out, SCRIPT_HELP),
+    }
+    Ok(())
+}
