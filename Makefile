@@ -7,7 +7,7 @@ ifdef STRATA_CACHE
 export CARGO_TARGET_DIR ?= $(STRATA_CACHE)/target
 endif
 
-.PHONY: help deps build run test check lint fmt bench crds chart manifests dashboards dashboards-check dashboards-png k8s-tools images e2e clean
+.PHONY: help deps build run test check lint fmt bench crds chart manifests dashboards dashboards-check dashboards-png k8s-tools images e2e clean redis-tests
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -32,9 +32,13 @@ fmt: ## Format the code
 
 test: check e2e ## Every test: `check`, then the e2e suite on a real cluster
 
-check: deps lint k8s-tools chart ## Every test but e2e: lint, chart, unit, integration, differential, operator vs a real API server, dashboards vs a real Prometheus
+check: deps lint k8s-tools chart ## Every test but e2e: lint, chart, unit, integration, differential, operator vs a real API server, dashboards vs a real Prometheus, Redis's own suite
 	$(CARGO) test --workspace --no-fail-fast
 	./scripts/check-dashboards.sh
+	./scripts/redis-tests.sh
+
+redis-tests: ## Redis 7.0.15's own test suite against strata-node (when ../shared/redis-tests is there), held to a floor
+	./scripts/redis-tests.sh
 
 dashboards: ## Regenerate dashboards/*.json (scripts/build-dashboards.py) and the Helm chart's copies
 	./scripts/build-dashboards.py

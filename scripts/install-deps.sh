@@ -5,7 +5,8 @@
 # tests' API server signs service-account tokens with a fresh key); git (Go
 # module fetches); prometheus (Debian's 2.42, with promtool: scripts/check-dashboards.sh runs it as
 # a process on a free port, so the daemon the package may start on :9090 is not used), curl, and
-# Debian's python3 with python3-yaml and python3-matplotlib (the dashboards check and its PNGs).
+# Debian's python3 with python3-yaml and python3-matplotlib (the dashboards check and its PNGs);
+# tcl (Redis's own test suite, scripts/redis-tests.sh).
 # The Kubernetes binaries and Helm come from
 # scripts/k8s-tools.sh, which needs Go >= 1.24 (https://go.dev/dl).
 set -euo pipefail
@@ -18,6 +19,7 @@ command -v git >/dev/null || missing+=(git)
 command -v prometheus >/dev/null || missing+=(prometheus)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v curl >/dev/null || missing+=(curl)
+command -v tclsh >/dev/null || missing+=(tcl)
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || missing+=(python3 python3-yaml)
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || missing+=(python3 python3-matplotlib)
 if ((${#missing[@]})); then
