@@ -12,6 +12,7 @@ pub mod command_meta;
 pub mod config;
 pub mod connection;
 pub mod debug;
+pub mod dump;
 pub mod dispatch;
 pub mod hashes;
 pub mod info;
@@ -405,6 +406,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         admin::COMMANDS,
         debug::COMMANDS,
         keys::COMMANDS,
+        dump::COMMANDS,
         strings::COMMANDS,
         lists::COMMANDS,
         hashes::COMMANDS,

@@ -2,6 +2,7 @@
 //! few facts and actions only the server has, behind `ServerControl`, a
 //! trait defined here so that commands never depend on the server.
 
+use crate::durability::persist::Persistence;
 use super::dispatch::CommandTable;
 use crate::config::Config;
 use crate::memory::Budget;
@@ -29,6 +30,9 @@ pub struct Node {
     pub started: Instant,
     /// Unix time (s) of the last CONFIG RESETSTAT / start.
     pub stat_reset_time: AtomicU64,
+    /// The durability log (None with durability none): replayed at
+    /// start-up, then journaling every change.
+    pub persist: Option<Arc<Persistence>>,
 }
 
 impl Node {
@@ -36,7 +40,18 @@ impl Node {
         let table = CommandTable::new();
         // Before any table exists: the keyspace's tables allocate through the process's pool.
         crate::sys::hugepages::configure(config.startup.hugepages);
-        let ks = Keyspace::new(config.startup.partitions);
+        let sc = &config.startup;
+        let policy = crate::durability::Policy::from_config(sc.durability, sc.fsync_interval_us);
+        let choice = crate::durability::persist::engine_choice(&sc.io_engine)
+            .unwrap_or(crate::tier::io::EngineChoice::Auto);
+        let persist = Persistence::new(policy, sc.dir.clone(), choice);
+        let ks = match &persist {
+            Some(p) => Keyspace::with_journal(sc.partitions, p.clone()),
+            None => Keyspace::new(sc.partitions),
+        };
+        if let Some(p) = &persist {
+            p.set_partitions(ks.num_partitions());
+        }
         // Resolved once here (and again by CONFIG SET): never looked up per eviction.
         let rt = &config.runtime;
         ks.set_policy(rt.policy());
@@ -53,6 +68,7 @@ impl Node {
             memory: Budget::default(),
             started: Instant::now(),
             stat_reset_time: AtomicU64::new(now_s),
+            persist,
             config,
         }
     }

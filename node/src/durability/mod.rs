@@ -279,3 +279,4 @@ fn run(shared: &Shared) {
 
 #[cfg(test)]
 mod tests;
+pub mod persist;
