@@ -180,9 +180,10 @@ fn periodic_loses_at_most_the_last_interval_across_kill_9() {
     // 10 ms interval; the slack covers the flush in flight (write + fdatasync
     // on a busy machine) and the kill's own delivery.
     let window = Duration::from_millis(10 + 150);
-    let (acked, kills, lost, beyond, phantom) =
-        crash_rounds("periodic", &["--fsync-interval", "10ms"], 20, window);
-    eprintln!("periodic: {kills} kills, {acked} writes acknowledged, {lost} lost (all within {window:?}), {phantom} phantom");
+    let (acked, kills, lost, beyond, phantom) = crash_rounds("periodic", &["--fsync-interval", "10ms"], 20, window);
+    eprintln!(
+        "periodic: {kills} kills, {acked} writes acknowledged, {lost} lost (all within {window:?}), {phantom} phantom"
+    );
     assert!(acked > 1000, "too little load to mean anything: {acked}");
     assert_eq!((beyond, phantom), (0, 0), "periodic lost writes older than its window");
 }
@@ -316,8 +317,7 @@ fn compaction_bounds_the_log_and_survives_a_crash_in_the_middle() {
         if env_crash {
             env.push(("STRATA_TEST_CRASH_AT", "compact-freed-one"));
         }
-        let server =
-            Server::strata_with_env(&["--dir", dir.path(), "--durability", "sync"], &env);
+        let server = Server::strata_with_env(&["--dir", dir.path(), "--durability", "sync"], &env);
         wait_loaded(&server);
         server
     };
@@ -473,7 +473,10 @@ fn clients_get_loading_while_the_log_is_replayed() {
         }
     }
     let _ = server.terminate(Duration::from_secs(10));
-    let server = Server::strata_with_env(&["--dir", dir.path(), "--durability", "periodic"], &[("STRATA_SEGMENT_SIZE", SEGMENT)]);
+    let server = Server::strata_with_env(
+        &["--dir", dir.path(), "--durability", "periodic"],
+        &[("STRATA_SEGMENT_SIZE", SEGMENT)],
+    );
     let mut c = server.conn();
     let first = c.cmd(&["GET", "k1"]);
     let info_while = info_field(&mut c, "loading");

@@ -11,7 +11,8 @@ const ONE: Keys = Keys::Range(1, 1, 1);
 
 pub const COMMANDS: &[CommandDef] = &[
     CommandDef::new("dump", 2, flags::READONLY, ONE, dump_cmd).acl("@keyspace @read @slow"),
-    CommandDef::new("restore", -4, flags::WRITE | flags::DENYOOM, ONE, restore).acl("@keyspace @write @slow @dangerous"),
+    CommandDef::new("restore", -4, flags::WRITE | flags::DENYOOM, ONE, restore)
+        .acl("@keyspace @write @slow @dangerous"),
 ];
 
 fn dump_cmd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {

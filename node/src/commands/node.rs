@@ -2,9 +2,9 @@
 //! few facts and actions only the server has, behind `ServerControl`, a
 //! trait defined here so that commands never depend on the server.
 
-use crate::durability::persist::Persistence;
 use super::dispatch::CommandTable;
 use crate::config::Config;
+use crate::durability::persist::Persistence;
 use crate::memory::Budget;
 use crate::metrics::{DbFigures, Snapshot, StatsTotals, WorkerMetrics};
 use crate::session::client::ClientRegistry;
@@ -42,8 +42,8 @@ impl Node {
         crate::sys::hugepages::configure(config.startup.hugepages);
         let sc = &config.startup;
         let policy = crate::durability::Policy::from_config(sc.durability, sc.fsync_interval_us);
-        let choice = crate::durability::persist::engine_choice(&sc.io_engine)
-            .unwrap_or(crate::tier::io::EngineChoice::Auto);
+        let choice =
+            crate::durability::persist::engine_choice(&sc.io_engine).unwrap_or(crate::tier::io::EngineChoice::Auto);
         let persist = Persistence::new(policy, sc.dir.clone(), choice);
         let ks = match &persist {
             Some(p) => Keyspace::with_journal(sc.partitions, p.clone()),

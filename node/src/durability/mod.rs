@@ -277,6 +277,6 @@ fn run(shared: &Shared) {
     }
 }
 
+pub mod persist;
 #[cfg(test)]
 mod tests;
-pub mod persist;

@@ -351,7 +351,13 @@ impl Persistence {
         let first_new = first_new.expect("set above");
         // Old segments: before the rewrite's first one in use order.
         let cut = old.iter().position(|&s| s == first_new).unwrap_or(old.len());
-        tracing::info!(?old, first_new, cut, last_seq, "log compaction: the rewrite is durable; freeing the older segments");
+        tracing::info!(
+            ?old,
+            first_new,
+            cut,
+            last_seq,
+            "log compaction: the rewrite is durable; freeing the older segments"
+        );
         let mut freed = 0;
         for &seg in &old[..cut] {
             // Out of the order first: once freed, the id may be reused at once.
