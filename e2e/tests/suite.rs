@@ -419,8 +419,12 @@ async fn oom_kill_is_reported(env: &Env) {
     eprintln!("  the OOM test took {:.0}s", started.elapsed().as_secs_f64());
 }
 
+/// The tests share the operator's release and namespaces: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test(flavor = "multi_thread")]
 async fn strata_on_kubernetes() {
+    let _one_at_a_time = SERIAL.lock().await;
     let env = Env::from_env();
     for ns in [NS, OPERATOR_NS] {
         env.kubectl(&["wait", "--for=delete", &format!("namespace/{ns}"), "--timeout=120s"]);
@@ -645,12 +649,16 @@ async fn strata_on_kubernetes() {
     step("done");
 }
 
-/// What `durability: sync` will promise once the disk tier lands: every acknowledged write
-/// survives the loss of its pod. Today the node keeps data in RAM only, so this cannot pass yet.
+/// What `durability: sync` promises: every acknowledged write survives the loss of its pod
+/// (the node replays its log from the pod's volume at start-up).
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "needs the node's disk tier (the durability issue): enable it when durability modes persist writes"]
 async fn no_acknowledged_write_lost_after_pod_deletion() {
+    let _one_at_a_time = SERIAL.lock().await;
     let env = Env::from_env();
+    // After the other test: its namespaces may still be terminating.
+    for ns in [NS, OPERATOR_NS] {
+        env.kubectl(&["wait", "--for=delete", &format!("namespace/{ns}"), "--timeout=120s"]);
+    }
     let _cleanup = Cleanup(&env);
     install_operator(&env);
     env.kubectl(&["create", "namespace", NS]).ok("namespace");

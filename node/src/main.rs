@@ -1,6 +1,6 @@
 #![deny(unsafe_code)]
 
-use strata_node::config::{Cli, Config, Durability};
+use strata_node::config::{Cli, Config};
 
 fn main() {
     let cli = Cli::parse();
@@ -13,13 +13,6 @@ fn main() {
     };
     strata_node::config::logging::init(&config.runtime.loglevel.read().clone(), &config.startup.log_format);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "strata-node starting");
-    if config.startup.durability != Durability::None {
-        tracing::warn!(
-            durability = config.startup.durability.name(),
-            "this build keeps data in RAM only: writes are not persisted until the disk tier lands; \
-             running as durability none"
-        );
-    }
     let shared = strata_node::server::build_shared(config);
     std::process::exit(strata_node::server::run(shared));
 }

@@ -179,6 +179,21 @@ pub fn execute(
         out.error(PROTECTED_REFUSED);
         return Outcome::Done;
     }
+    if let Some(p) = &shared.persist {
+        if p.is_loading() && !def.has(flags::LOADING) {
+            if client.multi.is_some() {
+                client.multi_dirty = true;
+            }
+            stat.reject();
+            out.error("LOADING Redis is loading the dataset in memory");
+            return Outcome::Done;
+        }
+        if def.name == "swapdb" {
+            stat.reject();
+            out.error("ERR SWAPDB is not supported while durability journals writes");
+            return Outcome::Done;
+        }
+    }
     if client.multi.is_some() && !def.has(flags::NO_QUEUE) {
         return queue(shared, client, idx, def, args, out);
     }

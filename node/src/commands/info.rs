@@ -231,8 +231,10 @@ const NO_RDB_AOF: &[(&str, &str)] = &[
 ];
 
 fn info_persistence(shared: &Node, t: &mut String) {
-    // There is no RDB or AOF: nothing is ever loaded or saved.
-    for name in ["loading", "async_loading", "rdb_changes_since_last_save", "rdb_bgsave_in_progress"] {
+    // There is no RDB or AOF; `loading` is the replay of the durability log.
+    let loading = shared.persist.as_ref().is_some_and(|p| p.is_loading());
+    field!(t, "loading", "{}", loading as u8);
+    for name in ["async_loading", "rdb_changes_since_last_save", "rdb_bgsave_in_progress"] {
         field!(t, name, "0");
     }
     field!(t, "rdb_last_save_time", "{}", start_time(shared));
@@ -241,7 +243,31 @@ fn info_persistence(shared: &Node, t: &mut String) {
     }
     // Strata's own: the durability mode asked for, and what this build does.
     field!(t, "strata_durability", "{}", shared.config.startup.durability.name());
-    field!(t, "strata_durability_effective", "none");
+    let Some(p) = &shared.persist else {
+        field!(t, "strata_durability_effective", "none");
+        return;
+    };
+    field!(t, "strata_durability_effective", "{}", shared.config.startup.durability.name());
+    field!(t, "strata_io_engine", "{}", p.engine.lock().clone());
+    let r = p.recovery.lock().clone();
+    field!(t, "strata_recovery_duration_ms", "{}", r.duration_ms);
+    field!(t, "strata_recovery_records", "{}", r.records);
+    field!(t, "strata_recovery_bytes", "{}", r.bytes);
+    field!(t, "strata_recovery_skipped_runs", "{}", r.bad_runs);
+    field!(t, "strata_recovery_skipped_bytes", "{}", r.skipped_bytes);
+    field!(t, "strata_recovery_torn_bytes", "{}", r.torn_bytes);
+    field!(t, "strata_recovery_bad_values", "{}", r.bad_values);
+    field!(t, "strata_log_compactions", "{}", p.compactions.load(std::sync::atomic::Ordering::Relaxed));
+    if let Some([durable, appended, flushes, records, max_batch, us_total, us_max, segments]) = p.figures() {
+        field!(t, "strata_log_durable_seq", "{durable}");
+        field!(t, "strata_log_appended_seq", "{appended}");
+        field!(t, "strata_log_segments", "{segments}");
+        field!(t, "strata_fsyncs", "{flushes}");
+        field!(t, "strata_fsync_records", "{records}");
+        field!(t, "strata_group_commit_max", "{max_batch}");
+        field!(t, "strata_fsync_avg_us", "{}", us_total.checked_div(flushes).unwrap_or(0));
+        field!(t, "strata_fsync_max_us", "{us_max}");
+    }
 }
 
 fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {

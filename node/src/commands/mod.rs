@@ -13,6 +13,7 @@ pub mod config;
 pub mod connection;
 pub mod debug;
 pub mod dispatch;
+pub mod dump;
 pub mod hashes;
 pub mod info;
 pub mod keys;
@@ -410,6 +411,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         admin::COMMANDS,
         debug::COMMANDS,
         keys::COMMANDS,
+        dump::COMMANDS,
         strings::COMMANDS,
         lists::COMMANDS,
         hashes::COMMANDS,

@@ -4,6 +4,7 @@
 
 use super::dispatch::CommandTable;
 use crate::config::Config;
+use crate::durability::persist::Persistence;
 use crate::memory::Budget;
 use crate::metrics::{DbFigures, Snapshot, StatsTotals, WorkerMetrics};
 use crate::session::client::ClientRegistry;
@@ -31,6 +32,9 @@ pub struct Node {
     pub stat_reset_time: AtomicU64,
     /// Script cache, function libraries and the running script.
     pub scripts: super::scripting::Scripts,
+    /// The durability log (None with durability none): replayed at
+    /// start-up, then journaling every change.
+    pub persist: Option<Arc<Persistence>>,
 }
 
 impl Node {
@@ -38,7 +42,18 @@ impl Node {
         let table = CommandTable::new();
         // Before any table exists: the keyspace's tables allocate through the process's pool.
         crate::sys::hugepages::configure(config.startup.hugepages);
-        let ks = Keyspace::new(config.startup.partitions);
+        let sc = &config.startup;
+        let policy = crate::durability::Policy::from_config(sc.durability, sc.fsync_interval_us);
+        let choice =
+            crate::durability::persist::engine_choice(&sc.io_engine).unwrap_or(crate::tier::io::EngineChoice::Auto);
+        let persist = Persistence::new(policy, sc.dir.clone(), choice);
+        let ks = match &persist {
+            Some(p) => Keyspace::with_journal(sc.partitions, p.clone()),
+            None => Keyspace::new(sc.partitions),
+        };
+        if let Some(p) = &persist {
+            p.set_partitions(ks.num_partitions());
+        }
         // Resolved once here (and again by CONFIG SET): never looked up per eviction.
         let rt = &config.runtime;
         ks.set_policy(rt.policy());
@@ -56,6 +71,7 @@ impl Node {
             started: Instant::now(),
             stat_reset_time: AtomicU64::new(now_s),
             scripts: Default::default(),
+            persist,
             config,
         }
     }

@@ -49,6 +49,8 @@ pub struct StartupConfig {
     pub durability: Durability,
     /// fsync interval of durability periodic, in microseconds.
     pub fsync_interval_us: u64,
+    /// The log's I/O engine: auto, uring or threads (`io-engine`).
+    pub io_engine: String,
     /// Who may run DEBUG (`enable-debug-command`).
     pub enable_debug_command: Protected,
     /// Huge pages for the keyspace's large tables (`hugepages`).
@@ -75,6 +77,7 @@ impl StartupConfig {
             config_file,
             durability: Durability::None,
             fsync_interval_us: DEFAULT_FSYNC_INTERVAL_US,
+            io_engine: String::new(),
             enable_debug_command: Protected::No,
             hugepages: HugePages::Off,
         }

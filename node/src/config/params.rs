@@ -325,7 +325,7 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "dir", aliases: &[], group: "Storage",
-        help: "Data directory (reserved for the disk tier and durability).",
+        help: "Data directory: the durability log (unless durability is none).",
         default: Some("./data"), kind: Kind::Text,
         store: Store::Startup(|c, v| {
             c.dir = PathBuf::from(v.text());
@@ -358,9 +358,9 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "durability", aliases: &[], group: "Storage",
-        help: "How writes reach disk: none (a pure cache), write-back, periodic or sync. This build keeps data in \
-               RAM only: the other modes are accepted and reported (INFO persistence, CONFIG GET), with a warning \
-               at start-up.",
+        help: "How writes reach disk: none (a pure cache: nothing is written or replayed), write-back (logged in \
+               the background, at most 1 s late), periodic (logged at once, fsync every fsync-interval) or sync \
+               (a reply only after the fsync covering it). The log lives in dir and is replayed at start-up.",
         default: Some("none"), kind: Kind::Durability,
         store: Store::Startup(|c, v| {
             let Parsed::Durability(d) = v else { unreachable!("a durability mode") };
@@ -379,6 +379,21 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }),
         live: None, get: |c| format_interval_us(c.startup.fsync_interval_us), rewrite: false, secret: false,
+    },
+    Param {
+        name: "io-engine", aliases: &[], group: "Storage",
+        help: "I/O engine of the log: auto (io_uring when the kernel and seccomp allow it, else threads), uring or \
+               threads. The engine chosen and why: INFO persistence.",
+        default: Some("auto"), kind: Kind::Text,
+        store: Store::Startup(|c, v| {
+            let name = v.text();
+            if !matches!(name.as_str(), "auto" | "uring" | "threads") {
+                return Err("argument must be one of auto, uring, threads".into());
+            }
+            c.io_engine = name;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.io_engine.clone(), rewrite: false, secret: false,
     },
     Param {
         name: "enable-debug-command", aliases: &[], group: "Security",

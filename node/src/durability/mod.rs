@@ -10,6 +10,10 @@
 //! appended meanwhile rides the next one (the batch grows with the load; no
 //! timer in `sync`). A failed write or fsync stops the group commit for
 //! good: every waiter gets the error, nothing is retried.
+//!
+//! [`persist`] is the keyspace's journal on top of it: records from
+//! changes, the replay at start-up (warm restart, `-LOADING` meanwhile),
+//! `sync`'s reply wait and compaction.
 
 use crate::config;
 use crate::tier::log::{RecordAddr, SegmentLog};
@@ -277,5 +281,6 @@ fn run(shared: &Shared) {
     }
 }
 
+pub mod persist;
 #[cfg(test)]
 mod tests;

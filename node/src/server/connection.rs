@@ -542,6 +542,21 @@ async fn flush(
     if out.buf.is_empty() {
         return Ok(());
     }
+    // durability sync: nothing goes out before the fsync covering every
+    // write this batch made or could have read (one wait per batch).
+    if let Some(seq) = shared.persist.as_ref().and_then(|p| p.sync_target()) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let p = shared.persist.as_ref().expect("checked above");
+        p.on_durable(
+            seq,
+            Box::new(move |r| {
+                let _ = tx.send(r.is_ok());
+            }),
+        );
+        if !matches!(rx.await, Ok(true)) {
+            return Err(std::io::Error::other("the durability log failed: replies withheld"));
+        }
+    }
     let mut rest = &out.buf[..];
     let r = loop {
         tokio::select! {

@@ -230,11 +230,44 @@ pub fn run(shared: Arc<Shared>) -> i32 {
         }
         code
     });
+    if let Some(p) = &shared.persist {
+        // What periodic and write-back have not synced yet goes to disk now.
+        match p.flush_all() {
+            Ok(()) => info!("durability log synced"),
+            Err(e) => error!("durability log: final sync failed: {e}"),
+        }
+    }
     if let Some(path) = &shared.config.startup.unixsocket {
         let _ = std::fs::remove_file(path);
     }
     info!("bye");
     code
+}
+
+/// Replays the durability log on a thread of its own, then marks the node
+/// ready and keeps the log compact. A log that cannot be opened stops the
+/// node: serving without it would break the durability promise.
+fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persistence>) {
+    let spawned = std::thread::Builder::new().name("strata-recovery".into()).spawn(move || {
+        if let Err(e) = p.recover(&shared.ks) {
+            error!(dir = %shared.config.startup.dir.display(), "cannot open the durability log: {e}; stopping");
+            std::process::exit(1);
+        }
+        shared.ready.store(true, Relaxed);
+        info!("durability log replayed: ready");
+        while !shared.shutting_down.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(500));
+            if p.compaction_due() {
+                if let Err(e) = p.compact(&shared.ks) {
+                    error!("log compaction failed: {e}");
+                }
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        error!("cannot start recovery: {e}");
+        std::process::exit(1);
+    }
 }
 
 /// How long, from the start of shutdown, connections may take to finish
@@ -528,7 +561,11 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
     let sc = &shared.config.startup;
     let Listeners { tcp, unix } = listeners;
     let mut accept_errors = AcceptErrors::default();
-    shared.ready.store(true, Relaxed);
+    match shared.persist.clone() {
+        // Clients get -LOADING and /readyz fails until the log is replayed.
+        Some(p) => start_recovery(shared.clone(), p),
+        None => shared.ready.store(true, Relaxed),
+    }
     info!(
         threads = sc.threads,
         adaptive_threads = shared.config.runtime.adaptive_threads.load(Relaxed),

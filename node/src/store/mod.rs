@@ -9,6 +9,7 @@
 
 mod access;
 mod defrag;
+pub mod dump;
 pub mod entry;
 mod evict;
 pub mod expire;

@@ -1,0 +1,539 @@
+//! The journal of the RAM-resident keyspace: every change becomes a log
+//! record appended through the group commit; at start-up the log is
+//! replayed into the keyspace (warm restart); compaction keeps the log
+//! from growing without bound.
+//!
+//! - Records: `Write` → `Set` (the key's whole value in the DUMP encoding
+//!   of `store::dump`, no trailer: the record has its own crc32c) with the
+//!   entry's expire-at; `Expire` → `Expire`; `Delete` and `Evicted` →
+//!   `Delete`; `FlushDb` → `FlushDb` of one partition (key: partition index
+//!   and partition count, big-endian u32 each). `Expired` writes nothing:
+//!   replay drops keys whose expire-at has passed anyway. `SwapDb` is not
+//!   journaled (SWAPDB is refused while journaling: see `Persistence::journals`).
+//! - Hot path: `record` runs under the partition's lock and takes only the
+//!   log's short staging lock (no global lock); the value is encoded into a
+//!   per-thread buffer before that.
+//! - `sync`: the connection, before writing any reply, waits (async, on a
+//!   oneshot woken by the group commit) until durable ≥ the log's appended
+//!   sequence number at that moment ([`Persistence::sync_target`]). That
+//!   covers the batch's own writes and every write its reads could have seen.
+//! - Failure: a failed write/fsync is logged and stops the node (exit 1);
+//!   never retried.
+//! - Compaction: when the log holds more than `max(4, 2 × the last
+//!   rewrite)` segments, every live key is rewritten from RAM (partition by
+//!   partition, under its lock, so no newer write can be overtaken), the
+//!   rewrite is made durable, and then the older segments are freed oldest
+//!   first. A crash at any point replays old records then newer ones: the
+//!   result is the same keyspace (a remaining old segment is always a
+//!   suffix of the old ones, so no delete is lost before its set).
+
+use super::{GroupCommit, Policy};
+use crate::store::dump;
+use crate::store::{Change, ChangeKind, Journal, KeyAccess, Keyspace, StoreStats, Value};
+use crate::tier::io::{DirVolume, EngineChoice, probe};
+use crate::tier::log::{LogConfig, RecordAddr, SegmentLog};
+use crate::tier::record::{Record, RecordKind, encoded_len};
+use parking_lot::Mutex;
+use std::cell::RefCell;
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// What recovery did, for INFO and metrics.
+#[derive(Clone, Debug, Default)]
+pub struct RecoveryStats {
+    pub duration_ms: u64,
+    pub records: u64,
+    pub bytes: u64,
+    /// Runs of bad bytes skipped, their bytes, and torn-tail bytes dropped.
+    pub bad_runs: u64,
+    pub skipped_bytes: u64,
+    pub torn_bytes: u64,
+    /// Records whose value could not be decoded (skipped).
+    pub bad_values: u64,
+    pub keys: u64,
+}
+
+struct Active {
+    log: Arc<SegmentLog>,
+    commit: GroupCommit,
+}
+
+/// The durability of the keyspace: the journal installed into it, the log
+/// and its group commit once recovered.
+pub struct Persistence {
+    policy: Policy,
+    dir: PathBuf,
+    engine_choice: EngineChoice,
+    segment_size: u64,
+    partitions: AtomicU32,
+    active: OnceLock<Active>,
+    /// True until recovery is done: commands get -LOADING.
+    pub loading: AtomicBool,
+    /// "io_uring: ..." or "threads: ...": the engine probed and why.
+    pub engine: Mutex<String>,
+    pub recovery: Mutex<RecoveryStats>,
+    /// Segment ids in the order they were first used (oldest first).
+    order: Mutex<Vec<u32>>,
+    last_segment: AtomicU32,
+    rewrite_segments: AtomicU64,
+    pub compactions: AtomicU64,
+    /// Test only (env STRATA_TEST_ACK_BEFORE_FSYNC=1): sync replies do not
+    /// wait; the crash tests must catch it.
+    broken_ack: bool,
+}
+
+thread_local! {
+    static VALUE_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+fn flush_key(partition: u32, partitions: u32) -> [u8; 8] {
+    let mut k = [0u8; 8];
+    k[..4].copy_from_slice(&partition.to_be_bytes());
+    k[4..].copy_from_slice(&partitions.to_be_bytes());
+    k
+}
+
+impl Persistence {
+    /// Journaling for `policy` in `dir`; None for `Policy::None` (a cache:
+    /// nothing is written or replayed).
+    pub fn new(policy: Policy, dir: PathBuf, engine_choice: EngineChoice) -> Option<Arc<Persistence>> {
+        if !policy.journals() {
+            return None;
+        }
+        let segment_size = std::env::var("STRATA_SEGMENT_SIZE")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|s| s % 4096 == 0 && *s >= 64 << 10)
+            .unwrap_or(64 << 20);
+        Some(Arc::new(Persistence {
+            policy,
+            dir,
+            engine_choice,
+            segment_size,
+            partitions: AtomicU32::new(1),
+            active: OnceLock::new(),
+            loading: AtomicBool::new(true),
+            engine: Mutex::new(String::new()),
+            recovery: Mutex::new(RecoveryStats::default()),
+            order: Mutex::new(Vec::new()),
+            last_segment: AtomicU32::new(u32::MAX),
+            rewrite_segments: AtomicU64::new(0),
+            compactions: AtomicU64::new(0),
+            broken_ack: std::env::var("STRATA_TEST_ACK_BEFORE_FSYNC").is_ok_and(|v| v == "1"),
+        }))
+    }
+
+    pub fn set_partitions(&self, n: usize) {
+        self.partitions.store(n as u32, Relaxed);
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Relaxed)
+    }
+
+    /// The sequence number a reply must wait for in `sync` (None: no wait).
+    #[inline]
+    pub fn sync_target(&self) -> Option<u64> {
+        if self.policy != Policy::Sync || self.broken_ack {
+            return None;
+        }
+        let a = self.active.get()?;
+        let target = a.log.appended_seq();
+        (target > a.log.durable_seq()).then_some(target)
+    }
+
+    /// Runs `cb` once `seq` is durable (or the log failed).
+    pub fn on_durable(&self, seq: u64, cb: super::OnDurable) {
+        match self.active.get() {
+            Some(a) => a.commit.on_durable(seq, cb),
+            None => cb(Ok(seq)),
+        }
+    }
+
+    /// Figures for INFO and metrics: (durable seq, appended seq, flushes,
+    /// records flushed, max batch, flush µs total, flush µs max, segments).
+    pub fn figures(&self) -> Option<[u64; 8]> {
+        let a = self.active.get()?;
+        let s = a.commit.stats();
+        Some([
+            a.log.durable_seq(),
+            a.log.appended_seq(),
+            s.flushes.load(Relaxed),
+            s.records.load(Relaxed),
+            s.max_batch.load(Relaxed),
+            s.flush_us_total.load(Relaxed),
+            s.flush_us_max.load(Relaxed),
+            self.order.lock().len() as u64,
+        ])
+    }
+
+    fn note_segment(&self, addr: RecordAddr) {
+        if self.last_segment.load(Relaxed) != addr.segment {
+            self.last_segment.store(addr.segment, Relaxed);
+            let mut order = self.order.lock();
+            if !order.contains(&addr.segment) {
+                order.push(addr.segment);
+            }
+        }
+    }
+
+    /// Appends, riding out a full segment while the I/O thread readies the
+    /// next one. An append that cannot be made stops the node: the write
+    /// could not be kept.
+    fn append(&self, a: &Active, rec: &Record<'_>) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match a.commit.append(rec) {
+                Ok((_, addr)) => return self.note_segment(addr),
+                Err(e) if e.kind() == io::ErrorKind::StorageFull && Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err(e) => {
+                    tracing::error!("cannot append to the durability log in {}: {e}; stopping", self.dir.display());
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+
+    /// Opens (recovering) the log in the data dir and replays it into
+    /// `ks`, then starts journaling. Logs progress every second.
+    pub fn recover(self: &Arc<Self>, ks: &Keyspace) -> io::Result<()> {
+        let started = Instant::now();
+        std::fs::create_dir_all(&self.dir)?;
+        let (engine, reason) = probe(self.engine_choice)?;
+        *self.engine.lock() = reason.clone();
+        tracing::info!(dir = %self.dir.display(), engine = %reason, "opening the durability log");
+        let total_bytes: u64 = std::fs::read_dir(&self.dir)?
+            .filter_map(|e| e.ok()?.metadata().ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .sum::<u64>()
+            .max(1);
+        let volume = Arc::new(DirVolume::open(&self.dir, true)?);
+        let config = LogConfig { segment_size: self.segment_size, ..LogConfig::default() };
+        let mut st = RecoveryStats::default();
+        let mut last_report = Instant::now();
+        let mut segments_seen = 0u64;
+        let now = crate::store::now_ms();
+        let stats = StoreStats::default();
+        let nparts = ks.num_partitions() as u32;
+        let (log, report) = SegmentLog::open(volume, engine, config, |rec, addr| {
+            st.records += 1;
+            st.bytes += encoded_len(rec.key.len(), rec.value.len()) as u64;
+            if !self.order.lock().contains(&addr.segment) {
+                segments_seen += 1;
+            }
+            self.note_segment(addr);
+            if !apply(ks, &rec, now, nparts, &stats) {
+                st.bad_values += 1;
+            }
+            if last_report.elapsed() >= Duration::from_secs(1) {
+                last_report = Instant::now();
+                let pct = (segments_seen * self.segment_size * 100 / total_bytes).min(100);
+                tracing::info!(records = st.records, bytes = st.bytes, "loading the log: {pct}% done");
+            }
+        })?;
+        st.bad_runs = report.scan.bad_runs;
+        st.skipped_bytes = report.scan.skipped_bytes;
+        st.torn_bytes = report.scan.torn_tail_bytes;
+        st.keys = ks.db_figures(now).iter().map(|d| d.keys).sum();
+        st.duration_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            records = st.records,
+            bytes = st.bytes,
+            keys = st.keys,
+            bad_runs = st.bad_runs,
+            skipped_bytes = st.skipped_bytes,
+            torn_tail_bytes = st.torn_bytes,
+            bad_values = st.bad_values,
+            ms = st.duration_ms,
+            "the log is loaded: 100% done"
+        );
+        *self.recovery.lock() = st;
+        let log = Arc::new(log);
+        log.ensure_spare()?;
+        let commit = GroupCommit::start(log.clone(), self.policy)?;
+        let dir = self.dir.clone();
+        // The group commit tells every waiter of its failure: this one stops the node.
+        commit.on_durable(
+            u64::MAX,
+            Box::new(move |r| {
+                if let Err(e) = r {
+                    tracing::error!("fsync of the durability log in {} failed: {e}; stopping the node", dir.display());
+                    std::process::exit(1);
+                }
+            }),
+        );
+        self.rewrite_segments.store(self.order.lock().len() as u64, Relaxed);
+        let _ = self.active.set(Active { log, commit });
+        self.loading.store(false, Relaxed);
+        Ok(())
+    }
+
+    /// Makes everything appended durable (graceful shutdown).
+    pub fn flush_all(&self) -> io::Result<()> {
+        if let Some(a) = self.active.get() {
+            let seq = a.log.appended_seq();
+            if seq > a.log.durable_seq() {
+                a.commit.wait_durable(seq)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the log has grown enough to be compacted.
+    pub fn compaction_due(&self) -> bool {
+        let used = self.order.lock().len() as u64;
+        self.active.get().is_some() && used > 4.max(2 * self.rewrite_segments.load(Relaxed))
+    }
+
+    /// Rewrites every live key into fresh records, waits for them to be
+    /// durable, then frees the segments before them (oldest first).
+    pub fn compact(&self, ks: &Keyspace) -> io::Result<()> {
+        let Some(a) = self.active.get() else { return Ok(()) };
+        let started = Instant::now();
+        let old: Vec<u32> = self.order.lock().clone();
+        let mut first_new: Option<u32> = None;
+        let mut last_seq = 0;
+        let now = crate::store::now_ms();
+        let mut buf = Vec::new();
+        for idx in 0..ks.num_partitions() as u32 {
+            let part = ks.lock(idx);
+            for db in 0..crate::store::NUM_DBS {
+                for (_, e) in part.entries(db) {
+                    if e.expire_at() != 0 && e.expire_at() <= now {
+                        continue;
+                    }
+                    buf.clear();
+                    dump::encode_value(e.value(), &mut buf);
+                    let rec = Record {
+                        kind: RecordKind::Set,
+                        db: db as u32,
+                        key: e.key(),
+                        value: &buf,
+                        expire_at_ms: e.expire_at(),
+                        seq: 0,
+                    };
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    let (seq, addr) = loop {
+                        match a.commit.append(&rec) {
+                            Ok(r) => break r,
+                            Err(e) if e.kind() == io::ErrorKind::StorageFull && Instant::now() < deadline => {
+                                std::thread::sleep(Duration::from_micros(200))
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    };
+                    self.note_segment(addr);
+                    first_new.get_or_insert(addr.segment);
+                    last_seq = seq;
+                }
+            }
+        }
+        if last_seq == 0 {
+            // Nothing live: a marker record makes a segment of its own
+            // start point (a delete of nothing).
+            let rec = Record { kind: RecordKind::Delete, db: 0, key: b"", value: b"", expire_at_ms: 0, seq: 0 };
+            let (seq, addr) = a.commit.append(&rec)?;
+            self.note_segment(addr);
+            first_new = Some(addr.segment);
+            last_seq = seq;
+        }
+        a.commit.wait_durable(last_seq)?;
+        let first_new = first_new.expect("set above");
+        // Old segments: before the rewrite's first one in use order.
+        let cut = old.iter().position(|&s| s == first_new).unwrap_or(old.len());
+        tracing::info!(
+            ?old,
+            first_new,
+            cut,
+            last_seq,
+            "log compaction: the rewrite is durable; freeing the older segments"
+        );
+        let mut freed = 0;
+        for &seg in &old[..cut] {
+            // Out of the order first: once freed, the id may be reused at once.
+            self.order.lock().retain(|&s| s != seg);
+            a.log.free_segment(seg)?;
+            freed += 1;
+            crash_point("compact-freed-one");
+        }
+        let used = self.order.lock().len() as u64;
+        self.rewrite_segments.store(used, Relaxed);
+        self.compactions.fetch_add(1, Relaxed);
+        tracing::info!(freed, segments = used, ms = started.elapsed().as_millis() as u64, "log compacted");
+        Ok(())
+    }
+}
+
+/// Test only: STRATA_TEST_CRASH_AT=<name> aborts the process there, to
+/// prove a crash in the middle of compaction loses nothing.
+fn crash_point(name: &str) {
+    if std::env::var("STRATA_TEST_CRASH_AT").is_ok_and(|v| v == name) {
+        tracing::warn!("test crash point {name}: aborting");
+        std::process::abort();
+    }
+}
+
+/// Applies one replayed record; false when its value is undecodable.
+fn apply(ks: &Keyspace, rec: &Record<'_>, now: u64, nparts: u32, stats: &StoreStats) -> bool {
+    let db = rec.db as usize;
+    if db >= crate::store::NUM_DBS {
+        return false;
+    }
+    match rec.kind {
+        RecordKind::FlushAll => {
+            for idx in 0..ks.num_partitions() as u32 {
+                let mut part = ks.lock(idx);
+                for d in 0..crate::store::NUM_DBS {
+                    part.clear_db(ks, d);
+                }
+            }
+            return true;
+        }
+        RecordKind::FlushDb => {
+            let (Ok(p), Ok(n)) = (
+                rec.key.get(..4).unwrap_or_default().try_into().map(u32::from_be_bytes),
+                rec.key.get(4..8).unwrap_or_default().try_into().map(u32::from_be_bytes),
+            ) else {
+                return false;
+            };
+            if n == nparts {
+                if p < nparts {
+                    ks.lock(p).clear_db(ks, db);
+                }
+                return true;
+            }
+            // Partitioned differently then: the keys of that partition's slots.
+            let mask = n.max(1) as u64 - 1;
+            for idx in 0..ks.num_partitions() as u32 {
+                let keys: Vec<Vec<u8>> = ks
+                    .lock(idx)
+                    .entries(db)
+                    .filter(|(_, e)| (crate::base::slot::key_slot(e.key()) as u64 & mask) == p as u64)
+                    .map(|(_, e)| e.key().to_vec())
+                    .collect();
+                for k in keys {
+                    with_key(ks, db, now, stats, &k, |a| {
+                        a.delete(&k);
+                    });
+                }
+            }
+            return true;
+        }
+        _ => {}
+    }
+    if rec.key.is_empty() {
+        return true; // a compaction marker
+    }
+    let key = rec.key;
+    let expired = rec.expire_at_ms != 0 && rec.expire_at_ms <= now;
+    match rec.kind {
+        RecordKind::Set => {
+            let value = match dump::decode_value(rec.value) {
+                Ok(v) => v,
+                Err(_) => return false,
+            };
+            with_key(ks, db, now, stats, key, |a| {
+                a.delete(key);
+                if !expired {
+                    a.set(key, value, rec.expire_at_ms, false);
+                }
+            });
+        }
+        RecordKind::Delete => with_key(ks, db, now, stats, key, |a| {
+            a.delete(key);
+        }),
+        RecordKind::Expire => with_key(ks, db, now, stats, key, |a| {
+            if expired {
+                a.delete(key);
+            } else if let Some(mut e) = a.get_mut(key) {
+                e.set_expire(rec.expire_at_ms);
+            }
+        }),
+        RecordKind::FlushDb | RecordKind::FlushAll => unreachable!("handled above"),
+    }
+    true
+}
+
+fn with_key(ks: &Keyspace, db: usize, now: u64, stats: &StoreStats, key: &[u8], f: impl FnOnce(&mut KeyAccess<'_>)) {
+    let locked = ks.lock_one(ks.partition_of_key(key));
+    let mut access = KeyAccess { ks, locked, db, now_ms: now, touch: false, stats };
+    f(&mut access);
+}
+
+impl Journal for Persistence {
+    fn record(&self, change: &Change<'_>) {
+        // While loading, changes are the replay itself: already in the log.
+        let Some(a) = self.active.get() else { return };
+        let db = change.db as u32;
+        match change.kind {
+            ChangeKind::Write => {
+                let Some(e) = change.entry else { return };
+                if e.value().is_empty_collection() {
+                    // Created empty and filled by the same command: the fill is recorded next.
+                    return;
+                }
+                VALUE_BUF.with_borrow_mut(|buf| {
+                    buf.clear();
+                    dump::encode_value(e.value(), buf);
+                    let rec = Record {
+                        kind: RecordKind::Set,
+                        db,
+                        key: change.key,
+                        value: buf,
+                        expire_at_ms: e.expire_at(),
+                        seq: 0,
+                    };
+                    self.append(a, &rec);
+                    if buf.capacity() > 1 << 20 {
+                        *buf = Vec::new();
+                    }
+                });
+            }
+            ChangeKind::Expire => {
+                let expire_at_ms = change.entry.map_or(0, |e| e.expire_at());
+                let rec = Record { kind: RecordKind::Expire, db, key: change.key, value: b"", expire_at_ms, seq: 0 };
+                self.append(a, &rec);
+            }
+            ChangeKind::Delete | ChangeKind::Evicted => {
+                let rec = Record { kind: RecordKind::Delete, db, key: change.key, value: b"", expire_at_ms: 0, seq: 0 };
+                self.append(a, &rec);
+            }
+            ChangeKind::Expired => {}
+            ChangeKind::FlushDb => {
+                let key = flush_key(change.partition, self.partitions.load(Relaxed));
+                let rec = Record { kind: RecordKind::FlushDb, db, key: &key, value: b"", expire_at_ms: 0, seq: 0 };
+                self.append(a, &rec);
+            }
+            ChangeKind::SwapDb(_) => {
+                tracing::error!("SWAPDB reached the journal, which cannot record it: the log no longer matches RAM");
+            }
+        }
+    }
+}
+
+/// Parses `--io-engine`.
+pub fn engine_choice(name: &str) -> Option<EngineChoice> {
+    Some(match name {
+        "auto" => EngineChoice::Auto,
+        "uring" | "io_uring" | "io-uring" => EngineChoice::IoUring,
+        "threads" => EngineChoice::Threads,
+        _ => return None,
+    })
+}
+
+/// A keyspace value for tests: its DUMP-encoded form.
+pub fn encoded(v: &Value) -> Vec<u8> {
+    let mut out = Vec::new();
+    dump::encode_value(v.as_ref(), &mut out);
+    out
+}

@@ -1,0 +1,492 @@
+//! Durability against the real binary: kill -9 under write load, restart
+//! on the same dir, and check each mode's promise against the clients'
+//! own log of acknowledged writes; warm restarts keep every type and TTL;
+//! a corrupted log file never crashes the node; DUMP/RESTORE speak
+//! redis-server's payloads.
+//!
+//! `STRATA_DUR_TEST_BROKEN=1` passes `STRATA_TEST_ACK_BEFORE_FSYNC=1` to
+//! the node (sync replies stop waiting for the fsync): the sync crash test
+//! must then fail, which shows it can.
+
+mod support;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::*;
+
+const SEGMENT: &str = "1048576";
+
+struct Dir(PathBuf);
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let p = std::env::temp_dir().join(format!("strata-dur-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn start(dir: &Dir, mode: &str, extra: &[&str]) -> Server {
+    let mut args = vec!["--dir", dir.path(), "--durability", mode];
+    args.extend_from_slice(extra);
+    let mut env = vec![("STRATA_SEGMENT_SIZE", SEGMENT)];
+    if std::env::var("STRATA_DUR_TEST_BROKEN").is_ok_and(|v| v == "1") {
+        env.push(("STRATA_TEST_ACK_BEFORE_FSYNC", "1"));
+    }
+    let server = Server::strata_with_env(&args, &env);
+    wait_loaded(&server);
+    server
+}
+
+fn wait_loaded(server: &Server) {
+    let mut c = server.conn();
+    // Until the log is replayed, data commands get -LOADING.
+    let ok = wait_for(Duration::from_secs(20), || !c.cmd(&["EXISTS", "probe"]).is_error());
+    assert!(ok, "still loading after 20 s\n{}", server.logs());
+}
+
+/// Per key: the last acknowledged counter (and when), and the last sent.
+#[derive(Default, Clone, Copy)]
+struct KeyLog {
+    acked: Option<(u64, Instant)>,
+    sent: u64,
+}
+
+const THREADS: usize = 4;
+const KEYS_PER_THREAD: u64 = 64;
+
+fn value(t: usize, c: u64) -> String {
+    format!("t{t}-{c:012}-{}", "x".repeat(40))
+}
+
+fn parse_counter(t: usize, v: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(v).ok()?;
+    let rest = s.strip_prefix(&format!("t{t}-"))?;
+    let (c, pad) = rest.split_once('-')?;
+    (pad == "x".repeat(40)).then(|| c.parse().ok())?
+}
+
+/// Writes under load, kills -9 `rounds` times; returns (acked writes,
+/// kills, lost acknowledged writes, lost beyond the allowed window,
+/// phantom values).
+fn crash_rounds(mode: &str, extra: &[&str], rounds: usize, window: Duration) -> (u64, usize, u64, u64, u64) {
+    let dir = Dir::new(mode);
+    let logs: Vec<Arc<Mutex<Vec<KeyLog>>>> =
+        (0..THREADS).map(|_| Arc::new(Mutex::new(vec![KeyLog::default(); KEYS_PER_THREAD as usize]))).collect();
+    let mut counters = [0u64; THREADS];
+    let (mut acked_total, mut lost, mut beyond, mut phantom) = (0u64, 0u64, 0u64, 0u64);
+    for round in 0..rounds {
+        let mut server = start(&dir, mode, extra);
+        let addr = server.addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let log = logs[t].clone();
+                let stop = stop.clone();
+                let mut c = counters[t];
+                std::thread::spawn(move || {
+                    let mut acked = 0u64;
+                    let Ok(mut conn) = RawConn::connect(addr) else { return (c, acked) };
+                    conn.set_timeout(Some(Duration::from_secs(5)));
+                    while !stop.load(Ordering::Relaxed) {
+                        c += 1;
+                        let k = c % KEYS_PER_THREAD;
+                        log.lock().unwrap()[k as usize].sent = c;
+                        let key = format!("w{t}:{k}");
+                        if conn.try_send(&["SET", &key, &value(t, c)]).is_err() {
+                            break;
+                        }
+                        match conn.try_read_frame() {
+                            Ok(Some(f)) if f == Frame::ok() => {
+                                log.lock().unwrap()[k as usize].acked = Some((c, Instant::now()));
+                                acked += 1;
+                            }
+                            _ => break,
+                        }
+                    }
+                    (c, acked)
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(150 + (round as u64 * 37) % 200));
+        let kill_time = Instant::now();
+        server.kill();
+        stop.store(true, Ordering::Relaxed);
+        for (t, h) in handles.into_iter().enumerate() {
+            let (c, a) = h.join().unwrap();
+            counters[t] = c;
+            acked_total += a;
+        }
+        // Restart and check every key against the clients' log.
+        let server = start(&dir, mode, extra);
+        let mut conn = server.conn();
+        for (t, log) in logs.iter().enumerate() {
+            let mut log = log.lock().unwrap();
+            for k in 0..KEYS_PER_THREAD {
+                let entry = &mut log[k as usize];
+                let got = conn.cmd(&["GET", &format!("w{t}:{k}")]);
+                let found = match got.as_bytes() {
+                    Some(v) => match parse_counter(t, v) {
+                        Some(c) if c <= entry.sent && c % KEYS_PER_THREAD == k => Some(c),
+                        _ => {
+                            phantom += 1;
+                            None
+                        }
+                    },
+                    None => None,
+                };
+                if let Some((acked, at)) = entry.acked {
+                    if found.is_none_or(|f| f < acked) {
+                        lost += 1;
+                        if at + window < kill_time {
+                            beyond += 1;
+                            eprintln!(
+                                "{mode} round {round}: w{t}:{k} acked {acked} {:?} before the kill, found {found:?}",
+                                kill_time - at
+                            );
+                        }
+                    }
+                }
+                // What survived is the new baseline.
+                entry.acked = found.map(|f| (f, kill_time));
+            }
+        }
+        drop(server);
+    }
+    (acked_total, rounds, lost, beyond, phantom)
+}
+
+#[test]
+fn sync_loses_no_acknowledged_write_across_kill_9() {
+    let (acked, kills, lost, beyond, phantom) = crash_rounds("sync", &[], 20, Duration::ZERO);
+    eprintln!("sync: {kills} kills, {acked} writes acknowledged, {lost} lost, {phantom} phantom");
+    assert!(acked > 1000, "too little load to mean anything: {acked}");
+    assert_eq!((lost, beyond, phantom), (0, 0, 0), "sync lost acknowledged writes");
+}
+
+#[test]
+fn periodic_loses_at_most_the_last_interval_across_kill_9() {
+    // 10 ms interval; the slack covers the flush in flight (write + fdatasync
+    // on a busy machine) and the kill's own delivery.
+    let window = Duration::from_millis(10 + 150);
+    let (acked, kills, lost, beyond, phantom) = crash_rounds("periodic", &["--fsync-interval", "10ms"], 20, window);
+    eprintln!(
+        "periodic: {kills} kills, {acked} writes acknowledged, {lost} lost (all within {window:?}), {phantom} phantom"
+    );
+    assert!(acked > 1000, "too little load to mean anything: {acked}");
+    assert_eq!((beyond, phantom), (0, 0), "periodic lost writes older than its window");
+}
+
+fn sorted(f: Frame) -> Frame {
+    f.sorted()
+}
+
+/// Every type with TTLs survives a kill -9 in sync mode, compared with
+/// what was written; durability none with a dir keeps nothing.
+#[test]
+fn restart_keeps_every_type_and_ttl_and_none_keeps_nothing() {
+    let dir = Dir::new("types");
+    let mut server = start(&dir, "sync", &[]);
+    let mut c = server.conn();
+    c.ok(&["SET", "s", "hello"]);
+    c.ok(&["SET", "n", "12345"]);
+    c.ok(&["SET", "big", &"b".repeat(100_000)]);
+    c.cmd(&["RPUSH", "l", "a", "b", "c", "12"]);
+    c.cmd(&["HSET", "h", "f1", "v1", "f2", "v2"]);
+    c.cmd(&["SADD", "st", "x", "y", "1"]);
+    c.cmd(&["SADD", "si", "1", "2", "3"]);
+    c.cmd(&["ZADD", "z", "1.5", "a", "-inf", "b", "3", "c"]);
+    c.cmd(&["PEXPIRE", "h", "500000"]);
+    c.cmd(&["EXPIRE", "z", "1000"]);
+    c.ok(&["SET", "short", "v", "PX", "300"]);
+    c.ok(&["SET", "gone", "v"]);
+    c.cmd(&["DEL", "gone"]);
+    c.cmd(&["LPOP", "l"]);
+    c.cmd(&["SELECT", "3"]);
+    c.ok(&["SET", "db3", "three"]);
+    c.cmd(&["SELECT", "4"]);
+    c.ok(&["SET", "db4", "four"]);
+    c.ok(&["FLUSHDB"]);
+    c.cmd(&["SELECT", "0"]);
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["GET", "s"],
+        vec!["GET", "n"],
+        vec!["STRLEN", "big"],
+        vec!["LRANGE", "l", "0", "-1"],
+        vec!["HGETALL", "h"],
+        vec!["SMEMBERS", "st"],
+        vec!["SMEMBERS", "si"],
+        vec!["ZRANGE", "z", "0", "-1", "WITHSCORES"],
+        vec!["EXISTS", "gone"],
+        vec!["TYPE", "l"],
+        vec!["DBSIZE"],
+    ];
+    let before: Vec<Frame> = reads.iter().map(|r| sorted(c.cmd(r))).collect();
+    std::thread::sleep(Duration::from_millis(400)); // "short" expires
+    server.kill();
+    let server = start(&dir, "sync", &[]);
+    let mut c = server.conn();
+    let after: Vec<Frame> = reads.iter().map(|r| sorted(c.cmd(r))).collect();
+    for ((r, b), a) in reads.iter().zip(&before).zip(&after) {
+        let b = if r[0] == "DBSIZE" { Frame::int(b.as_int().unwrap() - 1) } else { b.clone() };
+        assert_eq!(&b, a, "{r:?} after the restart");
+    }
+    let pttl = c.cmd(&["PTTL", "h"]).as_int().unwrap();
+    assert!((400_000..=500_000).contains(&pttl), "hash TTL {pttl}");
+    let ttl = c.cmd(&["TTL", "z"]).as_int().unwrap();
+    assert!((900..=1000).contains(&ttl), "zset TTL {ttl}");
+    assert_eq!(c.cmd(&["EXISTS", "short"]), Frame::int(0));
+    c.cmd(&["SELECT", "3"]);
+    assert_eq!(c.cmd(&["GET", "db3"]), Frame::bulk("three"));
+    c.cmd(&["SELECT", "4"]);
+    assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(0), "FLUSHDB replayed");
+    let info = info(&mut c, Some("persistence"));
+    assert_eq!(info.get("loading").map(String::as_str), Some("0"));
+    assert!(info["strata_recovery_records"].parse::<u64>().unwrap() > 10, "{info:?}");
+    drop(server);
+
+    // durability none: a cache; the dir is neither written nor replayed.
+    let none_dir = Dir::new("none");
+    let mut server = start(&none_dir, "none", &[]);
+    server.conn().ok(&["SET", "k", "v"]);
+    server.kill();
+    let server = start(&none_dir, "none", &[]);
+    assert_eq!(server.conn().cmd(&["DBSIZE"]), Frame::int(0));
+    assert_eq!(std::fs::read_dir(&none_dir.0).unwrap().count(), 0, "durability none wrote files");
+}
+
+/// Corrupt bytes in the middle of a real log file are skipped and counted,
+/// a torn tail is dropped, and the node comes up with the rest.
+#[test]
+fn a_corrupted_log_file_never_crashes_the_node() {
+    let dir = Dir::new("corrupt");
+    let mut server = start(&dir, "sync", &[]);
+    let mut c = server.conn();
+    for i in 0..2000 {
+        c.ok(&["SET", &format!("k{i}"), &format!("value-{i}-{}", "y".repeat(100))]);
+    }
+    server.kill();
+    let seg = find_segment_with_data(&dir.0);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    // Damage records in the middle (a run of garbage)...
+    for b in &mut bytes[60_000..60_400] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&seg, &bytes).unwrap();
+    let server = start(&dir, "sync", &[]);
+    let mut c = server.conn();
+    let info = info(&mut c, Some("persistence"));
+    let skipped: u64 = info["strata_recovery_skipped_runs"].parse().unwrap();
+    assert!(skipped >= 1, "{info:?}");
+    let n = c.cmd(&["DBSIZE"]).as_int().unwrap();
+    assert!((1990..2000).contains(&n), "keys after skipping a bad run: {n}");
+    assert_eq!(c.cmd(&["GET", "k1999"]).as_bytes().map(|b| b.len()), Some(111));
+    // It keeps serving and logging.
+    c.ok(&["SET", "after", "1"]);
+    drop(server);
+    // Garbage over the whole file: nothing valid, still no crash.
+    std::fs::write(&seg, vec![0xA5u8; bytes.len()]).unwrap();
+    let server = start(&dir, "sync", &[]);
+    assert!(server.conn().cmd(&["DBSIZE"]).as_int().is_some());
+}
+
+fn find_segment_with_data(dir: &Path) -> PathBuf {
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    segs.sort();
+    segs.into_iter().find(|p| std::fs::read(p).unwrap()[8192..70_000].iter().any(|&b| b != 0)).expect("a used segment")
+}
+
+/// Compaction frees old segments; a crash in the middle of it (after the
+/// first old segment is freed) loses no acknowledged write (sync).
+#[test]
+fn compaction_bounds_the_log_and_survives_a_crash_in_the_middle() {
+    let dir = Dir::new("compact");
+    let run = |env_crash: bool| {
+        let mut env = vec![("STRATA_SEGMENT_SIZE", SEGMENT)];
+        if env_crash {
+            env.push(("STRATA_TEST_CRASH_AT", "compact-freed-one"));
+        }
+        let server = Server::strata_with_env(&["--dir", dir.path(), "--durability", "sync"], &env);
+        wait_loaded(&server);
+        server
+    };
+    let mut server = run(true);
+    let mut c = server.conn();
+    // ~200 live keys overwritten many times, pipelined by 200 (one fsync
+    // each in sync): the log grows, live data does not.
+    let mut expected: HashMap<String, String> = HashMap::new();
+    let mut in_flight: HashMap<String, String> = HashMap::new();
+    let mut acked = 0;
+    'load: for round in 0..400 {
+        let batch: Vec<(String, String)> =
+            (0..200).map(|k| (format!("c{k}"), format!("{round}-{k}-{}", "z".repeat(200)))).collect();
+        for (k, v) in &batch {
+            in_flight.insert(k.clone(), v.clone());
+            if c.try_send(&["SET", k, v]).is_err() {
+                break 'load;
+            }
+        }
+        for (k, v) in &batch {
+            if !matches!(c.try_read_frame(), Ok(Some(f)) if f == Frame::ok()) {
+                break 'load;
+            }
+            expected.insert(k.clone(), v.clone());
+            acked += 1;
+        }
+    }
+    assert!(wait_for(Duration::from_secs(15), || !server.is_running()), "compaction never ran ({acked} writes)");
+    assert!(server.logs().contains("test crash point"), "{}", server.logs());
+    drop(server);
+    // Restarted after the crash mid-compaction: every acknowledged value is
+    // there, or the newer one that was in flight.
+    let mut server = run(false);
+    let mut c = server.conn();
+    for (k, v) in &expected {
+        let got = c.cmd(&["GET", k]);
+        let got = got.as_bytes().unwrap_or_else(|| panic!("{k} lost after a crash in compaction"));
+        assert!(got == v.as_bytes() || got == in_flight[k].as_bytes(), "{k} stale after a crash in compaction");
+    }
+    // Left to run, compaction completes and the log stays small.
+    for round in 0..300 {
+        for k in 0..200 {
+            c.ok(&["SET", &format!("c{k}"), &format!("again-{round}-{}", "z".repeat(200))]);
+        }
+    }
+    let ok = wait_for(Duration::from_secs(10), || {
+        info(&mut c, Some("persistence"))["strata_log_compactions"].parse::<u64>().unwrap() >= 1
+    });
+    assert!(ok, "no compaction\n{}", server.logs());
+    let files = std::fs::read_dir(&dir.0).unwrap().count();
+    let segs: u64 = info(&mut c, Some("persistence"))["strata_log_segments"].parse().unwrap();
+    assert!(segs <= 8, "segments in use after compaction: {segs} ({files} files)");
+    server.kill();
+    let server = run(false);
+    let mut c = server.conn();
+    assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(200));
+    assert_eq!(c.cmd(&["GET", "c7"]).as_bytes(), Some(format!("again-299-{}", "z".repeat(200)).as_bytes()));
+}
+
+/// DUMP payloads cross between Strata and redis-server both ways.
+#[test]
+fn dump_and_restore_match_redis() {
+    let strata = Server::strata();
+    let redis = Server::redis();
+    let (mut s, mut r) = (strata.conn(), redis.conn());
+    let setup: Vec<Vec<&str>> = vec![
+        vec!["SET", "s", "hello"],
+        vec!["SET", "i", "-123456"],
+        vec!["SET", "long", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"],
+        vec!["RPUSH", "l", "a", "1", "bb", "-70000"],
+        vec!["HSET", "h", "f", "v", "n", "5"],
+        vec!["SADD", "st", "x", "y"],
+        vec!["SADD", "si", "1", "2", "-3", "70000"],
+        vec!["ZADD", "z", "1.5", "a", "2", "b", "-inf", "c"],
+    ];
+    for cmd in &setup {
+        s.cmd(cmd);
+        r.cmd(cmd);
+    }
+    let reads = |k: &str| -> Vec<String> {
+        vec![
+            format!("TYPE {k}"),
+            match k {
+                "s" | "i" | "long" => format!("GET {k}"),
+                "l" => "LRANGE l 0 -1".into(),
+                "h" => "HGETALL h".into(),
+                "st" | "si" => format!("SMEMBERS {k}"),
+                _ => "ZRANGE z 0 -1 WITHSCORES".into(),
+            },
+        ]
+    };
+    let run = |c: &mut RawConn, line: &str| sorted(c.cmd(&line.split(' ').collect::<Vec<_>>()));
+    for k in ["s", "i", "long", "l", "h", "st", "si", "z"] {
+        // Strata → redis-server.
+        let payload = s.cmd(&["DUMP", k]);
+        let payload = payload.as_bytes().unwrap_or_else(|| panic!("DUMP {k}"));
+        let copy = format!("{k}-from-strata");
+        assert_eq!(r.cmd(&[b"RESTORE".as_slice(), copy.as_bytes(), b"0", payload]), Frame::ok(), "{k}");
+        for line in reads(k) {
+            assert_eq!(run(&mut r, &line), run(&mut r, &line.replace(&format!(" {k}"), &format!(" {copy}"))));
+        }
+        // redis-server → Strata (listpack, intset, LZF and integer encodings).
+        let payload = r.cmd(&["DUMP", k]);
+        let payload = payload.as_bytes().unwrap();
+        let copy = format!("{k}-from-redis");
+        assert_eq!(s.cmd(&[b"RESTORE".as_slice(), copy.as_bytes(), b"0", payload]), Frame::ok(), "{k}");
+        for line in reads(k) {
+            assert_eq!(run(&mut s, &line.replace(&format!(" {k}"), &format!(" {copy}"))), run(&mut r, &line), "{line}");
+        }
+    }
+    // Errors and options, compared with redis-server.
+    let good = s.cmd(&["DUMP", "s"]).as_bytes().unwrap().to_vec();
+    let mut bad = good.clone();
+    bad[2] ^= 1;
+    let cases: Vec<Vec<Vec<u8>>> = vec![
+        vec![b"RESTORE".to_vec(), b"s".to_vec(), b"0".to_vec(), good.clone()],
+        vec![b"RESTORE".to_vec(), b"new".to_vec(), b"0".to_vec(), bad],
+        vec![b"RESTORE".to_vec(), b"new".to_vec(), b"-1".to_vec(), good.clone()],
+        vec![b"RESTORE".to_vec(), b"new".to_vec(), b"x".to_vec(), good.clone()],
+        vec![b"RESTORE".to_vec(), b"new".to_vec(), b"0".to_vec(), good.clone(), b"BOGUS".to_vec()],
+        vec![b"RESTORE".to_vec(), b"new".to_vec(), b"0".to_vec(), good.clone(), b"FREQ".to_vec(), b"300".to_vec()],
+        vec![b"RESTORE".to_vec(), b"s".to_vec(), b"5000".to_vec(), good.clone(), b"REPLACE".to_vec()],
+        vec![b"PTTL".to_vec(), b"s".to_vec()],
+        vec![b"RESTORE".to_vec(), b"s".to_vec(), b"1".to_vec(), good.clone(), b"REPLACE".to_vec(), b"ABSTTL".to_vec()],
+        vec![b"EXISTS".to_vec(), b"s".to_vec()],
+        vec![b"DUMP".to_vec(), b"nokey".to_vec()],
+        vec![b"RESTORE".to_vec(), b"ok".to_vec(), b"0".to_vec(), good, b"IDLETIME".to_vec(), b"10".to_vec()],
+        vec![b"GET".to_vec(), b"ok".to_vec()],
+    ];
+    for case in &cases {
+        let (a, b) = (s.cmd(case), r.cmd(case));
+        if case[0] == b"PTTL" {
+            assert!((4000..=5000).contains(&a.as_int().unwrap()) && (4000..=5000).contains(&b.as_int().unwrap()));
+        } else {
+            assert_eq!(a, b, "{:?}", String::from_utf8_lossy(&case[..2].concat()));
+        }
+    }
+}
+
+/// Clients get -LOADING while the log is replayed, as from Redis.
+#[test]
+fn clients_get_loading_while_the_log_is_replayed() {
+    let dir = Dir::new("loading");
+    let mut server = start(&dir, "periodic", &[]);
+    let mut c = server.conn();
+    let big = "v".repeat(4000);
+    for i in 0..20_000 {
+        c.send(&["SET", &format!("k{i}"), &big]);
+        if i % 100 == 99 {
+            for _ in 0..100 {
+                c.read_frame();
+            }
+        }
+    }
+    let _ = server.terminate(Duration::from_secs(10));
+    let server = Server::strata_with_env(
+        &["--dir", dir.path(), "--durability", "periodic"],
+        &[("STRATA_SEGMENT_SIZE", SEGMENT)],
+    );
+    let mut c = server.conn();
+    let first = c.cmd(&["GET", "k1"]);
+    let info_while = info_field(&mut c, "loading");
+    wait_loaded(&server);
+    assert_eq!(c.cmd(&["GET", "k1"]).as_bytes().map(|b| b.len()), Some(4000));
+    if first.is_error() {
+        assert_eq!(first.error_message(), Some("LOADING Redis is loading the dataset in memory"));
+        assert_eq!(info_while.as_deref(), Some("1"));
+    } else {
+        eprintln!("the log loaded before the first command: -LOADING not observed");
+    }
+    assert_eq!(info_field(&mut c, "loading").as_deref(), Some("0"));
+}
