@@ -476,14 +476,20 @@ impl SegmentLog {
     /// Makes a segment the cleaner has emptied reusable: its header is
     /// cleared and synced, so neither recovery nor reads see its records.
     pub fn free_segment(&self, id: u32) -> io::Result<()> {
-        let _one_at_a_time = self.flushing.lock().unwrap();
-        {
+        // Under the flush lock only while checking that no flush, staged or
+        // in flight, targets the segment and retiring it: later flushes go
+        // to the active or spare segment, never to a retired one (it is not
+        // on the free list until its header is gone). The write and fsync
+        // below run without it, so a periodic flush is never held up by
+        // compaction freeing segments (that would stretch the window of
+        // acknowledged but unsynced writes beyond one interval).
+        let file = {
+            let _no_flush_in_flight = self.flushing.lock().unwrap();
             let st = self.staging.lock().unwrap();
             if st.active.map(|a| a.0) == Some(id) || st.spare == Some(id) || st.chunks.iter().any(|c| c.segment == id) {
                 return Err(error(io::ErrorKind::InvalidInput, "segment in use"));
             }
-        }
-        let file = {
+            drop(st);
             let mut shared = self.shared.write().unwrap();
             let meta = shared
                 .segments
