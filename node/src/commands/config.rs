@@ -102,7 +102,7 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
     // Then values: nothing changes unless every value is valid.
     let mut values = Vec::with_capacity(params.len());
     for (p, pair) in params.iter().zip(pairs.chunks(2)) {
-        values.push(p.parse(pair[1], Origin::ConfigSet).map_err(|why| failed(p.name, &why))?);
+        values.push(p.parse(pair[1], Origin::ConfigSet).map_err(|why| failed(&lossy(pair[0]), &why))?);
     }
     // More clients than the open files limit allows (raised as far as the
     // process may) is refused, as Redis refuses it, rather than accepted

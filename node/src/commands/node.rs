@@ -31,6 +31,10 @@ pub struct Node {
     pub stat_reset_time: AtomicU64,
     /// Script cache, function libraries and the running script.
     pub scripts: super::scripting::Scripts,
+    /// SLOWLOG's entries.
+    pub slowlog: super::slowlog::SlowLog,
+    /// LATENCY's events.
+    pub latency: super::slowlog::LatencyMonitor,
 }
 
 impl Node {
@@ -56,6 +60,8 @@ impl Node {
             started: Instant::now(),
             stat_reset_time: AtomicU64::new(now_s),
             scripts: Default::default(),
+            slowlog: Default::default(),
+            latency: Default::default(),
             config,
         }
     }
