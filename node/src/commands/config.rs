@@ -137,8 +137,23 @@ fn follow_change(ctx: &Ctx<'_>, name: &str) {
         "lfu-log-factor" => ks.set_lfu_log_factor(rt.lfu_log_factor.load(Relaxed)),
         "lfu-decay-time" => ks.set_lfu_decay_minutes(rt.lfu_decay_minutes.load(Relaxed)),
         "adaptive-threads" => ctx.server.set_adaptive_threads(rt.adaptive_threads.load(Relaxed)),
+        "hash-max-listpack-entries"
+        | "hash-max-listpack-value"
+        | "set-max-intset-entries"
+        | "zset-max-listpack-entries"
+        | "zset-max-listpack-value" => apply_encoding_thresholds(rt),
         _ => {}
     }
+}
+
+/// OBJECT ENCODING's thresholds, which the keyspace's collections read.
+pub fn apply_encoding_thresholds(rt: &crate::config::RuntimeConfig) {
+    use crate::store::encoding::{self as e, set};
+    set(&e::HASH_MAX_LISTPACK_ENTRIES, rt.hash_max_listpack_entries.load(Relaxed));
+    set(&e::HASH_MAX_LISTPACK_VALUE, rt.hash_max_listpack_value.load(Relaxed));
+    set(&e::SET_MAX_INTSET_ENTRIES, rt.set_max_intset_entries.load(Relaxed));
+    set(&e::ZSET_MAX_LISTPACK_ENTRIES, rt.zset_max_listpack_entries.load(Relaxed));
+    set(&e::ZSET_MAX_LISTPACK_VALUE, rt.zset_max_listpack_value.load(Relaxed));
 }
 
 /// After the limit is lowered, evict right away (as Redis does) rather than

@@ -745,6 +745,25 @@ mod tests {
     }
 
     #[test]
+    fn negative_values_on_the_command_line_and_redis_aliases() {
+        let cli = Cli::parse_from(["strata-node", "--slowlog-log-slower-than", "-1", "--slowlog-max-len", "5"]);
+        let config = Config::from_cli(cli).unwrap();
+        assert_eq!(config.runtime.slowlog_log_slower_than.load(Relaxed), -1);
+        assert_eq!(config.runtime.slowlog_max_len.load(Relaxed), 5);
+        // An alias of a Redis-only parameter is the same parameter.
+        let names: Vec<&str> = config_names().map(|(n, _)| n).collect();
+        for n in ["hash-max-ziplist-entries", "zset-max-ziplist-value", "list-max-ziplist-size"] {
+            assert!(names.contains(&n), "{n}");
+        }
+        let (_, p) = config_names().find(|(n, _)| *n == "hash-max-ziplist-entries").unwrap();
+        p.apply(&config, &p.parse(b"7", Origin::ConfigSet).unwrap());
+        assert_eq!(config.runtime.hash_max_listpack_entries.load(Relaxed), 7);
+        let (_, p) = config_names().find(|(n, _)| *n == "stream-node-max-bytes").unwrap();
+        p.apply(&config, &p.parse(b"2kb", Origin::ConfigSet).unwrap());
+        assert_eq!((p.get)(&config), "2048");
+    }
+
+    #[test]
     fn help_lists_every_parameter_with_its_env_var() {
         let help = command().render_long_help().to_string();
         for p in PARAMS {

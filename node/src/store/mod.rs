@@ -9,6 +9,7 @@
 
 mod access;
 mod defrag;
+pub mod encoding;
 pub mod entry;
 mod evict;
 pub mod expire;
