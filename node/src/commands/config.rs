@@ -94,7 +94,9 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
         if !p.mutable() {
             return Err(failed(&lossy(pair[0]), "can't set immutable config"));
         }
-        if params.iter().any(|q| std::ptr::eq(*q, p)) {
+        // As Redis 7.0: a name given twice is refused, a name and its alias
+        // are not (the last one wins).
+        if pairs.chunks(2).take(params.len()).any(|q| q[0].eq_ignore_ascii_case(pair[0])) {
             return Err(failed(&lossy(pair[0]), "duplicate parameter"));
         }
         params.push(p);

@@ -156,7 +156,11 @@ fn slowlog(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match subcommand("slowlog", SLOWLOG_SUBS, args)? {
         "get" => {
             if args.len() > 3 {
-                return Err(super::err::arity("slowlog|get").into());
+                return Err(format!(
+                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
+                    super::args::lossy(args[1])
+                )
+                .into());
             }
             let count = match args.get(2) {
                 None => 10,
@@ -337,7 +341,8 @@ fn doctor(mon: &LatencyMonitor, threshold: u64) -> String {
     let events = mon.events.lock();
     if events.is_empty() {
         return "Dave, no latency spike was observed during the lifetime of this Redis instance, not in the \
-                slightest bit. I honestly think you ought to sleep tonight.\n"
+                slightest bit. I honestly think you ought to sit down calmly, take a stress pill, and think things \
+                over.\n"
             .into();
     }
     let mut report = String::from(

@@ -438,6 +438,8 @@ pub static PARAMS: &[Param] = &[
 ];
 
 const LONG: Kind = Kind::Int { min: 0, max: i64::MAX };
+/// Redis's memory-valued size_t parameters (`1kb` allowed).
+const BYTES: Kind = Kind::Memory { min: 0, max: i64::MAX as u64 };
 
 /// A Redis integer parameter CONFIG alone knows, kept in a runtime atomic.
 macro_rules! redis_int {
@@ -497,23 +499,23 @@ pub static REDIS_COMPAT: &[Param] = &[
     },
     redis_int!("hash-max-listpack-entries", ["hash-max-ziplist-entries"], hash_max_listpack_entries, LONG,
         "Largest hash (fields) OBJECT ENCODING reports as a listpack."),
-    redis_int!("hash-max-listpack-value", ["hash-max-ziplist-value"], hash_max_listpack_value, LONG,
+    redis_int!("hash-max-listpack-value", ["hash-max-ziplist-value"], hash_max_listpack_value, BYTES,
         "Longest hash field or value (bytes) OBJECT ENCODING reports as a listpack."),
     redis_int!("set-max-intset-entries", [], set_max_intset_entries, LONG,
         "Largest set of integers OBJECT ENCODING reports as an intset."),
     redis_int!("zset-max-listpack-entries", ["zset-max-ziplist-entries"], zset_max_listpack_entries, LONG,
         "Largest sorted set OBJECT ENCODING reports as a listpack."),
-    redis_int!("zset-max-listpack-value", ["zset-max-ziplist-value"], zset_max_listpack_value, LONG,
+    redis_int!("zset-max-listpack-value", ["zset-max-ziplist-value"], zset_max_listpack_value, BYTES,
         "Longest sorted set member (bytes) OBJECT ENCODING reports as a listpack."),
     redis_int!("list-max-listpack-size", ["list-max-ziplist-size"], list_max_listpack_size,
         Kind::Int { min: i32::MIN as i64, max: INT_MAX }, "Redis's quicklist node size (lists are kept as one \
         structure here)."),
     redis_int!("list-compress-depth", [], list_compress_depth, COUNT,
         "Redis's quicklist compression depth (lists are not compressed here)."),
-    redis_int!("stream-node-max-bytes", [], stream_node_max_bytes, Kind::Memory { min: 0, max: i64::MAX as u64 },
+    redis_int!("stream-node-max-bytes", [], stream_node_max_bytes, BYTES,
         "Redis's stream node size in bytes."),
     redis_int!("stream-node-max-entries", [], stream_node_max_entries, LONG, "Redis's stream node entries."),
-    redis_int!("hll-sparse-max-bytes", [], hll_sparse_max_bytes, Kind::Memory { min: 0, max: i64::MAX as u64 },
+    redis_int!("hll-sparse-max-bytes", [], hll_sparse_max_bytes, BYTES,
         "Redis's HyperLogLog sparse encoding limit in bytes."),
     redis_int!("active-defrag-threshold-upper", [], active_defrag_threshold_upper, Kind::Int { min: 0, max: 1000 },
         "Redis's fragmentation percentage for maximum defragmentation effort."),
