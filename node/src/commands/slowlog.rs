@@ -268,7 +268,7 @@ impl LatencyMonitor {
         if names.is_empty() {
             events.clear();
         } else {
-            events.retain(|s| !names.iter().any(|n| *n == s.event.as_bytes()));
+            events.retain(|s| !names.contains(&s.event.as_bytes()));
         }
         before - events.len()
     }
