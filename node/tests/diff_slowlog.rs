@@ -188,6 +188,38 @@ fn slowlog_entries_truncation_and_subcommands() {
     d.exact(&["DEBUG", "SLEEP", "0.15"]);
     d.exact(&["SLOWLOG", "LEN"]);
     d.check(&["SLOWLOG", "GET"], same_slowlog);
+
+    // A blocking command is logged once a push serves it, not when it
+    // blocks or times out.
+    d.exact(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+    d.exact(&["SLOWLOG", "RESET"]);
+    d.exact(&["BLPOP", "nolist", "0.05"]);
+    let mut blocked = [d.strata_server().unwrap().conn(), d.redis_server().unwrap().conn()];
+    for c in &mut blocked {
+        c.send(&["BLPOP", "bl", "5"]);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    d.exact(&["SLOWLOG", "LEN"]);
+    d.exact(&["LPUSH", "bl", "x"]);
+    for c in &mut blocked {
+        assert_eq!(c.read_frame().as_array().map(|a| a.len()), Some(2));
+    }
+    d.exact(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]);
+    // Served on another thread here: the BLPOP and LPUSH entries may come
+    // in either order, so only what they hold is compared.
+    d.check(&["SLOWLOG", "GET"], |a, b| {
+        let sorted = |f: &Frame| {
+            slowlog_entries(f).map(|mut e| {
+                e.sort_by_key(|(argv, _)| format!("{argv:?}"));
+                e
+            })
+        };
+        let (ea, eb) = (sorted(a)?, sorted(b)?);
+        if ea != eb || ea.len() != 4 {
+            return Err(format!("entries differ:\n{ea:?}\n{eb:?}"));
+        }
+        Ok(())
+    });
     d.finish();
 }
 

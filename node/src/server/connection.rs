@@ -516,6 +516,16 @@ fn process(
     }
 }
 
+/// SLOWLOG: Redis 7.0 logs a blocked command once a push serves it (not
+/// when it times out), with the time it ran rather than waited; here the
+/// serving is the pusher's work, so the entry has a duration of 0.
+fn log_unblocked(node: &crate::commands::Node, client: &Client, args: &[Vec<u8>]) {
+    let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
+    if let Some(idx) = node.table.lookup(argv[0]) {
+        dispatch::record_slow(node, client, idx, &argv, 0);
+    }
+}
+
 /// Redis's warning, logged at most once a minute (`securityWarningCommand`).
 fn warn_cross_protocol() {
     static LAST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -649,6 +659,7 @@ async fn wait_blocked(
         match woken {
             Woken::Served(reply) => {
                 bufs.out.raw(&reply);
+                log_unblocked(&shared.node, client, &args);
                 break true;
             }
             Woken::Retry => {}
