@@ -237,6 +237,17 @@ fn slowlog_durations_follow_the_command() {
     let us = e[2].as_int().unwrap();
     assert!((100_000..2_000_000).contains(&us), "DEBUG SLEEP 0.1 took {us} µs");
     assert_eq!(e[3].as_array().unwrap().len(), 3);
+    // A script runs on the script thread: its time is still the EVAL's.
+    c.cmd(&["SLOWLOG", "RESET"]);
+    let spin = "local t = redis.call('TIME'); local s = t[1] * 1000000 + t[2]; \
+                repeat local n = redis.call('TIME'); until n[1] * 1000000 + n[2] - s > 100000; return 1";
+    assert_eq!(c.cmd(&["EVAL", spin, "0"]).as_int(), Some(1));
+    let log = c.cmd(&["SLOWLOG", "GET"]);
+    let entries = log.as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{log}");
+    let e = entries[0].as_array().unwrap();
+    assert_eq!(e[3].as_array().unwrap()[0].as_str(), Some("EVAL"));
+    assert!(e[2].as_int().unwrap() >= 100_000, "EVAL took {} µs", e[2]);
     assert_eq!(c.cmd(&["SLOWLOG", "RESET"]).as_str(), Some("OK"));
     assert_eq!(c.cmd(&["SLOWLOG", "LEN"]).as_int(), Some(0));
 }

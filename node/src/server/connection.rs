@@ -360,8 +360,11 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
 
         // Execute everything complete, handling blocking commands in between.
         bufs.take_out();
+        // A command that waited (a script, a disk read) counts its wait in
+        // its duration (INFO, SLOWLOG, LATENCY): it restarts from its mark.
+        let mut resume_mark: Option<u64> = None;
         loop {
-            let step = process(shared, metrics, client, bufs, &mut req);
+            let step = process(shared, metrics, client, bufs, &mut req, resume_mark.take());
             match step {
                 Step::NeedMore => break,
                 Step::Flush => {
@@ -374,6 +377,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                     break 'conn;
                 }
                 Step::Pending(wait) => {
+                    resume_mark = Some(client.clock_mark_ns);
                     // Replies of the requests before it go out meanwhile.
                     if flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
                         break 'conn;
@@ -426,9 +430,13 @@ fn process(
     client: &mut Client,
     bufs: &mut Buffers,
     req: &mut Request,
+    resume_mark: Option<u64>,
 ) -> Step {
     let rt = &shared.config.runtime;
     client.begin_batch();
+    if let Some(mark) = resume_mark {
+        client.clock_mark_ns = mark;
+    }
     let mut limits = Limits { max_bulk_len: rt.proto_max_bulk_len.load(Relaxed), ..Limits::default() };
     // client-output-buffer-limit normal <hard>: replies not yet written.
     let obuf_limit = rt.obuf_limit_normal.load(Relaxed);
