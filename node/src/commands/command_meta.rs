@@ -75,6 +75,11 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("function|load", -3, flags::WRITE | flags::DENYOOM | flags::NOSCRIPT, "@write @slow @scripting"),
     sub("function|restore", -3, flags::WRITE | flags::DENYOOM | flags::NOSCRIPT, "@write @slow @scripting"),
     sub("function|stats", 2, flags::NOSCRIPT | flags::ALLOW_BUSY, "@slow @scripting"),
+    sub("latency|doctor", 2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("latency|help", 2, LS, "@slow"),
+    sub("latency|history", 3, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("latency|latest", 2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("latency|reset", -2, ADMIN_NLS, "@admin @slow @dangerous"),
     sub("memory|doctor", 2, 0, "@slow"),
     sub("memory|help", 2, LS, "@slow"),
     sub("memory|malloc-stats", 2, 0, "@slow"),
@@ -97,6 +102,10 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("script|help", 2, LS, "@slow @scripting"),
     sub("script|kill", 2, flags::NOSCRIPT | flags::ALLOW_BUSY, "@slow @scripting"),
     sub("script|load", 3, flags::NOSCRIPT | flags::STALE, "@slow @scripting"),
+    sub("slowlog|get", -2, flags::ADMIN | LS, "@admin @slow @dangerous"),
+    sub("slowlog|help", 2, LS, "@slow"),
+    sub("slowlog|len", 2, flags::ADMIN | LS, "@admin @slow @dangerous"),
+    sub("slowlog|reset", 2, flags::ADMIN | LS, "@admin @slow @dangerous"),
 ];
 
 pub fn sub_def(full_name: &str) -> Option<&'static SubDef> {
@@ -413,6 +422,12 @@ const DOCS: &[(&str, &str, &str, &str, &str)] = &[
     ("time", "Return the current server time", "2.6.0", "server", "O(1)"),
     ("lastsave", "Get the UNIX time stamp of the last successful save to disk", "1.0.0", "server", "O(1)"),
     ("debug", "A container for debugging commands", "1.0.0", "server", "Depends on subcommand."),
+    ("latency", "A container for latency diagnostics commands", "2.8.13", "server", "Depends on subcommand."),
+    ("latency|doctor", "Return a human readable latency analysis report.", "2.8.13", "server", "O(1)"),
+    ("latency|help", "Show helpful text about the different subcommands.", "2.8.13", "server", "O(1)"),
+    ("latency|history", "Return timestamp-latency samples for the event.", "2.8.13", "server", "O(1)"),
+    ("latency|latest", "Return the latest latency samples for all events.", "2.8.13", "server", "O(1)"),
+    ("latency|reset", "Reset latency data for one or more events.", "2.8.13", "server", "O(1)"),
     ("memory", "A container for memory diagnostics commands", "4.0.0", "server", "Depends on subcommand."),
     ("memory|doctor", "Outputs memory problems report", "4.0.0", "server", "O(1)"),
     ("memory|help", "Show helpful text about the different subcommands", "4.0.0", "server", "O(1)"),
@@ -420,6 +435,11 @@ const DOCS: &[(&str, &str, &str, &str, &str)] = &[
     ("memory|purge", "Ask the allocator to release memory", "4.0.0", "server", "Depends on how much memory is allocated, could be slow"),
     ("memory|stats", "Show memory usage details", "4.0.0", "server", "O(1)"),
     ("memory|usage", "Estimate the memory usage of a key", "4.0.0", "server", "O(N) where N is the number of samples."),
+    ("slowlog", "A container for slow log commands", "2.2.12", "server", "Depends on subcommand."),
+    ("slowlog|get", "Get the slow log's entries", "2.2.12", "server", "O(N) where N is the number of entries returned"),
+    ("slowlog|help", "Show helpful text about the different subcommands", "6.2.0", "server", "O(1)"),
+    ("slowlog|len", "Get the slow log's length", "2.2.12", "server", "O(1)"),
+    ("slowlog|reset", "Clear all entries from the slow log", "2.2.12", "server", "O(N) where N is the number of entries in the slowlog"),
     ("role", "Return the role of the instance in the context of replication", "2.8.12", "server", "O(1)"),
     ("shutdown", "Synchronously save the dataset to disk and then shut down the server", "1.0.0", "server", "O(N) when saving, where N is the total number of keys in all databases when saving data, otherwise O(1)"),
 ];
@@ -565,7 +585,9 @@ mod tests {
 
     #[test]
     fn every_supported_subcommand_has_metadata() {
-        let containers: [(&str, &[&str]); 4] = [
+        let containers: [(&str, &[&str]); 6] = [
+            ("slowlog", def_of("slowlog").subcommands),
+            ("latency", def_of("latency").subcommands),
             ("command", COMMAND_SUBS),
             ("config", def_of("config").subcommands),
             ("memory", def_of("memory").subcommands),

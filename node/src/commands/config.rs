@@ -94,7 +94,9 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
         if !p.mutable() {
             return Err(failed(&lossy(pair[0]), "can't set immutable config"));
         }
-        if params.iter().any(|q| std::ptr::eq(*q, p)) {
+        // As Redis 7.0: a name given twice is refused, a name and its alias
+        // are not (the last one wins).
+        if pairs.chunks(2).take(params.len()).any(|q| q[0].eq_ignore_ascii_case(pair[0])) {
             return Err(failed(&lossy(pair[0]), "duplicate parameter"));
         }
         params.push(p);
@@ -102,7 +104,7 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
     // Then values: nothing changes unless every value is valid.
     let mut values = Vec::with_capacity(params.len());
     for (p, pair) in params.iter().zip(pairs.chunks(2)) {
-        values.push(p.parse(pair[1], Origin::ConfigSet).map_err(|why| failed(p.name, &why))?);
+        values.push(p.parse(pair[1], Origin::ConfigSet).map_err(|why| failed(&lossy(pair[0]), &why))?);
     }
     // More clients than the open files limit allows (raised as far as the
     // process may) is refused, as Redis refuses it, rather than accepted
@@ -137,8 +139,23 @@ fn follow_change(ctx: &Ctx<'_>, name: &str) {
         "lfu-log-factor" => ks.set_lfu_log_factor(rt.lfu_log_factor.load(Relaxed)),
         "lfu-decay-time" => ks.set_lfu_decay_minutes(rt.lfu_decay_minutes.load(Relaxed)),
         "adaptive-threads" => ctx.server.set_adaptive_threads(rt.adaptive_threads.load(Relaxed)),
+        "hash-max-listpack-entries"
+        | "hash-max-listpack-value"
+        | "set-max-intset-entries"
+        | "zset-max-listpack-entries"
+        | "zset-max-listpack-value" => apply_encoding_thresholds(rt),
         _ => {}
     }
+}
+
+/// OBJECT ENCODING's thresholds, which the keyspace's collections read.
+pub fn apply_encoding_thresholds(rt: &crate::config::RuntimeConfig) {
+    use crate::store::encoding::{self as e, set};
+    set(&e::HASH_MAX_LISTPACK_ENTRIES, rt.hash_max_listpack_entries.load(Relaxed));
+    set(&e::HASH_MAX_LISTPACK_VALUE, rt.hash_max_listpack_value.load(Relaxed));
+    set(&e::SET_MAX_INTSET_ENTRIES, rt.set_max_intset_entries.load(Relaxed));
+    set(&e::ZSET_MAX_LISTPACK_ENTRIES, rt.zset_max_listpack_entries.load(Relaxed));
+    set(&e::ZSET_MAX_LISTPACK_VALUE, rt.zset_max_listpack_value.load(Relaxed));
 }
 
 /// After the limit is lowered, evict right away (as Redis does) rather than

@@ -324,7 +324,11 @@ pub fn run(
     ctx.keys.serve_ready();
     let block = ctx.block.take();
     drop(ctx);
-    finish(worker, client, idx, mark, result, out);
+    let nanos = finish(worker, client, idx, mark, result, out);
+    // A blocked command is logged as Redis logs it: when it is served.
+    if block.is_none() {
+        record_slow(shared, client, idx, args, nanos);
+    }
     match block {
         Some(b) => Outcome::Block(b),
         None => Outcome::Done,
@@ -338,7 +342,20 @@ fn single_key(first: i32, last: i32, step: i32, n: usize) -> bool {
     step > 0 && first > 0 && (first as usize) < n && last == first
 }
 
-/// Writes an error result and records the call and its latency.
+/// SLOWLOG and LATENCY: a command that ran `nanos`. Only relaxed loads of
+/// the thresholds unless it was slow.
+#[inline]
+pub fn record_slow(shared: &Node, client: &Client, idx: usize, args: &[&[u8]], nanos: u64) {
+    let def = shared.table.get(idx);
+    let rt = &shared.config.runtime;
+    if !super::slowlog::skips_slowlog(def) {
+        shared.slowlog.record_if_slow(rt, client, args, nanos / 1000);
+    }
+    shared.latency.record_if_needed(rt, super::slowlog::latency_event(def), nanos / 1_000_000);
+}
+
+/// Writes an error result and records the call and its latency; returns
+/// how long the command took (ns).
 pub fn finish(
     worker: &WorkerMetrics,
     client: &mut Client,
@@ -346,7 +363,7 @@ pub fn finish(
     mark: usize,
     result: Result<(), CmdError>,
     out: &mut Reply,
-) {
+) -> u64 {
     let failed = match result {
         Ok(()) => false,
         Err(e) => {
@@ -361,6 +378,7 @@ pub fn finish(
     client.clock_mark_ns = end;
     worker.cmds[idx].record(nanos, failed);
     crate::metrics::ServerStats::add(&worker.server.commands, 1);
+    nanos
 }
 
 #[cfg(test)]

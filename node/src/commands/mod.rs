@@ -22,6 +22,7 @@ mod node;
 pub mod pubsub;
 pub mod scripting;
 pub mod sets;
+pub mod slowlog;
 mod stats;
 pub mod strings;
 pub mod transactions;
@@ -421,6 +422,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         pubsub::COMMANDS,
         cluster::COMMANDS,
         scripting::COMMANDS,
+        slowlog::COMMANDS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

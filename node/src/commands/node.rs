@@ -35,6 +35,10 @@ pub struct Node {
     /// The durability log (None with durability none): replayed at
     /// start-up, then journaling every change.
     pub persist: Option<Arc<Persistence>>,
+    /// SLOWLOG's entries.
+    pub slowlog: super::slowlog::SlowLog,
+    /// LATENCY's events.
+    pub latency: super::slowlog::LatencyMonitor,
 }
 
 impl Node {
@@ -72,6 +76,8 @@ impl Node {
             stat_reset_time: AtomicU64::new(now_s),
             scripts: Default::default(),
             persist,
+            slowlog: Default::default(),
+            latency: Default::default(),
             config,
         }
     }

@@ -9,7 +9,7 @@
 //! watched key changed.
 
 use super::Node;
-use super::dispatch::finish;
+use super::dispatch::{finish, record_slow};
 use super::{CmdResult, CommandDef, Ctx, Keys, flags};
 use crate::protocol::Reply;
 use crate::session::client::Client;
@@ -182,7 +182,9 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let result = (def.handler)(ctx, &args, out);
         // Blocking commands never block inside EXEC; drop any stray request.
         ctx.block = None;
-        finish(ctx.worker, ctx.client, q.cmd, mark, result, out);
+        let nanos = finish(ctx.worker, ctx.client, q.cmd, mark, result, out);
+        // Redis logs the transaction's commands, not EXEC.
+        record_slow(ctx.shared, ctx.client, q.cmd, &args, nanos);
     }
     ctx.in_exec = false;
     Ok(())

@@ -48,7 +48,9 @@ fn param_arg(p: &Param) -> Arg {
         .value_name(p.kind.value_name())
         .help(p.help)
         .help_heading(p.group)
-        .hide_env_values(p.secret);
+        .hide_env_values(p.secret)
+        // `--slowlog-log-slower-than -1`: a negative number is a value.
+        .allow_negative_numbers(true);
     match p.default {
         Some(default) => arg.default_value(default),
         None => arg,

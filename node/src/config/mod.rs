@@ -19,7 +19,7 @@ pub use values::{DURABILITY_MODES, Durability, EvictionPolicy, POLICIES, Protect
 use params::{IGNORED_DIRECTIVES, PARAMS, Param, Store};
 use parking_lot::RwLock;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use values::Origin;
 
 /// fsync interval of durability periodic when none is given (the table's
@@ -115,6 +115,32 @@ pub struct RuntimeConfig {
     /// Milliseconds a script runs before other clients get BUSY
     /// (`busy-reply-threshold`, alias `lua-time-limit`).
     pub busy_reply_threshold: AtomicU64,
+    /// Microseconds a command runs before SLOWLOG records it; negative = never.
+    pub slowlog_log_slower_than: AtomicI64,
+    /// Entries SLOWLOG keeps.
+    pub slowlog_max_len: AtomicU64,
+    /// Milliseconds an event lasts before LATENCY records it; 0 = never.
+    pub latency_monitor_threshold: AtomicU64,
+    /// Redis's per-command latency histograms (`latency-tracking`).
+    pub latency_tracking: AtomicBool,
+    /// Redis's encoding thresholds (OBJECT ENCODING), kept as Redis has them.
+    pub hash_max_listpack_entries: AtomicI64,
+    pub hash_max_listpack_value: AtomicI64,
+    pub set_max_intset_entries: AtomicI64,
+    pub zset_max_listpack_entries: AtomicI64,
+    pub zset_max_listpack_value: AtomicI64,
+    pub list_max_listpack_size: AtomicI64,
+    pub list_compress_depth: AtomicI64,
+    pub stream_node_max_bytes: AtomicI64,
+    pub stream_node_max_entries: AtomicI64,
+    pub hll_sparse_max_bytes: AtomicI64,
+    /// Redis's defragmentation and expiry tuning knobs.
+    pub active_defrag_threshold_upper: AtomicI64,
+    pub active_defrag_cycle_min: AtomicI64,
+    pub active_defrag_cycle_max: AtomicI64,
+    pub active_defrag_max_scan_fields: AtomicI64,
+    pub active_expire_effort: AtomicI64,
+    pub activerehashing: AtomicBool,
 }
 
 impl RuntimeConfig {
@@ -142,6 +168,26 @@ impl RuntimeConfig {
             active_defrag_ignore_bytes: AtomicU64::new(0),
             active_defrag_threshold_lower: AtomicU32::new(0),
             busy_reply_threshold: AtomicU64::new(5000),
+            slowlog_log_slower_than: AtomicI64::new(10_000),
+            slowlog_max_len: AtomicU64::new(128),
+            latency_monitor_threshold: AtomicU64::new(0),
+            latency_tracking: AtomicBool::new(true),
+            hash_max_listpack_entries: AtomicI64::new(512),
+            hash_max_listpack_value: AtomicI64::new(64),
+            set_max_intset_entries: AtomicI64::new(512),
+            zset_max_listpack_entries: AtomicI64::new(128),
+            zset_max_listpack_value: AtomicI64::new(64),
+            list_max_listpack_size: AtomicI64::new(-2),
+            list_compress_depth: AtomicI64::new(0),
+            stream_node_max_bytes: AtomicI64::new(4096),
+            stream_node_max_entries: AtomicI64::new(100),
+            hll_sparse_max_bytes: AtomicI64::new(3000),
+            active_defrag_threshold_upper: AtomicI64::new(100),
+            active_defrag_cycle_min: AtomicI64::new(1),
+            active_defrag_cycle_max: AtomicI64::new(25),
+            active_defrag_max_scan_fields: AtomicI64::new(1000),
+            active_expire_effort: AtomicI64::new(1),
+            activerehashing: AtomicBool::new(true),
         }
     }
 

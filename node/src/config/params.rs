@@ -215,6 +215,28 @@ pub static PARAMS: &[Param] = &[
         store: Store::Runtime(|rt, v| rt.busy_reply_threshold.store(v.int() as u64, Relaxed)), live: None,
         get: |c| c.runtime.busy_reply_threshold.load(Relaxed).to_string(), rewrite: true, secret: false,
     },
+    Param {
+        name: "slowlog-log-slower-than", aliases: &[], group: "Logging",
+        help: "SLOWLOG records commands that run at least this many microseconds; 0 = every command, \
+               negative = none.",
+        default: Some("10000"), kind: Kind::Int { min: -1, max: i64::MAX },
+        store: Store::Runtime(|rt, v| rt.slowlog_log_slower_than.store(v.int(), Relaxed)), live: None,
+        get: |c| c.runtime.slowlog_log_slower_than.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "slowlog-max-len", aliases: &[], group: "Logging",
+        help: "Entries SLOWLOG keeps (the oldest are dropped).",
+        default: Some("128"), kind: Kind::Int { min: 0, max: i64::MAX },
+        store: Store::Runtime(|rt, v| rt.slowlog_max_len.store(v.int() as u64, Relaxed)), live: None,
+        get: |c| c.runtime.slowlog_max_len.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "latency-monitor-threshold", aliases: &[], group: "Logging",
+        help: "LATENCY records events (commands) lasting at least this many milliseconds; 0 = off.",
+        default: Some("0"), kind: Kind::Int { min: 0, max: i64::MAX },
+        store: Store::Runtime(|rt, v| rt.latency_monitor_threshold.store(v.int() as u64, Relaxed)), live: None,
+        get: |c| c.runtime.latency_monitor_threshold.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
     // Fixed at start-up.
     Param {
         name: "hugepages", aliases: &[], group: "Memory",
@@ -430,6 +452,25 @@ pub static PARAMS: &[Param] = &[
     },
 ];
 
+const LONG: Kind = Kind::Int { min: 0, max: i64::MAX };
+/// Redis's memory-valued size_t parameters (`1kb` allowed).
+const BYTES: Kind = Kind::Memory { min: 0, max: i64::MAX as u64 };
+
+/// A Redis integer parameter CONFIG alone knows, kept in a runtime atomic.
+macro_rules! redis_int {
+    ($name:literal, [$($alias:literal),*], $field:ident, $kind:expr, $help:literal) => {
+        Param {
+            name: $name, aliases: &[$($alias),*], group: "Redis", help: $help,
+            default: None, kind: $kind,
+            store: Store::Runtime(|rt, v| {
+                let n = match v { Parsed::Bytes(b) => *b as i64, _ => v.int() };
+                rt.$field.store(n, Relaxed)
+            }),
+            live: None, get: |c| c.runtime.$field.load(Relaxed).to_string(), rewrite: false, secret: false,
+        }
+    };
+}
+
 /// Redis parameters CONFIG GET/SET know that are not node settings: kept
 /// for clients and tools that read or set them.
 #[rustfmt::skip]
@@ -470,6 +511,48 @@ pub static REDIS_COMPAT: &[Param] = &[
         default: None, kind: COUNT,
         store: Store::Runtime(|rt, v| rt.lfu_decay_minutes.store(v.int() as u32, Relaxed)), live: None,
         get: |c| c.runtime.lfu_decay_minutes.load(Relaxed).to_string(), rewrite: false, secret: false,
+    },
+    redis_int!("hash-max-listpack-entries", ["hash-max-ziplist-entries"], hash_max_listpack_entries, LONG,
+        "Largest hash (fields) OBJECT ENCODING reports as a listpack."),
+    redis_int!("hash-max-listpack-value", ["hash-max-ziplist-value"], hash_max_listpack_value, BYTES,
+        "Longest hash field or value (bytes) OBJECT ENCODING reports as a listpack."),
+    redis_int!("set-max-intset-entries", [], set_max_intset_entries, LONG,
+        "Largest set of integers OBJECT ENCODING reports as an intset."),
+    redis_int!("zset-max-listpack-entries", ["zset-max-ziplist-entries"], zset_max_listpack_entries, LONG,
+        "Largest sorted set OBJECT ENCODING reports as a listpack."),
+    redis_int!("zset-max-listpack-value", ["zset-max-ziplist-value"], zset_max_listpack_value, BYTES,
+        "Longest sorted set member (bytes) OBJECT ENCODING reports as a listpack."),
+    redis_int!("list-max-listpack-size", ["list-max-ziplist-size"], list_max_listpack_size,
+        Kind::Int { min: i32::MIN as i64, max: INT_MAX }, "Redis's quicklist node size (lists are kept as one \
+        structure here)."),
+    redis_int!("list-compress-depth", [], list_compress_depth, COUNT,
+        "Redis's quicklist compression depth (lists are not compressed here)."),
+    redis_int!("stream-node-max-bytes", [], stream_node_max_bytes, BYTES,
+        "Redis's stream node size in bytes."),
+    redis_int!("stream-node-max-entries", [], stream_node_max_entries, LONG, "Redis's stream node entries."),
+    redis_int!("hll-sparse-max-bytes", [], hll_sparse_max_bytes, BYTES,
+        "Redis's HyperLogLog sparse encoding limit in bytes."),
+    redis_int!("active-defrag-threshold-upper", [], active_defrag_threshold_upper, Kind::Int { min: 0, max: 1000 },
+        "Redis's fragmentation percentage for maximum defragmentation effort."),
+    redis_int!("active-defrag-cycle-min", [], active_defrag_cycle_min, Kind::Int { min: 1, max: 99 },
+        "Redis's minimum defragmentation CPU percentage."),
+    redis_int!("active-defrag-cycle-max", [], active_defrag_cycle_max, Kind::Int { min: 1, max: 99 },
+        "Redis's maximum defragmentation CPU percentage."),
+    redis_int!("active-defrag-max-scan-fields", [], active_defrag_max_scan_fields, Kind::Int { min: 1, max: i64::MAX },
+        "Redis's collection size above which defragmentation scans in steps."),
+    redis_int!("active-expire-effort", [], active_expire_effort, Kind::Int { min: 1, max: 10 },
+        "Redis's active expiry effort."),
+    Param {
+        name: "activerehashing", aliases: &[], group: "Memory", help: "Redis's incremental rehashing switch.",
+        default: None, kind: Kind::Custom(parse_redis_bool),
+        store: Store::Runtime(|rt, v| rt.activerehashing.store(v.flag(), Relaxed)), live: None,
+        get: |c| yes_no(c.runtime.activerehashing.load(Relaxed)).into(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "latency-tracking", aliases: &[], group: "Logging", help: "Redis's per-command latency histograms.",
+        default: None, kind: Kind::Custom(parse_redis_bool),
+        store: Store::Runtime(|rt, v| rt.latency_tracking.store(v.flag(), Relaxed)), live: None,
+        get: |c| yes_no(c.runtime.latency_tracking.load(Relaxed)).into(), rewrite: false, secret: false,
     },
     // No RDB, AOF or keyspace notifications: only their "off" values are accepted.
     Param {
@@ -528,10 +611,9 @@ pub fn directive(name: &str) -> Option<&'static Param> {
 /// Every name CONFIG GET/SET knows, with its parameter: each node parameter
 /// under its name and aliases, then the Redis-only ones.
 pub fn config_names() -> impl Iterator<Item = (&'static str, &'static Param)> {
-    PARAMS
-        .iter()
-        .flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()).map(move |n| (n, p)))
-        .chain(REDIS_COMPAT.iter().map(|p| (p.name, p)))
+    PARAMS.iter().flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()).map(move |n| (n, p))).chain(
+        REDIS_COMPAT.iter().flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()).map(move |n| (n, p))),
+    )
 }
 
 /// `<class> <hard> <soft> <soft seconds>` groups, as in redis.conf. Only the
@@ -579,6 +661,17 @@ fn parse_protected(v: &[u8]) -> Result<Parsed, String> {
         let names: Vec<&str> = Protected::ALL.iter().map(|p| p.name()).collect();
         format!("argument(s) must be one of the following: {}", names.join(", "))
     })
+}
+
+/// A Redis boolean parameter, with Redis's words for a bad value.
+fn parse_redis_bool(v: &[u8]) -> Result<Parsed, String> {
+    if v.eq_ignore_ascii_case(b"yes") {
+        Ok(Parsed::Bool(true))
+    } else if v.eq_ignore_ascii_case(b"no") {
+        Ok(Parsed::Bool(false))
+    } else {
+        Err("argument must be 'yes' or 'no'".into())
+    }
 }
 
 fn parse_save(v: &[u8]) -> Result<Parsed, String> {
@@ -666,6 +759,25 @@ mod tests {
         policy.apply(&config, &policy.parse(b"SIEVE", Origin::ConfigSet).unwrap());
         assert_eq!((policy.get)(&config), "sieve");
         assert_eq!(config.runtime.policy(), crate::config::EvictionPolicy::Sieve);
+    }
+
+    #[test]
+    fn negative_values_on_the_command_line_and_redis_aliases() {
+        let cli = Cli::parse_from(["strata-node", "--slowlog-log-slower-than", "-1", "--slowlog-max-len", "5"]);
+        let config = Config::from_cli(cli).unwrap();
+        assert_eq!(config.runtime.slowlog_log_slower_than.load(Relaxed), -1);
+        assert_eq!(config.runtime.slowlog_max_len.load(Relaxed), 5);
+        // An alias of a Redis-only parameter is the same parameter.
+        let names: Vec<&str> = config_names().map(|(n, _)| n).collect();
+        for n in ["hash-max-ziplist-entries", "zset-max-ziplist-value", "list-max-ziplist-size"] {
+            assert!(names.contains(&n), "{n}");
+        }
+        let (_, p) = config_names().find(|(n, _)| *n == "hash-max-ziplist-entries").unwrap();
+        p.apply(&config, &p.parse(b"7", Origin::ConfigSet).unwrap());
+        assert_eq!(config.runtime.hash_max_listpack_entries.load(Relaxed), 7);
+        let (_, p) = config_names().find(|(n, _)| *n == "stream-node-max-bytes").unwrap();
+        p.apply(&config, &p.parse(b"2kb", Origin::ConfigSet).unwrap());
+        assert_eq!((p.get)(&config), "2048");
     }
 
     #[test]

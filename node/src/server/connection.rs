@@ -360,8 +360,11 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
 
         // Execute everything complete, handling blocking commands in between.
         bufs.take_out();
+        // A command that waited (a script, a disk read) counts its wait in
+        // its duration (INFO, SLOWLOG, LATENCY): it restarts from its mark.
+        let mut resume_mark: Option<u64> = None;
         loop {
-            let step = process(shared, metrics, client, bufs, &mut req);
+            let step = process(shared, metrics, client, bufs, &mut req, resume_mark.take());
             match step {
                 Step::NeedMore => break,
                 Step::Flush => {
@@ -374,6 +377,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                     break 'conn;
                 }
                 Step::Pending(wait) => {
+                    resume_mark = Some(client.clock_mark_ns);
                     // Replies of the requests before it go out meanwhile.
                     if flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
                         break 'conn;
@@ -426,9 +430,13 @@ fn process(
     client: &mut Client,
     bufs: &mut Buffers,
     req: &mut Request,
+    resume_mark: Option<u64>,
 ) -> Step {
     let rt = &shared.config.runtime;
     client.begin_batch();
+    if let Some(mark) = resume_mark {
+        client.clock_mark_ns = mark;
+    }
     let mut limits = Limits { max_bulk_len: rt.proto_max_bulk_len.load(Relaxed), ..Limits::default() };
     // client-output-buffer-limit normal <hard>: replies not yet written.
     let obuf_limit = rt.obuf_limit_normal.load(Relaxed);
@@ -513,6 +521,16 @@ fn process(
         if bufs.out.len() >= OUT_FLUSH_AT {
             return Step::Flush;
         }
+    }
+}
+
+/// SLOWLOG: Redis 7.0 logs a blocked command once a push serves it (not
+/// when it times out), with the time it ran rather than waited; here the
+/// serving is the pusher's work, so the entry has a duration of 0.
+fn log_unblocked(node: &crate::commands::Node, client: &Client, args: &[Vec<u8>]) {
+    let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
+    if let Some(idx) = node.table.lookup(argv[0]) {
+        dispatch::record_slow(node, client, idx, &argv, 0);
     }
 }
 
@@ -664,6 +682,7 @@ async fn wait_blocked(
         match woken {
             Woken::Served(reply) => {
                 bufs.out.raw(&reply);
+                log_unblocked(&shared.node, client, &args);
                 break true;
             }
             Woken::Retry => {}

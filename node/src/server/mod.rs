@@ -337,6 +337,9 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
             break;
         }
     }
+    // LATENCY's `expire-cycle` event, as Redis records its active expiry.
+    let rt = &shared.config.runtime;
+    shared.latency.record_if_needed(rt, "expire-cycle", started.elapsed().as_millis() as u64);
     shared.ks.flush_mem();
     shared.ks.tick_clock();
     if let Some(stats) = shared.memory.calibrate(&shared.ks, shared.maxmemory(), crate::memory::CALIBRATE_EVERY_MS) {

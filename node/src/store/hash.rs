@@ -3,6 +3,7 @@
 //! Every mutation goes through a method here so `bytes` stays exactly the sum
 //! of `cost()` over the fields.
 
+use super::encoding;
 use super::slab_table::{Keyed, SlabTable};
 use crate::base::hash::hash_bytes;
 
@@ -83,7 +84,8 @@ impl HashValue {
     /// Sets a field; returns true when the field is new.
     pub fn insert(&mut self, name: &[u8], value: Vec<u8>) -> bool {
         let h = hash_bytes(name);
-        if self.compact && (name.len() > LISTPACK_MAX_VALUE || value.len() > LISTPACK_MAX_VALUE) {
+        let max_value = encoding::get(&encoding::HASH_MAX_LISTPACK_VALUE);
+        if self.compact && (name.len() > max_value || value.len() > max_value) {
             self.compact = false;
         }
         match self.table.find(h, name) {
@@ -96,7 +98,7 @@ impl HashValue {
             None => {
                 self.bytes += Self::cost(name, &value);
                 self.table.insert_new(h, Field { name: name.into(), value });
-                if self.table.len() > LISTPACK_MAX_ENTRIES {
+                if self.table.len() > encoding::get(&encoding::HASH_MAX_LISTPACK_ENTRIES) {
                     self.compact = false;
                 }
                 true
@@ -111,7 +113,7 @@ impl HashValue {
             let f = self.table.get_mut(slot).expect("live slot");
             let cap = f.value.capacity();
             if value.len() <= cap && cap <= 2 * value.len() + 16 {
-                if self.compact && value.len() > LISTPACK_MAX_VALUE {
+                if self.compact && value.len() > encoding::get(&encoding::HASH_MAX_LISTPACK_VALUE) {
                     self.compact = false;
                 }
                 self.bytes = self.bytes + value.len() - f.value.len();

@@ -10,6 +10,7 @@
 mod access;
 mod defrag;
 pub mod dump;
+pub mod encoding;
 pub mod entry;
 mod evict;
 pub mod expire;

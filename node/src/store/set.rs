@@ -3,6 +3,7 @@
 //! Every mutation goes through a method here so `bytes` stays exactly the sum
 //! of `cost()` over the members.
 
+use super::encoding;
 use super::slab_table::{Keyed, SlabTable};
 use crate::base::hash::hash_bytes;
 use crate::base::parse_i64;
@@ -70,7 +71,8 @@ impl SetValue {
     /// Re-derives the encoding from the members, as Redis's SPOP does when
     /// it rebuilds a set from the members that remain.
     pub fn recheck_compact(&mut self) {
-        self.compact = self.len() <= INTSET_MAX_ENTRIES && self.iter().all(|m| parse_i64(m).is_some());
+        self.compact = self.len() <= encoding::get(&encoding::SET_MAX_INTSET_ENTRIES)
+            && self.iter().all(|m| parse_i64(m).is_some());
     }
     fn cost(m: &[u8]) -> usize {
         m.len() + MEMBER_OVERHEAD
@@ -87,7 +89,9 @@ impl SetValue {
         }
         self.bytes += Self::cost(m);
         self.table.insert_new(h, Member(m.into()));
-        if self.compact && (self.table.len() > INTSET_MAX_ENTRIES || parse_i64(m).is_none()) {
+        if self.compact
+            && (self.table.len() > encoding::get(&encoding::SET_MAX_INTSET_ENTRIES) || parse_i64(m).is_none())
+        {
             self.compact = false;
         }
         true

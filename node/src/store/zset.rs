@@ -15,8 +15,8 @@ use std::cmp::Ordering;
 /// Redis's ZSKIPLIST_MAXLEVEL.
 const MAX_LEVEL: usize = 32;
 /// Redis 7.0's zset-max-listpack-entries / zset-max-listpack-value defaults.
-const LISTPACK_MAX_ENTRIES: usize = 128;
-const LISTPACK_MAX_VALUE: usize = 64;
+pub const LISTPACK_MAX_ENTRIES: usize = 128;
+pub const LISTPACK_MAX_VALUE: usize = 64;
 /// Accounted bytes per member besides its name and links: slab slot, hash
 /// index entry, score, back link and the boxed name's header.
 const NODE_OVERHEAD: usize = 72;
@@ -196,7 +196,8 @@ impl ZSetValue {
     /// result to one (ZUNIONSTORE & co.), a skiplist otherwise.
     pub fn with_encoding_for(len: usize, max_member_len: usize) -> Self {
         ZSetValue {
-            listpack: len <= LISTPACK_MAX_ENTRIES && max_member_len <= LISTPACK_MAX_VALUE,
+            listpack: len <= super::encoding::get(&super::encoding::ZSET_MAX_LISTPACK_ENTRIES)
+                && max_member_len <= super::encoding::get(&super::encoding::ZSET_MAX_LISTPACK_VALUE),
             ..Default::default()
         }
     }
@@ -236,7 +237,11 @@ impl ZSetValue {
             }
             return false;
         }
-        if self.listpack && (self.len() + 1 > LISTPACK_MAX_ENTRIES || member.len() > LISTPACK_MAX_VALUE) {
+        let (max_entries, max_value) = (
+            super::encoding::get(&super::encoding::ZSET_MAX_LISTPACK_ENTRIES),
+            super::encoding::get(&super::encoding::ZSET_MAX_LISTPACK_VALUE),
+        );
+        if self.listpack && (self.len() + 1 > max_entries || member.len() > max_value) {
             self.listpack = false;
         }
         let score = self.normalize(score);
