@@ -72,7 +72,8 @@ pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
 
 // ------------------------------------------------------------------ writing
 
-fn put_len(out: &mut Vec<u8>, len: u64) {
+/// Appends an RDB length (also what FUNCTION DUMP writes).
+pub fn put_len(out: &mut Vec<u8>, len: u64) {
     if len < 1 << 6 {
         out.push(len as u8);
     } else if len < 1 << 14 {
@@ -136,15 +137,22 @@ pub fn encode_value(value: ValueRef<'_>, out: &mut Vec<u8>) {
 pub fn dump(value: ValueRef<'_>) -> Vec<u8> {
     let mut out = Vec::new();
     encode_value(value, &mut out);
-    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
-    let crc = crc64(0, &out);
-    out.extend_from_slice(&crc.to_le_bytes());
+    seal(&mut out);
     out
+}
+
+/// Appends a payload's trailer (RDB version and CRC-64 of all before it),
+/// for DUMP and FUNCTION DUMP alike.
+pub fn seal(out: &mut Vec<u8>) {
+    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(0, out);
+    out.extend_from_slice(&crc.to_le_bytes());
 }
 
 // ------------------------------------------------------------------ reading
 
-struct Reader<'a> {
+/// Reads RDB-encoded items from a payload's body, front to back.
+pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
@@ -152,6 +160,15 @@ struct Reader<'a> {
 type R<T> = Result<T, DumpError>;
 
 impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf, pos: 0 }
+    }
+
+    /// Everything was read.
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
     fn take(&mut self, n: usize) -> R<&'a [u8]> {
         let end = self.pos.checked_add(n).ok_or(DumpError::Format)?;
         let s = self.buf.get(self.pos..end).ok_or(DumpError::Format)?;
@@ -159,7 +176,7 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
 
-    fn byte(&mut self) -> R<u8> {
+    pub fn byte(&mut self) -> R<u8> {
         Ok(self.take(1)?[0])
     }
 
@@ -189,7 +206,8 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string(&mut self) -> R<Vec<u8>> {
+    /// A string in any of RDB's encodings (plain, integer, LZF).
+    pub fn string(&mut self) -> R<Vec<u8>> {
         let (n, special) = self.len_or_enc()?;
         if !special {
             if n as usize > self.buf.len() {

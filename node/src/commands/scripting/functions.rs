@@ -14,6 +14,7 @@ use crate::base::{eq_ic, glob_match};
 use crate::commands::args::{help, subcommand};
 use crate::commands::{CmdError, CmdResult, Ctx};
 use crate::protocol::Reply;
+use crate::store::dump as rdb;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 
@@ -339,135 +340,17 @@ fn stats(scripts: &Scripts, out: &mut Reply) {
 const RDB_OPCODE_FUNCTION2: u8 = 245;
 const RDB_VERSION: u16 = 10;
 
-/// Redis's CRC64 (Jones polynomial, reflected), as DUMP payloads use.
-pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
-    const POLY: u64 = 0x95ac_9329_ac4b_c9b5;
-    for &b in data {
-        crc ^= b as u64;
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 { (crc >> 1) ^ POLY } else { crc >> 1 };
-        }
-    }
-    crc
-}
-
-fn rdb_len(out: &mut Vec<u8>, n: usize) {
-    if n < 64 {
-        out.push(n as u8);
-    } else if n < 16384 {
-        out.push(0x40 | (n >> 8) as u8);
-        out.push(n as u8);
-    } else if n <= u32::MAX as usize {
-        out.push(0x80);
-        out.extend_from_slice(&(n as u32).to_be_bytes());
-    } else {
-        out.push(0x81);
-        out.extend_from_slice(&(n as u64).to_be_bytes());
-    }
-}
-
+/// FUNCTION DUMP: each library's code after the FUNCTION2 opcode, in
+/// the RDB encoding and trailer of DUMP payloads (`store::dump`).
 fn dump(scripts: &Scripts) -> Vec<u8> {
     let mut out = Vec::new();
     for l in scripts.libraries.lock().values() {
         out.push(RDB_OPCODE_FUNCTION2);
-        rdb_len(&mut out, l.code.len());
+        rdb::put_len(&mut out, l.code.len() as u64);
         out.extend_from_slice(&l.code);
     }
-    out.extend_from_slice(&RDB_VERSION.to_le_bytes());
-    let crc = crc64(0, &out);
-    out.extend_from_slice(&crc.to_le_bytes());
+    rdb::seal(&mut out);
     out
-}
-
-/// Reads an RDB length; `Err(enc)` for a special encoding.
-fn read_len(data: &[u8], pos: &mut usize) -> Option<Result<usize, u8>> {
-    let b = *data.get(*pos)?;
-    *pos += 1;
-    Some(match b >> 6 {
-        0 => Ok((b & 0x3f) as usize),
-        1 => {
-            let n = ((b & 0x3f) as usize) << 8 | *data.get(*pos)? as usize;
-            *pos += 1;
-            Ok(n)
-        }
-        2 => match b {
-            0x80 => {
-                let n = u32::from_be_bytes(data.get(*pos..*pos + 4)?.try_into().ok()?);
-                *pos += 4;
-                Ok(n as usize)
-            }
-            0x81 => {
-                let n = u64::from_be_bytes(data.get(*pos..*pos + 8)?.try_into().ok()?);
-                *pos += 8;
-                Ok(n as usize)
-            }
-            _ => return None,
-        },
-        _ => Err(b & 0x3f),
-    })
-}
-
-fn read_string(data: &[u8], pos: &mut usize) -> Option<Vec<u8>> {
-    match read_len(data, pos)? {
-        Ok(n) => {
-            let s = data.get(*pos..*pos + n)?.to_vec();
-            *pos += n;
-            Some(s)
-        }
-        Err(3) => {
-            // LZF: compressed length, original length, data.
-            let clen = read_len(data, pos)?.ok()?;
-            let len = read_len(data, pos)?.ok()?;
-            let src = data.get(*pos..*pos + clen)?;
-            *pos += clen;
-            lzf_decompress(src, len)
-        }
-        Err(enc) => {
-            let n = match enc {
-                0 => 1,
-                1 => 2,
-                2 => 4,
-                _ => return None,
-            };
-            let b = data.get(*pos..*pos + n)?;
-            *pos += n;
-            let v: i64 = match n {
-                1 => b[0] as i8 as i64,
-                2 => i16::from_le_bytes([b[0], b[1]]) as i64,
-                _ => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
-            };
-            Some(v.to_string().into_bytes())
-        }
-    }
-}
-
-/// LZF decompression (liblzf's format, which RDB strings use).
-fn lzf_decompress(src: &[u8], len: usize) -> Option<Vec<u8>> {
-    let mut out: Vec<u8> = Vec::with_capacity(len);
-    let mut i = 0;
-    while i < src.len() {
-        let ctrl = src[i] as usize;
-        i += 1;
-        if ctrl < 32 {
-            let n = ctrl + 1;
-            out.extend_from_slice(src.get(i..i + n)?);
-            i += n;
-        } else {
-            let mut n = ctrl >> 5;
-            if n == 7 {
-                n += *src.get(i)? as usize;
-                i += 1;
-            }
-            let back = ((ctrl & 0x1f) << 8) + *src.get(i)? as usize + 1;
-            i += 1;
-            let start = out.len().checked_sub(back)?;
-            for k in 0..n + 2 {
-                let b = out[start + k];
-                out.push(b);
-            }
-        }
-    }
-    (out.len() == len).then_some(out)
 }
 
 const BAD_PAYLOAD: &str = "ERR DUMP payload version or checksum are wrong";
@@ -492,18 +375,16 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let body_end = payload.len() - 10;
     let version = u16::from_le_bytes([payload[body_end], payload[body_end + 1]]);
     let crc = u64::from_le_bytes(payload[body_end + 2..].try_into().expect("8 bytes"));
-    if version > RDB_VERSION || (crc != 0 && crc64(0, &payload[..body_end + 2]) != crc) {
+    if version > RDB_VERSION || (crc != 0 && rdb::crc64(0, &payload[..body_end + 2]) != crc) {
         return Err(BAD_PAYLOAD.into());
     }
-    let data = &payload[..body_end];
+    let mut data = rdb::Reader::new(&payload[..body_end]);
     let mut codes = Vec::new();
-    let mut pos = 0;
-    while pos < data.len() {
-        if data[pos] != RDB_OPCODE_FUNCTION2 {
+    while !data.at_end() {
+        if data.byte() != Ok(RDB_OPCODE_FUNCTION2) {
             return Err("ERR given type is not a function".into());
         }
-        pos += 1;
-        let Some(code) = read_string(data, &mut pos) else {
+        let Ok(code) = data.string() else {
             return Err("ERR Failed loading library payload".into());
         };
         codes.push(code);
@@ -537,22 +418,4 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     scripts.lib_gen.fetch_add(1, SeqCst);
     out.ok();
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn crc64_matches_redis() {
-        // Redis's crc64 test vector.
-        assert_eq!(crc64(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca);
-    }
-
-    #[test]
-    fn lzf_round_trip_of_a_back_reference() {
-        // "aaaaaaaaaa": a literal 'a' then a back reference of 9 bytes at distance 1.
-        let src = [0u8, b'a', (7 << 5), 0, 0];
-        assert_eq!(lzf_decompress(&src, 10).as_deref(), Some(&b"aaaaaaaaaa"[..]));
-    }
 }
