@@ -132,7 +132,7 @@ fn lru_keeps_the_hot_set() {
 
 #[test]
 fn memory_held_by_a_client_is_evicted_without_a_write() {
-    // At the limit, a client's query buffer grows by 256 KiB (a large SET
+    // At the limit, a client's query buffer grows by 256 KiB (a 384 KiB SET
     // still arriving). No write runs, yet the node brings used_memory back
     // within the budget by evicting keys, as the limit must hold between
     // writes too.
@@ -140,7 +140,7 @@ fn memory_held_by_a_client_is_evicted_without_a_write() {
     fill(&mut c, 4 * 1024);
     let (_, evicted_before) = used_and_evicted(&mut c);
     let mut slow = server.conn();
-    let mut partial = b"*3\r\n$3\r\nSET\r\n$4\r\nbulk\r\n$4194304\r\n".to_vec();
+    let mut partial = b"*3\r\n$3\r\nSET\r\n$4\r\nbulk\r\n$393216\r\n".to_vec();
     partial.extend(std::iter::repeat_n(b'v', 256 << 10));
     slow.send_raw(&partial);
     let mut last = (0, 0);
