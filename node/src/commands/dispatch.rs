@@ -188,11 +188,6 @@ pub fn execute(
             out.error("LOADING Redis is loading the dataset in memory");
             return Outcome::Done;
         }
-        if def.name == "swapdb" {
-            stat.reject();
-            out.error("ERR SWAPDB is not supported while durability journals writes");
-            return Outcome::Done;
-        }
     }
     if client.multi.is_some() && !def.has(flags::NO_QUEUE) {
         return queue(shared, client, idx, def, args, out);

@@ -83,7 +83,7 @@ fn write_section(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, sec
         "server" => info_server(shared, server, snap, t),
         "clients" => info_clients(shared, snap, t),
         "memory" => info_memory(shared, snap, t),
-        "persistence" => info_persistence(shared, t),
+        "persistence" => info_persistence(shared, snap, t),
         "stats" => info_stats(shared, snap, t),
         "replication" => info_replication(server, t),
         "cpu" => info_cpu(t),
@@ -230,9 +230,9 @@ const NO_RDB_AOF: &[(&str, &str)] = &[
     ("aof_last_write_status", "ok"),
 ];
 
-fn info_persistence(shared: &Node, t: &mut String) {
+fn info_persistence(shared: &Node, snap: &Snapshot, t: &mut String) {
     // There is no RDB or AOF; `loading` is the replay of the durability log.
-    let loading = shared.persist.as_ref().is_some_and(|p| p.is_loading());
+    let loading = snap.durability.as_ref().is_some_and(|d| d.loading);
     field!(t, "loading", "{}", loading as u8);
     for name in ["async_loading", "rdb_changes_since_last_save", "rdb_bgsave_in_progress"] {
         field!(t, name, "0");
@@ -243,30 +243,45 @@ fn info_persistence(shared: &Node, t: &mut String) {
     }
     // Strata's own: the durability mode asked for, and what this build does.
     field!(t, "strata_durability", "{}", shared.config.startup.durability.name());
-    let Some(p) = &shared.persist else {
+    let Some(d) = &snap.durability else {
         field!(t, "strata_durability_effective", "none");
         return;
     };
     field!(t, "strata_durability_effective", "{}", shared.config.startup.durability.name());
-    field!(t, "strata_io_engine", "{}", p.engine.lock().clone());
-    let r = p.recovery.lock().clone();
+    field!(t, "strata_io_engine", "{}", d.engine);
+    let r = &d.recovery;
     field!(t, "strata_recovery_duration_ms", "{}", r.duration_ms);
     field!(t, "strata_recovery_records", "{}", r.records);
     field!(t, "strata_recovery_bytes", "{}", r.bytes);
+    field!(t, "strata_recovery_keys", "{}", r.keys);
+    field!(t, "strata_recovery_evicted_keys", "{}", r.evicted);
     field!(t, "strata_recovery_skipped_runs", "{}", r.bad_runs);
     field!(t, "strata_recovery_skipped_bytes", "{}", r.skipped_bytes);
     field!(t, "strata_recovery_torn_bytes", "{}", r.torn_bytes);
     field!(t, "strata_recovery_bad_values", "{}", r.bad_values);
-    field!(t, "strata_log_compactions", "{}", p.compactions.load(std::sync::atomic::Ordering::Relaxed));
-    if let Some([durable, appended, flushes, records, max_batch, us_total, us_max, segments]) = p.figures() {
-        field!(t, "strata_log_durable_seq", "{durable}");
-        field!(t, "strata_log_appended_seq", "{appended}");
-        field!(t, "strata_log_segments", "{segments}");
-        field!(t, "strata_fsyncs", "{flushes}");
-        field!(t, "strata_fsync_records", "{records}");
-        field!(t, "strata_group_commit_max", "{max_batch}");
-        field!(t, "strata_fsync_avg_us", "{}", us_total.checked_div(flushes).unwrap_or(0));
-        field!(t, "strata_fsync_max_us", "{us_max}");
+    field!(t, "strata_log_compactions", "{}", d.compactions);
+    if d.loading {
+        return;
+    }
+    field!(t, "strata_log_durable_seq", "{}", d.durable_seq);
+    field!(t, "strata_log_appended_seq", "{}", d.appended_seq);
+    field!(t, "strata_log_segments", "{}", d.segments);
+    field!(t, "strata_fsyncs", "{}", d.flushes);
+    field!(t, "strata_fsync_records", "{}", d.flushed_records);
+    field!(t, "strata_group_commit_max", "{}", d.max_batch);
+    field!(t, "strata_fsync_avg_us", "{}", d.flush_us_total.checked_div(d.flushes).unwrap_or(0));
+    field!(t, "strata_fsync_max_us", "{}", d.flush_us_max);
+    field!(t, "strata_durability_lag_us", "{}", d.lag_us);
+    field!(t, "strata_durability_lag_bytes", "{}", d.lag_bytes);
+    field!(t, "strata_durability_held_replies", "{}", d.held_replies);
+    let sc = &shared.config.startup;
+    match sc.durability {
+        crate::config::Durability::WriteBack => {
+            field!(t, "strata_write_back_max_lag_us", "{}", sc.write_back_max_lag_us);
+            field!(t, "strata_write_back_max_bytes", "{}", sc.write_back_max_bytes);
+        }
+        crate::config::Durability::Periodic => field!(t, "strata_fsync_interval_us", "{}", sc.fsync_interval_us),
+        _ => {}
     }
 }
 

@@ -47,7 +47,7 @@ impl Node {
         // Before any table exists: the keyspace's tables allocate through the process's pool.
         crate::sys::hugepages::configure(config.startup.hugepages);
         let sc = &config.startup;
-        let policy = crate::durability::Policy::from_config(sc.durability, sc.fsync_interval_us);
+        let policy = crate::durability::Policy::from_config(sc);
         let choice =
             crate::durability::persist::engine_choice(&sc.io_engine).unwrap_or(crate::tier::io::EngineChoice::Auto);
         let persist = Persistence::new(policy, sc.dir.clone(), choice);

@@ -25,6 +25,9 @@ use values::Origin;
 /// fsync interval of durability periodic when none is given (the table's
 /// default for `fsync-interval`).
 pub const DEFAULT_FSYNC_INTERVAL_US: u64 = 10_000;
+/// How late durability write-back's log may run behind RAM, by default.
+pub const DEFAULT_WRITE_BACK_MAX_LAG_US: u64 = 1_000_000;
+pub const DEFAULT_WRITE_BACK_MAX_BYTES: u64 = 64 << 20;
 
 /// Number of logical databases (SELECT 0..15), fixed as in Redis.
 pub const DATABASES: usize = 16;
@@ -49,6 +52,10 @@ pub struct StartupConfig {
     pub durability: Durability,
     /// fsync interval of durability periodic, in microseconds.
     pub fsync_interval_us: u64,
+    /// durability write-back's bounds on the log's lag behind RAM: age of
+    /// the oldest write not yet durable, in µs, and bytes not yet durable.
+    pub write_back_max_lag_us: u64,
+    pub write_back_max_bytes: u64,
     /// The log's I/O engine: auto, uring or threads (`io-engine`).
     pub io_engine: String,
     /// Who may run DEBUG (`enable-debug-command`).
@@ -77,6 +84,8 @@ impl StartupConfig {
             config_file,
             durability: Durability::None,
             fsync_interval_us: DEFAULT_FSYNC_INTERVAL_US,
+            write_back_max_lag_us: DEFAULT_WRITE_BACK_MAX_LAG_US,
+            write_back_max_bytes: DEFAULT_WRITE_BACK_MAX_BYTES,
             io_engine: String::new(),
             enable_debug_command: Protected::No,
             hugepages: HugePages::Off,

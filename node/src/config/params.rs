@@ -381,8 +381,9 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "durability", aliases: &[], group: "Storage",
         help: "How writes reach disk: none (a pure cache: nothing is written or replayed), write-back (logged in \
-               the background, at most 1 s late), periodic (logged at once, fsync every fsync-interval) or sync \
-               (a reply only after the fsync covering it). The log lives in dir and is replayed at start-up.",
+               the background, at most write-back-max-lag and write-back-max-bytes behind), periodic (logged at \
+               once, fsync every fsync-interval) or sync (a reply only after the fsync covering it). The log lives \
+               in dir and is replayed at start-up.",
         default: Some("none"), kind: Kind::Durability,
         store: Store::Startup(|c, v| {
             let Parsed::Durability(d) = v else { unreachable!("a durability mode") };
@@ -401,6 +402,29 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }),
         live: None, get: |c| format_interval_us(c.startup.fsync_interval_us), rewrite: false, secret: false,
+    },
+    Param {
+        name: "write-back-max-lag", aliases: &[], group: "Storage",
+        help: "durability write-back: the longest a write may wait to reach the log's disk (us, ms or s). The log \
+               is flushed at half of it; past it, replies wait for the flush (back-pressure), as in sync.",
+        default: Some("1s"), kind: Kind::Interval,
+        store: Store::Startup(|c, v| {
+            let Parsed::Micros(us) = v else { unreachable!("an interval") };
+            c.write_back_max_lag_us = *us;
+            Ok(())
+        }),
+        live: None, get: |c| format_interval_us(c.startup.write_back_max_lag_us), rewrite: false, secret: false,
+    },
+    Param {
+        name: "write-back-max-bytes", aliases: &[], group: "Storage",
+        help: "durability write-back: the most log bytes not yet on disk, e.g. 64mb. The log is flushed at half \
+               of it; past it, replies wait for the flush (back-pressure), as in sync.",
+        default: Some("64mb"), kind: Kind::Memory { min: 4096, max: i64::MAX as u64 },
+        store: Store::Startup(|c, v| {
+            c.write_back_max_bytes = v.bytes();
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.write_back_max_bytes.to_string(), rewrite: false, secret: false,
     },
     Param {
         name: "io-engine", aliases: &[], group: "Storage",

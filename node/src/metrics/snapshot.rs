@@ -29,6 +29,54 @@ pub struct Snapshot {
     pub keyspace: [DbFigures; DATABASES],
     /// Commands ever called or refused, with their totals.
     pub commands: Vec<(&'static str, CmdTotals)>,
+    /// The durability log; None under durability none.
+    pub durability: Option<DurabilityFigures>,
+}
+
+/// The durability log: replay at start-up, group commit, lag.
+#[derive(Debug, Default, Clone)]
+pub struct DurabilityFigures {
+    /// "io_uring: ..." or "threads: ...": the engine probed and why.
+    pub engine: String,
+    /// True while the log is replayed.
+    pub loading: bool,
+    pub recovery: RecoveryFigures,
+    pub compactions: u64,
+    /// Zero until the log is open (after the replay).
+    pub durable_seq: u64,
+    pub appended_seq: u64,
+    pub segments: u64,
+    /// Flushes (write + fdatasync), the records they made durable, the
+    /// most one did, their total and worst time in µs.
+    pub flushes: u64,
+    pub flushed_records: u64,
+    pub max_batch: u64,
+    pub flush_us_total: u64,
+    pub flush_us_max: u64,
+    /// Back-pressure's view of the lag (an upper bound): age of the oldest
+    /// write not yet durable (µs) and bytes not yet durable; zero in sync.
+    pub lag_us: u64,
+    pub lag_bytes: u64,
+    /// Reply batches held back because the lag passed its bound.
+    pub held_replies: u64,
+}
+
+/// What the last replay of the log did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RecoveryFigures {
+    pub duration_ms: u64,
+    pub records: u64,
+    pub bytes: u64,
+    /// Runs of bad bytes skipped, their bytes, and torn-tail bytes dropped.
+    pub bad_runs: u64,
+    pub skipped_bytes: u64,
+    pub torn_bytes: u64,
+    /// Records whose value could not be decoded (skipped).
+    pub bad_values: u64,
+    /// Keys loaded, and keys evicted during the replay to stay under
+    /// maxmemory.
+    pub keys: u64,
+    pub evicted: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]

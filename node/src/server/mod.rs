@@ -249,7 +249,8 @@ pub fn run(shared: Arc<Shared>) -> i32 {
 /// node: serving without it would break the durability promise.
 fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persistence>) {
     let spawned = std::thread::Builder::new().name("strata-recovery".into()).spawn(move || {
-        if let Err(e) = p.recover(&shared.ks) {
+        let make_room = |stats: &crate::metrics::StoreStats| shared.ensure_memory(stats);
+        if let Err(e) = p.recover(&shared.ks, &make_room) {
             error!(dir = %shared.config.startup.dir.display(), "cannot open the durability log: {e}; stopping");
             std::process::exit(1);
         }

@@ -54,6 +54,7 @@ impl Shared {
                 .map(|(idx, def)| (def.name, CmdTotals::sum(&self.workers, idx)))
                 .filter(|(_, t)| t.is_active())
                 .collect(),
+            durability: self.persist.as_ref().map(|p| p.figures()),
         }
     }
 
