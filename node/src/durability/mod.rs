@@ -168,6 +168,8 @@ struct Shared {
     wake: Condvar,
     stats: CommitStats,
     lag: Lag,
+    /// An append found the segment full and no spare ready.
+    spare_wanted: std::sync::atomic::AtomicBool,
     /// STRATA_TEST_FLUSH_DELAY_MS: each flush first sleeps this long (a
     /// slow disk for the real-binary back-pressure tests).
     test_flush_delay: Duration,
@@ -199,6 +201,7 @@ impl GroupCommit {
                 durable_bytes: AtomicU64::new(0),
                 pending_from_us: AtomicU64::new(0),
             },
+            spare_wanted: std::sync::atomic::AtomicBool::new(false),
             test_flush_delay: std::env::var("STRATA_TEST_FLUSH_DELAY_MS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -225,7 +228,20 @@ impl GroupCommit {
         }
         // Before the append: no later than the record's staging.
         let before_us = s.lag.now_us();
-        let appended = s.log.append(rec)?;
+        let appended = match s.log.append(rec) {
+            Ok(a) => a,
+            Err(e) => {
+                if e.kind() == io::ErrorKind::StorageFull {
+                    // The segment is full and no spare is ready: readying
+                    // one is the I/O thread's, after a flush; not at the
+                    // next timer tick (write-back's may be seconds away).
+                    s.spare_wanted.store(true, Ordering::Relaxed);
+                    let _guard = s.state.lock().unwrap();
+                    s.wake.notify_one();
+                }
+                return Err(e);
+            }
+        };
         let len = appended.1.len as u64;
         let bytes = s.lag.appended_bytes.fetch_add(len, Ordering::Relaxed) + len;
         if appended.0 == s.log.durable_seq() + 1 {
@@ -337,8 +353,17 @@ fn run(shared: &Shared) {
             // Everything counted so far is durable (the estimate catches up).
             shared.lag.durable_bytes.fetch_max(counted, Ordering::Relaxed);
         }
-        // Someone waits (back-pressure, compaction, shutdown): no timer.
-        let waited_for = st.waiters.keys().next().is_some_and(|&seq| seq <= appended);
+        // Someone waits (back-pressure, compaction, shutdown), or appends
+        // wait for a spare segment: no timer.
+        let waited_for = st.waiters.keys().next().is_some_and(|&seq| seq <= appended)
+            || shared.spare_wanted.swap(false, Ordering::Relaxed);
+        if waited_for && !pending {
+            drop(st);
+            if let Err(e) = shared.log.ensure_spare() {
+                tracing::warn!("no spare log segment: {e}");
+            }
+            st = shared.state.lock().unwrap();
+        }
         let due = match shared.policy.flush_every() {
             _ if st.shutdown => pending,
             None => pending,
