@@ -11,6 +11,15 @@
 //! timer in `sync`). A failed write or fsync stops the group commit for
 //! good: every waiter gets the error, nothing is retried.
 //!
+//! write-back and periodic flush on a timer (and write-back also at half
+//! its byte bound). Their promise is kept against a slow disk by
+//! back-pressure ([`GroupCommit::backpressure_target`]): once the log lags
+//! past the policy's bound — the oldest write not yet durable is too old,
+//! or too many bytes are not yet durable — replies wait for the flush as
+//! in `sync`, so the writes a crash can lose stay within the bound instead
+//! of growing with the stall. The lag is tracked with atomics only (no
+//! lock on the append path) and errs on the side of more lag.
+//!
 //! [`persist`] is the keyspace's journal on top of it: records from
 //! changes, the replay at start-up (warm restart, `-LOADING` meanwhile),
 //! `sync`'s reply wait and compaction.

@@ -19,6 +19,12 @@
 //!   oneshot woken by the group commit) until durable ≥ the log's appended
 //!   sequence number at that moment ([`Persistence::sync_target`]). That
 //!   covers the batch's own writes and every write its reads could have seen.
+//!   write-back and periodic use the same wait, only while the log lags past
+//!   their bound (back-pressure: see the parent module).
+//! - Replay under `maxmemory`: after each value replayed the caller's
+//!   `make_room` evicts as before a client's write; when it cannot (the
+//!   policy may not evict) the replay stops with an error rather than drop
+//!   data or grow past the budget (see [`Persistence::recover`]).
 //! - Failure: a failed write/fsync is logged and stops the node (exit 1);
 //!   never retried.
 //! - Compaction: when the log holds more than `max(4, 2 × the last
