@@ -3,8 +3,8 @@
 //! memory only. Clients write under load and log every acknowledged write;
 //! then the power is cut (kill -9 the node, drop every unsynced byte and
 //! name), the file system is remounted and the node restarted on it:
-//! `sync` must have lost no acknowledged write, `periodic` only writes
-//! acknowledged within its window before the cut.
+//! `sync` must have lost no acknowledged write, `periodic` and `write-back`
+//! only writes acknowledged within their window before the cut.
 //!
 //! `STRATA_DUR_TEST_BROKEN=1` runs the node with sync replies that do not
 //! wait for the fsync (`STRATA_TEST_ACK_BEFORE_FSYNC=1`): the sync test
@@ -215,4 +215,15 @@ fn periodic_loses_at_most_its_window_at_a_power_cut() {
     let Some(o) = power_cut_rounds("periodic", &["--fsync-interval", "10ms"], 6, window) else { return };
     assert!(o.acked > 500, "too little load to mean anything: {}", o.acked);
     assert_eq!((o.beyond_window, o.phantom), (0, 0), "periodic lost writes older than its window");
+}
+
+#[test]
+fn write_back_loses_at_most_its_max_lag_at_a_power_cut() {
+    // write-back-max-lag bounds the age of the oldest write not yet durable
+    // at any acknowledgement; slack as above.
+    let window = Duration::from_millis(100 + 150);
+    let Some(o) = power_cut_rounds("write-back", &["--write-back-max-lag", "100ms"], 4, window) else { return };
+    assert!(o.acked > 500, "too little load to mean anything: {}", o.acked);
+    assert!(o.lost > 0, "write-back lost nothing: the cut did not drop unsynced writes");
+    assert_eq!((o.beyond_window, o.phantom), (0, 0), "write-back lost writes older than its max lag");
 }
