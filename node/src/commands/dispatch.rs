@@ -304,7 +304,7 @@ pub fn run(
     // connection waits and comes back with the same request.
     if ks.may_pend() {
         let keys = def.key_positions(args).into_iter().map(|i| args[i]);
-        if let Some(wait) = ctx.keys.pending(keys) {
+        if let Some(wait) = ctx.keys.pending_for(keys, reads_values(def.name, args)) {
             return Outcome::Pending(wait);
         }
     }
@@ -374,6 +374,17 @@ pub fn finish(
     worker.cmds[idx].record(nanos, failed);
     crate::metrics::ServerStats::add(&worker.server.commands, 1);
     nanos
+}
+
+/// Whether a command may read the values of its keys: DEL and UNLINK never
+/// do, nor does SET without GET (it replaces whatever is there), so a value
+/// on disk only is not read back for them.
+fn reads_values(name: &str, args: &[&[u8]]) -> bool {
+    match name {
+        "del" | "unlink" => false,
+        "set" => args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"get")),
+        _ => true,
+    }
 }
 
 #[cfg(test)]

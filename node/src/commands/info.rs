@@ -27,6 +27,7 @@ const ALL_SECTIONS: &[&str] = &[
     "errorstats",
     "cluster",
     "keyspace",
+    "tier",
 ];
 
 /// Sections INFO leaves out unless asked for by name, `all` or `everything`.
@@ -90,6 +91,7 @@ fn write_section(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, sec
         "commandstats" => info_commandstats(snap, t),
         "cluster" => field!(t, "cluster_enabled", "0"),
         "keyspace" => info_keyspace(snap, t),
+        "tier" => info_tier(snap, t),
         // modules: there are none. errorstats: errors are not counted per code.
         _ => {}
     }
@@ -283,6 +285,33 @@ fn info_persistence(shared: &Node, snap: &Snapshot, t: &mut String) {
         crate::config::Durability::Periodic => field!(t, "strata_fsync_interval_us", "{}", sc.fsync_interval_us),
         _ => {}
     }
+}
+
+/// Strata's own section: the cold tier (values demoted to disk).
+fn info_tier(snap: &Snapshot, t: &mut String) {
+    let Some(f) = snap.tier else {
+        field!(t, "tier_enabled", "0");
+        return;
+    };
+    field!(t, "tier_enabled", "1");
+    field!(t, "tier_disk_keys", "{}", f.disk_keys);
+    field!(t, "tier_demoted", "{}", f.demoted);
+    field!(t, "tier_demoted_bytes", "{}", f.demoted_bytes);
+    field!(t, "tier_promoted", "{}", f.promoted);
+    field!(t, "tier_reads", "{}", f.reads);
+    field!(t, "tier_shared_reads", "{}", f.shared_reads);
+    field!(t, "tier_sync_reads", "{}", f.sync_reads);
+    field!(t, "tier_read_errors", "{}", f.read_errors);
+    field!(t, "tier_disk_reads", "{}", f.disk_reads);
+    field!(t, "tier_buffer_reads", "{}", f.staged_reads);
+    field!(t, "tier_evicted_disk_keys", "{}", f.evicted_disk_keys);
+    field!(t, "tier_refused", "{}", f.refused);
+    field!(t, "tier_disk_bytes", "{}", f.disk_bytes);
+    field!(t, "tier_max_disk_bytes", "{}", f.max_disk_bytes);
+    field!(t, "tier_written_bytes", "{}", f.written_bytes);
+    field!(t, "tier_dead_bytes", "{}", f.dead_bytes);
+    field!(t, "tier_cleaned_segments", "{}", f.cleaned_segments);
+    field!(t, "tier_moved_records", "{}", f.moved_records);
 }
 
 fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {

@@ -35,6 +35,8 @@ pub struct Node {
     /// The durability log (None with durability none): replayed at
     /// start-up, then journaling every change.
     pub persist: Option<Arc<Persistence>>,
+    /// The cold tier values are demoted to at maxmemory (`max-disk`).
+    pub cold: Option<Arc<crate::tier::cold::ColdLog>>,
     /// SLOWLOG's entries.
     pub slowlog: super::slowlog::SlowLog,
     /// LATENCY's events.
@@ -58,6 +60,22 @@ impl Node {
         if let Some(p) = &persist {
             p.set_partitions(ks.num_partitions());
         }
+        let cold = (sc.max_disk > 0).then(|| {
+            let dir = sc.dir.join("cold");
+            match crate::tier::cold::ColdLog::open(&dir, sc.max_disk, choice) {
+                Ok(c) => {
+                    tracing::info!(dir = %dir.display(), max_disk = sc.max_disk, engine = %c.engine, "cold tier open");
+                    let c = Arc::new(c);
+                    ks.set_cold(c.clone());
+                    c
+                }
+                Err(e) => {
+                    tracing::error!(dir = %dir.display(), "cannot open the cold tier: {e}; check that dir is writable \
+                                    or start with --max-disk 0");
+                    std::process::exit(1);
+                }
+            }
+        });
         // Resolved once here (and again by CONFIG SET): never looked up per eviction.
         let rt = &config.runtime;
         ks.set_policy(rt.policy());
@@ -76,6 +94,7 @@ impl Node {
             stat_reset_time: AtomicU64::new(now_s),
             scripts: Default::default(),
             persist,
+            cold,
             slowlog: Default::default(),
             latency: Default::default(),
             config,

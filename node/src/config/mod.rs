@@ -44,6 +44,8 @@ pub struct StartupConfig {
     pub threads: usize,
     pub cpu_affinity: Option<Vec<usize>>,
     pub dir: PathBuf,
+    /// Disk budget of the cold tier in bytes (`max-disk`); 0 = no tier.
+    pub max_disk: u64,
     pub metrics_port: u16,
     pub metrics_bind: String,
     pub partitions: usize,
@@ -77,6 +79,7 @@ impl StartupConfig {
             threads: crate::sys::cpu::allowed_cpus().len().max(1),
             cpu_affinity: None,
             dir: PathBuf::new(),
+            max_disk: 0,
             metrics_port: 0,
             metrics_bind: String::new(),
             partitions: 0,

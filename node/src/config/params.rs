@@ -356,6 +356,18 @@ pub static PARAMS: &[Param] = &[
         live: None, get: |c| absolute_path(&c.startup.dir), rewrite: false, secret: false,
     },
     Param {
+        name: "max-disk", aliases: &[], group: "Storage",
+        help: "Disk budget of the cold tier, e.g. 10gb: at maxmemory the policy's victims are demoted to segment \
+               files in <dir>/cold instead of lost, and read back when used. 0 = no tier (victims are evicted). \
+               The tier is a cache: it starts empty.",
+        default: Some("0"), kind: Kind::Memory { min: 0, max: u64::MAX },
+        store: Store::Startup(|c, v| {
+            c.max_disk = v.bytes();
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.max_disk.to_string(), rewrite: false, secret: false,
+    },
+    Param {
         name: "partitions", aliases: &[], group: "Storage",
         help: "Keyspace partitions (power of two); more means less lock contention.",
         default: Some("1024"), kind: Kind::Int { min: 0, max: i64::MAX },

@@ -369,7 +369,10 @@ impl Persistence {
                         continue;
                     }
                     buf.clear();
-                    dump::encode_value(e.value(), &mut buf);
+                    // A value on disk only (cold tier) is read back for the rewrite.
+                    if !ks.encode_entry_value(e, &mut buf) {
+                        continue;
+                    }
                     let rec = Record {
                         kind: RecordKind::Set,
                         db: db as u32,

@@ -167,6 +167,75 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         s.hugepages.fallbacks,
     )?;
 
+    if let Some(t) = &s.tier {
+        gauge(enc, "strata_tier_disk_keys", "Keys whose value is on disk only (cold tier).", None, t.disk_keys)?;
+        counter(
+            enc,
+            "strata_tier_demotions",
+            "Values demoted from RAM to the cold tier at maxmemory.",
+            None,
+            t.demoted,
+        )?;
+        counter(enc, "strata_tier_promotions", "Values read back from the cold tier into RAM.", None, t.promoted)?;
+        let mut m = enc.encode_descriptor(
+            "strata_tier_reads",
+            "Reads of cold values: started for waiting commands (pending), joined by a later waiter (shared), \
+             done synchronously for keys a command did not declare (sync), failed (error: the key is lost).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (kind, v) in
+            [("pending", t.reads), ("shared", t.shared_reads), ("sync", t.sync_reads), ("error", t.read_errors)]
+        {
+            ConstCounter::new(v).encode(m.encode_family(&[("kind", kind)])?)?;
+        }
+        let mut m = enc.encode_descriptor(
+            "strata_tier_device_reads",
+            "Cold-tier reads by where they were served: the device, or the buffer of records not written yet.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (source, v) in [("disk", t.disk_reads), ("buffer", t.staged_reads)] {
+            ConstCounter::new(v).encode(m.encode_family(&[("source", source)])?)?;
+        }
+        counter(
+            enc,
+            "strata_tier_evicted_keys",
+            "Keys evicted from the cold tier (index and value): RAM held little but indexes, or the disk budget was full.",
+            None,
+            t.evicted_disk_keys + t.refused,
+        )?;
+        gauge(enc, "strata_tier_disk", "Segment bytes the cold tier uses.", Some(Unit::Bytes), t.disk_bytes)?;
+        gauge(
+            enc,
+            "strata_tier_max_disk",
+            "The cold tier's disk budget (max-disk).",
+            Some(Unit::Bytes),
+            t.max_disk_bytes,
+        )?;
+        counter(
+            enc,
+            "strata_tier_written",
+            "Record bytes written to the cold tier.",
+            Some(Unit::Bytes),
+            t.written_bytes,
+        )?;
+        gauge(
+            enc,
+            "strata_tier_dead",
+            "Cold-tier record bytes no key refers to (reclaimed by cleaning).",
+            Some(Unit::Bytes),
+            t.dead_bytes,
+        )?;
+        counter(
+            enc,
+            "strata_tier_cleaned_segments",
+            "Cold-tier segments cleaned and recycled.",
+            None,
+            t.cleaned_segments,
+        )?;
+    }
+
     let mut m = enc.encode_descriptor("strata_keys", "Keys per database.", None, MetricType::Gauge)?;
     for (db, f) in s.keyspace.iter().enumerate() {
         let db = db.to_string();

@@ -31,6 +31,8 @@ pub struct Snapshot {
     pub commands: Vec<(&'static str, CmdTotals)>,
     /// The durability log; None under durability none.
     pub durability: Option<DurabilityFigures>,
+    /// The cold tier (`max-disk`); None without one.
+    pub tier: Option<TierFigures>,
 }
 
 /// The durability log: replay at start-up, group commit, lag.
@@ -77,6 +79,37 @@ pub struct RecoveryFigures {
     /// maxmemory.
     pub keys: u64,
     pub evicted: u64,
+}
+
+/// The cold tier: values demoted from RAM to disk and read back.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TierFigures {
+    /// Keys whose value is on disk only.
+    pub disk_keys: u64,
+    pub demoted: u64,
+    pub demoted_bytes: u64,
+    pub promoted: u64,
+    /// Reads started for waiting commands; reads later waiters joined;
+    /// synchronous reads (undeclared keys); failed reads (keys lost).
+    pub reads: u64,
+    pub shared_reads: u64,
+    pub sync_reads: u64,
+    pub read_errors: u64,
+    /// Reads that went to the device, and those served from the buffer
+    /// of records not written yet.
+    pub disk_reads: u64,
+    pub staged_reads: u64,
+    /// Cold keys evicted (index and all), by the policy or the cleaner;
+    /// demotions refused for lack of room (those keys were evicted).
+    pub evicted_disk_keys: u64,
+    pub refused: u64,
+    /// Segment bytes in use and the budget; record bytes written and dead.
+    pub disk_bytes: u64,
+    pub max_disk_bytes: u64,
+    pub written_bytes: u64,
+    pub dead_bytes: u64,
+    pub cleaned_segments: u64,
+    pub moved_records: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]

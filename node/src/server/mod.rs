@@ -271,6 +271,35 @@ fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persis
     }
 }
 
+/// The cold tier's threads: one writes demoted values out (never held up
+/// by anything else), one keeps a spare segment, cleans, and drops reads
+/// nobody waits for any more.
+fn start_cold_tier(shared: Arc<Shared>, cold: Arc<crate::tier::cold::ColdLog>) {
+    let (s, c) = (shared.clone(), cold.clone());
+    let flusher = std::thread::Builder::new().name("strata-tier-io".into()).spawn(move || {
+        while !s.shutting_down.load(Relaxed) {
+            c.flush_step(Duration::from_millis(1));
+        }
+    });
+    let cleaner = std::thread::Builder::new().name("strata-tier".into()).spawn(move || {
+        let mut last_sweep = std::time::Instant::now();
+        while !shared.shutting_down.load(Relaxed) {
+            cold.maintain(&shared.ks);
+            std::thread::sleep(Duration::from_millis(5));
+            if last_sweep.elapsed() > Duration::from_secs(1) {
+                last_sweep = std::time::Instant::now();
+                for idx in 0..shared.ks.num_partitions() as u32 {
+                    shared.ks.lock(idx).sweep_cold_reads();
+                }
+            }
+        }
+    });
+    if let Err(e) = flusher.and(cleaner) {
+        error!("cannot start the cold tier's threads: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// How long, from the start of shutdown, connections may take to finish
 /// the replies they are working on: well inside Kubernetes' default 30 s
 /// grace period, whatever a client was running.
@@ -569,6 +598,9 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
         // Clients get -LOADING and /readyz fails until the log is replayed.
         Some(p) => start_recovery(shared.clone(), p),
         None => shared.ready.store(true, Relaxed),
+    }
+    if let Some(c) = shared.cold.clone() {
+        start_cold_tier(shared.clone(), c);
     }
     info!(
         threads = sc.threads,

@@ -8,6 +8,7 @@
 //! ascending partition order (so multi-key commands and EXEC cannot deadlock).
 
 mod access;
+pub mod cold;
 mod defrag;
 pub mod dump;
 pub mod encoding;
@@ -28,6 +29,7 @@ pub use crate::base::hash::hash_bytes;
 pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{EntryMut, KeyAccess, clear_db};
+pub use cold::{ColdStats, ColdTier};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
 pub use evict::Victim;
@@ -76,6 +78,9 @@ pub struct Keyspace {
     delayed_keys: AtomicUsize,
     /// Bit `db` set once database `db` has held a key (see `evict.rs`).
     dbs_used: AtomicU64,
+    /// The disk tier values are demoted to, if any (`cold.rs`).
+    cold: std::sync::OnceLock<Arc<dyn ColdTier>>,
+    cold_stats: ColdStats,
 }
 
 /// A field that writers on every core update, on cache lines of its own
@@ -122,6 +127,8 @@ impl Keyspace {
             policy: AtomicU8::new(0),
             delayed_keys: AtomicUsize::new(0),
             dbs_used: AtomicU64::new(0),
+            cold: std::sync::OnceLock::new(),
+            cold_stats: ColdStats::default(),
         }
     }
 
