@@ -24,6 +24,7 @@ pub mod scripting;
 pub mod sets;
 pub mod slowlog;
 mod stats;
+pub mod streams;
 pub mod strings;
 pub mod transactions;
 pub mod typed;
@@ -418,6 +419,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         hashes::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        streams::COMMANDS,
         transactions::COMMANDS,
         pubsub::COMMANDS,
         cluster::COMMANDS,
