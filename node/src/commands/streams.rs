@@ -867,10 +867,7 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             }
         }
     }
-    let exists = match read_value::<StreamValue>(&mut ctx.keys, key)? {
-        Some(s) => Some(s.groups.contains_key(group)),
-        None => None,
-    };
+    let exists = read_value::<StreamValue>(&mut ctx.keys, key)?.map(|s| s.groups.contains_key(group));
     let Some(group_exists) = exists.or(if mkstream { Some(false) } else { None }) else {
         return Err("ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use \
                     the MKSTREAM option to create an empty stream automatically."
