@@ -359,6 +359,14 @@ fn command_metadata_and_scripts() {
     d.exact(&["EVAL", "return redis.call('XADD', KEYS[1], '1-1', 'a', 'b')", "1", "s"]);
     d.exact(&["EVAL", "return redis.call('XRANGE', KEYS[1], '-', '+')", "1", "s"]);
     d.exact(&["EVAL", "return redis.call('XLEN', KEYS[1])", "1", "s"]);
+    d.exact(&["EVAL", "return redis.call('XREAD', 'STREAMS', KEYS[1], '0')", "1", "s"]);
+    d.err(&["EVAL", "return redis.pcall('XREAD', 'BLOCK', 0, 'STREAMS', KEYS[1], '$')", "1", "s"]);
+    d.err(&[
+        "EVAL",
+        "return redis.pcall('xreadgroup', 'GROUP', 'g', 'c', 'BLOCK', 0, 'STREAMS', KEYS[1], '>')",
+        "1",
+        "s",
+    ]);
     d.finish();
 }
 

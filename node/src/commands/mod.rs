@@ -345,6 +345,8 @@ pub struct Ctx<'a> {
     pub worker: &'a crate::metrics::WorkerMetrics,
     /// True while EXEC runs queued commands: blocking commands must not block.
     pub in_exec: bool,
+    /// True while a script runs the command (XREAD's BLOCK is refused there).
+    pub in_script: bool,
     /// Set when the command asks to block.
     pub block: Option<BlockRequest>,
     /// Set by a handler that found a key not ready before changing

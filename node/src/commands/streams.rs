@@ -582,6 +582,9 @@ fn nogroup_read(key: &[u8], group: &[u8]) -> CmdError {
 
 fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, group_cmd: bool) -> CmdResult {
     let r = parse_read(args, group_cmd, ctx.keys.now_ms)?;
+    if r.block.is_some() && ctx.in_script {
+        return Err(format!("ERR {} command is not allowed with BLOCK option from scripts", lossy(args[0])).into());
+    }
     // Resolve every ID first: errors come before anything is served.
     let mut ids: Vec<StreamId> = Vec::with_capacity(r.keys.len());
     for (&key, &arg) in r.keys.iter().zip(r.ids) {
