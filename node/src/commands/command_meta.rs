@@ -106,6 +106,16 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("slowlog|help", 2, LS, "@slow"),
     sub("slowlog|len", 2, flags::ADMIN | LS, "@admin @slow @dangerous"),
     sub("slowlog|reset", 2, flags::ADMIN | LS, "@admin @slow @dangerous"),
+    keyed_sub("xgroup|create", -5, flags::WRITE | flags::DENYOOM, "@write @stream @slow"),
+    keyed_sub("xgroup|createconsumer", 5, flags::WRITE | flags::DENYOOM, "@write @stream @slow"),
+    keyed_sub("xgroup|delconsumer", 5, flags::WRITE, "@write @stream @slow"),
+    keyed_sub("xgroup|destroy", 4, flags::WRITE, "@write @stream @slow"),
+    sub("xgroup|help", 2, LS, "@stream @slow"),
+    keyed_sub("xgroup|setid", -5, flags::WRITE, "@write @stream @slow"),
+    keyed_sub("xinfo|consumers", 4, flags::READONLY, "@read @stream @slow"),
+    keyed_sub("xinfo|groups", 3, flags::READONLY, "@read @stream @slow"),
+    sub("xinfo|help", 2, LS, "@stream @slow"),
+    keyed_sub("xinfo|stream", -3, flags::READONLY, "@read @stream @slow"),
 ];
 
 pub fn sub_def(full_name: &str) -> Option<&'static SubDef> {

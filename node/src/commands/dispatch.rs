@@ -297,6 +297,7 @@ pub fn run(
         server,
         worker,
         in_exec,
+        in_script: false,
         block: None,
         pending: None,
     };

@@ -24,6 +24,7 @@ pub mod scripting;
 pub mod sets;
 pub mod slowlog;
 mod stats;
+pub mod streams;
 pub mod strings;
 pub mod transactions;
 pub mod typed;
@@ -344,6 +345,8 @@ pub struct Ctx<'a> {
     pub worker: &'a crate::metrics::WorkerMetrics,
     /// True while EXEC runs queued commands: blocking commands must not block.
     pub in_exec: bool,
+    /// True while a script runs the command (XREAD's BLOCK is refused there).
+    pub in_script: bool,
     /// Set when the command asks to block.
     pub block: Option<BlockRequest>,
     /// Set by a handler that found a key not ready before changing
@@ -418,6 +421,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         hashes::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        streams::COMMANDS,
         transactions::COMMANDS,
         pubsub::COMMANDS,
         cluster::COMMANDS,

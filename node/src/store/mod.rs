@@ -18,10 +18,13 @@ pub mod expire;
 pub mod hash;
 pub mod journal;
 pub mod list;
+pub mod listpack;
 pub mod partition;
 pub mod pending;
 pub mod set;
 pub mod slab_table;
+pub mod stream;
+mod stream_rdb;
 pub mod value;
 pub mod zset;
 

@@ -432,7 +432,6 @@ impl Partition {
     /// Adds an entry for a key known to be absent; returns its slot.
     pub(super) fn insert_entry(&mut self, ks: &Keyspace, db: usize, hash: u64, entry: Entry, clock: &Clock) -> u32 {
         let mem = entry.mem() as i64;
-        let wakes = entry.value().wakes_blocked();
         self.count_key(entry.key(), 1);
         if entry.expire_at() != 0 {
             ks.note_deadline(entry.expire_at());
@@ -445,15 +444,17 @@ impl Partition {
         ks.note_db_used(db);
         self.mem += mem;
         ks.add_mem(mem);
-        self.settle_write(ks, db, slot, ChangeKind::Write, wakes);
+        self.settle_write(ks, db, slot, ChangeKind::Write);
         slot
     }
 
     /// WATCH, wake-ups and the journal after a key was written.
-    pub(super) fn settle_write(&mut self, ks: &Keyspace, db: usize, slot: u32, kind: ChangeKind, wakes: bool) {
+    pub(super) fn settle_write(&mut self, ks: &Keyspace, db: usize, slot: u32, kind: ChangeKind) {
         let e = self.dbs[db].entry(slot);
         bump_watch(&mut self.watched, db, e.key());
-        if wakes && !self.blocked.is_empty() {
+        // Any write offers the key to its waiters (who check its type): a
+        // stream group reader must learn that its key became another type.
+        if !self.blocked.is_empty() {
             let key: Box<[u8]> = e.key().into();
             self.signal_ready(db, &key);
         }
@@ -490,8 +491,7 @@ impl Partition {
     /// Settles an entry whose value changed in place by `mem_delta` bytes.
     pub(super) fn settle_update(&mut self, ks: &Keyspace, db: usize, slot: u32, mem_delta: i64, kind: ChangeKind) {
         self.account(ks, mem_delta);
-        let wakes = self.dbs[db].entry(slot).value().wakes_blocked();
-        self.settle_write(ks, db, slot, kind, wakes);
+        self.settle_write(ks, db, slot, kind);
     }
 
     /// Removes the entry in `slot`; `accounted` is what it was counted as
@@ -515,6 +515,8 @@ impl Partition {
         ks.add_mem(-mem);
         self.count_key(entry.key(), -1);
         bump_watch(&mut self.watched, db, entry.key());
+        // Waiters learn that the key is gone (a stream group reader fails).
+        self.signal_ready(db, entry.key());
         self.journal(ks, db, entry.key(), kind, None);
         entry
     }
@@ -540,6 +542,10 @@ impl Partition {
         }
         self.mem -= mem;
         ks.add_mem(-mem);
+        let waiting: Vec<DbKey> = self.blocked.keys().filter(|(d, _)| *d as usize == db).cloned().collect();
+        for (d, key) in waiting {
+            self.signal_ready(d as usize, &key);
+        }
         self.journal(ks, db, &[], ChangeKind::FlushDb, None);
         n
     }

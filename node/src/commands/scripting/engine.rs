@@ -921,7 +921,9 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
     let saved_db = ctx.client.db;
     let saved_resp3 = ctx.client.resp3;
     let saved_in_exec = ctx.in_exec;
+    let saved_in_script = ctx.in_script;
     ctx.in_exec = true;
+    ctx.in_script = true;
     let caller_resp3 = out.resp3;
     let result = with_vm(scripts, |vm| {
         let func = match run.target {
@@ -1033,6 +1035,7 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         Ok(Err(text))
     });
     ctx.in_exec = saved_in_exec;
+    ctx.in_script = saved_in_script;
     ctx.client.db = saved_db;
     ctx.client.resp3 = saved_resp3;
     ctx.keys.db = saved_db;

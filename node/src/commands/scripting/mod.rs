@@ -481,6 +481,7 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
                     server,
                     worker,
                     in_exec: false,
+                    in_script: false,
                     block: None,
                     pending: None,
                 };
