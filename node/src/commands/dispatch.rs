@@ -8,6 +8,7 @@ use crate::config::Protected;
 use crate::metrics::WorkerMetrics;
 use crate::protocol::Reply;
 use crate::session::client::{Client, Queued};
+use crate::session::tracking;
 use crate::store::{KeyAccess, PendingRead};
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -132,7 +133,8 @@ pub fn arity_ok(arity: i32, n: usize) -> bool {
     if arity >= 0 { n == arity as usize } else { n >= (-arity) as usize }
 }
 
-/// Executes one request and appends its reply to `out`.
+/// Executes one request and appends its reply to `out`, followed by the
+/// invalidations it caused for this client (CLIENT TRACKING).
 pub fn execute(
     shared: &Node,
     server: &dyn ServerControl,
@@ -141,7 +143,34 @@ pub fn execute(
     args: &[&[u8]],
     out: &mut Reply,
 ) -> Outcome {
+    tracking::set_current(client.info.id);
+    let outcome = execute_request(shared, server, worker, client, args, out);
+    shared.tracking.flush_broadcasts();
+    tracking::take_own(&mut out.buf);
+    tracking::set_current(0);
+    // CLIENT CACHING lasts for one command (or one transaction).
+    let mode = client.info.tracking.load(Relaxed);
+    if mode & tracking::mode::CACHING != 0 && client.multi.is_none() && !crate::base::eq_ic(args[0], "client") {
+        client.info.tracking.fetch_and(!tracking::mode::CACHING, Relaxed);
+    }
+    outcome
+}
+
+fn execute_request(
+    shared: &Node,
+    server: &dyn ServerControl,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    args: &[&[u8]],
+    out: &mut Reply,
+) -> Outcome {
     let table = &shared.table;
+    // The tracking table over `tracking-table-max-keys`: invalidate some.
+    let max_tracked = shared.config.runtime.tracking_table_max_keys.load(Relaxed) as usize;
+    if max_tracked > 0 && shared.ks.tracked_keys() > max_tracked {
+        shared.ks.limit_tracked(max_tracked);
+        tracking::take_own(&mut out.buf);
+    }
     let last = client.last_lookup;
     let cached = last != usize::MAX && table.get(last).name.as_bytes().eq_ignore_ascii_case(args[0]);
     let found = if cached { Some(last) } else { table.lookup(args[0]) };
@@ -201,7 +230,7 @@ pub fn execute(
         stat.reject();
         out.error(&format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            def.name
+            full_name(def, args)
         ));
         return Outcome::Done;
     }
@@ -223,8 +252,22 @@ pub fn execute(
         out.error(err::OOM);
         return Outcome::Done;
     }
+    // Keys evicted for this command: their invalidations precede its reply.
+    tracking::take_own(&mut out.buf);
     client.info.last_cmd.store(idx as u32, Relaxed);
     run(shared, server, worker, client, idx, args, out, false)
+}
+
+/// The name Redis reports for a request: `container|sub` for a known
+/// subcommand, else the command's own.
+fn full_name(def: &CommandDef, args: &[&[u8]]) -> String {
+    if !def.subcommands.is_empty() && args.len() >= 2 {
+        let sub = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
+        if def.subcommands.contains(&sub.as_str()) {
+            return format!("{}|{sub}", def.name);
+        }
+    }
+    def.name.to_string()
 }
 
 /// Whether a command runs while a script is busy (SCRIPT KILL, FUNCTION
@@ -314,6 +357,7 @@ pub fn run(
         }
     }
     let result = (def.handler)(&mut ctx, args, out);
+    remember_keys(&mut ctx, def, args);
     if let Some(wait) = ctx.pending.take() {
         // The handler (EXEC) found a key not ready before changing anything.
         debug_assert!(result.is_ok() && out.len() == mark, "a pending command must not reply");
@@ -332,6 +376,28 @@ pub fn run(
     match block {
         Some(b) => Outcome::Block(b),
         None => Outcome::Done,
+    }
+}
+
+/// CLIENT TRACKING: remembers the keys a read-only command read, so that
+/// the client hears when they change (Redis's `trackingRememberKeys`).
+#[inline]
+pub fn remember_keys(ctx: &mut Ctx<'_>, def: &CommandDef, args: &[&[u8]]) {
+    if !def.has(flags::READONLY) || def.has(flags::PUBSUB) {
+        return;
+    }
+    let mode = ctx.client.info.tracking.load(Relaxed);
+    if mode & tracking::mode::ON == 0 || mode & tracking::mode::BCAST != 0 {
+        return;
+    }
+    let caching = mode & tracking::mode::CACHING != 0;
+    if (mode & tracking::mode::OPTIN != 0 && !caching) || (mode & tracking::mode::OPTOUT != 0 && caching) {
+        return;
+    }
+    let (ks, id) = (ctx.keys.ks, ctx.client.info.id);
+    for i in def.key_positions(args) {
+        let key = args[i];
+        ctx.keys.with_partition(ks.partition_of_key(key), |part| part.track(ks, key, id));
     }
 }
 

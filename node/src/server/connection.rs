@@ -127,6 +127,7 @@ fn new_info(
         last_cmd: u32::MAX.into(),
         subs: Default::default(),
         psubs: Default::default(),
+        ssubs: Default::default(),
         multi: u32::MAX.into(),
         qbuf: Default::default(),
         obuf: Default::default(),
@@ -138,6 +139,9 @@ fn new_info(
         attention: Default::default(),
         push_tx,
         worker: worker.into(),
+        tracking: Default::default(),
+        redirect: Default::default(),
+        prefixes: Default::default(),
     })
 }
 
@@ -168,6 +172,10 @@ impl ConnState {
         self.bufs.out.buf.clear();
         self.bufs.release();
         shared.pubsub.unsubscribe_all(&mut self.client);
+        if self.info.tracking.load(Relaxed) != 0 {
+            let broadcasting = shared.tracking.disable(&self.info);
+            shared.ks.set_broadcasting(broadcasting);
+        }
         crate::commands::transactions::unwatch_all(&shared.node, &mut self.client);
         shared.memory.add_connection_bytes(-self.bufs.accounted);
         shared.clients.remove(self.info.id);

@@ -34,6 +34,7 @@ pub struct ClientInfo {
     pub last_cmd: AtomicU32,
     pub subs: AtomicU32,
     pub psubs: AtomicU32,
+    pub ssubs: AtomicU32,
     /// Queued commands in MULTI, or -1 (u32::MAX) when not in MULTI.
     pub multi: AtomicU32,
     pub qbuf: AtomicUsize,
@@ -52,6 +53,12 @@ pub struct ClientInfo {
     pub push_tx: mpsc::UnboundedSender<PushMsg>,
     /// Which worker thread owns this client (it may move, see `balance`).
     pub worker: AtomicUsize,
+    /// CLIENT TRACKING mode (`tracking::mode` bits); 0 = off.
+    pub tracking: AtomicU32,
+    /// The client invalidations are redirected to (0 = none).
+    pub redirect: AtomicU64,
+    /// BCAST prefixes, sorted.
+    pub prefixes: Mutex<Vec<Vec<u8>>>,
 }
 
 impl ClientInfo {
@@ -88,6 +95,7 @@ pub struct Client {
     pub watched: Vec<(usize, Vec<u8>, u64)>,
     pub channels: HashSet<Vec<u8>>,
     pub patterns: HashSet<Vec<u8>>,
+    pub shard_channels: HashSet<Vec<u8>>,
     pub no_touch: bool,
     pub no_evict: bool,
     /// Close the connection after writing the pending replies (QUIT).
@@ -120,6 +128,7 @@ impl Client {
             watched: Vec::new(),
             channels: HashSet::new(),
             patterns: HashSet::new(),
+            shard_channels: HashSet::new(),
             no_touch: false,
             no_evict: false,
             close_after_reply: false,
@@ -144,7 +153,7 @@ impl Client {
 
     /// Subscribed to anything (RESP2 clients are then limited to pub/sub commands).
     pub fn in_pubsub(&self) -> bool {
-        !self.channels.is_empty() || !self.patterns.is_empty()
+        !self.channels.is_empty() || !self.patterns.is_empty() || !self.shard_channels.is_empty()
     }
 
     pub fn subscription_count(&self) -> usize {

@@ -21,6 +21,7 @@ pub mod partition;
 pub mod pending;
 pub mod set;
 pub mod slab_table;
+pub mod tracking;
 pub mod value;
 pub mod zset;
 
@@ -34,6 +35,7 @@ pub use evict::Victim;
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, NUM_DBS, Partition, Serve, Waiter};
 pub use pending::PendingRead;
+pub use tracking::KeyTracker;
 pub use value::{Value, ValueRef, WRONGTYPE};
 
 use crate::base::slot::{SLOTS, key_slot};
@@ -76,6 +78,8 @@ pub struct Keyspace {
     delayed_keys: AtomicUsize,
     /// Bit `db` set once database `db` has held a key (see `evict.rs`).
     dbs_used: AtomicU64,
+    /// Client-side caching: the tracker and the tracking table's totals.
+    tracking: tracking::TrackingState,
 }
 
 /// A field that writers on every core update, on cache lines of its own
@@ -122,6 +126,7 @@ impl Keyspace {
             policy: AtomicU8::new(0),
             delayed_keys: AtomicUsize::new(0),
             dbs_used: AtomicU64::new(0),
+            tracking: Default::default(),
         }
     }
 
