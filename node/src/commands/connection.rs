@@ -5,6 +5,7 @@
 
 use super::Node;
 use super::args::{help, lossy, subcommand};
+use super::pause::PauseMode;
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, arg_i64, err, flags};
 use crate::base::eq_ic;
 use crate::protocol::Reply;
@@ -235,6 +236,9 @@ const CLIENT_SUBS: &[&str] = &[
     "no-evict",
     "no-touch",
     "reply",
+    "pause",
+    "unpause",
+    "unblock",
     "tracking",
     "caching",
     "getredir",
@@ -244,6 +248,8 @@ const CLIENT_SUBS: &[&str] = &[
 
 const CLIENT_HELP: &[&str] = &[
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
     "GETNAME",
     "    Return the name of the current connection.",
     "GETREDIR",
@@ -270,6 +276,10 @@ const CLIENT_HELP: &[&str] = &[
     "    Return information about client connections. Options:",
     "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
     "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
     "REPLY (ON|OFF|SKIP)",
     "    Control the replies sent to the current connection.",
     "SETNAME <name>",
@@ -278,6 +288,11 @@ const CLIENT_HELP: &[&str] = &[
     "    Set client meta attr. Options are:",
     "    * LIB-NAME: the client lib name.",
     "    * LIB-VER: the client lib version.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
     "TRACKINGINFO",
     "    Report tracking status for the current connection.",
     "NO-EVICT (ON|OFF)",
@@ -322,6 +337,12 @@ fn client(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.ok();
         }
         "reply" => client_reply(ctx, args[2], out)?,
+        "pause" => client_pause(ctx, args, out)?,
+        "unpause" => {
+            ctx.shared.pause.unpause();
+            out.ok();
+        }
+        "unblock" => client_unblock(ctx, args, out)?,
         "tracking" => client_tracking(ctx, args, out)?,
         "caching" => client_caching(ctx, args[2], out)?,
         "getredir" => {
@@ -335,6 +356,54 @@ fn client(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         "trackinginfo" => tracking_info(&ctx.client.info, out),
         _ => help(out, CLIENT_HELP),
     }
+    Ok(())
+}
+
+/// Redis's reply to a subcommand given too many arguments.
+fn sub_syntax(sub: &[u8]) -> CmdError {
+    format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.", lossy(sub)).into()
+}
+
+/// CLIENT PAUSE timeout-ms [WRITE|ALL]
+fn client_pause(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if args.len() > 4 {
+        return Err(sub_syntax(args[1]));
+    }
+    let mode = match args.get(3) {
+        None => PauseMode::All,
+        Some(m) if eq_ic(m, "write") => PauseMode::Write,
+        Some(m) if eq_ic(m, "all") => PauseMode::All,
+        Some(_) => return Err("ERR CLIENT PAUSE mode must be WRITE or ALL".into()),
+    };
+    let timeout =
+        crate::base::parse_i64(args[2]).ok_or(CmdError::from("ERR timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(err::TIMEOUT_NEG.into());
+    }
+    let now = crate::store::now_ms();
+    if timeout > 0 {
+        ctx.shared.pause.pause(now.saturating_add(timeout as u64), mode, now);
+    }
+    out.ok();
+    Ok(())
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a blocking command (BLPOP & co.,
+/// WAIT) of a client on any worker.
+fn client_unblock(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if args.len() > 4 {
+        return Err(sub_syntax(args[1]));
+    }
+    let error = match args.get(3) {
+        None => false,
+        Some(r) if eq_ic(r, "timeout") => false,
+        Some(r) if eq_ic(r, "error") => true,
+        Some(_) => return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into()),
+    };
+    let id = arg_i64(args[2])?;
+    let target = if id > 0 { ctx.shared.clients.get(id as u64) } else { None };
+    let waiter = target.and_then(|t| t.blocked_on.lock().clone());
+    out.int(waiter.is_some_and(|w| w.unblock(error)) as i64);
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! pub/sub context, memory limit, partition locking, execution, metrics.
 
 use super::Node;
+use super::pause::{self, PauseMode};
 use super::scripting::WhileBusy;
 use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, ServerControl, err, flags};
 use crate::config::Protected;
@@ -222,6 +223,13 @@ fn execute_request(
             out.error("ERR SWAPDB is not supported while durability journals writes");
             return Outcome::Done;
         }
+    }
+    // CLIENT PAUSE: as Redis, before queueing in MULTI too.
+    let paused = shared.pause.mode(client.now_ms);
+    if paused != PauseMode::Off
+        && (paused == PauseMode::All || pause::holds_back(shared, client.multi.as_deref(), def, args))
+    {
+        return Outcome::Pending(pause::wait_for_unpause(shared.pause.clone(), client.info.clone()));
     }
     if client.multi.is_some() && !def.has(flags::NO_QUEUE) {
         return queue(shared, client, idx, def, args, out);

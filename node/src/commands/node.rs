@@ -25,6 +25,8 @@ pub struct Node {
     pub pubsub: Hub,
     /// Client-side caching: who is told about changed keys.
     pub tracking: Arc<Tracking>,
+    /// CLIENT PAUSE.
+    pub pause: Arc<super::pause::ClientPause>,
     /// Each worker's counters.
     pub workers: Vec<Arc<WorkerMetrics>>,
     pub table: CommandTable,
@@ -74,6 +76,7 @@ impl Node {
             ks,
             clients,
             tracking,
+            pause: Default::default(),
             pubsub: Hub::default(),
             workers: (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.len()))).collect(),
             table,

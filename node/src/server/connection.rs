@@ -142,6 +142,7 @@ fn new_info(
         tracking: Default::default(),
         redirect: Default::default(),
         prefixes: Default::default(),
+        blocked_on: Default::default(),
     })
 }
 
@@ -693,6 +694,14 @@ async fn wait_blocked(
                 log_unblocked(&shared.node, client, &args);
                 break true;
             }
+            Woken::Unblocked { error } => {
+                if error {
+                    bufs.out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                } else {
+                    (block.on_timeout)(&mut bufs.out);
+                }
+                break true;
+            }
             Woken::Retry => {}
         }
         client.begin_batch();
@@ -721,6 +730,7 @@ async fn wait_blocked(
     if quiet {
         bufs.out.truncate(reply_mark);
     }
+    client.info.blocked_on.lock().take();
     client.info.blocked.store(false, Relaxed);
     keep_open
 }

@@ -15,6 +15,14 @@ use tokio::sync::{Notify, mpsc};
 /// A message pushed to a subscribed client from another connection.
 pub type PushMsg = Vec<u8>;
 
+/// A blocked command CLIENT UNBLOCK can end (defined here, implemented by
+/// the commands that block).
+pub trait Unblock: Send + Sync {
+    /// Ends the wait with the command's timeout reply, or with an UNBLOCKED
+    /// error; false when it already ended.
+    fn unblock(&self, error: bool) -> bool;
+}
+
 /// Shared view of a client.
 pub struct ClientInfo {
     pub id: u64,
@@ -59,6 +67,8 @@ pub struct ClientInfo {
     pub redirect: AtomicU64,
     /// BCAST prefixes, sorted.
     pub prefixes: Mutex<Vec<Vec<u8>>>,
+    /// The command this client is blocked in, for CLIENT UNBLOCK.
+    pub blocked_on: Mutex<Option<Arc<dyn Unblock>>>,
 }
 
 impl ClientInfo {

@@ -337,6 +337,24 @@ fn collect_result(ctx: &mut Ctx<'_>, out: &mut Reply) -> Option<CmdResult> {
     })
 }
 
+/// Whether EVAL, EVALSHA or FCALL with these arguments may write (CLIENT
+/// PAUSE WRITE holds it back): unless its script or function declares
+/// `no-writes`. An unknown script or function may.
+pub fn script_may_write(shared: &super::Node, name: &str, args: &[&[u8]]) -> bool {
+    let Some(target) = args.get(1) else { return true };
+    let flags = match name {
+        "eval" => eval_shebang(target).ok().flatten(),
+        "evalsha" => {
+            let sha = String::from_utf8_lossy(target).to_ascii_lowercase();
+            let body = shared.scripts.cache.lock().get(&sha).cloned();
+            body.and_then(|b| eval_shebang(&b).ok().flatten())
+        }
+        "fcall" => functions::find_function(&shared.scripts, &String::from_utf8_lossy(target)).map(|(_, f)| f),
+        _ => None,
+    };
+    !flags.is_some_and(|f| f.no_writes)
+}
+
 fn eval_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, by_sha: bool, ro_cmd: bool) -> CmdResult {
     if let Some(r) = collect_result(ctx, out) {
         return r;
