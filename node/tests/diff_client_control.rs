@@ -113,3 +113,22 @@ fn unblock_ends_a_blocked_command_on_another_worker() {
         assert_eq!(blocked.cmd(&["PING"]), Frame::simple("PONG"), "{name}");
     }
 }
+
+#[test]
+fn expired_keys_are_kept_while_paused() {
+    for server in [Server::strata(), Server::redis()] {
+        let name = server.name();
+        let mut c = server.conn();
+        let expired = || info_field(&mut server.conn(), "expired_keys").unwrap_or_default();
+        let before = expired();
+        c.ok(&["SET", "foo", "bar", "PX", "30"]);
+        c.ok(&["CLIENT", "PAUSE", "50000", "WRITE"]);
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(c.cmd(&["GET", "foo"]), Frame::Nil, "{name}");
+        assert_eq!(expired(), before, "{name}");
+        c.ok(&["CLIENT", "UNPAUSE"]);
+        assert_eq!(c.cmd(&["GET", "foo"]), Frame::Nil, "{name}");
+        let after: u64 = expired().parse().unwrap();
+        assert_eq!(after, before.parse::<u64>().unwrap() + 1, "{name}");
+    }
+}

@@ -568,7 +568,8 @@ fn command_getkeys(shared: &Node, cmd: &[&[u8]], out: &mut Reply) -> CmdResult {
         let (first, last, step) = view.range;
         (view.arity, if first > 0 { Keys::Range(first, last, step) } else { Keys::None })
     };
-    if !matches!(keys, Keys::Range(..) | Keys::Custom(_)) {
+    // Sharded channels sit where keys do but are not keys (`not_key`).
+    if !matches!(keys, Keys::Range(..) | Keys::Custom(_)) || def.has(flags::PUBSUB) {
         return Err("ERR The command has no key arguments".into());
     }
     if !super::dispatch::arity_ok(arity, cmd.len()) {

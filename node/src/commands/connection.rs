@@ -340,6 +340,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         "pause" => client_pause(ctx, args, out)?,
         "unpause" => {
             ctx.shared.pause.unpause();
+            ctx.shared.ks.pause_expiry(0);
             out.ok();
         }
         "unblock" => client_unblock(ctx, args, out)?,
@@ -383,6 +384,7 @@ fn client_pause(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
     let now = crate::store::now_ms();
     if timeout > 0 {
         ctx.shared.pause.pause(now.saturating_add(timeout as u64), mode, now);
+        ctx.shared.ks.pause_expiry(ctx.shared.pause.end_ms());
     }
     out.ok();
     Ok(())

@@ -389,22 +389,34 @@ pub fn run(
 
 /// CLIENT TRACKING: remembers the keys a read-only command read, so that
 /// the client hears when they change (Redis's `trackingRememberKeys`).
+/// Scripts track their declared keys when they call a read-only command.
 #[inline]
 pub fn remember_keys(ctx: &mut Ctx<'_>, def: &CommandDef, args: &[&[u8]]) {
-    if !def.has(flags::READONLY) || def.has(flags::PUBSUB) {
+    if !def.has(flags::READONLY) || def.has(flags::PUBSUB) || def.has(flags::RUNS_SCRIPT) {
         return;
     }
-    let mode = ctx.client.info.tracking.load(Relaxed);
+    if tracks_reads(ctx.client) {
+        let positions = def.key_positions(args);
+        track_keys(ctx, positions.iter().map(|&i| args[i]));
+    }
+}
+
+/// Whether this client's next reads are tracked: tracking on, not BCAST,
+/// and CLIENT CACHING agreeing with OPTIN / OPTOUT.
+#[inline]
+pub fn tracks_reads(client: &Client) -> bool {
+    let mode = client.info.tracking.load(Relaxed);
     if mode & tracking::mode::ON == 0 || mode & tracking::mode::BCAST != 0 {
-        return;
+        return false;
     }
     let caching = mode & tracking::mode::CACHING != 0;
-    if (mode & tracking::mode::OPTIN != 0 && !caching) || (mode & tracking::mode::OPTOUT != 0 && caching) {
-        return;
-    }
+    !((mode & tracking::mode::OPTIN != 0 && !caching) || (mode & tracking::mode::OPTOUT != 0 && caching))
+}
+
+/// Adds `keys` to the tracking table for this client.
+pub fn track_keys<'k>(ctx: &mut Ctx<'_>, keys: impl Iterator<Item = &'k [u8]>) {
     let (ks, id) = (ctx.keys.ks, ctx.client.info.id);
-    for i in def.key_positions(args) {
-        let key = args[i];
+    for key in keys {
         ctx.keys.with_partition(ks.partition_of_key(key), |part| part.track(ks, key, id));
     }
 }

@@ -59,6 +59,11 @@ impl ClientPause {
         self.mode.fetch_max(mode as u8, Relaxed);
     }
 
+    /// When the pause in force ends (unix ms).
+    pub fn end_ms(&self) -> u64 {
+        self.end_ms.load(Relaxed)
+    }
+
     /// CLIENT UNPAUSE: paused clients go on.
     pub fn unpause(&self) {
         self.mode.store(0, Relaxed);

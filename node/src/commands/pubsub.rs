@@ -253,10 +253,11 @@ fn list_channels(map: &SubscriptionMap, pattern: Option<&[u8]>, out: &mut Reply)
     }
 }
 
-/// PUBSUB NUMSUB / SHARDNUMSUB: subscribers per named channel.
+/// PUBSUB NUMSUB / SHARDNUMSUB: subscribers per named channel, as a flat
+/// array in RESP3 too (Redis 7.0; 7.2 made NUMSUB a map).
 fn count_subscribers(map: &SubscriptionMap, names: &[&[u8]], out: &mut Reply) {
     let channels = map.read();
-    out.map(names.len());
+    out.array(names.len() * 2);
     for ch in names {
         out.bulk(ch);
         out.int(channels.get(*ch).map_or(0, |s| s.len()) as i64);

@@ -290,9 +290,19 @@ fn deliver(to: &ClientInfo, msg: Vec<u8>) {
         OWN.with_borrow_mut(|own| own.extend_from_slice(&msg));
         return;
     }
+    push_to(to, msg);
+}
+
+/// Queues `msg` for `to`'s connection (messages kept for a client whose
+/// command ran elsewhere, e.g. on the script thread).
+pub fn push_to(to: &ClientInfo, msg: Vec<u8>) {
+    if msg.is_empty() {
+        return;
+    }
     to.pending_push.fetch_add(msg.len(), Relaxed);
-    if !to.push(msg.clone()) {
-        to.pending_push.fetch_sub(msg.len(), Relaxed);
+    let len = msg.len();
+    if !to.push(msg) {
+        to.pending_push.fetch_sub(len, Relaxed);
     }
 }
 

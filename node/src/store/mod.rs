@@ -80,6 +80,9 @@ pub struct Keyspace {
     dbs_used: AtomicU64,
     /// Client-side caching: the tracker and the tracking table's totals.
     tracking: tracking::TrackingState,
+    /// Until this unix ms (CLIENT PAUSE) expired keys read as missing but
+    /// are not deleted, and the active expiry does not run, as in Redis 7.0.
+    expiry_paused_until: AtomicU64,
 }
 
 /// A field that writers on every core update, on cache lines of its own
@@ -127,6 +130,7 @@ impl Keyspace {
             delayed_keys: AtomicUsize::new(0),
             dbs_used: AtomicU64::new(0),
             tracking: Default::default(),
+            expiry_paused_until: AtomicU64::new(0),
         }
     }
 
@@ -307,6 +311,16 @@ impl Keyspace {
                 db.set_policy(kind, fast_rand(), &clock);
             }
         }
+    }
+
+    /// Holds expired keys back from deletion until `until_ms` (0: no more).
+    pub fn pause_expiry(&self, until_ms: u64) {
+        self.expiry_paused_until.store(until_ms, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn expiry_paused(&self, now_ms: u64) -> bool {
+        now_ms < self.expiry_paused_until.load(Ordering::Relaxed)
     }
 
     /// Refreshes the cached LRU clock (called every 100 ms by the workers).

@@ -484,6 +484,8 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
             let worker = &node.workers[worker.min(node.workers.len() - 1)];
             let ks = &node.ks;
             let mut out = Reply { buf: Vec::new(), resp3 };
+            // Invalidations the script causes for its own client follow its reply.
+            crate::session::tracking::set_current(id);
             let r = loop {
                 let mut ctx = Ctx {
                     keys: crate::store::KeyAccess {
@@ -516,9 +518,19 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
                 break r;
             };
             info.db.store(db as u32, Relaxed);
+            node.tracking.flush_broadcasts();
+            let mut own = Vec::new();
+            crate::session::tracking::take_own(&mut own);
+            crate::session::tracking::set_current(0);
             match r {
-                Ok(()) => Ok(out.buf),
-                Err(e) => Err(e.0.into_owned()),
+                Ok(()) => {
+                    out.buf.extend_from_slice(&own);
+                    Ok(out.buf)
+                }
+                Err(e) => {
+                    crate::session::tracking::push_to(&info, own);
+                    Err(e.0.into_owned())
+                }
             }
         }));
         node.ks.flush_mem();
