@@ -335,3 +335,17 @@ fn scripts_track_their_declared_keys_once_they_read() {
         assert_eq!(reader.cmd(&["GET", "k1{t}"]), Frame::bulk("3"), "{name}");
     }
 }
+
+#[test]
+fn resp3_subscription_confirmations_survive_client_reply_off() {
+    let mut d = Diff::new_resp3();
+    d.send_raw_both(b"CLIENT REPLY OFF\r\nSET x 1\r\n");
+    d.exact(&["SUBSCRIBE", "ch"]);
+    d.exact(&["SSUBSCRIBE", "sch"]);
+    d.exact(&["PSUBSCRIBE", "p*"]);
+    d.exact(&["UNSUBSCRIBE", "ch"]);
+    d.send_raw_both(b"GET x\r\nCLIENT REPLY ON\r\n");
+    d.compare_next(Mode::Exact);
+    d.exact(&["GET", "x"]);
+    d.finish();
+}

@@ -134,8 +134,7 @@ pub fn arity_ok(arity: i32, n: usize) -> bool {
     if arity >= 0 { n == arity as usize } else { n >= (-arity) as usize }
 }
 
-/// Executes one request and appends its reply to `out`, followed by the
-/// invalidations it caused for this client (CLIENT TRACKING).
+/// Executes one request and appends its reply to `out`.
 pub fn execute(
     shared: &Node,
     server: &dyn ServerControl,
@@ -146,9 +145,15 @@ pub fn execute(
 ) -> Outcome {
     tracking::set_current(client.info.id);
     let outcome = execute_request(shared, server, worker, client, args, out);
+    // The invalidations it caused for this client are taken by the
+    // connection after the reply (`tracking::take_own`): CLIENT REPLY OFF
+    // drops the reply, not those pushes.
     shared.tracking.flush_broadcasts();
-    tracking::take_own(&mut out.buf);
     tracking::set_current(0);
+    if matches!(outcome, Outcome::Pending(_)) {
+        // Not run yet: what it caused so far goes out now.
+        tracking::take_own(&mut out.buf);
+    }
     // CLIENT CACHING lasts for one command (or one transaction).
     let mode = client.info.tracking.load(Relaxed);
     if mode & tracking::mode::CACHING != 0 && client.multi.is_none() && !crate::base::eq_ic(args[0], "client") {

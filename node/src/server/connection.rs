@@ -498,6 +498,7 @@ fn process(
             let reply_mark = bufs.out.len();
             // CLIENT REPLY SKIP applies to the command after the one that set it.
             let skip_this = std::mem::take(&mut client.reply_skip_next);
+            client.reply_is_push = false;
             outcome = dispatch::execute(&shared.node, shared, metrics, client, &args, &mut bufs.out);
             if let Outcome::Pending(wait) = outcome {
                 // Not run: it runs again from the start after the wait.
@@ -505,9 +506,11 @@ fn process(
                 return Step::Pending(wait);
             }
             quiet = skip_this || client.reply_off;
-            if quiet {
+            if quiet && !std::mem::take(&mut client.reply_is_push) {
                 bufs.out.truncate(reply_mark);
             }
+            // Invalidations this command caused for this client (CLIENT TRACKING).
+            crate::session::tracking::take_own(&mut bufs.out.buf);
             if matches!(outcome, Outcome::Block(_)) {
                 owned_args = Some(args.iter().map(|a| a.to_vec()).collect());
             }

@@ -113,6 +113,9 @@ pub struct Client {
     /// CLIENT REPLY OFF/SKIP support.
     pub reply_off: bool,
     pub reply_skip_next: bool,
+    /// The current command's reply is a push (RESP3 subscription
+    /// confirmations): written even under CLIENT REPLY OFF/SKIP.
+    pub reply_is_push: bool,
     /// Wall-clock time of the current batch of requests, unix ms. Read once
     /// per batch: commands in one pipeline see the same time, as a Redis
     /// command does within itself.
@@ -144,6 +147,7 @@ impl Client {
             close_after_reply: false,
             reply_off: false,
             reply_skip_next: false,
+            reply_is_push: false,
             now_ms: crate::store::now_ms(),
             clock_mark_ns: crate::store::mono_ns(),
             last_lookup: usize::MAX,

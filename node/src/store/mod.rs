@@ -78,8 +78,10 @@ pub struct Keyspace {
     delayed_keys: AtomicUsize,
     /// Bit `db` set once database `db` has held a key (see `evict.rs`).
     dbs_used: AtomicU64,
-    /// Client-side caching: the tracker and the tracking table's totals.
-    tracking: tracking::TrackingState,
+    /// Client-side caching: the tracker and the tracking table's totals,
+    /// on lines of their own: their counters change on tracked reads, while
+    /// every write reads the broadcast flag.
+    tracking: OwnLine<tracking::TrackingState>,
     /// Until this unix ms (CLIENT PAUSE) expired keys read as missing but
     /// are not deleted, and the active expiry does not run, as in Redis 7.0.
     expiry_paused_until: AtomicU64,
@@ -129,7 +131,7 @@ impl Keyspace {
             policy: AtomicU8::new(0),
             delayed_keys: AtomicUsize::new(0),
             dbs_used: AtomicU64::new(0),
-            tracking: Default::default(),
+            tracking: OwnLine(Default::default()),
             expiry_paused_until: AtomicU64::new(0),
         }
     }

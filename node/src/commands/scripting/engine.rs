@@ -620,7 +620,8 @@ impl CallCtx<'_, '_> {
         if cmd_flags & flags::NOSCRIPT != 0 {
             return Err("ERR This Redis command is not allowed from script".into());
         }
-        if cmd_flags & flags::WRITE != 0 && self.read_only {
+        // May-replicate commands (PUBLISH, ...) count as writes here, as in Redis.
+        if cmd_flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 && self.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.".into());
         }
         if cmd_flags & flags::DENYOOM != 0 && over_memory(shared) {
