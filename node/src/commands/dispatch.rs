@@ -260,10 +260,16 @@ fn execute_request(
             WhileBusy::Wait(wait) => return Outcome::Pending(wait),
         }
     }
-    if def.has(flags::DENYOOM) && !shared.ensure_memory(&worker.store) {
-        stat.reject();
-        out.error(err::OOM);
-        return Outcome::Done;
+    if def.has(flags::DENYOOM) {
+        if !shared.ensure_memory(&worker.store) {
+            stat.reject();
+            out.error(err::OOM);
+            return Outcome::Done;
+        }
+    } else if shared.maxmemory() > 0 {
+        // As Redis, any command makes room when over the limit (a read
+        // after a big write evicts); only growing commands are refused.
+        shared.ensure_memory(&worker.store);
     }
     // Keys evicted for this command: their invalidations precede its reply.
     tracking::take_own(&mut out.buf);
