@@ -132,3 +132,14 @@ fn expired_keys_are_kept_while_paused() {
         assert_eq!(after, before.parse::<u64>().unwrap() + 1, "{name}");
     }
 }
+
+#[test]
+fn client_reply_on_cancels_a_pending_skip() {
+    let mut d = Diff::new();
+    d.send_raw_both(b"CLIENT REPLY SKIP\r\nCLIENT REPLY ON\r\n");
+    d.compare_next(Mode::Exact);
+    d.send_raw_both(b"CLIENT REPLY SKIP\r\nPING skipped\r\nPING shown\r\n");
+    d.compare_next(Mode::Exact);
+    d.exact(&["PING"]);
+    d.finish();
+}

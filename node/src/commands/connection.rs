@@ -570,6 +570,8 @@ fn client_reply(ctx: &mut Ctx<'_>, mode: &[u8], out: &mut Reply) -> CmdResult {
     if eq_ic(mode, "on") {
         ctx.client.reply_off = false;
         ctx.client.reply_skip_next = false;
+        // Also cancels a SKIP that applied to this very command.
+        ctx.client.reply_always = true;
         out.ok();
     } else if eq_ic(mode, "off") {
         // No reply: from now on the connection discards replies.

@@ -498,7 +498,7 @@ fn process(
             let reply_mark = bufs.out.len();
             // CLIENT REPLY SKIP applies to the command after the one that set it.
             let skip_this = std::mem::take(&mut client.reply_skip_next);
-            client.reply_is_push = false;
+            client.reply_always = false;
             outcome = dispatch::execute(&shared.node, shared, metrics, client, &args, &mut bufs.out);
             if let Outcome::Pending(wait) = outcome {
                 // Not run: it runs again from the start after the wait.
@@ -506,7 +506,7 @@ fn process(
                 return Step::Pending(wait);
             }
             quiet = skip_this || client.reply_off;
-            if quiet && !std::mem::take(&mut client.reply_is_push) {
+            if quiet && !std::mem::take(&mut client.reply_always) {
                 bufs.out.truncate(reply_mark);
             }
             // Invalidations this command caused for this client (CLIENT TRACKING).

@@ -113,9 +113,10 @@ pub struct Client {
     /// CLIENT REPLY OFF/SKIP support.
     pub reply_off: bool,
     pub reply_skip_next: bool,
-    /// The current command's reply is a push (RESP3 subscription
-    /// confirmations): written even under CLIENT REPLY OFF/SKIP.
-    pub reply_is_push: bool,
+    /// The current command's reply is written even under CLIENT REPLY
+    /// OFF/SKIP: RESP3 subscription confirmations (pushes), and CLIENT
+    /// REPLY ON's own OK.
+    pub reply_always: bool,
     /// Wall-clock time of the current batch of requests, unix ms. Read once
     /// per batch: commands in one pipeline see the same time, as a Redis
     /// command does within itself.
@@ -147,7 +148,7 @@ impl Client {
             close_after_reply: false,
             reply_off: false,
             reply_skip_next: false,
-            reply_is_push: false,
+            reply_always: false,
             now_ms: crate::store::now_ms(),
             clock_mark_ns: crate::store::mono_ns(),
             last_lookup: usize::MAX,
