@@ -117,11 +117,10 @@ impl Tracking {
             let wanted: &[&[u8]] = if prefixes.is_empty() { std::slice::from_ref(&empty) } else { prefixes };
             for p in wanted {
                 table.entry(p.to_vec()).or_default().clients.insert(info.id, info.clone());
-                if !mine.iter().any(|m| m.as_slice() == *p) {
-                    mine.push(p.to_vec());
-                }
+                mine.push(p.to_vec());
             }
             mine.sort();
+            mine.dedup();
             bcast = true;
         }
         let flags = mode::ON | keep | (options & (mode::BCAST | mode::OPTIN | mode::OPTOUT | mode::NOLOOP));
@@ -310,11 +309,17 @@ pub fn push_to(to: &ClientInfo, msg: Vec<u8>) {
 /// and whether tracking is still enabled after it (Redis 7.0 goes on when
 /// the overlap is found among the new prefixes past the first one, replying
 /// twice).
+///
+/// `existing` is sorted and free of overlaps. Redis compares every pair;
+/// past `EXACT_CHECK_PAIRS` comparisons (thousands of prefixes in one
+/// command) a sorted check in O(n log n) is used instead, so a hostile
+/// request cannot stall the worker; it may then name another overlapping
+/// pair than Redis would.
 pub fn check_prefixes(existing: &[Vec<u8>], new: &[&[u8]]) -> Option<(String, bool)> {
-    let overlaps = |a: &[u8], b: &[u8]| {
-        let n = a.len().min(b.len());
-        a[..n] == b[..n]
-    };
+    const EXACT_CHECK_PAIRS: usize = 1 << 22;
+    if new.len().saturating_mul(existing.len() + new.len()) > EXACT_CHECK_PAIRS {
+        return check_prefixes_sorted(existing, new);
+    }
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     for (i, p) in new.iter().enumerate() {
         if let Some(e) = existing.iter().find(|e| overlaps(e, p)) {
@@ -339,4 +344,70 @@ pub fn check_prefixes(existing: &[Vec<u8>], new: &[&[u8]]) -> Option<(String, bo
         }
     }
     None
+}
+
+/// Whether one of two prefixes starts the other.
+fn overlaps(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
+}
+
+fn existing_overlap(p: &[u8], e: &[u8]) -> String {
+    format!(
+        "ERR Prefix '{}' overlaps with an existing prefix '{}'. Prefixes for a single client must not overlap.",
+        String::from_utf8_lossy(p),
+        String::from_utf8_lossy(e)
+    )
+}
+
+/// `check_prefixes` for many prefixes: an existing prefix overlapping `p`
+/// is its neighbour in sorted order, and so is one new prefix overlapping
+/// another once the new ones are sorted.
+fn check_prefixes_sorted(existing: &[Vec<u8>], new: &[&[u8]]) -> Option<(String, bool)> {
+    for p in new {
+        let at = existing.partition_point(|e| e.as_slice() < *p);
+        for e in existing[at.saturating_sub(1)..existing.len().min(at + 1)].iter() {
+            if overlaps(e, p) {
+                return Some((existing_overlap(p, e), false));
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..new.len()).collect();
+    order.sort_by(|&a, &b| new[a].cmp(new[b]).then(a.cmp(&b)));
+    let clash = order.windows(2).find(|w| overlaps(new[w[0]], new[w[1]]))?;
+    let (i, j) = (clash[0].min(clash[1]), clash[0].max(clash[1]));
+    let msg = format!(
+        "ERR Prefix '{}' overlaps with another provided prefix '{}'. Prefixes for a single client must not overlap.",
+        String::from_utf8_lossy(new[i]),
+        String::from_utf8_lossy(new[j])
+    );
+    Some((msg, i > 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_overlaps_are_found_exactly_and_in_bulk() {
+        let existing = vec![b"bar".to_vec(), b"foo".to_vec()];
+        let (msg, goes_on) = check_prefixes(&existing, &[b"fo"]).unwrap();
+        assert!(msg.starts_with("ERR Prefix 'fo' overlaps with an existing prefix 'foo'"), "{msg}");
+        assert!(!goes_on);
+        let (msg, goes_on) = check_prefixes(&[], &[b"a", b"xy", b"x"]).unwrap();
+        assert!(msg.starts_with("ERR Prefix 'xy' overlaps with another provided prefix 'x'"), "{msg}");
+        assert!(goes_on, "Redis 7.0 enables tracking after an overlap past the first prefix");
+        assert!(check_prefixes(&existing, &[b"baz", b"qux"]).is_none());
+        // Many prefixes: the sorted check, quick and still finding overlaps.
+        let many: Vec<Vec<u8>> = (0..5000).map(|i| format!("p{i:05}:").into_bytes()).collect();
+        let refs: Vec<&[u8]> = many.iter().map(|v| v.as_slice()).collect();
+        assert!(check_prefixes(&[], &refs).is_none());
+        let mut with_clash = refs.clone();
+        with_clash.push(b"p01234");
+        let (msg, _) = check_prefixes(&[], &with_clash).unwrap();
+        assert!(msg.contains("'p01234:'") && msg.contains("'p01234'"), "{msg}");
+        assert!(check_prefixes_sorted(&existing, &[b"ba"]).is_some());
+        assert!(check_prefixes_sorted(&existing, &[b"barn"]).is_some());
+        assert!(check_prefixes_sorted(&existing, &[b"c"]).is_none());
+    }
 }
