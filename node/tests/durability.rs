@@ -622,6 +622,7 @@ fn replay_respects_maxmemory() {
     // The log is intact: without the limit every key is back.
     let server = start(&dir, "periodic", &[]);
     assert_eq!(server.conn().cmd(&["DBSIZE"]), Frame::int(3000));
+}
 
 /// Streams come back whole after a kill -9: entries, IDs and counters,
 /// consumer groups with their read counters, PELs (owners, delivery counts)

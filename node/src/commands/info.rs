@@ -139,7 +139,7 @@ fn info_clients(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "client_recent_max_input_buffer", "{}", c.max_input_buffer);
     field!(t, "client_recent_max_output_buffer", "{}", c.max_output_buffer);
     field!(t, "blocked_clients", "{}", c.blocked);
-    field!(t, "tracking_clients", "0");
+    field!(t, "tracking_clients", "{}", shared.tracking.clients());
 }
 
 /// Redis's `bytesToHuman`.
@@ -331,7 +331,10 @@ fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "keyspace_misses", "{}", store.misses);
     field!(t, "pubsub_channels", "{}", shared.pubsub.num_channels());
     field!(t, "pubsub_patterns", "{}", shared.pubsub.num_patterns());
-    field!(t, "pubsubshard_channels", "0");
+    field!(t, "pubsubshard_channels", "{}", shared.pubsub.num_shard_channels());
+    field!(t, "tracking_total_keys", "{}", shared.ks.tracked_keys());
+    field!(t, "tracking_total_items", "{}", shared.ks.tracked_items());
+    field!(t, "tracking_total_prefixes", "{}", shared.tracking.prefixes());
     field!(t, "total_protocol_errors", "{}", server.protocol_errors);
     field!(t, "client_output_buffer_limit_disconnections", "{}", server.output_buffer_disconnects);
     field!(t, "strata_evicted_bytes", "{}", store.evicted_bytes);

@@ -19,6 +19,7 @@ pub mod info;
 pub mod keys;
 pub mod lists;
 mod node;
+pub mod pause;
 pub mod pubsub;
 pub mod scripting;
 pub mod sets;
@@ -255,12 +256,16 @@ pub enum Woken {
     Served(Vec<u8>),
     /// Re-run the command (see `Readiness::Retry`).
     Retry,
+    /// CLIENT UNBLOCK: reply as at the deadline, or with an error.
+    Unblocked { error: bool },
 }
 
 const WAITING: u8 = 0;
 const SERVED: u8 = 1;
 const RETRY: u8 = 2;
 const CANCELLED: u8 = 3;
+const UNBLOCKED_TIMEOUT: u8 = 4;
+const UNBLOCKED_ERROR: u8 = 5;
 
 /// A blocked client as queued on each of its keys. A client blocked on
 /// several keys is served at most once: whoever moves `state` away from
@@ -296,8 +301,21 @@ impl BlockedClient {
         match self.state.load(Acquire) {
             SERVED => Some(Woken::Served(std::mem::take(&mut *self.reply.lock()))),
             RETRY => Some(Woken::Retry),
+            UNBLOCKED_TIMEOUT => Some(Woken::Unblocked { error: false }),
+            UNBLOCKED_ERROR => Some(Woken::Unblocked { error: true }),
             _ => None,
         }
+    }
+}
+
+impl crate::session::client::Unblock for BlockedClient {
+    fn unblock(&self, error: bool) -> bool {
+        if !self.claim(if error { UNBLOCKED_ERROR } else { UNBLOCKED_TIMEOUT }) {
+            return false;
+        }
+        self.info.blocked.store(false, Relaxed);
+        self.wake.notify_one();
+        true
     }
 }
 
@@ -395,6 +413,7 @@ impl Ctx<'_> {
         let queued: Arc<dyn Waiter> = waiter.clone();
         self.keys.block_on(keys, &queued);
         self.client.info.blocked.store(true, Relaxed);
+        *self.client.info.blocked_on.lock() = Some(waiter.clone());
         self.block = Some(BlockRequest {
             keys: keys.iter().map(|k| k.to_vec()).collect(),
             deadline_ms,

@@ -9,6 +9,7 @@ use crate::memory::Budget;
 use crate::metrics::{DbFigures, Snapshot, StatsTotals, WorkerMetrics};
 use crate::session::client::ClientRegistry;
 use crate::session::pubsub::Hub;
+use crate::session::tracking::Tracking;
 use crate::store::expire::ActiveExpiry;
 use crate::store::{Keyspace, NUM_DBS, StoreStats};
 use std::sync::Arc;
@@ -20,8 +21,12 @@ use std::time::{Duration, Instant};
 pub struct Node {
     pub ks: Keyspace,
     pub config: Config,
-    pub clients: ClientRegistry,
+    pub clients: Arc<ClientRegistry>,
     pub pubsub: Hub,
+    /// Client-side caching: who is told about changed keys.
+    pub tracking: Arc<Tracking>,
+    /// CLIENT PAUSE.
+    pub pause: Arc<super::pause::ClientPause>,
     /// Each worker's counters.
     pub workers: Vec<Arc<WorkerMetrics>>,
     pub table: CommandTable,
@@ -82,9 +87,14 @@ impl Node {
         ks.set_lfu_log_factor(rt.lfu_log_factor.load(Relaxed));
         ks.set_lfu_decay_minutes(rt.lfu_decay_minutes.load(Relaxed));
         let now_s = crate::store::now_ms() / 1000;
+        let clients = Arc::new(ClientRegistry::default());
+        let tracking = Arc::new(Tracking::new(clients.clone()));
+        ks.set_tracker(tracking.clone());
         Node {
             ks,
-            clients: ClientRegistry::default(),
+            clients,
+            tracking,
+            pause: Default::default(),
             pubsub: Hub::default(),
             workers: (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.len()))).collect(),
             table,

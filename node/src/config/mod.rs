@@ -145,6 +145,8 @@ pub struct RuntimeConfig {
     pub list_compress_depth: AtomicI64,
     pub stream_node_max_bytes: AtomicI64,
     pub stream_node_max_entries: AtomicI64,
+    /// Keys the client-side caching table may hold (0 = no limit).
+    pub tracking_table_max_keys: AtomicI64,
     pub hll_sparse_max_bytes: AtomicI64,
     /// Redis's defragmentation and expiry tuning knobs.
     pub active_defrag_threshold_upper: AtomicI64,
@@ -193,6 +195,7 @@ impl RuntimeConfig {
             list_compress_depth: AtomicI64::new(0),
             stream_node_max_bytes: AtomicI64::new(4096),
             stream_node_max_entries: AtomicI64::new(100),
+            tracking_table_max_keys: AtomicI64::new(1_000_000),
             hll_sparse_max_bytes: AtomicI64::new(3000),
             active_defrag_threshold_upper: AtomicI64::new(100),
             active_defrag_cycle_min: AtomicI64::new(1),

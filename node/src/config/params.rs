@@ -566,6 +566,8 @@ pub static REDIS_COMPAT: &[Param] = &[
     redis_int!("stream-node-max-bytes", [], stream_node_max_bytes, BYTES,
         "Redis's stream node size in bytes."),
     redis_int!("stream-node-max-entries", [], stream_node_max_entries, LONG, "Redis's stream node entries."),
+    redis_int!("tracking-table-max-keys", [], tracking_table_max_keys, LONG,
+        "Keys the client-side caching (CLIENT TRACKING) table may hold; 0 = no limit."),
     redis_int!("hll-sparse-max-bytes", [], hll_sparse_max_bytes, BYTES,
         "Redis's HyperLogLog sparse encoding limit in bytes."),
     redis_int!("active-defrag-threshold-upper", [], active_defrag_threshold_upper, Kind::Int { min: 0, max: 1000 },

@@ -127,6 +127,7 @@ fn new_info(
         last_cmd: u32::MAX.into(),
         subs: Default::default(),
         psubs: Default::default(),
+        ssubs: Default::default(),
         multi: u32::MAX.into(),
         qbuf: Default::default(),
         obuf: Default::default(),
@@ -138,6 +139,10 @@ fn new_info(
         attention: Default::default(),
         push_tx,
         worker: worker.into(),
+        tracking: Default::default(),
+        redirect: Default::default(),
+        prefixes: Default::default(),
+        blocked_on: Default::default(),
     })
 }
 
@@ -168,6 +173,10 @@ impl ConnState {
         self.bufs.out.buf.clear();
         self.bufs.release();
         shared.pubsub.unsubscribe_all(&mut self.client);
+        if self.info.tracking.load(Relaxed) != 0 {
+            let broadcasting = shared.tracking.disable(&self.info);
+            shared.ks.set_broadcasting(broadcasting);
+        }
         crate::commands::transactions::unwatch_all(&shared.node, &mut self.client);
         shared.memory.add_connection_bytes(-self.bufs.accounted);
         shared.clients.remove(self.info.id);
@@ -489,6 +498,7 @@ fn process(
             let reply_mark = bufs.out.len();
             // CLIENT REPLY SKIP applies to the command after the one that set it.
             let skip_this = std::mem::take(&mut client.reply_skip_next);
+            client.reply_always = false;
             outcome = dispatch::execute(&shared.node, shared, metrics, client, &args, &mut bufs.out);
             if let Outcome::Pending(wait) = outcome {
                 // Not run: it runs again from the start after the wait.
@@ -496,9 +506,11 @@ fn process(
                 return Step::Pending(wait);
             }
             quiet = skip_this || client.reply_off;
-            if quiet {
+            if quiet && !std::mem::take(&mut client.reply_always) {
                 bufs.out.truncate(reply_mark);
             }
+            // Invalidations this command caused for this client (CLIENT TRACKING).
+            crate::session::tracking::take_own(&mut bufs.out.buf);
             if matches!(outcome, Outcome::Block(_)) {
                 owned_args = Some(args.iter().map(|a| a.to_vec()).collect());
             }
@@ -685,6 +697,14 @@ async fn wait_blocked(
                 log_unblocked(&shared.node, client, &args);
                 break true;
             }
+            Woken::Unblocked { error } => {
+                if error {
+                    bufs.out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                } else {
+                    (block.on_timeout)(&mut bufs.out);
+                }
+                break true;
+            }
             Woken::Retry => {}
         }
         client.begin_batch();
@@ -713,6 +733,7 @@ async fn wait_blocked(
     if quiet {
         bufs.out.truncate(reply_mark);
     }
+    client.info.blocked_on.lock().take();
     client.info.blocked.store(false, Relaxed);
     keep_open
 }

@@ -370,6 +370,12 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     // LATENCY's `expire-cycle` event, as Redis records its active expiry.
     let rt = &shared.config.runtime;
     shared.latency.record_if_needed(rt, "expire-cycle", started.elapsed().as_millis() as u64);
+    // Keys expired above, for BCAST trackers; and the tracking table's limit.
+    shared.tracking.flush_broadcasts();
+    let max_tracked = rt.tracking_table_max_keys.load(Relaxed) as usize;
+    if max_tracked > 0 && shared.ks.tracked_keys() > max_tracked {
+        shared.ks.limit_tracked(max_tracked);
+    }
     shared.ks.flush_mem();
     shared.ks.tick_clock();
     if let Some(stats) = shared.memory.calibrate(&shared.ks, shared.maxmemory(), crate::memory::CALIBRATE_EVERY_MS) {

@@ -3,3 +3,4 @@
 
 pub mod client;
 pub mod pubsub;
+pub mod tracking;

@@ -88,6 +88,16 @@ impl<'a> KeyAccess<'a> {
         Some(Loc { part: part_idx, slot })
     }
 
+    /// A live key, leaving an expired one in place (reads while CLIENT
+    /// PAUSE holds deletions back).
+    fn locate_unexpired(&mut self, key: &[u8]) -> Option<Loc> {
+        let (db, now) = (self.db, self.now_ms);
+        let (part_idx, part) = self.part_mut(key);
+        let slot = part.dbs[db].find(hash_bytes(key), key)?;
+        let exp = part.dbs[db].entry(slot).expire_at();
+        (exp == 0 || exp > now).then_some(Loc { part: part_idx, slot })
+    }
+
     /// Read lookup: counts a hit or miss and updates access metadata.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
         self.read(key, self.touch)
@@ -100,7 +110,8 @@ impl<'a> KeyAccess<'a> {
     }
 
     fn read(&mut self, key: &[u8], touch: bool) -> Option<&Entry> {
-        let Some(loc) = self.locate(key) else {
+        let found = if self.ks.expiry_paused(self.now_ms) { self.locate_unexpired(key) } else { self.locate(key) };
+        let Some(loc) = found else {
             StoreStats::bump(&self.stats.misses, 1);
             return None;
         };

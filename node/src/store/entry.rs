@@ -49,7 +49,8 @@ pub enum ValueKind {
     Hash = 2,
     Set = 3,
     ZSet = 4,
-    Other = 5,
+    Stream = 5,
+    Other = 6,
 }
 
 impl ValueKind {
@@ -60,8 +61,7 @@ impl ValueKind {
             ValueRef::Hash(_) => ValueKind::Hash,
             ValueRef::Set(_) => ValueKind::Set,
             ValueRef::ZSet(_) => ValueKind::ZSet,
-            #[allow(unreachable_patterns)]
-            _ => ValueKind::Other,
+            ValueRef::Stream(_) => ValueKind::Stream,
         }
     }
 
@@ -72,6 +72,7 @@ impl ValueKind {
             2 => ValueKind::Hash,
             3 => ValueKind::Set,
             4 => ValueKind::ZSet,
+            5 => ValueKind::Stream,
             _ => ValueKind::Other,
         }
     }
@@ -326,6 +327,7 @@ impl Entry {
                 ValueKind::Hash => "hash",
                 ValueKind::Set => "set",
                 ValueKind::ZSet => "zset",
+                ValueKind::Stream => "stream",
                 ValueKind::Other => "none",
             },
             None => self.value().type_name(),

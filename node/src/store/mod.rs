@@ -25,6 +25,7 @@ pub mod set;
 pub mod slab_table;
 pub mod stream;
 mod stream_rdb;
+pub mod tracking;
 pub mod value;
 pub mod zset;
 
@@ -39,6 +40,7 @@ pub use evict::Victim;
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, NUM_DBS, Partition, Serve, Waiter};
 pub use pending::PendingRead;
+pub use tracking::KeyTracker;
 pub use value::{Value, ValueRef, WRONGTYPE};
 
 use crate::base::slot::{SLOTS, key_slot};
@@ -84,6 +86,13 @@ pub struct Keyspace {
     /// The disk tier values are demoted to, if any (`cold.rs`).
     cold: std::sync::OnceLock<Arc<dyn ColdTier>>,
     cold_stats: ColdStats,
+    /// Client-side caching: the tracker and the tracking table's totals,
+    /// on lines of their own: their counters change on tracked reads, while
+    /// every write reads the broadcast flag.
+    tracking: OwnLine<tracking::TrackingState>,
+    /// Until this unix ms (CLIENT PAUSE) expired keys read as missing but
+    /// are not deleted, and the active expiry does not run, as in Redis 7.0.
+    expiry_paused_until: AtomicU64,
 }
 
 /// A field that writers on every core update, on cache lines of its own
@@ -132,6 +141,8 @@ impl Keyspace {
             dbs_used: AtomicU64::new(0),
             cold: std::sync::OnceLock::new(),
             cold_stats: ColdStats::default(),
+            tracking: OwnLine(Default::default()),
+            expiry_paused_until: AtomicU64::new(0),
         }
     }
 
@@ -312,6 +323,16 @@ impl Keyspace {
                 db.set_policy(kind, fast_rand(), &clock);
             }
         }
+    }
+
+    /// Holds expired keys back from deletion until `until_ms` (0: no more).
+    pub fn pause_expiry(&self, until_ms: u64) {
+        self.expiry_paused_until.store(until_ms, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn expiry_paused(&self, now_ms: u64) -> bool {
+        now_ms < self.expiry_paused_until.load(Ordering::Relaxed)
     }
 
     /// Refreshes the cached LRU clock (called every 100 ms by the workers).

@@ -279,6 +279,8 @@ pub struct Partition {
     mem: i64,
     /// Keys some client WATCHes, with their modification versions.
     watched: HashMap<DbKey, WatchState>,
+    /// Keys tracking clients read (CLIENT TRACKING), see `tracking.rs`.
+    pub(super) tracked: super::tracking::TrackedKeys,
     /// Clients blocked (BLPOP & co.) on each key, in the order they blocked.
     pub(super) blocked: HashMap<DbKey, VecDeque<Arc<dyn Waiter>>>,
     /// Keys with waiters written since this partition was last served,
@@ -306,6 +308,7 @@ impl Partition {
             dbs: (0..NUM_DBS).map(|db| Db::new(policy, policy_seed(index, db))).collect(),
             mem: 0,
             watched: HashMap::new(),
+            tracked: Default::default(),
             blocked: HashMap::new(),
             ready: Vec::new(),
             index,
@@ -452,6 +455,12 @@ impl Partition {
     pub(super) fn settle_write(&mut self, ks: &Keyspace, db: usize, slot: u32, kind: ChangeKind) {
         let e = self.dbs[db].entry(slot);
         bump_watch(&mut self.watched, db, e.key());
+        // Copies the key only when someone tracks it (the entry is borrowed).
+        if (!self.tracked.is_empty() && self.tracked.contains_key(e.key())) || ks.is_broadcasting() {
+            let key: Box<[u8]> = e.key().into();
+            self.tracked_key_changed(ks, &key);
+        }
+        let e = self.dbs[db].entry(slot);
         // Any write offers the key to its waiters (who check its type): a
         // stream group reader must learn that its key became another type.
         if !self.blocked.is_empty() {
@@ -515,6 +524,7 @@ impl Partition {
         ks.add_mem(-mem);
         self.count_key(entry.key(), -1);
         bump_watch(&mut self.watched, db, entry.key());
+        self.tracked_key_changed(ks, entry.key());
         // Waiters learn that the key is gone (a stream group reader fails).
         self.signal_ready(db, entry.key());
         self.journal(ks, db, entry.key(), kind, None);

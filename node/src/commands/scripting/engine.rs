@@ -585,6 +585,9 @@ const REDIS_NOSCRIPT_SUBS: &[&str] =
 /// What `redis.call` needs while a script runs.
 struct CallCtx<'c, 'a> {
     ctx: &'c mut Ctx<'a>,
+    /// The script's declared keys: tracked (CLIENT TRACKING) once it calls
+    /// a read-only command.
+    declared: &'c [&'c [u8]],
     read_only: bool,
     run: &'c RunState,
     private: Table,
@@ -617,7 +620,8 @@ impl CallCtx<'_, '_> {
         if cmd_flags & flags::NOSCRIPT != 0 {
             return Err("ERR This Redis command is not allowed from script".into());
         }
-        if cmd_flags & flags::WRITE != 0 && self.read_only {
+        // May-replicate commands (PUBLISH, ...) count as writes here, as in Redis.
+        if cmd_flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 && self.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.".into());
         }
         if cmd_flags & flags::DENYOOM != 0 && over_memory(shared) {
@@ -638,6 +642,9 @@ impl CallCtx<'_, '_> {
         ctx.client.resp3 = resp3;
         let mut r = Reply { buf: Vec::new(), resp3 };
         let result = (def.handler)(ctx, &args, &mut r);
+        if cmd_flags & flags::READONLY != 0 && crate::commands::dispatch::tracks_reads(ctx.client) {
+            crate::commands::dispatch::track_keys(ctx, self.declared.iter().copied());
+        }
         ctx.block = None;
         ctx.pending = None;
         finish(ctx.worker, ctx.client, idx, 0, result, &mut r);
@@ -957,8 +964,13 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         };
         let keys_t = make_list(run.keys).map_err(lua_err)?;
         let argv_t = make_list(run.argv).map_err(lua_err)?;
-        let call_ctx =
-            RefCell::new(CallCtx { ctx: &mut *ctx, read_only: run.read_only, run: state, private: private.clone() });
+        let call_ctx = RefCell::new(CallCtx {
+            ctx: &mut *ctx,
+            declared: run.keys,
+            read_only: run.read_only,
+            run: state,
+            private: private.clone(),
+        });
         let outcome: mlua::Result<MultiValue> = lua.scope(|scope| {
             let api: Table = private.raw_get("api")?;
             let call = scope.create_function(|lua, args: MultiValue| redis_call(lua, &call_ctx, true, args))?;
