@@ -14,7 +14,9 @@ pub mod connection;
 pub mod debug;
 pub mod dispatch;
 pub mod dump;
+pub mod geo;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod info;
 pub mod keys;
 pub mod lists;
@@ -418,6 +420,8 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         hashes::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        hyperloglog::COMMANDS,
+        geo::COMMANDS,
         transactions::COMMANDS,
         pubsub::COMMANDS,
         cluster::COMMANDS,

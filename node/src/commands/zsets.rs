@@ -259,7 +259,7 @@ fn parse_hex_float(body: &[u8], int: usize, frac: usize) -> (f64, usize) {
 
 /// A score argument (ZADD, ZINCRBY, WEIGHTS) as Redis's
 /// `getDoubleFromObject` reads it: the whole string, no spaces, no NaN.
-fn parse_score(arg: &[u8]) -> Option<f64> {
+pub(super) fn parse_score(arg: &[u8]) -> Option<f64> {
     if arg.is_empty() || is_c_space(arg[0]) {
         return None;
     }
@@ -363,7 +363,7 @@ fn reply_members(out: &mut Reply, items: &[(&[u8], f64)], withscores: bool) {
 // ZADD, ZINCRBY, ZREM, ZSCORE, ZMSCORE, ZCARD, ZRANK
 // ---------------------------------------------------------------------------
 
-fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+pub(super) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     zadd_generic(ctx, args, out, false)
 }
 

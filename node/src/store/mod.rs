@@ -15,6 +15,7 @@ pub mod entry;
 mod evict;
 pub mod expire;
 pub mod hash;
+pub mod hll;
 pub mod journal;
 pub mod list;
 pub mod partition;
