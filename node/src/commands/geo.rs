@@ -31,21 +31,20 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef::new("geosearchstore", -8, W | DENYOOM, Keys::Range(1, 2, 1), geosearchstore).acl("@write @geo @slow"),
 ];
 
-/// GEORADIUS[BYMEMBER]: the source and the last STORE/STOREDIST key
-/// (Redis's `georadiusGetKeys`).
+/// GEORADIUS[BYMEMBER]: the source, then the keys after STORE and
+/// STOREDIST. Redis's key specs name the first of each (COMMAND GETKEYS);
+/// the command writes the last one given, so every one is locked.
 fn georadius_keys(args: &[&[u8]]) -> SmallVec<[usize; 8]> {
     let mut keys = SmallVec::new();
     keys.push(1);
-    let mut stored = None;
     let mut i = 5;
-    while i < args.len() {
-        if (eq_ic(args[i], "store") || eq_ic(args[i], "storedist")) && i + 1 < args.len() {
-            stored = Some(i + 1);
+    while i + 1 < args.len() {
+        if eq_ic(args[i], "store") || eq_ic(args[i], "storedist") {
+            keys.push(i + 1);
             i += 1;
         }
         i += 1;
     }
-    keys.extend(stored);
     keys
 }
 

@@ -81,7 +81,8 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         ctx.keys.set(key, Value::Str(hll::new_empty()), 0, false);
     }
     let updated = update_hll(&mut ctx.keys, key, |s| {
-        let mut updated = false;
+        // Creating the key counts as an update (the cache is marked stale).
+        let mut updated = created;
         for ele in &args[2..] {
             match hll::add(s, ele, max) {
                 Ok(changed) => updated |= changed,
@@ -95,7 +96,7 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         (Ok(updated), updated)
     })?
     .unwrap_or(false);
-    out.int(i64::from(updated || created));
+    out.int(i64::from(updated));
     Ok(())
 }
 

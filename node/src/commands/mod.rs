@@ -25,6 +25,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod sets;
 pub mod slowlog;
+pub mod sort;
 mod stats;
 pub mod strings;
 pub mod transactions;
@@ -123,6 +124,11 @@ pub mod flags {
     /// EXEC too, since a script may touch keys it did not declare.
     /// COMMAND INFO does not show it.
     pub const RUNS_SCRIPT: u32 = 1 << 17;
+    /// Reads keys named by patterns over its data (SORT BY/GET), which no
+    /// key position declares: takes every partition when it needs them,
+    /// and EXEC locks the whole keyspace for it. COMMAND INFO does not
+    /// show it.
+    pub const PATTERN_KEYS: u32 = 1 << 18;
 }
 
 /// Where a command's keys are among its arguments.
@@ -422,6 +428,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         zsets::COMMANDS,
         hyperloglog::COMMANDS,
         geo::COMMANDS,
+        sort::COMMANDS,
         transactions::COMMANDS,
         pubsub::COMMANDS,
         cluster::COMMANDS,

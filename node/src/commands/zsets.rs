@@ -267,6 +267,14 @@ pub(super) fn parse_score(arg: &[u8]) -> Option<f64> {
     (r.len == arg.len() && !r.range_error && !r.value.is_nan()).then_some(r.value)
 }
 
+/// A SORT weight as Redis reads it: `strtod` up to the end of the C string
+/// ("" is 0), ERANGE and NaN rejected.
+pub(super) fn parse_sort_weight(arg: &[u8]) -> Option<f64> {
+    let r = strtod(arg);
+    let ends = r.len == arg.len() || arg[r.len] == 0;
+    (ends && !r.range_error && !r.value.is_nan()).then_some(r.value)
+}
+
 /// `strtod` up to the end of the C string (an embedded NUL ends it), as
 /// range bounds are parsed: spaces before, overflow and "" are accepted.
 fn parse_c_double(arg: &[u8]) -> Option<f64> {

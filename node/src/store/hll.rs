@@ -281,7 +281,13 @@ pub fn set_register(s: &mut Vec<u8>, index: usize, count: u8, sparse_max: usize)
         if seq.len() > oplen && s.len() + seq.len() - oplen > sparse_max {
             return promote(s, index, count);
         }
-        s.splice(p..p + oplen, seq);
+        // An XZERO cut short by the end of the string: Redis still counts
+        // it as two bytes, so the string ends one byte short of the new
+        // sequence.
+        let new_len = s.len() + seq.len() - oplen;
+        let op_end = (p + oplen).min(s.len());
+        s.splice(p..op_end, seq);
+        s.truncate(new_len);
     }
     // Step 4: merge adjacent VALs of equal value, scanning up to five
     // opcodes from the one before the change.
