@@ -69,24 +69,32 @@ fn reads_keys(pattern: &[u8]) -> bool {
     c_str(pattern) != b"#" && c_str(pattern).contains(&b'*')
 }
 
-/// Redis's `lookupKeyByPattern`: `#` is the element itself; otherwise the
-/// first `*` is replaced by the element, and a `->field` suffix reads that
-/// hash field. None for a missing key, another type or no `*`.
-fn lookup_by_pattern(keys: &mut KeyAccess<'_>, pattern: &[u8], elem: &[u8]) -> Option<Vec<u8>> {
+/// The key a pattern names for `elem` — the first `*` replaced by it, a
+/// `->field` suffix (non-empty) split off — or None for `#` and patterns
+/// without `*`.
+fn pattern_key<'p>(pattern: &'p [u8], elem: &[u8]) -> Option<(Vec<u8>, Option<&'p [u8]>)> {
     let pat = c_str(pattern);
-    if pat == b"#" {
-        return Some(elem.to_vec());
-    }
-    let star = pat.iter().position(|&b| b == b'*')?;
+    let star = pat.iter().position(|&b| b == b'*').filter(|_| pat != b"#")?;
     let arrow = find(&pat[star + 1..], b"->").map(|i| star + 1 + i).filter(|&i| i + 2 < pat.len());
     let key_end = arrow.unwrap_or(pattern.len());
     let mut key = Vec::with_capacity(key_end + elem.len());
     key.extend_from_slice(&pattern[..star]);
     key.extend_from_slice(elem);
     key.extend_from_slice(&pattern[star + 1..key_end]);
+    Some((key, arrow.map(|a| &pattern[a + 2..])))
+}
+
+/// Redis's `lookupKeyByPattern`: `#` is the element itself; otherwise the
+/// string at the pattern's key, or the hash field it names. None for a
+/// missing key, another type or no `*`.
+fn lookup_by_pattern(keys: &mut KeyAccess<'_>, pattern: &[u8], elem: &[u8]) -> Option<Vec<u8>> {
+    if c_str(pattern) == b"#" {
+        return Some(elem.to_vec());
+    }
+    let (key, field) = pattern_key(pattern, elem)?;
     let entry = keys.get(&key)?;
-    match (arrow, entry.value()) {
-        (Some(a), ValueRef::Hash(h)) => h.get(&pattern[a + 2..]).cloned(),
+    match (field, entry.value()) {
+        (Some(f), ValueRef::Hash(h)) => h.get(f).cloned(),
         (None, ValueRef::Str(s)) => Some(s.to_vec()),
         _ => None,
     }
@@ -139,7 +147,10 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, readonly: bo
     // Pattern lookups may touch any key: hold every partition (taken in
     // order, before anything is read; EXEC and scripts already hold them).
     let by_reads = !dontsort && sortby.is_some_and(reads_keys);
-    if (by_reads || gets.iter().any(|g| reads_keys(g))) && !ctx.keys.locked.is_all() {
+    // Run by a client directly, not by EXEC or a script (which hold every
+    // partition already and cannot wait halfway through).
+    let standalone = !ctx.keys.locked.is_all();
+    if (by_reads || gets.iter().any(|g| reads_keys(g))) && standalone {
         ctx.keys.locked = ctx.keys.ks.lock_none();
         ctx.keys.locked = ctx.keys.ks.lock_all();
     }
@@ -155,6 +166,22 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, readonly: bo
             Some(_) => return Err(err::WRONGTYPE.into()),
         }
     };
+    // Keys the patterns name that are not ready in RAM: wait for them
+    // before anything is read, then run again (the pending path).
+    if standalone && ctx.keys.ks.may_pend() {
+        let mut patterns: Vec<&[u8]> = gets.clone();
+        if !dontsort && let Some(by) = sortby {
+            patterns.push(by);
+        }
+        let named: Vec<Vec<u8>> = items
+            .iter()
+            .flat_map(|it| patterns.iter().filter_map(|p| pattern_key(p, &it.elem).map(|(k, _)| k)))
+            .collect();
+        if let Some(wait) = ctx.keys.pending(named.iter().map(|k| k.as_slice())) {
+            ctx.pending = Some(wait);
+            return Ok(());
+        }
+    }
     // A set has no order of its own: with STORE it is sorted ALPHA so the
     // stored result is deterministic.
     if dontsort && is_set && store.is_some() {
