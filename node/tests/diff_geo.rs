@@ -244,3 +244,27 @@ fn random_points_and_searches() {
     d.exact(&["GEOSEARCH", "line", "FROMMEMBER", "a", "BYBOX", "100", "8000", "km", "ASC", "WITHDIST"]);
     d.finish();
 }
+
+/// Infinite and huge radii, boxes and counts: Redis's answers, no hang.
+#[test]
+fn huge_and_infinite_sizes() {
+    let mut d = Diff::new();
+    sicily(&mut d);
+    d.exact(&["GEOADD", "Sicily", "0", "0", "o", "179.9", "85", "n", "-179.9", "-85", "s"]);
+    let steps: &[&[&str]] = &[
+        &["GEORADIUS", "Sicily", "0", "0", "inf", "km"],
+        &["GEORADIUS", "Sicily", "0", "0", "1e308", "km", "WITHDIST"],
+        &["GEOSEARCH", "Sicily", "FROMLONLAT", "0", "0", "BYBOX", "inf", "inf", "m"],
+        &["GEOSEARCH", "Sicily", "FROMLONLAT", "0", "0", "BYBOX", "1e300", "1", "m", "ASC"],
+        &["GEOSEARCH", "Sicily", "FROMLONLAT", "179", "80", "BYRADIUS", "1000", "km", "WITHDIST"],
+        &["GEOSEARCH", "Sicily", "FROMLONLAT", "0", "0", "BYRADIUS", "1", "km", "COUNT", "9223372036854775807", "ANY"],
+        &["GEOSEARCH", "Sicily", "FROMLONLAT", "0", "0", "BYRADIUS", "20000", "km", "COUNT", "9223372036854775807"],
+        &["GEORADIUS", "Sicily", "0", "0", "-0", "km"],
+        &["GEOSEARCH", "Sicily", "FROMMEMBER", "o", "BYBOX", "40000", "1", "km", "WITHCOORD"],
+        &["GEODIST", "Sicily", "n", "s", "mi"],
+    ];
+    for s in steps {
+        d.exact(s);
+    }
+    d.finish();
+}
