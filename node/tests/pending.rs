@@ -102,3 +102,38 @@ fn client_id(conn: &mut RawConn, name: &str) -> String {
     let line = text.lines().find(|l| l.contains(&format!("name={name} "))).expect("client listed");
     line.split(' ').find_map(|f| f.strip_prefix("id=")).unwrap().to_string()
 }
+
+/// SORT's BY and GET patterns name keys no argument declares: one not
+/// ready makes SORT wait, then it answers with the value as it is then.
+#[test]
+fn sort_waits_for_keys_its_patterns_name() {
+    let server = one_worker();
+    let mut a = server.conn();
+    assert_eq!(a.cmd(&["RPUSH", "l", "2", "1"]), Frame::int(2));
+    assert_eq!(a.cmd(&["MSET", "w_1", "10", "w_2", "20", "o_1", "x", "o_2", "y"]), Frame::ok());
+    assert_eq!(a.cmd(&["DEBUG", "PENDING-DELAY", "400", "o_2"]), Frame::ok());
+    let start = Instant::now();
+    let reply = a.cmd(&["SORT", "l", "BY", "w_*", "GET", "o_*"]);
+    assert!(start.elapsed() >= Duration::from_millis(400), "SORT did not wait: {:?}", start.elapsed());
+    assert_eq!(reply, Frame::bulks(&["x", "y"]));
+    assert_eq!(a.cmd(&["DEBUG", "PENDING-DELAY", "400", "w_1"]), Frame::ok());
+    let start = Instant::now();
+    assert_eq!(a.cmd(&["SORT", "l", "BY", "w_*", "DESC"]), Frame::bulks(&["2", "1"]));
+    assert!(start.elapsed() >= Duration::from_millis(400), "SORT BY did not wait: {:?}", start.elapsed());
+}
+
+/// Inside EXEC, SORT cannot wait halfway through the transaction: it reads
+/// the keys its patterns name as they are, and nothing runs twice.
+#[test]
+fn sort_in_exec_does_not_wait_halfway() {
+    let server = one_worker();
+    let mut a = server.conn();
+    assert_eq!(a.cmd(&["RPUSH", "l", "2", "1"]), Frame::int(2));
+    assert_eq!(a.cmd(&["MSET", "o_1", "x", "o_2", "y"]), Frame::ok());
+    assert_eq!(a.cmd(&["DEBUG", "PENDING-DELAY", "300", "o_2"]), Frame::ok());
+    assert_eq!(a.cmd(&["MULTI"]), Frame::ok());
+    assert_eq!(a.cmd(&["INCR", "runs"]), Frame::simple("QUEUED"));
+    assert_eq!(a.cmd(&["SORT", "l", "GET", "o_*"]), Frame::simple("QUEUED"));
+    assert_eq!(a.cmd(&["EXEC"]), Frame::Array(vec![Frame::int(1), Frame::bulks(&["x", "y"])]));
+    assert_eq!(a.cmd(&["GET", "runs"]), Frame::bulk("1"));
+}

@@ -2,6 +2,7 @@
 //! no `unsafe` and no dependency on the rest of the node. (Clocks are read
 //! through `sys`: reading them is a system call.)
 
+pub mod geohash;
 pub mod glob;
 pub mod hash;
 pub mod long_double;

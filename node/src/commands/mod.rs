@@ -14,7 +14,9 @@ pub mod connection;
 pub mod debug;
 pub mod dispatch;
 pub mod dump;
+pub mod geo;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod info;
 pub mod keys;
 pub mod lists;
@@ -24,6 +26,7 @@ pub mod pubsub;
 pub mod scripting;
 pub mod sets;
 pub mod slowlog;
+pub mod sort;
 mod stats;
 pub mod streams;
 pub mod strings;
@@ -123,6 +126,11 @@ pub mod flags {
     /// EXEC too, since a script may touch keys it did not declare.
     /// COMMAND INFO does not show it.
     pub const RUNS_SCRIPT: u32 = 1 << 17;
+    /// Reads keys named by patterns over its data (SORT BY/GET), which no
+    /// key position declares: takes every partition when it needs them,
+    /// and EXEC locks the whole keyspace for it. COMMAND INFO does not
+    /// show it.
+    pub const PATTERN_KEYS: u32 = 1 << 18;
 }
 
 /// Where a command's keys are among its arguments.
@@ -441,6 +449,9 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         sets::COMMANDS,
         zsets::COMMANDS,
         streams::COMMANDS,
+        hyperloglog::COMMANDS,
+        geo::COMMANDS,
+        sort::COMMANDS,
         transactions::COMMANDS,
         pubsub::COMMANDS,
         cluster::COMMANDS,

@@ -119,7 +119,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     // Lock every partition the transaction can touch, in one ordered pass.
     let needs_all = queued.iter().any(|q| {
         let def = table.get(q.cmd);
-        matches!(def.keys, Keys::All) || def.has(flags::RUNS_SCRIPT)
+        matches!(def.keys, Keys::All) || def.has(flags::RUNS_SCRIPT | flags::PATTERN_KEYS)
     });
     let ks = &shared.ks;
     ctx.keys.locked = if needs_all {

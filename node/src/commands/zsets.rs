@@ -259,12 +259,20 @@ fn parse_hex_float(body: &[u8], int: usize, frac: usize) -> (f64, usize) {
 
 /// A score argument (ZADD, ZINCRBY, WEIGHTS) as Redis's
 /// `getDoubleFromObject` reads it: the whole string, no spaces, no NaN.
-fn parse_score(arg: &[u8]) -> Option<f64> {
+pub(super) fn parse_score(arg: &[u8]) -> Option<f64> {
     if arg.is_empty() || is_c_space(arg[0]) {
         return None;
     }
     let r = strtod(arg);
     (r.len == arg.len() && !r.range_error && !r.value.is_nan()).then_some(r.value)
+}
+
+/// A SORT weight as Redis reads it: `strtod` up to the end of the C string
+/// ("" is 0), ERANGE and NaN rejected.
+pub(super) fn parse_sort_weight(arg: &[u8]) -> Option<f64> {
+    let r = strtod(arg);
+    let ends = r.len == arg.len() || arg[r.len] == 0;
+    (ends && !r.range_error && !r.value.is_nan()).then_some(r.value)
 }
 
 /// `strtod` up to the end of the C string (an embedded NUL ends it), as
@@ -363,7 +371,7 @@ fn reply_members(out: &mut Reply, items: &[(&[u8], f64)], withscores: bool) {
 // ZADD, ZINCRBY, ZREM, ZSCORE, ZMSCORE, ZCARD, ZRANK
 // ---------------------------------------------------------------------------
 
-fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+pub(super) fn zadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     zadd_generic(ctx, args, out, false)
 }
 

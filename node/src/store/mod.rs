@@ -16,6 +16,7 @@ pub mod entry;
 mod evict;
 pub mod expire;
 pub mod hash;
+pub mod hll;
 pub mod journal;
 pub mod list;
 pub mod listpack;
