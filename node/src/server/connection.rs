@@ -138,6 +138,7 @@ fn new_info(
         attention: Default::default(),
         push_tx,
         worker: worker.into(),
+        user: parking_lot::Mutex::new(b"default".to_vec()),
     })
 }
 
