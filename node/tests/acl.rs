@@ -386,11 +386,27 @@ fn acl_save_and_load() {
     admin.ok(&["ACL", "LOAD"]);
     assert_eq!(admin.cmd(&["ACL", "LIST"]), before);
     assert!(wait_closed(&mut s), "clients of reloaded users are disconnected");
-    // A broken file changes nothing.
-    std::fs::write(&path, "user default on nopass ~* &* +@all\nuser bad +nosuch\n").unwrap();
+    // A broken file changes nothing; every problem is reported as Redis does.
+    std::fs::write(
+        &path,
+        "user default on nopass ~* &* +@all\nuser bad +nosuch\nuser worse (~x\nuser default on\nfoo bar\nuser \"a b\" on\n",
+    )
+    .unwrap();
     let err = admin.cmd(&["ACL", "LOAD"]);
-    assert!(err.error_message().is_some_and(|m| m.contains(":2: Unknown command or category name in ACL")), "{err}");
+    let p = path.display();
+    let expected = format!(
+        "ERR {p}:2: Error in applying operation '+nosuch': Unknown command or category name in ACL. {p}:3: Unmatched \
+         parenthesis in selector definition.WARNING: Duplicate user 'default' found on line 4. {p}:5 should start \
+         with user keyword followed by the username. {p}:6: Syntax error. WARNING: ACL errors detected, no change to \
+         the previously active ACL rules was performed"
+    );
+    assert_eq!(err.error_message(), Some(expected.as_str()));
     assert_eq!(admin.cmd(&["ACL", "LIST"]), before);
+    // Without the default user, the file gets a fresh one.
+    std::fs::write(&path, "user x on nopass\n").unwrap();
+    admin.ok(&["ACL", "LOAD"]);
+    let list = admin.cmd(&["ACL", "LIST"]);
+    assert_eq!(list, Frame::bulks(&["user default on nopass ~* &* +@all", "user x on nopass resetchannels -@all"]));
     let _ = std::fs::remove_file(&path);
 }
 

@@ -765,59 +765,57 @@ fn load_file(shared: &Node, me: u64) -> Result<bool, CmdError> {
     let allchannels = shared.config.runtime.acl_pubsub_allchannels.load(Relaxed);
     let cat = &shared.acl.catalog;
     let mut users: BTreeMap<Vec<u8>, Arc<User>> = BTreeMap::new();
+    // Redis 7.0's `ACLLoadFromFile`: every line is checked and every
+    // problem reported; words are separated by single spaces.
     let mut errors = String::new();
     for (n, line) in text.split(|&c| c == b'\n').enumerate() {
         let lineno = n + 1;
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let trimmed: &[u8] = line.trim_ascii();
-        if trimmed.is_empty() {
+        let line = trim(line, b" \t\r\n");
+        if line.is_empty() {
             continue;
         }
-        let Some(words) = crate::session::acl::split_args(trimmed) else {
-            errors.push_str(&format!("{shown}:{lineno}: unbalanced quotes in acl line. "));
-            break;
-        };
-        if words.is_empty() {
-            continue;
-        }
+        let words: Vec<&[u8]> = line.split(|&c| c == b' ').collect();
         if words[0] != b"user" || words.len() < 2 {
-            errors.push_str(&format!("{shown}:{lineno}: line should start with user keyword. "));
-            break;
+            errors.push_str(&format!("{shown}:{lineno} should start with user keyword followed by the username. "));
+            continue;
         }
-        let name = &words[1];
+        let name = words[1];
         if crate::session::acl::has_spaces(name) {
-            errors.push_str(&format!("{shown}:{lineno}: username '{}' contains invalid characters. ", lossy(name)));
-            break;
+            errors.push_str(&format!("'{shown}:{lineno}: username '{}' contains invalid characters. ", lossy(name)));
+            continue;
         }
         if users.contains_key(name) {
-            errors.push_str(&format!("{shown}:{lineno}: Duplicate user '{}' found. ", lossy(name)));
-            break;
+            errors.push_str(&format!("WARNING: Duplicate user '{}' found on line {lineno}. ", lossy(name)));
+            continue;
         }
-        let rules: Vec<&[u8]> = words[2..].iter().map(|w| w.as_slice()).collect();
-        let merged = match crate::session::acl::merge_selector_args(&rules) {
-            Ok(m) => m,
-            Err(_) => {
-                errors.push_str(&format!("{shown}:{lineno}: Unmatched parenthesis in acl selector. "));
-                break;
-            }
-        };
+        let merged = crate::session::acl::merge_selector_args(&words[2..]).unwrap_or_else(|_| {
+            errors.push_str(&format!("{shown}:{lineno}: Unmatched parenthesis in selector definition."));
+            Vec::new()
+        });
         let mut u = User::new(name, cat, allchannels);
-        let mut bad = None;
+        let mut reported = false;
         for rule in &merged {
-            if let Err(e) = u.apply(cat, rule, allchannels) {
-                bad = Some(format!("{shown}:{lineno}: {}. ", e.message()));
-                break;
+            let rule = trim(rule, b"\t\r\n");
+            match u.apply(cat, rule, allchannels) {
+                Ok(()) => {}
+                // Unknown commands are named; of other errors only the first.
+                Err(e @ crate::session::acl::RuleError::UnknownCommand) => errors.push_str(&format!(
+                    "{shown}:{lineno}: Error in applying operation '{}': {}. ",
+                    lossy(rule),
+                    e.message()
+                )),
+                Err(e) if !reported => {
+                    errors.push_str(&format!("{shown}:{lineno}: {}. ", e.message()));
+                    reported = true;
+                }
+                Err(_) => {}
             }
         }
-        if let Some(b) = bad {
-            errors.push_str(&b);
-            break;
-        }
-        users.insert(name.clone(), Arc::new(u));
+        users.insert(name.to_vec(), Arc::new(u));
     }
     if !errors.is_empty() {
-        errors.pop();
-        return Err(format!("ERR Error loading ACLs: {errors}").into());
+        errors.push_str("WARNING: ACL errors detected, no change to the previously active ACL rules was performed");
+        return Err(format!("ERR {errors}").into());
     }
     let default_missing = !users.contains_key(b"default".as_slice());
     let old = shared.acl.modify(|table| {
@@ -841,6 +839,13 @@ fn load_file(shared: &Node, me: u64) -> Result<bool, CmdError> {
     }
     publish_auth_required(shared);
     Ok(close_me)
+}
+
+/// `bytes` without the leading and trailing bytes in `set` (sdstrim).
+fn trim<'a>(bytes: &'a [u8], set: &[u8]) -> &'a [u8] {
+    let start = bytes.iter().position(|b| !set.contains(b)).unwrap_or(bytes.len());
+    let end = bytes.iter().rposition(|b| !set.contains(b)).map_or(start, |e| e + 1);
+    &bytes[start..end]
 }
 
 fn io_reason(e: &std::io::Error) -> String {
