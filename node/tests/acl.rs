@@ -342,6 +342,14 @@ fn deluser_and_revoked_channels_disconnect_clients() {
     assert!(wait_closed(&mut victim), "the deleted user's client is disconnected");
     assert!(wait_closed(&mut sub));
     assert_eq!(bystander.cmd(&["PING"]), Frame::simple("PONG"));
+    // Losing allchannels kills subscribers too.
+    admin.ok(&["ACL", "SETUSER", "all", "on", "nopass", "+@all", "allchannels"]);
+    let mut wide = server.conn();
+    wide.ok(&["AUTH", "all", "x"]);
+    wide.send(&["PSUBSCRIBE", "foo"]);
+    assert!(wide.read_frame().as_array().is_some());
+    admin.ok(&["ACL", "SETUSER", "all", "resetchannels"]);
+    assert!(wait_closed(&mut wide), "a subscriber that lost allchannels is disconnected");
     // Deleting one's own user: the reply arrives, then the connection closes.
     admin.ok(&["ACL", "SETUSER", "self", "on", "nopass", "+@all"]);
     let mut me = server.conn();

@@ -507,8 +507,8 @@ fn setuser(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 /// whose channels `after` no longer allows are disconnected.
 fn kill_pubsub_clients_if_needed(shared: &Node, before: &User, after: &User) {
     let Some(upcoming) = after.channel_rules() else { return };
-    let old: Vec<Vec<u8>> = before.channel_rules().unwrap_or_default();
-    if old.iter().all(|c| upcoming.contains(c)) {
+    // Every old rule kept: nothing is revoked (losing allchannels is).
+    if before.channel_rules().is_some_and(|old| old.iter().all(|c| upcoming.contains(c))) {
         return;
     }
     for info in shared.clients.all() {
