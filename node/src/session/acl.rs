@@ -1050,8 +1050,11 @@ mod tests {
             String::from_utf8(u.describe(&cat)).unwrap(),
             "on ~a* %R~b* resetchannels &ch -@all +@read +select|0"
         );
+        // config|get is the catalog's only @admin command: the category describes it.
         let u = user(&["+@all", "-config|get"]).unwrap();
-        assert_eq!(u.root().commands_text(&cat), "+@all -config|get");
+        assert_eq!(u.root().commands_text(&cat), "+@all -@admin");
+        let u = user(&["-@all", "+config", "-config|get"]).unwrap();
+        assert_eq!(u.root().commands_text(&cat), "-@all +config -config|get");
         assert_eq!(user(&["+config|get|x"]).unwrap_err(), RuleError::FirstArgOfSub);
         assert_eq!(user(&["+config|"]).unwrap_err(), RuleError::Syntax);
         assert_eq!(user(&["-select|0"]).unwrap_err(), RuleError::UnknownCommand);
