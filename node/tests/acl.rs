@@ -443,3 +443,35 @@ fn unrestricted_default_user_runs_everything() {
     c.ok(&["ACL", "SETUSER", "default", "+set"]);
     c.ok(&["SET", "k", "v"]);
 }
+
+#[test]
+fn selectors_and_key_access_match_redis() {
+    let p = Pair::new();
+    let mut admin = p.diff();
+    admin.exact(&["ACL", "SETUSER", "sel", "on", "nopass", "(%R~read* +@all)", "(%W~write* +@all)"]);
+    admin.exact(&["ACL", "SETUSER", "log", "on", "nopass", "+mget", "~key", "(+mget ~key ~otherkey)"]);
+    admin.exact(&["SET", "readstr", "bar"]);
+    let mut u = p.diff();
+    u.exact(&["AUTH", "sel", "x"]);
+    u.exact(&["LPUSH", "writelist", "10"]);
+    u.err(&["GET", "writestr"]);
+    u.err(&["LPUSH", "notwrite", "10"]);
+    u.exact(&["GET", "readstr"]);
+    u.err(&["SET", "readstr", "bar"]);
+    u.err(&["COPY", "readstr", "writestr"]);
+    u.exact(&["SELECT", "0"]);
+    u.exact(&["AUTH", "log", "x"]);
+    admin.exact(&["ACL", "LOG", "RESET"]);
+    u.err(&["GET", "key"]);
+    u.err(&["MGET", "otherkey", "someotherkey"]);
+    u.err(&["MGET", "key", "otherkey", "someotherkey"]);
+    same_log(&mut admin);
+    // The first argument of a command without subcommands.
+    admin.exact(&["ACL", "SETUSER", "db0", "on", "nopass", "-@all", "+select|0", "+acl"]);
+    u.exact(&["AUTH", "db0", "x"]);
+    u.exact(&["SELECT", "0"]);
+    u.err(&["SELECT", "1"]);
+    u.exact(&["ACL", "WHOAMI"]);
+    u.finish();
+    admin.finish();
+}

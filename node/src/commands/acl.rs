@@ -322,13 +322,14 @@ pub fn log_denial(shared: &Node, client: &Client, d: &Denial, context: &'static 
         object,
         username: client.user.name.clone(),
         ctime_ms: crate::store::now_ms(),
-        client_info: client_info(shared, client, &cat.entries[d.id].name),
+        // A script's client shows the command that ran the script.
+        client_info: client_info(shared, client, (context != "lua").then_some(cat.entries[d.id].name.as_str())),
     };
     shared.acl.log(entry, shared.config.runtime.acllog_max_len.load(Relaxed) as usize);
 }
 
-fn client_info(shared: &Node, client: &Client, cmd: &str) -> String {
-    let mut line = super::connection::client_line(shared, &client.info, Some(cmd));
+fn client_info(shared: &Node, client: &Client, cmd: Option<&str>) -> String {
+    let mut line = super::connection::client_line(shared, &client.info, cmd);
     if line.ends_with('\n') {
         line.pop();
     }
@@ -354,7 +355,11 @@ pub fn authenticate(ctx: &mut Ctx<'_>, typed: &[u8], user: &[u8], pass: &[u8]) -
                 object: typed.to_vec(),
                 username: user.to_vec(),
                 ctime_ms: crate::store::now_ms(),
-                client_info: client_info(ctx.shared, ctx.client, "auth"),
+                client_info: client_info(
+                    ctx.shared,
+                    ctx.client,
+                    Some(&String::from_utf8_lossy(typed).to_ascii_lowercase()),
+                ),
             };
             acl.log(entry, ctx.shared.config.runtime.acllog_max_len.load(Relaxed) as usize);
             Err(WRONGPASS.into())
