@@ -57,6 +57,14 @@ const RULES: &[&[&str]] = &[
     &["skip-sanitize-payload"],
     &["sanitize-payload"],
     &[""],
+    &["(+get \"\")"],
+    &["(\"unbalanced)"],
+    &["+", "-", "+@", "%", "~", "&", "(", ")", "()", " () "],
+    &["+"],
+    &["%"],
+    &["~", "&"],
+    &["()"],
+    &[" () "],
 ];
 
 #[test]
@@ -134,6 +142,12 @@ fn other_subcommands_and_their_errors_match_redis() {
         &["SET", "write", "v"],
         &["SET", "read", "v"],
         &["SET", "write", "v", "GET"],
+        &["SET", "write", "get"],
+        &["SET", "write", "v", "EX", "get"],
+        &["BITFIELD", "read", "GET", "u4", "0"],
+        &["BITFIELD", "read", "GET", "u4", "0", "SET", "u4", "0", "1"],
+        &["BITFIELD", "write", "INCRBY", "u4", "0", "1"],
+        &["BITFIELD", "rw", "OVERFLOW", "SAT", "GET", "u4", "0"],
         &["LPUSH", "write", "v"],
         &["COPY", "read", "write"],
         &["COPY", "write", "read"],

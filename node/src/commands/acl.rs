@@ -167,19 +167,18 @@ const MOVE: &[&str] = &["lmove", "blmove", "rpoplpush", "brpoplpush", "smove", "
 /// when any permission will do), as Redis's key specs say.
 fn key_access(def: &CommandDef, cmd_flags: u32, args: &[&[u8]], nth: usize) -> u8 {
     let name = def.name;
-    let has_opt = |opt: &str| args.iter().skip(2).any(|a| eq_ic(a, opt));
     if NO_ACCESS.contains(&name) {
         return 0;
     }
+    // Redis's setGetKeys: a GET anywhere after the value reads the key.
     if name == "set" {
-        return if has_opt("get") { KEY_ALL } else { KEY_WRITE };
+        return if args.iter().skip(3).any(|a| eq_ic(a, "get")) { KEY_ALL } else { KEY_WRITE };
     }
     if matches!(name, "copy" | "sort" | "sort_ro" | "georadius" | "georadiusbymember") {
         return if nth == 0 { KEY_READ } else { KEY_WRITE };
     }
     if name == "bitfield" {
-        let writes = args.iter().skip(2).any(|a| eq_ic(a, "set") || eq_ic(a, "incrby"));
-        return if writes { KEY_ALL } else { KEY_READ };
+        return if bitfield_reads_only(args) { KEY_READ } else { KEY_ALL };
     }
     if STORE_FIRST.contains(&name) {
         return if nth == 0 { KEY_WRITE } else { KEY_READ };
@@ -194,6 +193,23 @@ fn key_access(def: &CommandDef, cmd_flags: u32, args: &[&[u8]], nth: usize) -> u
         return KEY_READ;
     }
     KEY_ALL
+}
+
+/// Redis's bitfieldGetKeys: read-only unless a SET or INCRBY (or
+/// anything it cannot parse) comes.
+fn bitfield_reads_only(args: &[&[u8]]) -> bool {
+    let mut i = 2;
+    while i < args.len() {
+        let rest = args.len() - i - 1;
+        if eq_ic(args[i], "get") && rest >= 2 {
+            i += 3;
+        } else if eq_ic(args[i], "overflow") && rest >= 1 {
+            i += 2;
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 /// Channel positions of the pub/sub commands: (position, is a pattern).

@@ -223,6 +223,10 @@ impl Selector {
     /// Redis's `ACLSetSelector`: one rule about commands, keys or channels.
     fn apply(&mut self, cat: &Catalog, op: &[u8]) -> Result<(), RuleError> {
         let is = |s: &str| op.eq_ignore_ascii_case(s.as_bytes());
+        // Only a quoted "" inside a selector gets here empty.
+        if op.is_empty() {
+            return Err(RuleError::Syntax);
+        }
         if is("allkeys") || is("~*") {
             self.allkeys = true;
             self.patterns.clear();
@@ -662,7 +666,8 @@ impl User {
             self.passwords.remove(at);
         } else if op[0] == b'(' && op[op.len() - 1] == b')' {
             let mut s = Selector::new(false, cat.len(), allchannels_default);
-            for rule in split_args(&op[1..op.len() - 1]).ok_or(RuleError::Syntax)? {
+            // Unbalanced quotes leave the selector empty, as in Redis.
+            for rule in split_args(&op[1..op.len() - 1]).unwrap_or_default() {
                 s.apply(cat, &rule)?;
             }
             self.selectors.push(s);
@@ -1061,6 +1066,10 @@ mod tests {
         assert_eq!(user(&["allkeys", "~x"]).unwrap_err(), RuleError::KeyAfterAll);
         assert_eq!(user(&["%~x"]).unwrap_err(), RuleError::Syntax);
         assert_eq!(user(&["#abc"]).unwrap_err(), RuleError::BadHash);
+        assert_eq!(user(&["(+get \"\")"]).unwrap_err(), RuleError::Syntax);
+        assert_eq!(user(&["(\"unbalanced)"]).unwrap().extra_selectors().len(), 1);
+        assert_eq!(user(&["+"]).unwrap_err(), RuleError::UnknownCommand);
+        assert_eq!(user(&["%"]).unwrap_err(), RuleError::Syntax);
         assert_eq!(user(&["<nope"]).unwrap_err(), RuleError::NoSuchPassword);
     }
 
