@@ -489,3 +489,21 @@ fn selectors_and_key_access_match_redis() {
     u.finish();
     admin.finish();
 }
+
+#[test]
+fn scripts_check_the_callers_permissions() {
+    let p = Pair::new();
+    let mut admin = p.diff();
+    admin.exact(&["ACL", "SETUSER", "bob", "on", ">123", "+@scripting", "+set", "~x*"]);
+    let mut u = p.diff();
+    u.exact(&["AUTH", "bob", "123"]);
+    u.exact(&["EVAL", "return redis.acl_check_cmd('set','xx',1)", "1", "xx"]);
+    u.exact(&["EVAL", "return redis.acl_check_cmd('hset','xx','f',1)", "1", "xx"]);
+    u.exact(&["EVAL", "return redis.acl_check_cmd('set','yy',1)", "0"]);
+    u.err_prefix(&["EVAL", "return redis.acl_check_cmd('invalid-cmd','arg')", "0"]);
+    u.exact(&["EVAL", "return redis.call('set','xa','1')", "1", "xa"]);
+    u.exact(&["EVAL", "return redis.pcall('set','ya','1')", "0"]);
+    u.exact(&["EVAL", "return redis.pcall('get','xa')", "0"]);
+    u.finish();
+    admin.finish();
+}
