@@ -6,7 +6,8 @@
 # module fetches); prometheus (Debian's 2.42, with promtool: scripts/check-dashboards.sh runs it as
 # a process on a free port, so the daemon the package may start on :9090 is not used), curl, and
 # Debian's python3 with python3-yaml and python3-matplotlib (the dashboards check and its PNGs);
-# tcl (Redis's own test suite, scripts/redis-tests.sh).
+# tcl (Redis's own test suite, scripts/redis-tests.sh); fuse3 when not root (node/tests/power_loss.rs
+# mounts a FUSE file system: root mounts it with /dev/fuse directly, anyone else through fusermount3).
 # The Kubernetes binaries and Helm come from
 # scripts/k8s-tools.sh, which needs Go >= 1.24 (https://go.dev/dl).
 set -euo pipefail
@@ -20,6 +21,7 @@ command -v prometheus >/dev/null || missing+=(prometheus)
 command -v promtool >/dev/null || missing+=(prometheus)
 command -v curl >/dev/null || missing+=(curl)
 command -v tclsh >/dev/null || missing+=(tcl)
+[[ $(id -u) -eq 0 ]] || command -v fusermount3 >/dev/null || missing+=(fuse3)
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || missing+=(python3 python3-yaml)
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || missing+=(python3 python3-matplotlib)
 if ((${#missing[@]})); then

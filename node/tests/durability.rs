@@ -490,3 +490,184 @@ fn clients_get_loading_while_the_log_is_replayed() {
     }
     assert_eq!(info_field(&mut c, "loading").as_deref(), Some("0"));
 }
+
+/// `/metrics` of a node started with `--metrics-port <port>`.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics port");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// SETs for `run`; returns (replies, slowest reply).
+fn set_for(server: &Server, run: Duration) -> (u64, Duration) {
+    let mut c = server.conn();
+    let (mut n, mut slowest) = (0u64, Duration::ZERO);
+    let started = Instant::now();
+    while started.elapsed() < run {
+        let t = Instant::now();
+        c.ok(&["SET", &format!("k{}", n % 100), &"v".repeat(200)]);
+        slowest = slowest.max(t.elapsed());
+        n += 1;
+    }
+    (n, slowest)
+}
+
+/// With a slow disk (each flush delayed 300 ms), write-back holds replies
+/// back once the log lags past write-back-max-lag, and periodic once it
+/// lags two intervals; with a lag bound longer than the run, nobody waits.
+/// The bounds show in CONFIG GET; the lag and the held replies in INFO
+/// persistence and `/metrics`, which read the same snapshot.
+#[test]
+fn a_slow_disk_holds_writers_back_in_write_back_and_periodic() {
+    // Default segments (64 MiB): a roll waits for a spare, which the slow
+    // flush readies; that wait is not what this test measures.
+    let slow = [("STRATA_TEST_FLUSH_DELAY_MS", "300")];
+    let run = |mode: &str, extra: &[&str]| {
+        let dir = Dir::new(&format!("slow-{mode}-{}", extra.len()));
+        let metrics_port = free_port();
+        let port = metrics_port.to_string();
+        let mut args = vec!["--dir", dir.path(), "--durability", mode, "--metrics-port", &port];
+        args.extend_from_slice(extra);
+        let server = Server::strata_with_env(&args, &slow);
+        wait_loaded(&server);
+        let (n, slowest) = set_for(&server, Duration::from_millis(1500));
+        let mut c = server.conn();
+        let info = info(&mut c, Some("persistence"));
+        let held: u64 = info["strata_durability_held_replies"].parse().unwrap();
+        let metrics = scrape(metrics_port);
+        let scraped = sample(&metrics, "strata_durability_held_replies_total").expect("held replies in /metrics");
+        assert!(scraped >= held as f64, "/metrics {scraped} behind INFO {held}");
+        assert!(sample(&metrics, "strata_durability_lag_bytes").is_some(), "{metrics}");
+        let config = c.cmd(&["CONFIG", "GET", "write-back-max-*"]);
+        eprintln!("{mode} {extra:?}: {n} SETs, slowest reply {slowest:?}, {held} held");
+        (held, slowest, config)
+    };
+    let (held, slowest, config) = run("write-back", &["--write-back-max-lag", "50ms"]);
+    assert!(held > 0 && slowest >= Duration::from_millis(250), "write-back never held a writer: {held}, {slowest:?}");
+    assert_eq!(
+        config.sorted_pairs(),
+        Frame::Array(vec![
+            Frame::bulk("write-back-max-bytes"),
+            Frame::bulk("67108864"),
+            Frame::bulk("write-back-max-lag"),
+            Frame::bulk("50ms"),
+        ])
+    );
+    let (held, slowest, _) = run("write-back", &["--write-back-max-lag", "30s"]);
+    assert!(held == 0 && slowest < Duration::from_millis(250), "held within the bound: {held}, {slowest:?}");
+    let (held, slowest, _) = run("periodic", &["--fsync-interval", "10ms"]);
+    assert!(held > 0 && slowest >= Duration::from_millis(250), "periodic never held a writer: {held}, {slowest:?}");
+}
+
+/// A log bigger than maxmemory: replayed under allkeys-lru it evicts and
+/// stays within the budget; under noeviction the node refuses to start
+/// with a clear error and leaves the log as it was.
+#[test]
+fn replay_respects_maxmemory() {
+    let dir = Dir::new("replay-maxmemory");
+    let mut server = start(&dir, "periodic", &[]);
+    let mut c = server.conn();
+    // The budget: what an empty node uses, plus 12 MiB (the log holds ~30).
+    let empty: u64 = info_field(&mut c, "used_memory").unwrap().parse().unwrap();
+    let budget = (empty + (12 << 20)).to_string();
+    let v = "r".repeat(10_000);
+    for i in 0..3000 {
+        c.send(&["SET", &format!("big{i}"), &v]);
+        if i % 100 == 99 {
+            for _ in 0..100 {
+                assert_eq!(c.read_frame(), Frame::ok());
+            }
+        }
+    }
+    let _ = server.terminate(Duration::from_secs(10));
+
+    let server = Server::strata_with_env(
+        &["--dir", dir.path(), "--durability", "periodic", "--maxmemory", &budget, "--maxmemory-policy", "allkeys-lru"],
+        &[("STRATA_SEGMENT_SIZE", SEGMENT)],
+    );
+    let mut c = server.conn();
+    let ok = wait_for(Duration::from_secs(20), || !c.cmd(&["EXISTS", "probe"]).is_error());
+    assert!(ok, "not loaded\n{}", server.logs());
+    let keys = c.cmd(&["DBSIZE"]).as_int().unwrap();
+    let used: u64 = info_field(&mut c, "used_memory").unwrap().parse().unwrap();
+    let persistence = info(&mut c, Some("persistence"));
+    let evicted: u64 = persistence["strata_recovery_evicted_keys"].parse().unwrap();
+    eprintln!(
+        "replayed 3000 × 10 KB into 12 MiB more than an empty node: {keys} keys, {evicted} evicted, used_memory {used}"
+    );
+    assert!(keys < 1500 && keys > 100, "keys after the replay: {keys}");
+    assert!(evicted >= 1500, "evicted during the replay: {evicted}");
+    assert!(used <= empty + (12 << 20), "used_memory {used} past the budget {budget}");
+    let logs = server.logs();
+    assert!(
+        logs.contains("the log is loaded") && logs.contains("evicted") && logs.contains("records_per_sec"),
+        "no replay figures in the log:\n{logs}"
+    );
+    drop(server);
+
+    let mut server = Server::strata_with_env(
+        &["--dir", dir.path(), "--durability", "periodic", "--maxmemory", &budget],
+        &[("STRATA_SEGMENT_SIZE", SEGMENT)],
+    );
+    assert!(wait_for(Duration::from_secs(20), || !server.is_running()), "started over budget under noeviction");
+    assert!(server.logs().contains("raise maxmemory"), "{}", server.logs());
+    // The log is intact: without the limit every key is back.
+    let server = start(&dir, "periodic", &[]);
+    assert_eq!(server.conn().cmd(&["DBSIZE"]), Frame::int(3000));
+}
+
+/// Streams come back whole after a kill -9: entries, IDs and counters,
+/// consumer groups with their read counters, PELs (owners, delivery counts)
+/// and consumers, including changes made by a served blocked reader.
+#[test]
+fn streams_and_consumer_groups_survive_a_restart() {
+    let dir = Dir::new("streams");
+    let mut server = start(&dir, "sync", &[]);
+    let mut c = server.conn();
+    for i in 1..=30 {
+        c.cmd(&["XADD", "s", &format!("{i}-1"), "f", &i.to_string(), "g", "value"]);
+    }
+    c.cmd(&["XDEL", "s", "3-1", "7-1"]);
+    c.cmd(&["XTRIM", "s", "MINID", "2"]);
+    c.ok(&["XGROUP", "CREATE", "s", "g", "0"]);
+    c.ok(&["XGROUP", "CREATE", "s", "late", "$"]);
+    c.cmd(&["XREADGROUP", "GROUP", "g", "alice", "COUNT", "4", "STREAMS", "s", ">"]);
+    c.cmd(&["XREADGROUP", "GROUP", "g", "bob", "COUNT", "3", "STREAMS", "s", ">"]);
+    c.cmd(&["XACK", "s", "g", "2-1"]);
+    c.cmd(&["XCLAIM", "s", "g", "carol", "0", "4-1", "RETRYCOUNT", "5"]);
+    c.cmd(&["XGROUP", "CREATECONSUMER", "s", "g", "dave"]);
+    c.ok(&["XSETID", "s", "40-0", "ENTRIESADDED", "50", "MAXDELETEDID", "35-0"]);
+    // A blocked group reader served by a later XADD changes the group too.
+    let mut reader = server.conn();
+    reader.send(&["XREADGROUP", "GROUP", "late", "erin", "BLOCK", "0", "STREAMS", "s", ">"]);
+    assert!(wait_for(Duration::from_secs(10), || info_field(&mut c, "blocked_clients").as_deref() == Some("1")));
+    c.cmd(&["XADD", "s", "41-0", "f", "new"]);
+    let served = reader.read_frame();
+    assert!(served.to_string().contains("41-0"), "{served}");
+    let reads: Vec<Vec<&str>> = vec![
+        vec!["XRANGE", "s", "-", "+"],
+        vec!["XINFO", "STREAM", "s"],
+        vec!["XINFO", "GROUPS", "s"],
+        vec!["XPENDING", "s", "g"],
+        vec!["XPENDING", "s", "late"],
+        vec!["XINFO", "STREAM", "s", "FULL"],
+    ];
+    let before: Vec<Frame> = reads.iter().map(|r| c.cmd(r)).collect();
+    server.kill();
+    let server = start(&dir, "sync", &[]);
+    let mut c = server.conn();
+    for (r, b) in reads.iter().zip(&before) {
+        assert_eq!(&c.cmd(r), b, "{r:?} after the restart");
+    }
+    // Pending entries keep their owner and delivery count.
+    let rows = c.cmd(&["XPENDING", "s", "g", "-", "+", "10", "carol"]);
+    assert!(rows.to_string().contains("4-1") && rows.to_string().contains(":5"), "{rows}");
+}

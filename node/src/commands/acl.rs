@@ -533,7 +533,8 @@ fn kill_pubsub_clients_if_needed(shared: &Node, before: &User, after: &User) {
         return;
     }
     for info in shared.clients.all() {
-        if info.subs.load(Relaxed) + info.psubs.load(Relaxed) == 0 || *info.user.lock() != before.name {
+        let subscriptions = info.subs.load(Relaxed) + info.psubs.load(Relaxed) + info.ssubs.load(Relaxed);
+        if subscriptions == 0 || *info.user.lock() != before.name {
             continue;
         }
         let offends = |map: &crate::session::pubsub::SubscriptionMap, is_pattern: bool| {
@@ -541,7 +542,10 @@ fn kill_pubsub_clients_if_needed(shared: &Node, before: &User, after: &User) {
                 subs.contains_key(&info.id) && !crate::session::acl::channel_allowed(&upcoming, name, is_pattern)
             })
         };
-        if offends(&shared.pubsub.patterns, true) || offends(&shared.pubsub.channels, false) {
+        if offends(&shared.pubsub.patterns, true)
+            || offends(&shared.pubsub.channels, false)
+            || offends(&shared.pubsub.shard_channels, false)
+        {
             info.kill();
         }
     }

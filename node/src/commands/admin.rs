@@ -49,7 +49,9 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let (ks, db) = (ctx.keys.ks, ctx.keys.db);
     ctx.keys.for_each_partition(|part| {
         part.clear_db(ks, db);
+        part.clear_tracked(ks);
     });
+    ctx.shared.tracking.flushed();
     out.ok();
     Ok(())
 }
@@ -61,7 +63,9 @@ fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         for db in 0..NUM_DBS {
             part.clear_db(ks, db);
         }
+        part.clear_tracked(ks);
     });
+    ctx.shared.tracking.flushed();
     out.ok();
     Ok(())
 }

@@ -53,6 +53,7 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("acl|setuser", -3, ADMIN_NLS, "@admin @slow @dangerous"),
     sub("acl|users", 2, ADMIN_NLS, "@admin @slow @dangerous"),
     sub("acl|whoami", 2, NLS, "@slow"),
+    sub("client|caching", 3, NLS, "@slow @connection"),
     sub("client|getname", 2, NLS, "@slow @connection"),
     sub("client|getredir", 2, NLS, "@slow @connection"),
     sub("client|help", 2, LS, "@slow @connection"),
@@ -62,9 +63,13 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("client|list", -2, ADMIN_NLS, "@admin @slow @dangerous @connection"),
     sub("client|no-evict", 3, ADMIN_NLS, "@admin @slow @dangerous @connection"),
     sub("client|no-touch", 3, NLS, "@slow @connection"),
+    sub("client|pause", -3, ADMIN_NLS, "@admin @slow @dangerous @connection"),
     sub("client|reply", 3, NLS, "@slow @connection"),
     sub("client|setinfo", 4, NLS, "@slow @connection"),
     sub("client|setname", 3, NLS, "@slow @connection"),
+    sub("client|tracking", -3, NLS, "@slow @connection"),
+    sub("client|unblock", -3, ADMIN_NLS, "@admin @slow @dangerous @connection"),
+    sub("client|unpause", 2, ADMIN_NLS, "@admin @slow @dangerous @connection"),
     sub("client|trackinginfo", 2, NLS, "@slow @connection"),
     sub("cluster|help", 2, LS, "@slow"),
     sub("cluster|keyslot", 3, flags::STALE, "@slow"),
@@ -119,6 +124,16 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("slowlog|help", 2, LS, "@slow"),
     sub("slowlog|len", 2, flags::ADMIN | LS, "@admin @slow @dangerous"),
     sub("slowlog|reset", 2, flags::ADMIN | LS, "@admin @slow @dangerous"),
+    keyed_sub("xgroup|create", -5, flags::WRITE | flags::DENYOOM, "@write @stream @slow"),
+    keyed_sub("xgroup|createconsumer", 5, flags::WRITE | flags::DENYOOM, "@write @stream @slow"),
+    keyed_sub("xgroup|delconsumer", 5, flags::WRITE, "@write @stream @slow"),
+    keyed_sub("xgroup|destroy", 4, flags::WRITE, "@write @stream @slow"),
+    sub("xgroup|help", 2, LS, "@stream @slow"),
+    keyed_sub("xgroup|setid", -5, flags::WRITE, "@write @stream @slow"),
+    keyed_sub("xinfo|consumers", 4, flags::READONLY, "@read @stream @slow"),
+    keyed_sub("xinfo|groups", 3, flags::READONLY, "@read @stream @slow"),
+    sub("xinfo|help", 2, LS, "@stream @slow"),
+    keyed_sub("xinfo|stream", -3, flags::READONLY, "@read @stream @slow"),
 ];
 
 /// Every command and subcommand as ACL rules name them, with their
@@ -405,6 +420,7 @@ const DOCS: &[(&str, &str, &str, &str, &str)] = &[
     ("quit", "Close the connection", "1.0.0", "connection", "O(1)"),
     ("reset", "Reset the connection", "6.2.0", "connection", "O(1)"),
     ("client", "A container for client connection commands", "2.4.0", "connection", "Depends on subcommand."),
+    ("client|caching", "Instruct the server about tracking or not keys in the next request", "6.0.0", "connection", "O(1)"),
     ("client|getname", "Get the current connection name", "2.6.9", "connection", "O(1)"),
     ("client|getredir", "Get tracking notifications redirection client ID if any", "6.0.0", "connection", "O(1)"),
     ("client|help", "Show helpful text about the different subcommands", "5.0.0", "connection", "O(1)"),
@@ -414,9 +430,13 @@ const DOCS: &[(&str, &str, &str, &str, &str)] = &[
     ("client|list", "Get the list of client connections", "2.4.0", "connection", "O(N) where N is the number of client connections"),
     ("client|no-evict", "Set client eviction mode for the current connection", "7.0.0", "connection", "O(1)"),
     ("client|no-touch", "Controls whether commands sent by the client affect the LRU/LFU of accessed keys", "7.2.0", "connection", "O(1)"),
+    ("client|pause", "Stop processing commands from clients for some time", "3.0.0", "connection", "O(1)"),
     ("client|reply", "Instruct the server whether to reply to commands", "3.2.0", "connection", "O(1)"),
     ("client|setinfo", "Set client or connection specific info", "7.2.0", "connection", "O(1)"),
     ("client|setname", "Set the current connection name", "2.6.9", "connection", "O(1)"),
+    ("client|tracking", "Enable or disable server assisted client side caching support", "6.0.0", "connection", "O(1). Some options may introduce additional complexity."),
+    ("client|unblock", "Unblock a client blocked in a blocking command from a different connection", "5.0.0", "connection", "O(log N) where N is the number of client connections"),
+    ("client|unpause", "Resume processing of clients that were paused", "6.2.0", "connection", "O(N) Where N is the number of paused clients"),
     ("client|trackinginfo", "Return information about server assisted client side caching for the current connection", "6.2.0", "connection", "O(1)"),
     ("command", "Get array of Redis command details", "2.8.13", "server", "O(N) where N is the total number of Redis commands"),
     ("command|count", "Get total number of Redis commands", "2.8.13", "server", "O(1)"),
@@ -575,7 +595,8 @@ fn command_getkeys(shared: &Node, cmd: &[&[u8]], out: &mut Reply) -> CmdResult {
         let (first, last, step) = view.range;
         (view.arity, if first > 0 { Keys::Range(first, last, step) } else { Keys::None })
     };
-    if !matches!(keys, Keys::Range(..) | Keys::Custom(_)) {
+    // Sharded channels sit where keys do but are not keys (`not_key`).
+    if !matches!(keys, Keys::Range(..) | Keys::Custom(_)) || def.has(flags::PUBSUB) {
         return Err("ERR The command has no key arguments".into());
     }
     if !super::dispatch::arity_ok(arity, cmd.len()) {

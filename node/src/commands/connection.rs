@@ -5,10 +5,12 @@
 
 use super::Node;
 use super::args::{help, lossy, subcommand};
+use super::pause::PauseMode;
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, arg_i64, err, flags};
 use crate::base::eq_ic;
 use crate::protocol::Reply;
 use crate::session::client::{Client, ClientInfo};
+use crate::session::tracking::{check_prefixes, mode};
 use crate::store::NUM_DBS;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
@@ -178,6 +180,8 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     client.info.multi.store(u32::MAX, Relaxed);
     crate::commands::transactions::unwatch_all(ctx.shared, client);
     ctx.shared.pubsub.unsubscribe_all(client);
+    let broadcasting = ctx.shared.tracking.disable(&client.info);
+    ctx.shared.ks.set_broadcasting(broadcasting);
     client.resp3 = false;
     out.resp3 = false;
     client.info.resp.store(2, Relaxed);
@@ -209,6 +213,11 @@ const CLIENT_SUBS: &[&str] = &[
     "no-evict",
     "no-touch",
     "reply",
+    "pause",
+    "unpause",
+    "unblock",
+    "tracking",
+    "caching",
     "getredir",
     "trackinginfo",
     "help",
@@ -216,6 +225,8 @@ const CLIENT_SUBS: &[&str] = &[
 
 const CLIENT_HELP: &[&str] = &[
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
     "GETNAME",
     "    Return the name of the current connection.",
     "GETREDIR",
@@ -242,6 +253,10 @@ const CLIENT_HELP: &[&str] = &[
     "    Return information about client connections. Options:",
     "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
     "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
     "REPLY (ON|OFF|SKIP)",
     "    Control the replies sent to the current connection.",
     "SETNAME <name>",
@@ -250,6 +265,11 @@ const CLIENT_HELP: &[&str] = &[
     "    Set client meta attr. Options are:",
     "    * LIB-NAME: the client lib name.",
     "    * LIB-VER: the client lib version.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
     "TRACKINGINFO",
     "    Report tracking status for the current connection.",
     "NO-EVICT (ON|OFF)",
@@ -294,21 +314,223 @@ fn client(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.ok();
         }
         "reply" => client_reply(ctx, args[2], out)?,
-        // Client-side caching is not supported, so tracking is always off.
-        "getredir" => out.int(-1),
-        "trackinginfo" => {
-            out.map(3);
-            out.bulk(b"flags");
-            out.set(1);
-            out.bulk(b"off");
-            out.bulk(b"redirect");
-            out.int(-1);
-            out.bulk(b"prefixes");
-            out.array(0);
+        "pause" => client_pause(ctx, args, out)?,
+        "unpause" => {
+            ctx.shared.pause.unpause();
+            ctx.shared.ks.pause_expiry(0);
+            out.ok();
         }
+        "unblock" => client_unblock(ctx, args, out)?,
+        "tracking" => client_tracking(ctx, args, out)?,
+        "caching" => client_caching(ctx, args[2], out)?,
+        "getredir" => {
+            let info = &ctx.client.info;
+            if info.tracking.load(Relaxed) & mode::ON != 0 {
+                out.int(info.redirect.load(Relaxed) as i64);
+            } else {
+                out.int(-1);
+            }
+        }
+        "trackinginfo" => tracking_info(&ctx.client.info, out),
         _ => help(out, CLIENT_HELP),
     }
     Ok(())
+}
+
+/// Redis's reply to a subcommand given too many arguments.
+fn sub_syntax(sub: &[u8]) -> CmdError {
+    format!("ERR unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.", lossy(sub)).into()
+}
+
+/// CLIENT PAUSE timeout-ms [WRITE|ALL]
+fn client_pause(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if args.len() > 4 {
+        return Err(sub_syntax(args[1]));
+    }
+    let mode = match args.get(3) {
+        None => PauseMode::All,
+        Some(m) if eq_ic(m, "write") => PauseMode::Write,
+        Some(m) if eq_ic(m, "all") => PauseMode::All,
+        Some(_) => return Err("ERR CLIENT PAUSE mode must be WRITE or ALL".into()),
+    };
+    let timeout =
+        crate::base::parse_i64(args[2]).ok_or(CmdError::from("ERR timeout is not an integer or out of range"))?;
+    if timeout < 0 {
+        return Err(err::TIMEOUT_NEG.into());
+    }
+    let now = crate::store::now_ms();
+    if timeout > 0 {
+        ctx.shared.pause.pause(now.saturating_add(timeout as u64), mode, now);
+        ctx.shared.ks.pause_expiry(ctx.shared.pause.end_ms());
+    }
+    out.ok();
+    Ok(())
+}
+
+/// CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a blocking command (BLPOP & co.,
+/// WAIT) of a client on any worker.
+fn client_unblock(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if args.len() > 4 {
+        return Err(sub_syntax(args[1]));
+    }
+    let error = match args.get(3) {
+        None => false,
+        Some(r) if eq_ic(r, "timeout") => false,
+        Some(r) if eq_ic(r, "error") => true,
+        Some(_) => return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into()),
+    };
+    let id = arg_i64(args[2])?;
+    let target = if id > 0 { ctx.shared.clients.get(id as u64) } else { None };
+    let waiter = target.and_then(|t| t.blocked_on.lock().clone());
+    out.int(waiter.is_some_and(|w| w.unblock(error)) as i64);
+    Ok(())
+}
+
+/// CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]
+fn client_tracking(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let mut redirect: i64 = 0;
+    let mut options = 0u32;
+    let mut prefixes: Vec<&[u8]> = Vec::new();
+    let mut j = 3;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        let opt = args[j];
+        if eq_ic(opt, "redirect") && more > 0 {
+            j += 1;
+            if redirect != 0 {
+                return Err("ERR A client can only redirect to a single other client".into());
+            }
+            redirect = arg_i64(args[j])?;
+            if redirect <= 0 || ctx.shared.clients.get(redirect as u64).is_none() {
+                return Err("ERR The client ID you want redirect to does not exist".into());
+            }
+        } else if eq_ic(opt, "bcast") {
+            options |= mode::BCAST;
+        } else if eq_ic(opt, "optin") {
+            options |= mode::OPTIN;
+        } else if eq_ic(opt, "optout") {
+            options |= mode::OPTOUT;
+        } else if eq_ic(opt, "noloop") {
+            options |= mode::NOLOOP;
+        } else if eq_ic(opt, "prefix") && more > 0 {
+            j += 1;
+            prefixes.push(args[j]);
+        } else {
+            return Err(err::SYNTAX.into());
+        }
+        j += 1;
+    }
+    let info = ctx.client.info.clone();
+    let tracking = &ctx.shared.tracking;
+    if eq_ic(args[2], "on") {
+        let current = info.tracking.load(Relaxed);
+        if options & mode::BCAST == 0 && !prefixes.is_empty() {
+            return Err("ERR PREFIX option requires BCAST mode to be enabled".into());
+        }
+        if current & mode::ON != 0 && (current & mode::BCAST != 0) != (options & mode::BCAST != 0) {
+            return Err("ERR You can't switch BCAST mode on/off before disabling tracking for this client, and \
+                        then re-enabling it with a different mode."
+                .into());
+        }
+        if options & mode::BCAST != 0 && options & (mode::OPTIN | mode::OPTOUT) != 0 {
+            return Err("ERR OPTIN and OPTOUT are not compatible with BCAST".into());
+        }
+        if options & mode::OPTIN != 0 && options & mode::OPTOUT != 0 {
+            return Err("ERR You can't specify both OPTIN mode and OPTOUT mode".into());
+        }
+        if (options & mode::OPTIN != 0 && current & mode::OPTOUT != 0)
+            || (options & mode::OPTOUT != 0 && current & mode::OPTIN != 0)
+        {
+            return Err("ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and \
+                        then re-enabling it with a different mode."
+                .into());
+        }
+        if options & mode::BCAST != 0 {
+            let existing = info.prefixes.lock().clone();
+            if let Some((error, goes_on)) = check_prefixes(&existing, &prefixes) {
+                if !goes_on {
+                    return Err(error.into());
+                }
+                // Redis 7.0 replies with the error and then enables tracking anyway.
+                out.error(&error);
+            }
+        }
+        let broadcasting = tracking.enable(&info, redirect as u64, options, &prefixes);
+        ctx.shared.ks.set_broadcasting(broadcasting);
+    } else if eq_ic(args[2], "off") {
+        let broadcasting = tracking.disable(&info);
+        ctx.shared.ks.set_broadcasting(broadcasting);
+    } else {
+        return Err(err::SYNTAX.into());
+    }
+    out.ok();
+    Ok(())
+}
+
+/// CLIENT CACHING YES|NO: whether the next command's keys are tracked.
+fn client_caching(ctx: &mut Ctx<'_>, arg: &[u8], out: &mut Reply) -> CmdResult {
+    let info = &ctx.client.info;
+    let current = info.tracking.load(Relaxed);
+    if current & mode::ON == 0 {
+        return Err("ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or \
+                    OPTOUT mode enabled"
+            .into());
+    }
+    if eq_ic(arg, "yes") {
+        if current & mode::OPTIN == 0 {
+            return Err("ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.".into());
+        }
+    } else if eq_ic(arg, "no") {
+        if current & mode::OPTOUT == 0 {
+            return Err("ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.".into());
+        }
+    } else {
+        return Err(err::SYNTAX.into());
+    }
+    info.tracking.fetch_or(mode::CACHING, Relaxed);
+    out.ok();
+    Ok(())
+}
+
+/// CLIENT TRACKINGINFO: flags, redirect and prefixes, as Redis lists them.
+fn tracking_info(info: &ClientInfo, out: &mut Reply) {
+    let m = info.tracking.load(Relaxed);
+    let mut flags = vec![if m & mode::ON != 0 { "on" } else { "off" }];
+    if m & mode::BCAST != 0 {
+        flags.push("bcast");
+    }
+    if m & mode::OPTIN != 0 {
+        flags.push("optin");
+        if m & mode::CACHING != 0 {
+            flags.push("caching-yes");
+        }
+    }
+    if m & mode::OPTOUT != 0 {
+        flags.push("optout");
+        if m & mode::CACHING != 0 {
+            flags.push("caching-no");
+        }
+    }
+    if m & mode::NOLOOP != 0 {
+        flags.push("noloop");
+    }
+    if m & mode::BROKEN_REDIR != 0 {
+        flags.push("broken_redirect");
+    }
+    out.map(3);
+    out.bulk(b"flags");
+    out.set(flags.len());
+    for f in flags {
+        out.bulk(f.as_bytes());
+    }
+    out.bulk(b"redirect");
+    out.int(if m & mode::ON != 0 { info.redirect.load(Relaxed) as i64 } else { -1 });
+    out.bulk(b"prefixes");
+    let prefixes = info.prefixes.lock();
+    out.array(prefixes.len());
+    for p in prefixes.iter() {
+        out.bulk(p);
+    }
 }
 
 fn on_off(arg: &[u8]) -> Result<bool, CmdError> {
@@ -325,6 +547,8 @@ fn client_reply(ctx: &mut Ctx<'_>, mode: &[u8], out: &mut Reply) -> CmdResult {
     if eq_ic(mode, "on") {
         ctx.client.reply_off = false;
         ctx.client.reply_skip_next = false;
+        // Also cancels a SKIP that applied to this very command.
+        ctx.client.reply_always = true;
         out.ok();
     } else if eq_ic(mode, "off") {
         // No reply: from now on the connection discards replies.
@@ -376,7 +600,11 @@ fn parse_client_type(arg: &[u8]) -> Result<ClientType, CmdError> {
 }
 
 fn client_type(info: &ClientInfo) -> ClientType {
-    if info.subs.load(Relaxed) + info.psubs.load(Relaxed) > 0 { ClientType::Pubsub } else { ClientType::Normal }
+    if info.subs.load(Relaxed) + info.psubs.load(Relaxed) + info.ssubs.load(Relaxed) > 0 {
+        ClientType::Pubsub
+    } else {
+        ClientType::Normal
+    }
 }
 
 fn client_list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -417,9 +645,10 @@ pub(super) fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str
     let idle = now.saturating_sub(info.last_active_ms.load(Relaxed)) / 1000;
     let subs = info.subs.load(Relaxed);
     let psubs = info.psubs.load(Relaxed);
+    let ssubs = info.ssubs.load(Relaxed);
     let multi = info.multi.load(Relaxed);
     let mut flags = String::new();
-    if subs + psubs > 0 {
+    if subs + psubs + ssubs > 0 {
         flags.push('P');
     }
     if multi != u32::MAX {
@@ -427,6 +656,16 @@ pub(super) fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str
     }
     if info.blocked.load(Relaxed) {
         flags.push('b');
+    }
+    let tracking = info.tracking.load(Relaxed);
+    if tracking & mode::ON != 0 {
+        flags.push('t');
+    }
+    if tracking & mode::BROKEN_REDIR != 0 {
+        flags.push('R');
+    }
+    if tracking & mode::BCAST != 0 {
+        flags.push('B');
     }
     if info.killed.load(Relaxed) {
         flags.push('A');
@@ -459,9 +698,9 @@ pub(super) fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str
     let mut line = String::with_capacity(320);
     let _ = writeln!(
         line,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub=0 multi={} \
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} \
          qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} \
-         user={} redir=-1 resp={} lib-name={} lib-ver={}",
+         user={} redir={} resp={} lib-name={} lib-ver={}",
         info.id,
         info.addr,
         info.laddr,
@@ -473,12 +712,14 @@ pub(super) fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str
         info.db.load(Relaxed),
         subs,
         psubs,
+        ssubs,
         if multi == u32::MAX { -1 } else { multi as i64 },
         qbuf,
         omem,
         qbuf + omem,
         cmd,
         String::from_utf8_lossy(&info.user.lock()),
+        if tracking & mode::ON != 0 { info.redirect.load(Relaxed) as i64 } else { -1 },
         info.resp.load(Relaxed),
         text(&info.lib_name),
         text(&info.lib_ver),

@@ -2,12 +2,14 @@
 //! pub/sub context, memory limit, partition locking, execution, metrics.
 
 use super::Node;
+use super::pause::{self, PauseMode};
 use super::scripting::WhileBusy;
 use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, ServerControl, err, flags};
 use crate::config::Protected;
 use crate::metrics::WorkerMetrics;
 use crate::protocol::Reply;
 use crate::session::client::{Client, Queued};
+use crate::session::tracking;
 use crate::store::{KeyAccess, PendingRead};
 use smallvec::SmallVec;
 use std::collections::HashMap;
@@ -141,7 +143,40 @@ pub fn execute(
     args: &[&[u8]],
     out: &mut Reply,
 ) -> Outcome {
+    tracking::set_current(client.info.id);
+    let outcome = execute_request(shared, server, worker, client, args, out);
+    // The invalidations it caused for this client are taken by the
+    // connection after the reply (`tracking::take_own`): CLIENT REPLY OFF
+    // drops the reply, not those pushes.
+    shared.tracking.flush_broadcasts();
+    tracking::set_current(0);
+    if matches!(outcome, Outcome::Pending(_)) {
+        // Not run yet: what it caused so far goes out now.
+        tracking::take_own(&mut out.buf);
+    }
+    // CLIENT CACHING lasts for one command (or one transaction).
+    let mode = client.info.tracking.load(Relaxed);
+    if mode & tracking::mode::CACHING != 0 && client.multi.is_none() && !crate::base::eq_ic(args[0], "client") {
+        client.info.tracking.fetch_and(!tracking::mode::CACHING, Relaxed);
+    }
+    outcome
+}
+
+fn execute_request(
+    shared: &Node,
+    server: &dyn ServerControl,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    args: &[&[u8]],
+    out: &mut Reply,
+) -> Outcome {
     let table = &shared.table;
+    // The tracking table over `tracking-table-max-keys`: invalidate some.
+    let max_tracked = shared.config.runtime.tracking_table_max_keys.load(Relaxed) as usize;
+    if max_tracked > 0 && shared.ks.tracked_keys() > max_tracked {
+        shared.ks.limit_tracked(max_tracked);
+        tracking::take_own(&mut out.buf);
+    }
     let last = client.last_lookup;
     let cached = last != usize::MAX && table.get(last).name.as_bytes().eq_ignore_ascii_case(args[0]);
     let found = if cached { Some(last) } else { table.lookup(args[0]) };
@@ -200,11 +235,13 @@ pub fn execute(
             out.error("LOADING Redis is loading the dataset in memory");
             return Outcome::Done;
         }
-        if def.name == "swapdb" {
-            stat.reject();
-            out.error("ERR SWAPDB is not supported while durability journals writes");
-            return Outcome::Done;
-        }
+    }
+    // CLIENT PAUSE: as Redis, before queueing in MULTI too.
+    let paused = shared.pause.mode(client.now_ms);
+    if paused != PauseMode::Off
+        && (paused == PauseMode::All || pause::holds_back(shared, client.multi.as_deref(), def, args))
+    {
+        return Outcome::Pending(pause::wait_for_unpause(shared.pause.clone(), client.info.clone()));
     }
     if client.multi.is_some() && !def.has(flags::NO_QUEUE) {
         return queue(shared, client, idx, def, args, out);
@@ -213,7 +250,7 @@ pub fn execute(
         stat.reject();
         out.error(&format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
-            def.name
+            full_name(def, args)
         ));
         return Outcome::Done;
     }
@@ -230,13 +267,33 @@ pub fn execute(
             WhileBusy::Wait(wait) => return Outcome::Pending(wait),
         }
     }
-    if def.has(flags::DENYOOM) && !shared.ensure_memory(&worker.store) {
-        stat.reject();
-        out.error(err::OOM);
-        return Outcome::Done;
+    if def.has(flags::DENYOOM) {
+        if !shared.ensure_memory(&worker.store) {
+            stat.reject();
+            out.error(err::OOM);
+            return Outcome::Done;
+        }
+    } else if shared.maxmemory() > 0 {
+        // As Redis, any command makes room when over the limit (a read
+        // after a big write evicts); only growing commands are refused.
+        shared.ensure_memory(&worker.store);
     }
+    // Keys evicted for this command: their invalidations precede its reply.
+    tracking::take_own(&mut out.buf);
     client.info.last_cmd.store(idx as u32, Relaxed);
     run(shared, server, worker, client, idx, args, out, false)
+}
+
+/// The name Redis reports for a request: `container|sub` for a known
+/// subcommand, else the command's own.
+fn full_name(def: &CommandDef, args: &[&[u8]]) -> String {
+    if !def.subcommands.is_empty() && args.len() >= 2 {
+        let sub = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
+        if def.subcommands.contains(&sub.as_str()) {
+            return format!("{}|{sub}", def.name);
+        }
+    }
+    def.name.to_string()
 }
 
 /// Whether a command runs while a script is busy (SCRIPT KILL, FUNCTION
@@ -314,6 +371,7 @@ pub fn run(
         server,
         worker,
         in_exec,
+        in_script: false,
         block: None,
         pending: None,
     };
@@ -321,11 +379,12 @@ pub fn run(
     // connection waits and comes back with the same request.
     if ks.may_pend() {
         let keys = def.key_positions(args).into_iter().map(|i| args[i]);
-        if let Some(wait) = ctx.keys.pending(keys) {
+        if let Some(wait) = ctx.keys.pending_for(keys, reads_values(def.name, args)) {
             return Outcome::Pending(wait);
         }
     }
     let result = (def.handler)(&mut ctx, args, out);
+    remember_keys(&mut ctx, def, args);
     if let Some(wait) = ctx.pending.take() {
         // The handler (EXEC) found a key not ready before changing anything.
         debug_assert!(result.is_ok() && out.len() == mark, "a pending command must not reply");
@@ -344,6 +403,40 @@ pub fn run(
     match block {
         Some(b) => Outcome::Block(b),
         None => Outcome::Done,
+    }
+}
+
+/// CLIENT TRACKING: remembers the keys a read-only command read, so that
+/// the client hears when they change (Redis's `trackingRememberKeys`).
+/// Scripts track their declared keys when they call a read-only command.
+#[inline]
+pub fn remember_keys(ctx: &mut Ctx<'_>, def: &CommandDef, args: &[&[u8]]) {
+    if !def.has(flags::READONLY) || def.has(flags::PUBSUB) || def.has(flags::RUNS_SCRIPT) {
+        return;
+    }
+    if tracks_reads(ctx.client) {
+        let positions = def.key_positions(args);
+        track_keys(ctx, positions.iter().map(|&i| args[i]));
+    }
+}
+
+/// Whether this client's next reads are tracked: tracking on, not BCAST,
+/// and CLIENT CACHING agreeing with OPTIN / OPTOUT.
+#[inline]
+pub fn tracks_reads(client: &Client) -> bool {
+    let mode = client.info.tracking.load(Relaxed);
+    if mode & tracking::mode::ON == 0 || mode & tracking::mode::BCAST != 0 {
+        return false;
+    }
+    let caching = mode & tracking::mode::CACHING != 0;
+    !((mode & tracking::mode::OPTIN != 0 && !caching) || (mode & tracking::mode::OPTOUT != 0 && caching))
+}
+
+/// Adds `keys` to the tracking table for this client.
+pub fn track_keys<'k>(ctx: &mut Ctx<'_>, keys: impl Iterator<Item = &'k [u8]>) {
+    let (ks, id) = (ctx.keys.ks, ctx.client.info.id);
+    for key in keys {
+        ctx.keys.with_partition(ks.partition_of_key(key), |part| part.track(ks, key, id));
     }
 }
 
@@ -391,6 +484,17 @@ pub fn finish(
     worker.cmds[idx].record(nanos, failed);
     crate::metrics::ServerStats::add(&worker.server.commands, 1);
     nanos
+}
+
+/// Whether a command may read the values of its keys: DEL and UNLINK never
+/// do, nor does SET without GET (it replaces whatever is there), so a value
+/// on disk only is not read back for them.
+fn reads_values(name: &str, args: &[&[u8]]) -> bool {
+    match name {
+        "del" | "unlink" => false,
+        "set" => args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"get")),
+        _ => true,
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ const ALL_SECTIONS: &[&str] = &[
     "errorstats",
     "cluster",
     "keyspace",
+    "tier",
 ];
 
 /// Sections INFO leaves out unless asked for by name, `all` or `everything`.
@@ -83,13 +84,14 @@ fn write_section(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, sec
         "server" => info_server(shared, server, snap, t),
         "clients" => info_clients(shared, snap, t),
         "memory" => info_memory(shared, snap, t),
-        "persistence" => info_persistence(shared, t),
+        "persistence" => info_persistence(shared, snap, t),
         "stats" => info_stats(shared, snap, t),
         "replication" => info_replication(server, t),
         "cpu" => info_cpu(t),
         "commandstats" => info_commandstats(snap, t),
         "cluster" => field!(t, "cluster_enabled", "0"),
         "keyspace" => info_keyspace(snap, t),
+        "tier" => info_tier(snap, t),
         // modules: there are none. errorstats: errors are not counted per code.
         _ => {}
     }
@@ -137,7 +139,7 @@ fn info_clients(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "client_recent_max_input_buffer", "{}", c.max_input_buffer);
     field!(t, "client_recent_max_output_buffer", "{}", c.max_output_buffer);
     field!(t, "blocked_clients", "{}", c.blocked);
-    field!(t, "tracking_clients", "0");
+    field!(t, "tracking_clients", "{}", shared.tracking.clients());
 }
 
 /// Redis's `bytesToHuman`.
@@ -230,9 +232,9 @@ const NO_RDB_AOF: &[(&str, &str)] = &[
     ("aof_last_write_status", "ok"),
 ];
 
-fn info_persistence(shared: &Node, t: &mut String) {
+fn info_persistence(shared: &Node, snap: &Snapshot, t: &mut String) {
     // There is no RDB or AOF; `loading` is the replay of the durability log.
-    let loading = shared.persist.as_ref().is_some_and(|p| p.is_loading());
+    let loading = snap.durability.as_ref().is_some_and(|d| d.loading);
     field!(t, "loading", "{}", loading as u8);
     for name in ["async_loading", "rdb_changes_since_last_save", "rdb_bgsave_in_progress"] {
         field!(t, name, "0");
@@ -243,31 +245,73 @@ fn info_persistence(shared: &Node, t: &mut String) {
     }
     // Strata's own: the durability mode asked for, and what this build does.
     field!(t, "strata_durability", "{}", shared.config.startup.durability.name());
-    let Some(p) = &shared.persist else {
+    let Some(d) = &snap.durability else {
         field!(t, "strata_durability_effective", "none");
         return;
     };
     field!(t, "strata_durability_effective", "{}", shared.config.startup.durability.name());
-    field!(t, "strata_io_engine", "{}", p.engine.lock().clone());
-    let r = p.recovery.lock().clone();
+    field!(t, "strata_io_engine", "{}", d.engine);
+    let r = &d.recovery;
     field!(t, "strata_recovery_duration_ms", "{}", r.duration_ms);
     field!(t, "strata_recovery_records", "{}", r.records);
     field!(t, "strata_recovery_bytes", "{}", r.bytes);
+    field!(t, "strata_recovery_keys", "{}", r.keys);
+    field!(t, "strata_recovery_evicted_keys", "{}", r.evicted);
     field!(t, "strata_recovery_skipped_runs", "{}", r.bad_runs);
     field!(t, "strata_recovery_skipped_bytes", "{}", r.skipped_bytes);
     field!(t, "strata_recovery_torn_bytes", "{}", r.torn_bytes);
     field!(t, "strata_recovery_bad_values", "{}", r.bad_values);
-    field!(t, "strata_log_compactions", "{}", p.compactions.load(std::sync::atomic::Ordering::Relaxed));
-    if let Some([durable, appended, flushes, records, max_batch, us_total, us_max, segments]) = p.figures() {
-        field!(t, "strata_log_durable_seq", "{durable}");
-        field!(t, "strata_log_appended_seq", "{appended}");
-        field!(t, "strata_log_segments", "{segments}");
-        field!(t, "strata_fsyncs", "{flushes}");
-        field!(t, "strata_fsync_records", "{records}");
-        field!(t, "strata_group_commit_max", "{max_batch}");
-        field!(t, "strata_fsync_avg_us", "{}", us_total.checked_div(flushes).unwrap_or(0));
-        field!(t, "strata_fsync_max_us", "{us_max}");
+    field!(t, "strata_log_compactions", "{}", d.compactions);
+    if d.loading {
+        return;
     }
+    field!(t, "strata_log_durable_seq", "{}", d.durable_seq);
+    field!(t, "strata_log_appended_seq", "{}", d.appended_seq);
+    field!(t, "strata_log_segments", "{}", d.segments);
+    field!(t, "strata_fsyncs", "{}", d.flushes);
+    field!(t, "strata_fsync_records", "{}", d.flushed_records);
+    field!(t, "strata_group_commit_max", "{}", d.max_batch);
+    field!(t, "strata_fsync_avg_us", "{}", d.flush_us_total.checked_div(d.flushes).unwrap_or(0));
+    field!(t, "strata_fsync_max_us", "{}", d.flush_us_max);
+    field!(t, "strata_durability_lag_us", "{}", d.lag_us);
+    field!(t, "strata_durability_lag_bytes", "{}", d.lag_bytes);
+    field!(t, "strata_durability_held_replies", "{}", d.held_replies);
+    let sc = &shared.config.startup;
+    match sc.durability {
+        crate::config::Durability::WriteBack => {
+            field!(t, "strata_write_back_max_lag_us", "{}", sc.write_back_max_lag_us);
+            field!(t, "strata_write_back_max_bytes", "{}", sc.write_back_max_bytes);
+        }
+        crate::config::Durability::Periodic => field!(t, "strata_fsync_interval_us", "{}", sc.fsync_interval_us),
+        _ => {}
+    }
+}
+
+/// Strata's own section: the cold tier (values demoted to disk).
+fn info_tier(snap: &Snapshot, t: &mut String) {
+    let Some(f) = snap.tier else {
+        field!(t, "tier_enabled", "0");
+        return;
+    };
+    field!(t, "tier_enabled", "1");
+    field!(t, "tier_disk_keys", "{}", f.disk_keys);
+    field!(t, "tier_demoted", "{}", f.demoted);
+    field!(t, "tier_demoted_bytes", "{}", f.demoted_bytes);
+    field!(t, "tier_promoted", "{}", f.promoted);
+    field!(t, "tier_reads", "{}", f.reads);
+    field!(t, "tier_shared_reads", "{}", f.shared_reads);
+    field!(t, "tier_sync_reads", "{}", f.sync_reads);
+    field!(t, "tier_read_errors", "{}", f.read_errors);
+    field!(t, "tier_disk_reads", "{}", f.disk_reads);
+    field!(t, "tier_buffer_reads", "{}", f.staged_reads);
+    field!(t, "tier_evicted_disk_keys", "{}", f.evicted_disk_keys);
+    field!(t, "tier_refused", "{}", f.refused);
+    field!(t, "tier_disk_bytes", "{}", f.disk_bytes);
+    field!(t, "tier_max_disk_bytes", "{}", f.max_disk_bytes);
+    field!(t, "tier_written_bytes", "{}", f.written_bytes);
+    field!(t, "tier_dead_bytes", "{}", f.dead_bytes);
+    field!(t, "tier_cleaned_segments", "{}", f.cleaned_segments);
+    field!(t, "tier_moved_records", "{}", f.moved_records);
 }
 
 fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {
@@ -287,7 +331,10 @@ fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "keyspace_misses", "{}", store.misses);
     field!(t, "pubsub_channels", "{}", shared.pubsub.num_channels());
     field!(t, "pubsub_patterns", "{}", shared.pubsub.num_patterns());
-    field!(t, "pubsubshard_channels", "0");
+    field!(t, "pubsubshard_channels", "{}", shared.pubsub.num_shard_channels());
+    field!(t, "tracking_total_keys", "{}", shared.ks.tracked_keys());
+    field!(t, "tracking_total_items", "{}", shared.ks.tracked_items());
+    field!(t, "tracking_total_prefixes", "{}", shared.tracking.prefixes());
     field!(t, "total_protocol_errors", "{}", server.protocol_errors);
     field!(t, "client_output_buffer_limit_disconnections", "{}", server.output_buffer_disconnects);
     field!(t, "strata_evicted_bytes", "{}", store.evicted_bytes);

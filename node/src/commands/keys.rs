@@ -528,7 +528,7 @@ impl<'a> ScanOptions<'a> {
 
     /// The TYPE filter; MATCH is applied outside the partition lock.
     fn wants_type(&self, e: &Entry) -> bool {
-        self.type_name.is_none_or(|t| t.eq_ignore_ascii_case(e.value().type_name().as_bytes()))
+        self.type_name.is_none_or(|t| t.eq_ignore_ascii_case(e.type_name().as_bytes()))
     }
 }
 

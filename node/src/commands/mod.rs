@@ -20,11 +20,13 @@ pub mod info;
 pub mod keys;
 pub mod lists;
 mod node;
+pub mod pause;
 pub mod pubsub;
 pub mod scripting;
 pub mod sets;
 pub mod slowlog;
 mod stats;
+pub mod streams;
 pub mod strings;
 pub mod transactions;
 pub mod typed;
@@ -255,12 +257,16 @@ pub enum Woken {
     Served(Vec<u8>),
     /// Re-run the command (see `Readiness::Retry`).
     Retry,
+    /// CLIENT UNBLOCK: reply as at the deadline, or with an error.
+    Unblocked { error: bool },
 }
 
 const WAITING: u8 = 0;
 const SERVED: u8 = 1;
 const RETRY: u8 = 2;
 const CANCELLED: u8 = 3;
+const UNBLOCKED_TIMEOUT: u8 = 4;
+const UNBLOCKED_ERROR: u8 = 5;
 
 /// A blocked client as queued on each of its keys. A client blocked on
 /// several keys is served at most once: whoever moves `state` away from
@@ -296,8 +302,21 @@ impl BlockedClient {
         match self.state.load(Acquire) {
             SERVED => Some(Woken::Served(std::mem::take(&mut *self.reply.lock()))),
             RETRY => Some(Woken::Retry),
+            UNBLOCKED_TIMEOUT => Some(Woken::Unblocked { error: false }),
+            UNBLOCKED_ERROR => Some(Woken::Unblocked { error: true }),
             _ => None,
         }
+    }
+}
+
+impl crate::session::client::Unblock for BlockedClient {
+    fn unblock(&self, error: bool) -> bool {
+        if !self.claim(if error { UNBLOCKED_ERROR } else { UNBLOCKED_TIMEOUT }) {
+            return false;
+        }
+        self.info.blocked.store(false, Relaxed);
+        self.wake.notify_one();
+        true
     }
 }
 
@@ -345,6 +364,8 @@ pub struct Ctx<'a> {
     pub worker: &'a crate::metrics::WorkerMetrics,
     /// True while EXEC runs queued commands: blocking commands must not block.
     pub in_exec: bool,
+    /// True while a script runs the command (XREAD's BLOCK is refused there).
+    pub in_script: bool,
     /// Set when the command asks to block.
     pub block: Option<BlockRequest>,
     /// Set by a handler that found a key not ready before changing
@@ -393,6 +414,7 @@ impl Ctx<'_> {
         let queued: Arc<dyn Waiter> = waiter.clone();
         self.keys.block_on(keys, &queued);
         self.client.info.blocked.store(true, Relaxed);
+        *self.client.info.blocked_on.lock() = Some(waiter.clone());
         self.block = Some(BlockRequest {
             keys: keys.iter().map(|k| k.to_vec()).collect(),
             deadline_ms,
@@ -420,6 +442,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         hashes::COMMANDS,
         sets::COMMANDS,
         zsets::COMMANDS,
+        streams::COMMANDS,
         transactions::COMMANDS,
         pubsub::COMMANDS,
         cluster::COMMANDS,

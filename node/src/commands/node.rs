@@ -9,6 +9,7 @@ use crate::memory::Budget;
 use crate::metrics::{DbFigures, Snapshot, StatsTotals, WorkerMetrics};
 use crate::session::client::ClientRegistry;
 use crate::session::pubsub::Hub;
+use crate::session::tracking::Tracking;
 use crate::store::expire::ActiveExpiry;
 use crate::store::{Keyspace, NUM_DBS, StoreStats};
 use std::sync::Arc;
@@ -20,8 +21,12 @@ use std::time::{Duration, Instant};
 pub struct Node {
     pub ks: Keyspace,
     pub config: Config,
-    pub clients: ClientRegistry,
+    pub clients: Arc<ClientRegistry>,
     pub pubsub: Hub,
+    /// Client-side caching: who is told about changed keys.
+    pub tracking: Arc<Tracking>,
+    /// CLIENT PAUSE.
+    pub pause: Arc<super::pause::ClientPause>,
     /// Each worker's counters.
     pub workers: Vec<Arc<WorkerMetrics>>,
     pub table: CommandTable,
@@ -35,6 +40,8 @@ pub struct Node {
     /// The durability log (None with durability none): replayed at
     /// start-up, then journaling every change.
     pub persist: Option<Arc<Persistence>>,
+    /// The cold tier values are demoted to at maxmemory (`max-disk`).
+    pub cold: Option<Arc<crate::tier::cold::ColdLog>>,
     /// SLOWLOG's entries.
     pub slowlog: super::slowlog::SlowLog,
     /// LATENCY's events.
@@ -50,7 +57,7 @@ impl Node {
         // Before any table exists: the keyspace's tables allocate through the process's pool.
         crate::sys::hugepages::configure(config.startup.hugepages);
         let sc = &config.startup;
-        let policy = crate::durability::Policy::from_config(sc.durability, sc.fsync_interval_us);
+        let policy = crate::durability::Policy::from_config(sc);
         let choice =
             crate::durability::persist::engine_choice(&sc.io_engine).unwrap_or(crate::tier::io::EngineChoice::Auto);
         let persist = Persistence::new(policy, sc.dir.clone(), choice);
@@ -61,15 +68,36 @@ impl Node {
         if let Some(p) = &persist {
             p.set_partitions(ks.num_partitions());
         }
+        let cold = (sc.max_disk > 0).then(|| {
+            let dir = sc.dir.join("cold");
+            match crate::tier::cold::ColdLog::open(&dir, sc.max_disk, choice) {
+                Ok(c) => {
+                    tracing::info!(dir = %dir.display(), max_disk = sc.max_disk, engine = %c.engine, "cold tier open");
+                    let c = Arc::new(c);
+                    ks.set_cold(c.clone());
+                    c
+                }
+                Err(e) => {
+                    tracing::error!(dir = %dir.display(), "cannot open the cold tier: {e}; check that dir is writable \
+                                    or start with --max-disk 0");
+                    std::process::exit(1);
+                }
+            }
+        });
         // Resolved once here (and again by CONFIG SET): never looked up per eviction.
         let rt = &config.runtime;
         ks.set_policy(rt.policy());
         ks.set_lfu_log_factor(rt.lfu_log_factor.load(Relaxed));
         ks.set_lfu_decay_minutes(rt.lfu_decay_minutes.load(Relaxed));
         let now_s = crate::store::now_ms() / 1000;
+        let clients = Arc::new(ClientRegistry::default());
+        let tracking = Arc::new(Tracking::new(clients.clone()));
+        ks.set_tracker(tracking.clone());
         Node {
             ks,
-            clients: ClientRegistry::default(),
+            clients,
+            tracking,
+            pause: Default::default(),
             pubsub: Hub::default(),
             workers: (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.len()))).collect(),
             table,
@@ -79,6 +107,7 @@ impl Node {
             stat_reset_time: AtomicU64::new(now_s),
             scripts: Default::default(),
             persist,
+            cold,
             slowlog: Default::default(),
             latency: Default::default(),
             acl,

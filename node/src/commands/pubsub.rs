@@ -1,4 +1,7 @@
-//! Pub/sub: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, PUBLISH, PUBSUB.
+//! Pub/sub: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, PUBLISH,
+//! PUBSUB, and the sharded kind (SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH), whose
+//! channels name a slot as keys do (cluster mode is never on here, so no
+//! CROSSSLOT check applies).
 //!
 //! The hub maps channels and patterns to subscribers' shared `ClientInfo`.
 //! PUBLISH encodes the message once per protocol version and hands it to
@@ -25,10 +28,21 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef::new("psubscribe", -2, PS | flags::PUBSUB_CTX, Keys::None, psubscribe).acl("@pubsub @slow"),
     CommandDef::new("punsubscribe", -1, PS | flags::PUBSUB_CTX, Keys::None, punsubscribe).acl("@pubsub @slow"),
     CommandDef::new("publish", 3, PS | flags::FAST | flags::MAY_REPLICATE, Keys::None, publish).acl("@pubsub @fast"),
-    CommandDef::new("pubsub", -2, flags::LOADING | flags::STALE, Keys::None, pubsub)
-        .acl("@slow")
-        .subs(&["channels", "numsub", "numpat", "help"]),
+    CommandDef::new("pubsub", -2, flags::LOADING | flags::STALE, Keys::None, pubsub).acl("@slow").subs(PUBSUB_SUBS),
+    CommandDef::new("ssubscribe", -2, PS | flags::PUBSUB_CTX, Keys::Range(1, -1, 1), ssubscribe).acl("@pubsub @slow"),
+    CommandDef::new("sunsubscribe", -1, PS | flags::PUBSUB_CTX, Keys::Range(1, -1, 1), sunsubscribe)
+        .acl("@pubsub @slow"),
+    CommandDef::new(
+        "spublish",
+        3,
+        flags::PUBSUB | flags::LOADING | flags::STALE | flags::FAST,
+        Keys::Range(1, 1, 1),
+        spublish,
+    )
+    .acl("@pubsub @fast"),
 ];
+
+const PUBSUB_SUBS: &[&str] = &["channels", "numsub", "numpat", "shardchannels", "shardnumsub", "help"];
 
 /// Writes a subscription confirmation: [kind, name-or-nil, count] as a push.
 fn confirm(out: &mut Reply, kind: &str, name: Option<&[u8]>, count: usize) {
@@ -48,13 +62,42 @@ struct Kind {
     unsubscribe: &'static str,
     hub: fn(&Hub) -> &SubscriptionMap,
     client: fn(&mut Client) -> &mut HashSet<Vec<u8>>,
+    /// The count confirmations carry: channels and patterns together, shard
+    /// channels on their own (as Redis 7.0 counts them).
+    count: fn(&Client) -> usize,
 }
 
-const CHANNELS: Kind =
-    Kind { subscribe: "subscribe", unsubscribe: "unsubscribe", hub: |h| &h.channels, client: |c| &mut c.channels };
+const CHANNELS: Kind = Kind {
+    subscribe: "subscribe",
+    unsubscribe: "unsubscribe",
+    hub: |h| &h.channels,
+    client: |c| &mut c.channels,
+    count: Client::subscription_count,
+};
 
-const PATTERNS: Kind =
-    Kind { subscribe: "psubscribe", unsubscribe: "punsubscribe", hub: |h| &h.patterns, client: |c| &mut c.patterns };
+const PATTERNS: Kind = Kind {
+    subscribe: "psubscribe",
+    unsubscribe: "punsubscribe",
+    hub: |h| &h.patterns,
+    client: |c| &mut c.patterns,
+    count: Client::subscription_count,
+};
+
+const SHARD_CHANNELS: Kind = Kind {
+    subscribe: "ssubscribe",
+    unsubscribe: "sunsubscribe",
+    hub: |h| &h.shard_channels,
+    client: |c| &mut c.shard_channels,
+    count: |c| c.shard_channels.len(),
+};
+
+fn ssubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    subscribe_to(ctx, &args[1..], out, &SHARD_CHANNELS)
+}
+
+fn sunsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    unsubscribe_from(ctx, &args[1..], out, &SHARD_CHANNELS)
+}
 
 fn subscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     subscribe_to(ctx, &args[1..], out, &CHANNELS)
@@ -73,12 +116,14 @@ fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
 }
 
 fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind) -> CmdResult {
+    // RESP3 confirmations are pushes: CLIENT REPLY OFF does not hold them back.
+    ctx.client.reply_always = out.resp3;
     let hub = (kind.hub)(&ctx.shared.pubsub);
     for name in names {
         if (kind.client)(ctx.client).insert(name.to_vec()) {
             hub.write().entry(name.to_vec()).or_default().insert(ctx.client.id(), ctx.client.info.clone());
         }
-        confirm(out, kind.subscribe, Some(name), ctx.client.subscription_count());
+        confirm(out, kind.subscribe, Some(name), (kind.count)(ctx.client));
     }
     set_counts(ctx.client);
     Ok(())
@@ -86,19 +131,20 @@ fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind
 
 /// Drops the named subscriptions, or every one of this kind when none is named.
 fn unsubscribe_from(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind) -> CmdResult {
+    ctx.client.reply_always = out.resp3;
     let names: Vec<Vec<u8>> = if names.is_empty() {
         (kind.client)(ctx.client).iter().cloned().collect()
     } else {
         names.iter().map(|n| n.to_vec()).collect()
     };
     if names.is_empty() {
-        confirm(out, kind.unsubscribe, None, ctx.client.subscription_count());
+        confirm(out, kind.unsubscribe, None, (kind.count)(ctx.client));
     }
     for name in names {
         if (kind.client)(ctx.client).remove(&name) {
             Hub::remove((kind.hub)(&ctx.shared.pubsub), &name, ctx.client.id());
         }
-        confirm(out, kind.unsubscribe, Some(&name), ctx.client.subscription_count());
+        confirm(out, kind.unsubscribe, Some(&name), (kind.count)(ctx.client));
     }
     set_counts(ctx.client);
     Ok(())
@@ -180,27 +226,54 @@ fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     Ok(())
 }
 
+fn spublish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let (channel, message) = (args[1], args[2]);
+    let shared = ctx.shared;
+    let mut receivers = 0i64;
+    let mut self_msgs = Reply::new(out.resp3);
+    {
+        let channels = shared.pubsub.shard_channels.read();
+        if let Some(subs) = channels.get(channel) {
+            let msg = encode(&[b"smessage", channel, message]);
+            for sub in subs.values() {
+                deliver(shared, sub, &msg, ctx.client, &mut self_msgs);
+                receivers += 1;
+            }
+        }
+    }
+    out.raw(&self_msgs.buf);
+    out.int(receivers);
+    Ok(())
+}
+
+/// PUBSUB CHANNELS / SHARDCHANNELS: active names matching an optional pattern.
+fn list_channels(map: &SubscriptionMap, pattern: Option<&[u8]>, out: &mut Reply) {
+    let channels = map.read();
+    let names: Vec<&Vec<u8>> = channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c, false))).collect();
+    out.array(names.len());
+    for n in names {
+        out.bulk(n);
+    }
+}
+
+/// PUBSUB NUMSUB / SHARDNUMSUB: subscribers per named channel, as a flat
+/// array in RESP3 too (Redis 7.0; 7.2 made NUMSUB a map).
+fn count_subscribers(map: &SubscriptionMap, names: &[&[u8]], out: &mut Reply) {
+    let channels = map.read();
+    out.array(names.len() * 2);
+    for ch in names {
+        out.bulk(ch);
+        out.int(channels.get(*ch).map_or(0, |s| s.len()) as i64);
+    }
+}
+
 fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let hub = &ctx.shared.pubsub;
-    match super::args::subcommand("pubsub", &["channels", "numsub", "numpat", "help"], args)? {
-        "channels" => {
-            let pattern = args.get(2).copied();
-            let channels = hub.channels.read();
-            let names: Vec<&Vec<u8>> =
-                channels.keys().filter(|c| pattern.is_none_or(|p| glob_match(p, c, false))).collect();
-            out.array(names.len());
-            for n in names {
-                out.bulk(n);
-            }
-        }
-        "numsub" => {
-            let channels = hub.channels.read();
-            out.map(args.len() - 2);
-            for ch in &args[2..] {
-                out.bulk(ch);
-                out.int(channels.get(*ch).map_or(0, |s| s.len()) as i64);
-            }
-        }
+    match super::args::subcommand("pubsub", PUBSUB_SUBS, args)? {
+        "channels" => list_channels(&hub.channels, args.get(2).copied(), out),
+        "shardchannels" => list_channels(&hub.shard_channels, args.get(2).copied(), out),
+        "numsub" => count_subscribers(&hub.channels, &args[2..], out),
+        "shardnumsub" => count_subscribers(&hub.shard_channels, &args[2..], out),
         "numpat" => out.int(hub.num_patterns() as i64),
         _ => {
             let lines = [
@@ -212,6 +285,10 @@ fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
                 "NUMSUB [<channel> ...]",
                 "    Return the number of subscribers for the specified channels, excluding",
                 "    pattern subscriptions(default: no channels).",
+                "SHARDCHANNELS [<pattern>]",
+                "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+                "SHARDNUMSUB [<shardchannel> ...]",
+                "    Return the number of subscribers for the specified shard level channel(s)",
                 "HELP",
                 "    Print this help.",
             ];

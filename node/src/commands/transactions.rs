@@ -186,6 +186,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         let mark = out.len();
         let result = (def.handler)(ctx, &args, out);
+        super::dispatch::remember_keys(ctx, def, &args);
         // Blocking commands never block inside EXEC; drop any stray request.
         ctx.block = None;
         let nanos = finish(ctx.worker, ctx.client, q.cmd, mark, result, out);

@@ -25,6 +25,9 @@ use values::Origin;
 /// fsync interval of durability periodic when none is given (the table's
 /// default for `fsync-interval`).
 pub const DEFAULT_FSYNC_INTERVAL_US: u64 = 10_000;
+/// How late durability write-back's log may run behind RAM, by default.
+pub const DEFAULT_WRITE_BACK_MAX_LAG_US: u64 = 1_000_000;
+pub const DEFAULT_WRITE_BACK_MAX_BYTES: u64 = 64 << 20;
 
 /// Number of logical databases (SELECT 0..15), fixed as in Redis.
 pub const DATABASES: usize = 16;
@@ -41,6 +44,8 @@ pub struct StartupConfig {
     pub threads: usize,
     pub cpu_affinity: Option<Vec<usize>>,
     pub dir: PathBuf,
+    /// Disk budget of the cold tier in bytes (`max-disk`); 0 = no tier.
+    pub max_disk: u64,
     pub metrics_port: u16,
     pub metrics_bind: String,
     pub partitions: usize,
@@ -49,6 +54,10 @@ pub struct StartupConfig {
     pub durability: Durability,
     /// fsync interval of durability periodic, in microseconds.
     pub fsync_interval_us: u64,
+    /// durability write-back's bounds on the log's lag behind RAM: age of
+    /// the oldest write not yet durable, in µs, and bytes not yet durable.
+    pub write_back_max_lag_us: u64,
+    pub write_back_max_bytes: u64,
     /// The log's I/O engine: auto, uring or threads (`io-engine`).
     pub io_engine: String,
     /// Who may run DEBUG (`enable-debug-command`).
@@ -72,6 +81,7 @@ impl StartupConfig {
             threads: crate::sys::cpu::allowed_cpus().len().max(1),
             cpu_affinity: None,
             dir: PathBuf::new(),
+            max_disk: 0,
             metrics_port: 0,
             metrics_bind: String::new(),
             partitions: 0,
@@ -79,6 +89,8 @@ impl StartupConfig {
             config_file,
             durability: Durability::None,
             fsync_interval_us: DEFAULT_FSYNC_INTERVAL_US,
+            write_back_max_lag_us: DEFAULT_WRITE_BACK_MAX_LAG_US,
+            write_back_max_bytes: DEFAULT_WRITE_BACK_MAX_BYTES,
             io_engine: String::new(),
             enable_debug_command: Protected::No,
             hugepages: HugePages::Off,
@@ -140,6 +152,8 @@ pub struct RuntimeConfig {
     pub list_compress_depth: AtomicI64,
     pub stream_node_max_bytes: AtomicI64,
     pub stream_node_max_entries: AtomicI64,
+    /// Keys the client-side caching table may hold (0 = no limit).
+    pub tracking_table_max_keys: AtomicI64,
     pub hll_sparse_max_bytes: AtomicI64,
     /// Redis's defragmentation and expiry tuning knobs.
     pub active_defrag_threshold_upper: AtomicI64,
@@ -190,6 +204,7 @@ impl RuntimeConfig {
             list_compress_depth: AtomicI64::new(0),
             stream_node_max_bytes: AtomicI64::new(4096),
             stream_node_max_entries: AtomicI64::new(100),
+            tracking_table_max_keys: AtomicI64::new(1_000_000),
             hll_sparse_max_bytes: AtomicI64::new(3000),
             active_defrag_threshold_upper: AtomicI64::new(100),
             active_defrag_cycle_min: AtomicI64::new(1),

@@ -386,6 +386,18 @@ pub static PARAMS: &[Param] = &[
         live: None, get: |c| absolute_path(&c.startup.dir), rewrite: false, secret: false,
     },
     Param {
+        name: "max-disk", aliases: &[], group: "Storage",
+        help: "Disk budget of the cold tier, e.g. 10gb: at maxmemory the policy's victims are demoted to segment \
+               files in <dir>/cold instead of lost, and read back when used. 0 = no tier (victims are evicted). \
+               The tier is a cache: it starts empty.",
+        default: Some("0"), kind: Kind::Memory { min: 0, max: u64::MAX },
+        store: Store::Startup(|c, v| {
+            c.max_disk = v.bytes();
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.max_disk.to_string(), rewrite: false, secret: false,
+    },
+    Param {
         name: "partitions", aliases: &[], group: "Storage",
         help: "Keyspace partitions (power of two); more means less lock contention.",
         default: Some("1024"), kind: Kind::Int { min: 0, max: i64::MAX },
@@ -411,8 +423,9 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "durability", aliases: &[], group: "Storage",
         help: "How writes reach disk: none (a pure cache: nothing is written or replayed), write-back (logged in \
-               the background, at most 1 s late), periodic (logged at once, fsync every fsync-interval) or sync \
-               (a reply only after the fsync covering it). The log lives in dir and is replayed at start-up.",
+               the background, at most write-back-max-lag and write-back-max-bytes behind), periodic (logged at \
+               once, fsync every fsync-interval) or sync (a reply only after the fsync covering it). The log lives \
+               in dir and is replayed at start-up.",
         default: Some("none"), kind: Kind::Durability,
         store: Store::Startup(|c, v| {
             let Parsed::Durability(d) = v else { unreachable!("a durability mode") };
@@ -431,6 +444,29 @@ pub static PARAMS: &[Param] = &[
             Ok(())
         }),
         live: None, get: |c| format_interval_us(c.startup.fsync_interval_us), rewrite: false, secret: false,
+    },
+    Param {
+        name: "write-back-max-lag", aliases: &[], group: "Storage",
+        help: "durability write-back: the longest a write may wait to reach the log's disk (us, ms or s). The log \
+               is flushed at half of it; past it, replies wait for the flush (back-pressure), as in sync.",
+        default: Some("1s"), kind: Kind::Interval,
+        store: Store::Startup(|c, v| {
+            let Parsed::Micros(us) = v else { unreachable!("an interval") };
+            c.write_back_max_lag_us = *us;
+            Ok(())
+        }),
+        live: None, get: |c| format_interval_us(c.startup.write_back_max_lag_us), rewrite: false, secret: false,
+    },
+    Param {
+        name: "write-back-max-bytes", aliases: &[], group: "Storage",
+        help: "durability write-back: the most log bytes not yet on disk, e.g. 64mb. The log is flushed at half \
+               of it; past it, replies wait for the flush (back-pressure), as in sync.",
+        default: Some("64mb"), kind: Kind::Memory { min: 4096, max: i64::MAX as u64 },
+        store: Store::Startup(|c, v| {
+            c.write_back_max_bytes = v.bytes();
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.write_back_max_bytes.to_string(), rewrite: false, secret: false,
     },
     Param {
         name: "io-engine", aliases: &[], group: "Storage",
@@ -560,6 +596,8 @@ pub static REDIS_COMPAT: &[Param] = &[
     redis_int!("stream-node-max-bytes", [], stream_node_max_bytes, BYTES,
         "Redis's stream node size in bytes."),
     redis_int!("stream-node-max-entries", [], stream_node_max_entries, LONG, "Redis's stream node entries."),
+    redis_int!("tracking-table-max-keys", [], tracking_table_max_keys, LONG,
+        "Keys the client-side caching (CLIENT TRACKING) table may hold; 0 = no limit."),
     redis_int!("hll-sparse-max-bytes", [], hll_sparse_max_bytes, BYTES,
         "Redis's HyperLogLog sparse encoding limit in bytes."),
     redis_int!("active-defrag-threshold-upper", [], active_defrag_threshold_upper, Kind::Int { min: 0, max: 1000 },

@@ -11,6 +11,15 @@
 //! timer in `sync`). A failed write or fsync stops the group commit for
 //! good: every waiter gets the error, nothing is retried.
 //!
+//! write-back and periodic flush on a timer (and write-back also at half
+//! its byte bound). Their promise is kept against a slow disk by
+//! back-pressure ([`GroupCommit::backpressure_target`]): once the log lags
+//! past the policy's bound — the oldest write not yet durable is too old,
+//! or too many bytes are not yet durable — replies wait for the flush as
+//! in `sync`, so the writes a crash can lose stay within the bound instead
+//! of growing with the stall. The lag is tracked with atomics only (no
+//! lock on the append path) and errs on the side of more lag.
+//!
 //! [`persist`] is the keyspace's journal on top of it: records from
 //! changes, the replay at start-up (warm restart, `-LOADING` meanwhile),
 //! `sync`'s reply wait and compaction.
@@ -25,31 +34,35 @@ use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The lag bound of write-back (no parameter sets it yet).
-pub const WRITE_BACK_LAG: Duration = Duration::from_secs(1);
-
 /// What an acknowledged write is promised: a `--durability` mode with its
 /// parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policy {
     /// A cache: nothing is journaled (the log only holds demoted values).
     None,
-    /// Writes reach the log in the background, at most `max_lag` late.
-    WriteBack { max_lag: Duration },
-    /// Every write is appended when made; fsync every `interval`: at most
-    /// one interval (plus one flush) of acknowledged writes can be lost.
+    /// Writes reach the log in the background: flushed at half the bounds;
+    /// past either bound (the oldest write not yet durable is `max_lag`
+    /// old, or `max_bytes` are not yet durable), replies wait for the flush.
+    WriteBack { max_lag: Duration, max_bytes: u64 },
+    /// Every write is appended when made; fsync every `interval`. A flush
+    /// slower than the interval holds replies back once the oldest write
+    /// not yet durable is two intervals old: the acknowledged writes a
+    /// crash can lose were all made within one interval plus one flush.
     Periodic { interval: Duration },
     /// A write is acknowledged only once an fsync covers it.
     Sync,
 }
 
 impl Policy {
-    /// The policy of the configured mode and fsync interval.
-    pub fn from_config(mode: config::Durability, fsync_interval_us: u64) -> Policy {
-        match mode {
+    /// The policy of the configured mode and its parameters.
+    pub fn from_config(sc: &config::StartupConfig) -> Policy {
+        match sc.durability {
             config::Durability::None => Policy::None,
-            config::Durability::WriteBack => Policy::WriteBack { max_lag: WRITE_BACK_LAG },
-            config::Durability::Periodic => Policy::Periodic { interval: Duration::from_micros(fsync_interval_us) },
+            config::Durability::WriteBack => Policy::WriteBack {
+                max_lag: Duration::from_micros(sc.write_back_max_lag_us),
+                max_bytes: sc.write_back_max_bytes,
+            },
+            config::Durability::Periodic => Policy::Periodic { interval: Duration::from_micros(sc.fsync_interval_us) },
             config::Durability::Sync => Policy::Sync,
         }
     }
@@ -68,8 +81,27 @@ impl Policy {
     /// soon as anything is staged (sync).
     fn flush_every(self) -> Option<Duration> {
         match self {
-            Policy::WriteBack { max_lag } => Some(max_lag),
+            Policy::WriteBack { max_lag, .. } => Some(max_lag / 2),
             Policy::Periodic { interval } => Some(interval),
+            Policy::None | Policy::Sync => None,
+        }
+    }
+
+    /// Bytes not yet durable that call for a flush before its time.
+    fn flush_at_bytes(self) -> u64 {
+        match self {
+            Policy::WriteBack { max_bytes, .. } => max_bytes / 2,
+            _ => u64::MAX,
+        }
+    }
+
+    /// The lag (age of the oldest write not yet durable, bytes not yet
+    /// durable) past which replies wait for the flush; None: never
+    /// (none), or always (sync).
+    pub fn hold_beyond(self) -> Option<(Duration, u64)> {
+        match self {
+            Policy::WriteBack { max_lag, max_bytes } => Some((max_lag, max_bytes)),
+            Policy::Periodic { interval } => Some((interval * 2, u64::MAX)),
             Policy::None | Policy::Sync => None,
         }
     }
@@ -92,6 +124,43 @@ pub struct CommitStats {
     /// Total and worst time of a flush (write + fdatasync), in µs.
     pub flush_us_total: AtomicU64,
     pub flush_us_max: AtomicU64,
+    /// Reply batches held back because the log lagged past its bound
+    /// (write-back, periodic).
+    pub held_replies: AtomicU64,
+}
+
+/// How far the log lags behind RAM, tracked without a lock for
+/// write-back's and periodic's back-pressure. Both figures err on the side
+/// of more lag: `durable_bytes` counts only bytes appended before a flush
+/// began, and `pending_from_us` is a time no later than the append of the
+/// oldest record not yet durable.
+struct Lag {
+    base: Instant,
+    appended_bytes: AtomicU64,
+    durable_bytes: AtomicU64,
+    /// µs since `base`.
+    pending_from_us: AtomicU64,
+}
+
+impl Lag {
+    fn now_us(&self) -> u64 {
+        self.base.elapsed().as_micros() as u64
+    }
+
+    fn pending_bytes(&self) -> u64 {
+        self.appended_bytes.load(Ordering::Relaxed).saturating_sub(self.durable_bytes.load(Ordering::Relaxed))
+    }
+
+    /// (age of the oldest write not yet durable, bytes not yet durable);
+    /// zero when everything counted is durable.
+    fn now(&self) -> (Duration, u64) {
+        let bytes = self.pending_bytes();
+        if bytes == 0 {
+            return (Duration::ZERO, 0);
+        }
+        let age = self.now_us().saturating_sub(self.pending_from_us.load(Ordering::Relaxed));
+        (Duration::from_micros(age), bytes)
+    }
 }
 
 struct State {
@@ -107,6 +176,12 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     stats: CommitStats,
+    lag: Lag,
+    /// An append found the segment full and no spare ready.
+    spare_wanted: std::sync::atomic::AtomicBool,
+    /// STRATA_TEST_FLUSH_DELAY_MS: each flush first sleeps this long (a
+    /// slow disk for the real-binary back-pressure tests).
+    test_flush_delay: Duration,
 }
 
 /// The journal's group commit: an I/O thread flushing the log by policy.
@@ -129,6 +204,17 @@ impl GroupCommit {
             state: Mutex::new(State { durable, failed: None, waiters: BTreeMap::new(), shutdown: false }),
             wake: Condvar::new(),
             stats: CommitStats::default(),
+            lag: Lag {
+                base: Instant::now(),
+                appended_bytes: AtomicU64::new(0),
+                durable_bytes: AtomicU64::new(0),
+                pending_from_us: AtomicU64::new(0),
+            },
+            spare_wanted: std::sync::atomic::AtomicBool::new(false),
+            test_flush_delay: std::env::var("STRATA_TEST_FLUSH_DELAY_MS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .map_or(Duration::ZERO, Duration::from_millis),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name("strata-commit".to_string()).spawn(move || run(&s))?;
@@ -141,13 +227,68 @@ impl GroupCommit {
         if let Some(e) = self.error() {
             return Err(e);
         }
-        let appended = self.shared.log.append(rec)?;
-        if self.shared.policy == Policy::Sync {
+        let s = &*self.shared;
+        if s.policy == Policy::Sync {
+            let appended = s.log.append(rec)?;
             // Taking the lock orders this wake after the thread's check.
-            let _guard = self.shared.state.lock().unwrap();
-            self.shared.wake.notify_one();
+            let _guard = s.state.lock().unwrap();
+            s.wake.notify_one();
+            return Ok(appended);
+        }
+        // Before the append: no later than the record's staging.
+        let before_us = s.lag.now_us();
+        let appended = match s.log.append(rec) {
+            Ok(a) => a,
+            Err(e) => {
+                if e.kind() == io::ErrorKind::StorageFull {
+                    // The segment is full and no spare is ready: readying
+                    // one is the I/O thread's, after a flush; not at the
+                    // next timer tick (write-back's may be seconds away).
+                    s.spare_wanted.store(true, Ordering::Relaxed);
+                    let _guard = s.state.lock().unwrap();
+                    s.wake.notify_one();
+                }
+                return Err(e);
+            }
+        };
+        let len = appended.1.len as u64;
+        let bytes = s.lag.appended_bytes.fetch_add(len, Ordering::Relaxed) + len;
+        if appended.0 == s.log.durable_seq() + 1 {
+            // The first record not durable: the lag starts here.
+            s.lag.pending_from_us.fetch_max(before_us, Ordering::Relaxed);
+        }
+        let threshold = s.policy.flush_at_bytes();
+        if bytes.saturating_sub(s.lag.durable_bytes.load(Ordering::Relaxed)) >= threshold
+            && bytes - len < s.lag.durable_bytes.load(Ordering::Relaxed).saturating_add(threshold)
+        {
+            // This append crossed the flush threshold: wake the I/O thread once.
+            let _guard = s.state.lock().unwrap();
+            s.wake.notify_one();
         }
         Ok(appended)
+    }
+
+    /// write-back and periodic back-pressure: the sequence number a reply
+    /// must wait for because the log lags past the policy's bound (None:
+    /// within it, or the policy never holds replies).
+    pub fn backpressure_target(&self) -> Option<u64> {
+        let (max_age, max_bytes) = self.shared.policy.hold_beyond()?;
+        let (age, bytes) = self.shared.lag.now();
+        if bytes == 0 || (age <= max_age && bytes <= max_bytes) {
+            return None;
+        }
+        let target = self.shared.log.appended_seq();
+        if target <= self.shared.log.durable_seq() {
+            return None;
+        }
+        self.shared.stats.held_replies.fetch_add(1, Ordering::Relaxed);
+        Some(target)
+    }
+
+    /// (age of the oldest write not yet durable, bytes not yet durable),
+    /// as back-pressure sees them (an upper bound); zero in sync.
+    pub fn lag(&self) -> (Duration, u64) {
+        self.shared.lag.now()
     }
 
     /// Runs `on_durable` once `seq` is durable (at once if it already is).
@@ -214,11 +355,33 @@ fn run(shared: &Shared) {
     let mut last_flush = Instant::now();
     let mut st = shared.state.lock().unwrap();
     loop {
-        let pending = shared.log.appended_seq() > st.durable;
+        let counted = shared.lag.appended_bytes.load(Ordering::Relaxed);
+        let appended = shared.log.appended_seq();
+        let pending = appended > st.durable;
+        if !pending {
+            // Everything counted so far is durable (the estimate catches up).
+            shared.lag.durable_bytes.fetch_max(counted, Ordering::Relaxed);
+        }
+        // Someone waits (back-pressure, compaction, shutdown), or appends
+        // wait for a spare segment: no timer.
+        let waited_for = st.waiters.keys().next().is_some_and(|&seq| seq <= appended)
+            || shared.spare_wanted.swap(false, Ordering::Relaxed);
+        if waited_for && !pending {
+            drop(st);
+            if let Err(e) = shared.log.ensure_spare() {
+                tracing::warn!("no spare log segment: {e}");
+            }
+            st = shared.state.lock().unwrap();
+        }
         let due = match shared.policy.flush_every() {
             _ if st.shutdown => pending,
             None => pending,
-            Some(every) => pending && last_flush.elapsed() >= every,
+            Some(every) => {
+                pending
+                    && (last_flush.elapsed() >= every
+                        || waited_for
+                        || shared.lag.pending_bytes() >= shared.policy.flush_at_bytes())
+            }
         };
         if !due {
             if st.shutdown {
@@ -235,9 +398,14 @@ fn run(shared: &Shared) {
             continue;
         }
         drop(st);
+        if !shared.test_flush_delay.is_zero() {
+            std::thread::sleep(shared.test_flush_delay);
+        }
         let started = Instant::now();
         last_flush = started;
         let before = shared.log.durable_seq();
+        // Read before the flush takes what is staged: all of it is covered.
+        let (flushed_from_us, flushed_bytes) = (shared.lag.now_us(), shared.lag.appended_bytes.load(Ordering::Relaxed));
         let result = shared.log.flush_staged();
         let took = started.elapsed().as_micros() as u64;
         st = shared.state.lock().unwrap();
@@ -252,6 +420,8 @@ fn run(shared: &Shared) {
                 stats.flush_us_total.fetch_add(took, Ordering::Relaxed);
                 stats.flush_us_max.fetch_max(took, Ordering::Relaxed);
                 st.durable = durable;
+                shared.lag.durable_bytes.fetch_max(flushed_bytes, Ordering::Relaxed);
+                shared.lag.pending_from_us.fetch_max(flushed_from_us, Ordering::Relaxed);
                 let later = st.waiters.split_off(&(durable + 1));
                 ready = std::mem::replace(&mut st.waiters, later).into_values().flatten().collect();
                 Ok(durable)

@@ -7,9 +7,11 @@
 //!   of `store::dump`, no trailer: the record has its own crc32c) with the
 //!   entry's expire-at; `Expire` → `Expire`; `Delete` and `Evicted` →
 //!   `Delete`; `FlushDb` → `FlushDb` of one partition (key: partition index
-//!   and partition count, big-endian u32 each). `Expired` writes nothing:
-//!   replay drops keys whose expire-at has passed anyway. `SwapDb` is not
-//!   journaled (SWAPDB is refused while journaling: see `Persistence::journals`).
+//!   and partition count, big-endian u32 each); `SwapDb(b)` → `SwapDb` of
+//!   one partition (same key; db: a, value: b as a big-endian u32). A log
+//!   replayed with another partition count applies both to the keys of
+//!   the recorded partition's slots. `Expired` writes nothing: replay
+//!   drops keys whose expire-at has passed anyway.
 //! - Hot path: `record` runs under the partition's lock and takes only the
 //!   log's short staging lock (no global lock); the value is encoded into a
 //!   per-thread buffer before that.
@@ -17,6 +19,12 @@
 //!   oneshot woken by the group commit) until durable ≥ the log's appended
 //!   sequence number at that moment ([`Persistence::sync_target`]). That
 //!   covers the batch's own writes and every write its reads could have seen.
+//!   write-back and periodic use the same wait, only while the log lags past
+//!   their bound (back-pressure: see the parent module).
+//! - Replay under `maxmemory`: after each value replayed the caller's
+//!   `make_room` evicts as before a client's write; when it cannot (the
+//!   policy may not evict) the replay stops with an error rather than drop
+//!   data or grow past the budget (see [`Persistence::recover`]).
 //! - Failure: a failed write/fsync is logged and stops the node (exit 1);
 //!   never retried.
 //! - Compaction: when the log holds more than `max(4, 2 × the last
@@ -28,6 +36,7 @@
 //!   suffix of the old ones, so no delete is lost before its set).
 
 use super::{GroupCommit, Policy};
+use crate::metrics::snapshot::DurabilityFigures;
 use crate::store::dump;
 use crate::store::{Change, ChangeKind, Journal, KeyAccess, Keyspace, StoreStats, Value};
 use crate::tier::io::{DirVolume, EngineChoice, probe};
@@ -42,19 +51,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// What recovery did, for INFO and metrics.
-#[derive(Clone, Debug, Default)]
-pub struct RecoveryStats {
-    pub duration_ms: u64,
-    pub records: u64,
-    pub bytes: u64,
-    /// Runs of bad bytes skipped, their bytes, and torn-tail bytes dropped.
-    pub bad_runs: u64,
-    pub skipped_bytes: u64,
-    pub torn_bytes: u64,
-    /// Records whose value could not be decoded (skipped).
-    pub bad_values: u64,
-    pub keys: u64,
-}
+pub type RecoveryStats = crate::metrics::snapshot::RecoveryFigures;
 
 struct Active {
     log: Arc<SegmentLog>,
@@ -138,13 +135,18 @@ impl Persistence {
         self.loading.load(Relaxed)
     }
 
-    /// The sequence number a reply must wait for in `sync` (None: no wait).
+    /// The sequence number a reply must wait for (None: no wait): in
+    /// `sync`, every write appended so far; in write-back and periodic,
+    /// the same once the log lags past the policy's bound (back-pressure).
     #[inline]
     pub fn sync_target(&self) -> Option<u64> {
-        if self.policy != Policy::Sync || self.broken_ack {
+        let a = self.active.get()?;
+        if self.policy != Policy::Sync {
+            return a.commit.backpressure_target();
+        }
+        if self.broken_ack {
             return None;
         }
-        let a = self.active.get()?;
         let target = a.log.appended_seq();
         (target > a.log.durable_seq()).then_some(target)
     }
@@ -157,21 +159,31 @@ impl Persistence {
         }
     }
 
-    /// Figures for INFO and metrics: (durable seq, appended seq, flushes,
-    /// records flushed, max batch, flush µs total, flush µs max, segments).
-    pub fn figures(&self) -> Option<[u64; 8]> {
-        let a = self.active.get()?;
-        let s = a.commit.stats();
-        Some([
-            a.log.durable_seq(),
-            a.log.appended_seq(),
-            s.flushes.load(Relaxed),
-            s.records.load(Relaxed),
-            s.max_batch.load(Relaxed),
-            s.flush_us_total.load(Relaxed),
-            s.flush_us_max.load(Relaxed),
-            self.order.lock().len() as u64,
-        ])
+    /// Figures for INFO and metrics, read together.
+    pub fn figures(&self) -> DurabilityFigures {
+        let mut f = DurabilityFigures {
+            engine: self.engine.lock().clone(),
+            loading: self.is_loading(),
+            recovery: *self.recovery.lock(),
+            compactions: self.compactions.load(Relaxed),
+            ..DurabilityFigures::default()
+        };
+        if let Some(a) = self.active.get() {
+            let s = a.commit.stats();
+            let (age, bytes) = a.commit.lag();
+            f.durable_seq = a.log.durable_seq();
+            f.appended_seq = a.log.appended_seq();
+            f.segments = self.order.lock().len() as u64;
+            f.flushes = s.flushes.load(Relaxed);
+            f.flushed_records = s.records.load(Relaxed);
+            f.max_batch = s.max_batch.load(Relaxed);
+            f.flush_us_total = s.flush_us_total.load(Relaxed);
+            f.flush_us_max = s.flush_us_max.load(Relaxed);
+            f.lag_us = age.as_micros() as u64;
+            f.lag_bytes = bytes;
+            f.held_replies = s.held_replies.load(Relaxed);
+        }
+        f
     }
 
     fn note_segment(&self, addr: RecordAddr) {
@@ -204,8 +216,18 @@ impl Persistence {
     }
 
     /// Opens (recovering) the log in the data dir and replays it into
-    /// `ks`, then starts journaling. Logs progress every second.
-    pub fn recover(self: &Arc<Self>, ks: &Keyspace) -> io::Result<()> {
+    /// `ks`, then starts journaling. Logs progress every second (records,
+    /// keys, bytes, rate) and the final figures.
+    ///
+    /// `make_room` runs after each value replayed, as before a client's
+    /// write: it evicts by the configured policy to keep the keyspace under
+    /// `maxmemory` and returns false when it cannot (noeviction, or a
+    /// volatile policy with nothing volatile). Then the replay stops with an
+    /// error and the node does not start: it never drops data the policy
+    /// says to keep, nor grows past the budget. The log is left as it was
+    /// (recovery only reads), so raising `maxmemory` or choosing an
+    /// evicting policy and restarting loads it.
+    pub fn recover(self: &Arc<Self>, ks: &Keyspace, make_room: &dyn Fn(&StoreStats) -> bool) -> io::Result<()> {
         let started = Instant::now();
         std::fs::create_dir_all(&self.dir)?;
         let (engine, reason) = probe(self.engine_choice)?;
@@ -225,7 +247,11 @@ impl Persistence {
         let now = crate::store::now_ms();
         let stats = StoreStats::default();
         let nparts = ks.num_partitions() as u32;
+        let mut over_budget = false;
         let (log, report) = SegmentLog::open(volume, engine, config, |rec, addr| {
+            if over_budget {
+                return;
+            }
             st.records += 1;
             st.bytes += encoded_len(rec.key.len(), rec.value.len()) as u64;
             if !self.order.lock().contains(&addr.segment) {
@@ -235,21 +261,51 @@ impl Persistence {
             if !apply(ks, &rec, now, nparts, &stats) {
                 st.bad_values += 1;
             }
+            if rec.kind == RecordKind::Set && !make_room(&stats) {
+                over_budget = true;
+                return;
+            }
             if last_report.elapsed() >= Duration::from_secs(1) {
                 last_report = Instant::now();
                 let pct = (segments_seen * self.segment_size * 100 / total_bytes).min(100);
-                tracing::info!(records = st.records, bytes = st.bytes, "loading the log: {pct}% done");
+                let secs = started.elapsed().as_secs_f64().max(1e-3);
+                tracing::info!(
+                    records = st.records,
+                    bytes = st.bytes,
+                    keys = ks.db_figures(now).iter().map(|d| d.keys).sum::<u64>(),
+                    evicted = stats.evicted.load(Relaxed),
+                    records_per_sec = (st.records as f64 / secs) as u64,
+                    mb_per_sec = format!("{:.1}", st.bytes as f64 / secs / 1e6),
+                    "loading the log: {pct}% done"
+                );
             }
         })?;
+        if over_budget {
+            let msg = format!(
+                "the durability log in {} holds more than maxmemory allows and maxmemory-policy cannot evict \
+                 enough (stopped after {} records, {} bytes): raise maxmemory or choose an evicting policy; \
+                 the log is unchanged",
+                self.dir.display(),
+                st.records,
+                st.bytes
+            );
+            tracing::error!("{msg}");
+            return Err(io::Error::new(io::ErrorKind::OutOfMemory, msg));
+        }
+        st.evicted = stats.evicted.load(Relaxed);
         st.bad_runs = report.scan.bad_runs;
         st.skipped_bytes = report.scan.skipped_bytes;
         st.torn_bytes = report.scan.torn_tail_bytes;
         st.keys = ks.db_figures(now).iter().map(|d| d.keys).sum();
         st.duration_ms = started.elapsed().as_millis() as u64;
+        let secs = (st.duration_ms as f64 / 1e3).max(1e-3);
         tracing::info!(
             records = st.records,
             bytes = st.bytes,
             keys = st.keys,
+            evicted = st.evicted,
+            records_per_sec = (st.records as f64 / secs) as u64,
+            mb_per_sec = format!("{:.1}", st.bytes as f64 / secs / 1e6),
             bad_runs = st.bad_runs,
             skipped_bytes = st.skipped_bytes,
             torn_tail_bytes = st.torn_bytes,
@@ -313,7 +369,10 @@ impl Persistence {
                         continue;
                     }
                     buf.clear();
-                    dump::encode_value(e.value(), &mut buf);
+                    // A value on disk only (cold tier) is read back for the rewrite.
+                    if !ks.encode_entry_value(e, &mut buf) {
+                        continue;
+                    }
                     let rec = Record {
                         kind: RecordKind::Set,
                         db: db as u32,
@@ -399,11 +458,58 @@ fn apply(ks: &Keyspace, rec: &Record<'_>, now: u64, nparts: u32, stats: &StoreSt
             }
             return true;
         }
+        RecordKind::SwapDb => {
+            let (Some((p, n)), Some(other)) = (partition_of_record(rec.key), be_u32(rec.value, 0)) else {
+                return false;
+            };
+            let other = other as usize;
+            if other >= crate::store::NUM_DBS {
+                return false;
+            }
+            if n == nparts {
+                if p < nparts {
+                    ks.lock(p).swap_dbs(ks, db, other);
+                }
+                return true;
+            }
+            // Partitioned differently then: move the keys of that
+            // partition's slots across, both ways.
+            let mask = n.max(1) as u64 - 1;
+            let of_slots = |d: usize| -> Vec<Vec<u8>> {
+                let mut keys = Vec::new();
+                for idx in 0..ks.num_partitions() as u32 {
+                    keys.extend(
+                        ks.lock(idx)
+                            .entries(d)
+                            .filter(|(_, e)| (crate::base::slot::key_slot(e.key()) as u64 & mask) == p as u64)
+                            .map(|(_, e)| e.key().to_vec()),
+                    );
+                }
+                keys
+            };
+            let take_all = |d: usize, keys: Vec<Vec<u8>>| -> Vec<(Vec<u8>, Value, u64)> {
+                let mut out = Vec::with_capacity(keys.len());
+                for k in keys {
+                    with_key(ks, d, now, stats, &k, |acc| {
+                        if let Some(e) = acc.take(&k) {
+                            let at = e.expire_at();
+                            out.push((k.clone(), e.into_value(), at));
+                        }
+                    });
+                }
+                out
+            };
+            let from_a = take_all(db, of_slots(db));
+            let from_b = take_all(other, of_slots(other));
+            for (d, moved) in [(other, from_a), (db, from_b)] {
+                for (k, v, at) in moved {
+                    with_key(ks, d, now, stats, &k, |acc| acc.put_entry(&k, v, at));
+                }
+            }
+            return true;
+        }
         RecordKind::FlushDb => {
-            let (Ok(p), Ok(n)) = (
-                rec.key.get(..4).unwrap_or_default().try_into().map(u32::from_be_bytes),
-                rec.key.get(4..8).unwrap_or_default().try_into().map(u32::from_be_bytes),
-            ) else {
+            let Some((p, n)) = partition_of_record(rec.key) else {
                 return false;
             };
             if n == nparts {
@@ -459,9 +565,18 @@ fn apply(ks: &Keyspace, rec: &Record<'_>, now: u64, nparts: u32, stats: &StoreSt
                 e.set_expire(rec.expire_at_ms);
             }
         }),
-        RecordKind::FlushDb | RecordKind::FlushAll => unreachable!("handled above"),
+        RecordKind::FlushDb | RecordKind::FlushAll | RecordKind::SwapDb => unreachable!("handled above"),
     }
     true
+}
+
+/// The (partition, partition count) of a whole-database record's key.
+fn partition_of_record(key: &[u8]) -> Option<(u32, u32)> {
+    Some((be_u32(key, 0)?, be_u32(key, 4)?))
+}
+
+fn be_u32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
 fn with_key(ks: &Keyspace, db: usize, now: u64, stats: &StoreStats, key: &[u8], f: impl FnOnce(&mut KeyAccess<'_>)) {
@@ -514,8 +629,11 @@ impl Journal for Persistence {
                 let rec = Record { kind: RecordKind::FlushDb, db, key: &key, value: b"", expire_at_ms: 0, seq: 0 };
                 self.append(a, &rec);
             }
-            ChangeKind::SwapDb(_) => {
-                tracing::error!("SWAPDB reached the journal, which cannot record it: the log no longer matches RAM");
+            ChangeKind::SwapDb(other) => {
+                let key = flush_key(change.partition, self.partitions.load(Relaxed));
+                let value = (other as u32).to_be_bytes();
+                let rec = Record { kind: RecordKind::SwapDb, db, key: &key, value: &value, expire_at_ms: 0, seq: 0 };
+                self.append(a, &rec);
             }
         }
     }

@@ -103,12 +103,27 @@ fn sync_acknowledging_before_fsync_is_caught() {
 
 #[test]
 fn the_configured_modes_map_to_policies() {
-    use crate::config::Durability as Mode;
-    assert_eq!(Policy::from_config(Mode::Periodic, 1_000_000), Policy::Periodic { interval: Duration::from_secs(1) });
-    assert_eq!(Policy::from_config(Mode::Sync, 5), Policy::Sync);
-    assert!(!Policy::from_config(Mode::None, 5).journals());
-    assert!(Policy::from_config(Mode::Sync, 5).ack_waits_for_fsync());
-    assert!(!Policy::from_config(Mode::WriteBack, 5).ack_waits_for_fsync());
+    use crate::config::{Cli, Config};
+    let policy = |args: &[&str]| {
+        let cli = Cli::try_parse_from([&["strata-node"], args].concat()).unwrap();
+        Policy::from_config(&Config::from_cli(cli).unwrap().startup)
+    };
+    assert_eq!(
+        policy(&["--durability", "periodic", "--fsync-interval", "1s"]),
+        Policy::Periodic { interval: Duration::from_secs(1) }
+    );
+    assert_eq!(policy(&["--durability", "sync"]), Policy::Sync);
+    assert!(!policy(&[]).journals());
+    assert!(policy(&["--durability", "sync"]).ack_waits_for_fsync());
+    assert_eq!(
+        policy(&["--durability", "write-back"]),
+        Policy::WriteBack { max_lag: Duration::from_secs(1), max_bytes: 64 << 20 },
+        "the defaults"
+    );
+    let wb = policy(&["--durability", "write-back", "--write-back-max-lag", "50ms", "--write-back-max-bytes", "1mb"]);
+    assert_eq!(wb, Policy::WriteBack { max_lag: Duration::from_millis(50), max_bytes: 1 << 20 });
+    assert!(!wb.ack_waits_for_fsync());
+    assert_eq!(wb.hold_beyond(), Some((Duration::from_millis(50), 1 << 20)));
 }
 
 #[test]
@@ -160,7 +175,8 @@ fn shutdown_flushes_what_was_appended_and_none_is_refused() {
     let disk = SimDisk::new(2);
     let (log, _) = open_log(&disk, &config(2), 1);
     assert!(GroupCommit::start(log.clone(), Policy::None).is_err());
-    let gc = GroupCommit::start(log, Policy::WriteBack { max_lag: Duration::from_secs(3600) }).unwrap();
+    let gc =
+        GroupCommit::start(log, Policy::WriteBack { max_lag: Duration::from_secs(3600), max_bytes: u64::MAX }).unwrap();
     let seq = gc.append(&record(2, 2).as_record()).unwrap().0;
     assert!(gc.durable_seq() < seq, "write-back flushed before its lag");
     drop(gc);
@@ -264,4 +280,141 @@ fn bench_fsync_latency_and_group_commit() {
         let _ = volume.sync_dir();
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One acknowledged record: its seq, when it was appended and
+/// acknowledged, and the durable seq at the acknowledgement.
+type Ack = (u64, Instant, Instant, u64);
+
+/// Appends, riding out a full segment while the I/O thread readies the
+/// next one (as the journal does).
+fn append_retrying(gc: &GroupCommit, rec: &OwnedRecord) -> u64 {
+    loop {
+        match gc.append(&rec.as_record()) {
+            Ok((seq, _)) => return seq,
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => panic!("append: {e}"),
+        }
+    }
+}
+
+/// A producer as a connection does it: append, then hold the reply while
+/// back-pressure says so.
+fn produce_with_backpressure(gc: &GroupCommit, producer: u64, n: u64, gap: Duration) -> Vec<Ack> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let rec = record(producer, i);
+        let appended_at = Instant::now();
+        let seq = append_retrying(gc, &rec);
+        if let Some(target) = gc.backpressure_target() {
+            gc.wait_durable(target).unwrap();
+        }
+        out.push((seq, appended_at, Instant::now(), gc.durable_seq()));
+        std::thread::sleep(gap);
+    }
+    out
+}
+
+/// write-back on a slow device: replies wait once the bytes not yet
+/// durable pass max-bytes, so the lag at any acknowledgement stays within
+/// it (plus the records other producers appended meanwhile).
+#[test]
+fn write_back_holds_writers_back_at_its_byte_bound() {
+    let disk = SimDisk::new(21);
+    disk.set_sync_delay(Duration::from_millis(40));
+    let (log, _) = open_log(&disk, &config(21), 1);
+    let rec_len = crate::tier::record::encoded_len(8, 400) as u64;
+    let max_bytes = 20 * rec_len;
+    let gc = GroupCommit::start(log, Policy::WriteBack { max_lag: Duration::from_secs(3600), max_bytes }).unwrap();
+    const PRODUCERS: u64 = 3;
+    let worst = Mutex::new(0u64);
+    std::thread::scope(|s| {
+        for p in 0..PRODUCERS {
+            let (gc, worst) = (&gc, &worst);
+            s.spawn(move || {
+                for i in 0..150 {
+                    let rec = OwnedRecord {
+                        value: vec![p as u8; 400],
+                        key: format!("k{p}:{i:04}").into_bytes(),
+                        ..record(p, i)
+                    };
+                    let seq = append_retrying(gc, &rec);
+                    if let Some(target) = gc.backpressure_target() {
+                        gc.wait_durable(target).unwrap();
+                    }
+                    // Acknowledged: what is not durable yet is the lag.
+                    let lag = seq.saturating_sub(gc.durable_seq()) * rec_len;
+                    let mut w = worst.lock().unwrap();
+                    *w = (*w).max(lag);
+                }
+            });
+        }
+    });
+    let worst = *worst.lock().unwrap();
+    let held = gc.stats().held_replies.load(Ordering::Relaxed);
+    eprintln!("write-back: worst lag at an ack {worst} bytes (bound {max_bytes}), {held} replies held");
+    assert!(worst <= max_bytes + PRODUCERS * rec_len, "lag {worst} past the bound {max_bytes}");
+    assert!(held > 0, "a 40 ms fsync never held a writer back");
+}
+
+/// write-back on a slow device: the oldest write not yet durable is at
+/// most max-lag old when any write is acknowledged.
+#[test]
+fn write_back_holds_writers_back_at_its_time_bound() {
+    let disk = SimDisk::new(22);
+    disk.set_sync_delay(Duration::from_millis(150));
+    let (log, _) = open_log(&disk, &config(22), 1);
+    let max_lag = Duration::from_millis(30);
+    let gc = GroupCommit::start(log, Policy::WriteBack { max_lag, max_bytes: u64::MAX / 4 }).unwrap();
+    let acks = produce_with_backpressure(&gc, 0, 120, Duration::from_millis(2));
+    let appended_at: BTreeMap<u64, Instant> = acks.iter().map(|a| (a.0, a.1)).collect();
+    // At each acknowledgement, the oldest record not yet durable (the next
+    // after the durable seq) is at most max-lag old (+ scheduling slack).
+    let mut worst = Duration::ZERO;
+    for &(seq, _, acked, durable) in &acks {
+        if durable < seq {
+            worst = worst.max(acked - appended_at[&(durable + 1)]);
+        }
+    }
+    let held = gc.stats().held_replies.load(Ordering::Relaxed);
+    eprintln!("write-back: {held} replies held; oldest write not durable at an ack: {worst:?} (bound {max_lag:?})");
+    assert!(worst <= max_lag + Duration::from_millis(50), "an ack ran {worst:?} ahead of the log");
+    assert!(held > 0, "a 150 ms fsync never held a writer back");
+}
+
+/// periodic on a device slower than the interval: a crash loses only
+/// writes acknowledged within two intervals of one another (writers are
+/// held back beyond that), where without back-pressure it would lose a
+/// whole slow flush's worth.
+#[test]
+fn periodic_holds_writers_back_when_a_flush_is_slower_than_the_interval() {
+    let disk = SimDisk::new(23);
+    disk.set_sync_delay(Duration::from_millis(120));
+    let (log, _) = open_log(&disk, &config(23), 1);
+    let interval = Duration::from_millis(10);
+    let gc = GroupCommit::start(log, Policy::Periodic { interval }).unwrap();
+    let acks = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for p in 0..2 {
+            let (gc, acks) = (&gc, &acks);
+            s.spawn(move || {
+                let mine = produce_with_backpressure(gc, p, 100, Duration::from_millis(1));
+                acks.lock().unwrap().extend(mine.into_iter().map(|(seq, _, k, _)| (seq, k, p)));
+            });
+        }
+    });
+    let acks = acks.into_inner().unwrap();
+    // Cut the power now: what is not durable is lost.
+    disk.crash();
+    let held = gc.stats().held_replies.load(Ordering::Relaxed);
+    drop(gc);
+    disk.reboot();
+    let (_, recovered) = open_log(&disk, &config(23), 2);
+    let lost: Vec<Instant> = acks.iter().filter(|(seq, ..)| !recovered.contains_key(seq)).map(|(_, k, _)| *k).collect();
+    if let (Some(first), Some(last)) = (lost.iter().min(), lost.iter().max()) {
+        let spread = *last - *first;
+        eprintln!("periodic: {held} replies held; {} acknowledged writes lost over {spread:?}", lost.len());
+        assert!(spread <= 2 * interval + Duration::from_millis(60), "lost writes span {spread:?}");
+    }
+    assert!(held > 0, "a 120 ms fsync never held a writer back at a 10 ms interval");
 }

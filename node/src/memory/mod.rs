@@ -136,6 +136,9 @@ impl Budget {
 /// (random slots are cache misses) without taking merely the third best
 /// of five.
 const VICTIMS_PER_SEARCH: usize = 3;
+/// Searches more a write makes when the pool holds only keys whose values
+/// are on disk (disk tier), before it evicts one of those.
+const COLD_RETRIES: usize = 8;
 const POOL: usize = 16;
 
 /// A pool unused for longer than this (keyspace clock seconds) starts
@@ -235,9 +238,25 @@ pub fn ensure_memory(
                 return budget.used(ks) <= max;
             }
             pool.sort_by_key(|(score, _)| *score);
+            // Only keys already on disk found (they sort last): look again
+            // before taking one, as warm values are what RAM is for.
+            for _ in 0..COLD_RETRIES {
+                if !pool[0].1.cold {
+                    break;
+                }
+                ks.eviction_victims(samples, samples, pool);
+                pool.sort_by_key(|(score, _)| *score);
+            }
             // A key drawn again must not take two places in the pool.
             pool.dedup_by(|a, b| a.1 == b.1);
+            // With a disk tier, keys whose values are already on disk go
+            // only when the pool has nothing else (they sort last): RAM then
+            // holds little but indexes.
             let take = VICTIMS_PER_SEARCH.min(pool.len());
+            let take = match pool[..take].iter().take_while(|(_, v)| !v.cold).count() {
+                0 => 1,
+                warm => warm,
+            };
             for (_, victim) in pool.drain(..take) {
                 ks.evict(&victim, stats);
                 evicted += 1;

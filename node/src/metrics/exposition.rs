@@ -7,7 +7,7 @@
 //! `Collector` rather than registered `Counter`s.
 
 use super::LATENCY_BUCKETS;
-use super::snapshot::{CmdTotals, Snapshot};
+use super::snapshot::{CmdTotals, DurabilityFigures, Snapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -43,6 +43,9 @@ impl Collector for StrataCollector {
         encode_commands(&mut enc, &s.commands)?;
         encode_server(&mut enc, &s)?;
         encode_store(&mut enc, &s)?;
+        if let Some(d) = &s.durability {
+            encode_durability(&mut enc, d)?;
+        }
         encode_process(&mut enc, &s)
     }
 }
@@ -164,6 +167,75 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         s.hugepages.fallbacks,
     )?;
 
+    if let Some(t) = &s.tier {
+        gauge(enc, "strata_tier_disk_keys", "Keys whose value is on disk only (cold tier).", None, t.disk_keys)?;
+        counter(
+            enc,
+            "strata_tier_demotions",
+            "Values demoted from RAM to the cold tier at maxmemory.",
+            None,
+            t.demoted,
+        )?;
+        counter(enc, "strata_tier_promotions", "Values read back from the cold tier into RAM.", None, t.promoted)?;
+        let mut m = enc.encode_descriptor(
+            "strata_tier_reads",
+            "Reads of cold values: started for waiting commands (pending), joined by a later waiter (shared), \
+             done synchronously for keys a command did not declare (sync), failed (error: the key is lost).",
+            None,
+            MetricType::Counter,
+        )?;
+        for (kind, v) in
+            [("pending", t.reads), ("shared", t.shared_reads), ("sync", t.sync_reads), ("error", t.read_errors)]
+        {
+            ConstCounter::new(v).encode(m.encode_family(&[("kind", kind)])?)?;
+        }
+        let mut m = enc.encode_descriptor(
+            "strata_tier_device_reads",
+            "Cold-tier reads by where they were served: the device, or the buffer of records not written yet.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (source, v) in [("disk", t.disk_reads), ("buffer", t.staged_reads)] {
+            ConstCounter::new(v).encode(m.encode_family(&[("source", source)])?)?;
+        }
+        counter(
+            enc,
+            "strata_tier_evicted_keys",
+            "Keys evicted from the cold tier (index and value): RAM held little but indexes, or the disk budget was full.",
+            None,
+            t.evicted_disk_keys + t.refused,
+        )?;
+        gauge(enc, "strata_tier_disk", "Segment bytes the cold tier uses.", Some(Unit::Bytes), t.disk_bytes)?;
+        gauge(
+            enc,
+            "strata_tier_max_disk",
+            "The cold tier's disk budget (max-disk).",
+            Some(Unit::Bytes),
+            t.max_disk_bytes,
+        )?;
+        counter(
+            enc,
+            "strata_tier_written",
+            "Record bytes written to the cold tier.",
+            Some(Unit::Bytes),
+            t.written_bytes,
+        )?;
+        gauge(
+            enc,
+            "strata_tier_dead",
+            "Cold-tier record bytes no key refers to (reclaimed by cleaning).",
+            Some(Unit::Bytes),
+            t.dead_bytes,
+        )?;
+        counter(
+            enc,
+            "strata_tier_cleaned_segments",
+            "Cold-tier segments cleaned and recycled.",
+            None,
+            t.cleaned_segments,
+        )?;
+    }
+
     let mut m = enc.encode_descriptor("strata_keys", "Keys per database.", None, MetricType::Gauge)?;
     for (db, f) in s.keyspace.iter().enumerate() {
         let db = db.to_string();
@@ -171,6 +243,70 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         ConstGauge::new(f.keys).encode(m.encode_family(&labels)?)?;
     }
     Ok(())
+}
+
+/// The durability log (absent under durability none).
+fn encode_durability(enc: &mut DescriptorEncoder, d: &DurabilityFigures) -> fmt::Result {
+    let r = &d.recovery;
+    gauge(enc, "strata_loading", "1 while the durability log is replayed.", None, d.loading as u64)?;
+    let m = enc.encode_descriptor(
+        "strata_recovery_duration",
+        "Time the last replay of the log took.",
+        Some(&Unit::Seconds),
+        MetricType::Gauge,
+    )?;
+    ConstGauge::new(r.duration_ms as f64 / 1e3).encode(m)?;
+    gauge(enc, "strata_recovery_records", "Records replayed at start-up.", None, r.records)?;
+    gauge(enc, "strata_recovery_skipped_runs", "Runs of bad records skipped at start-up.", None, r.bad_runs)?;
+    gauge(enc, "strata_recovery_skipped_bytes", "Bytes of bad records skipped at start-up.", None, r.skipped_bytes)?;
+    gauge(enc, "strata_recovery_torn_bytes", "Bytes of torn tail dropped at start-up.", None, r.torn_bytes)?;
+    gauge(enc, "strata_recovery_bad_values", "Records whose value could not be decoded.", None, r.bad_values)?;
+    gauge(
+        enc,
+        "strata_recovery_evicted_keys",
+        "Keys evicted during the replay to stay under maxmemory.",
+        None,
+        r.evicted,
+    )?;
+    counter(enc, "strata_log_compactions", "Log compactions.", None, d.compactions)?;
+    gauge(enc, "strata_log_segments", "Segments of the log in use.", None, d.segments)?;
+    gauge(
+        enc,
+        "strata_durability_lag_records",
+        "Records appended, not yet durable.",
+        None,
+        d.appended_seq.saturating_sub(d.durable_seq),
+    )?;
+    gauge(
+        enc,
+        "strata_durability_lag",
+        "Bytes appended, not yet durable (an upper bound).",
+        Some(Unit::Bytes),
+        d.lag_bytes,
+    )?;
+    let m = enc.encode_descriptor(
+        "strata_durability_lag_age",
+        "Age of the oldest write not yet durable (an upper bound; 0 in sync).",
+        Some(&Unit::Seconds),
+        MetricType::Gauge,
+    )?;
+    ConstGauge::new(d.lag_us as f64 / 1e6).encode(m)?;
+    counter(
+        enc,
+        "strata_durability_held_replies",
+        "Reply batches held back until a flush because the log lagged past its bound.",
+        None,
+        d.held_replies,
+    )?;
+    counter(enc, "strata_log_fsyncs", "Flushes (write + fdatasync) of the log.", None, d.flushes)?;
+    counter(enc, "strata_log_fsync_records", "Records made durable.", None, d.flushed_records)?;
+    let m =
+        enc.encode_descriptor("strata_log_fsync", "Time spent in flushes.", Some(&Unit::Seconds), MetricType::Counter)?;
+    ConstCounter::new(d.flush_us_total as f64 / 1e6).encode(m)?;
+    gauge(enc, "strata_group_commit_max_records", "The most records one flush made durable.", None, d.max_batch)?;
+    let engine = d.engine.split(':').next().unwrap_or("");
+    let mut m = enc.encode_descriptor("strata_io_engine", "The log's I/O engine.", None, MetricType::Info)?;
+    m.encode_info(&[("engine", engine)])
 }
 
 /// Process-level facts.

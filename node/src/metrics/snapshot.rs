@@ -29,6 +29,87 @@ pub struct Snapshot {
     pub keyspace: [DbFigures; DATABASES],
     /// Commands ever called or refused, with their totals.
     pub commands: Vec<(&'static str, CmdTotals)>,
+    /// The durability log; None under durability none.
+    pub durability: Option<DurabilityFigures>,
+    /// The cold tier (`max-disk`); None without one.
+    pub tier: Option<TierFigures>,
+}
+
+/// The durability log: replay at start-up, group commit, lag.
+#[derive(Debug, Default, Clone)]
+pub struct DurabilityFigures {
+    /// "io_uring: ..." or "threads: ...": the engine probed and why.
+    pub engine: String,
+    /// True while the log is replayed.
+    pub loading: bool,
+    pub recovery: RecoveryFigures,
+    pub compactions: u64,
+    /// Zero until the log is open (after the replay).
+    pub durable_seq: u64,
+    pub appended_seq: u64,
+    pub segments: u64,
+    /// Flushes (write + fdatasync), the records they made durable, the
+    /// most one did, their total and worst time in µs.
+    pub flushes: u64,
+    pub flushed_records: u64,
+    pub max_batch: u64,
+    pub flush_us_total: u64,
+    pub flush_us_max: u64,
+    /// Back-pressure's view of the lag (an upper bound): age of the oldest
+    /// write not yet durable (µs) and bytes not yet durable; zero in sync.
+    pub lag_us: u64,
+    pub lag_bytes: u64,
+    /// Reply batches held back because the lag passed its bound.
+    pub held_replies: u64,
+}
+
+/// What the last replay of the log did.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RecoveryFigures {
+    pub duration_ms: u64,
+    pub records: u64,
+    pub bytes: u64,
+    /// Runs of bad bytes skipped, their bytes, and torn-tail bytes dropped.
+    pub bad_runs: u64,
+    pub skipped_bytes: u64,
+    pub torn_bytes: u64,
+    /// Records whose value could not be decoded (skipped).
+    pub bad_values: u64,
+    /// Keys loaded, and keys evicted during the replay to stay under
+    /// maxmemory.
+    pub keys: u64,
+    pub evicted: u64,
+}
+
+/// The cold tier: values demoted from RAM to disk and read back.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TierFigures {
+    /// Keys whose value is on disk only.
+    pub disk_keys: u64,
+    pub demoted: u64,
+    pub demoted_bytes: u64,
+    pub promoted: u64,
+    /// Reads started for waiting commands; reads later waiters joined;
+    /// synchronous reads (undeclared keys); failed reads (keys lost).
+    pub reads: u64,
+    pub shared_reads: u64,
+    pub sync_reads: u64,
+    pub read_errors: u64,
+    /// Reads that went to the device, and those served from the buffer
+    /// of records not written yet.
+    pub disk_reads: u64,
+    pub staged_reads: u64,
+    /// Cold keys evicted (index and all), by the policy or the cleaner;
+    /// demotions refused for lack of room (those keys were evicted).
+    pub evicted_disk_keys: u64,
+    pub refused: u64,
+    /// Segment bytes in use and the budget; record bytes written and dead.
+    pub disk_bytes: u64,
+    pub max_disk_bytes: u64,
+    pub written_bytes: u64,
+    pub dead_bytes: u64,
+    pub cleaned_segments: u64,
+    pub moved_records: u64,
 }
 
 #[derive(Debug, Default, Clone, Copy)]

@@ -127,6 +127,7 @@ fn new_info(
         last_cmd: u32::MAX.into(),
         subs: Default::default(),
         psubs: Default::default(),
+        ssubs: Default::default(),
         multi: u32::MAX.into(),
         qbuf: Default::default(),
         obuf: Default::default(),
@@ -139,6 +140,10 @@ fn new_info(
         push_tx,
         worker: worker.into(),
         user: parking_lot::Mutex::new(b"default".to_vec()),
+        tracking: Default::default(),
+        redirect: Default::default(),
+        prefixes: Default::default(),
+        blocked_on: Default::default(),
     })
 }
 
@@ -169,6 +174,10 @@ impl ConnState {
         self.bufs.out.buf.clear();
         self.bufs.release();
         shared.pubsub.unsubscribe_all(&mut self.client);
+        if self.info.tracking.load(Relaxed) != 0 {
+            let broadcasting = shared.tracking.disable(&self.info);
+            shared.ks.set_broadcasting(broadcasting);
+        }
         crate::commands::transactions::unwatch_all(&shared.node, &mut self.client);
         shared.memory.add_connection_bytes(-self.bufs.accounted);
         shared.clients.remove(self.info.id);
@@ -490,6 +499,7 @@ fn process(
             let reply_mark = bufs.out.len();
             // CLIENT REPLY SKIP applies to the command after the one that set it.
             let skip_this = std::mem::take(&mut client.reply_skip_next);
+            client.reply_always = false;
             outcome = dispatch::execute(&shared.node, shared, metrics, client, &args, &mut bufs.out);
             if let Outcome::Pending(wait) = outcome {
                 // Not run: it runs again from the start after the wait.
@@ -497,9 +507,11 @@ fn process(
                 return Step::Pending(wait);
             }
             quiet = skip_this || client.reply_off;
-            if quiet {
+            if quiet && !std::mem::take(&mut client.reply_always) {
                 bufs.out.truncate(reply_mark);
             }
+            // Invalidations this command caused for this client (CLIENT TRACKING).
+            crate::session::tracking::take_own(&mut bufs.out.buf);
             if matches!(outcome, Outcome::Block(_)) {
                 owned_args = Some(args.iter().map(|a| a.to_vec()).collect());
             }
@@ -686,6 +698,14 @@ async fn wait_blocked(
                 log_unblocked(&shared.node, client, &args);
                 break true;
             }
+            Woken::Unblocked { error } => {
+                if error {
+                    bufs.out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+                } else {
+                    (block.on_timeout)(&mut bufs.out);
+                }
+                break true;
+            }
             Woken::Retry => {}
         }
         client.begin_batch();
@@ -714,6 +734,7 @@ async fn wait_blocked(
     if quiet {
         bufs.out.truncate(reply_mark);
     }
+    client.info.blocked_on.lock().take();
     client.info.blocked.store(false, Relaxed);
     keep_open
 }

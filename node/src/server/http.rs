@@ -276,55 +276,12 @@ fn parse_request(head: &[u8]) -> Result<Request<'_>, Status> {
     Ok(Request { head_only, path })
 }
 
-/// The durability log's figures, before the exposition's `# EOF`.
-fn durability_metrics(shared: &Shared, body: &mut String) {
-    use std::fmt::Write;
-    let Some(p) = &shared.persist else { return };
-    let Some(at) = body.rfind("# EOF") else { return };
-    body.truncate(at);
-    let r = p.recovery.lock().clone();
-    let engine = p.engine.lock().split(':').next().unwrap_or("").to_string();
-    let mut g = |name: &str, kind: &str, help: &str, v: f64| {
-        let sample = if kind == "counter" { format!("{name}_total") } else { name.to_string() };
-        let _ = write!(body, "# HELP {name} {help}\n# TYPE {name} {kind}\n{sample} {v}\n");
-    };
-    g("strata_loading", "gauge", "1 while the durability log is replayed.", p.is_loading() as u8 as f64);
-    g("strata_recovery_duration_seconds", "gauge", "Time the last replay of the log took.", r.duration_ms as f64 / 1e3);
-    g("strata_recovery_records", "gauge", "Records replayed at start-up.", r.records as f64);
-    g("strata_recovery_skipped_runs", "gauge", "Runs of bad records skipped at start-up.", r.bad_runs as f64);
-    g("strata_recovery_skipped_bytes", "gauge", "Bytes of bad records skipped at start-up.", r.skipped_bytes as f64);
-    g("strata_recovery_torn_bytes", "gauge", "Bytes of torn tail dropped at start-up.", r.torn_bytes as f64);
-    g("strata_recovery_bad_values", "gauge", "Records whose value could not be decoded.", r.bad_values as f64);
-    g("strata_log_compactions", "counter", "Log compactions.", p.compactions.load(Relaxed) as f64);
-    if let Some([durable, appended, flushes, records, max_batch, us_total, _, segments]) = p.figures() {
-        g("strata_log_segments", "gauge", "Segments of the log in use.", segments as f64);
-        g(
-            "strata_durability_lag_records",
-            "gauge",
-            "Records appended, not yet durable.",
-            (appended - durable.min(appended)) as f64,
-        );
-        g("strata_log_fsyncs", "counter", "Flushes (write + fdatasync) of the log.", flushes as f64);
-        g("strata_log_fsync_records", "counter", "Records made durable.", records as f64);
-        g("strata_log_fsync_seconds", "counter", "Time spent in flushes.", us_total as f64 / 1e6);
-        g("strata_group_commit_max_records", "gauge", "The most records one flush made durable.", max_batch as f64);
-    }
-    let _ = write!(
-        body,
-        "# HELP strata_io_engine The log's I/O engine.\n# TYPE strata_io_engine info\nstrata_io_engine_info{{engine=\"{engine}\"}} 1\n"
-    );
-    body.push_str("# EOF\n");
-}
-
 fn route(req: &Request<'_>, shared: &Shared, registry: &Registry) -> Response {
     let mut resp = match req.path {
         "/metrics" => {
             let mut body = String::with_capacity(16 * 1024);
             match prometheus_client::encoding::text::encode(&mut body, registry) {
-                Ok(()) => {
-                    durability_metrics(shared, &mut body);
-                    Response::new(Status::Ok, OPENMETRICS, body)
-                }
+                Ok(()) => Response::new(Status::Ok, OPENMETRICS, body),
                 Err(_) => Response::error(Status::Internal),
             }
         }

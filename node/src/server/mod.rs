@@ -256,7 +256,8 @@ pub fn run(shared: Arc<Shared>) -> i32 {
 /// node: serving without it would break the durability promise.
 fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persistence>) {
     let spawned = std::thread::Builder::new().name("strata-recovery".into()).spawn(move || {
-        if let Err(e) = p.recover(&shared.ks) {
+        let make_room = |stats: &crate::metrics::StoreStats| shared.ensure_memory(stats);
+        if let Err(e) = p.recover(&shared.ks, &make_room) {
             error!(dir = %shared.config.startup.dir.display(), "cannot open the durability log: {e}; stopping");
             std::process::exit(1);
         }
@@ -273,6 +274,35 @@ fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persis
     });
     if let Err(e) = spawned {
         error!("cannot start recovery: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// The cold tier's threads: one writes demoted values out (never held up
+/// by anything else), one keeps a spare segment, cleans, and drops reads
+/// nobody waits for any more.
+fn start_cold_tier(shared: Arc<Shared>, cold: Arc<crate::tier::cold::ColdLog>) {
+    let (s, c) = (shared.clone(), cold.clone());
+    let flusher = std::thread::Builder::new().name("strata-tier-io".into()).spawn(move || {
+        while !s.shutting_down.load(Relaxed) {
+            c.flush_step(Duration::from_millis(1));
+        }
+    });
+    let cleaner = std::thread::Builder::new().name("strata-tier".into()).spawn(move || {
+        let mut last_sweep = std::time::Instant::now();
+        while !shared.shutting_down.load(Relaxed) {
+            cold.maintain(&shared.ks);
+            std::thread::sleep(Duration::from_millis(5));
+            if last_sweep.elapsed() > Duration::from_secs(1) {
+                last_sweep = std::time::Instant::now();
+                for idx in 0..shared.ks.num_partitions() as u32 {
+                    shared.ks.lock(idx).sweep_cold_reads();
+                }
+            }
+        }
+    });
+    if let Err(e) = flusher.and(cleaner) {
+        error!("cannot start the cold tier's threads: {e}");
         std::process::exit(1);
     }
 }
@@ -347,6 +377,12 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     // LATENCY's `expire-cycle` event, as Redis records its active expiry.
     let rt = &shared.config.runtime;
     shared.latency.record_if_needed(rt, "expire-cycle", started.elapsed().as_millis() as u64);
+    // Keys expired above, for BCAST trackers; and the tracking table's limit.
+    shared.tracking.flush_broadcasts();
+    let max_tracked = rt.tracking_table_max_keys.load(Relaxed) as usize;
+    if max_tracked > 0 && shared.ks.tracked_keys() > max_tracked {
+        shared.ks.limit_tracked(max_tracked);
+    }
     shared.ks.flush_mem();
     shared.ks.tick_clock();
     if let Some(stats) = shared.memory.calibrate(&shared.ks, shared.maxmemory(), crate::memory::CALIBRATE_EVERY_MS) {
@@ -575,6 +611,9 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
         // Clients get -LOADING and /readyz fails until the log is replayed.
         Some(p) => start_recovery(shared.clone(), p),
         None => shared.ready.store(true, Relaxed),
+    }
+    if let Some(c) = shared.cold.clone() {
+        start_cold_tier(shared.clone(), c);
     }
     info!(
         threads = sc.threads,

@@ -1,7 +1,7 @@
 //! The node's figures in one reading, for `/metrics` and INFO alike.
 
 use super::Shared;
-use crate::metrics::snapshot::{ClientFigures, MemoryFigures, ServerTotals};
+use crate::metrics::snapshot::{ClientFigures, MemoryFigures, ServerTotals, TierFigures};
 use crate::metrics::{CmdTotals, DbFigures, Snapshot};
 use crate::store::NUM_DBS;
 use std::sync::atomic::Ordering::Relaxed;
@@ -54,6 +54,31 @@ impl Shared {
                 .map(|(idx, def)| (def.name, CmdTotals::sum(&self.workers, idx)))
                 .filter(|(_, t)| t.is_active())
                 .collect(),
+            durability: self.persist.as_ref().map(|p| p.figures()),
+            tier: self.cold.as_ref().map(|c| {
+                let k = self.ks.cold_stats();
+                let l = &c.stats;
+                TierFigures {
+                    disk_keys: k.keys.load(Relaxed),
+                    demoted: k.demoted.load(Relaxed),
+                    demoted_bytes: k.demoted_bytes.load(Relaxed),
+                    promoted: k.promoted.load(Relaxed),
+                    reads: k.reads.load(Relaxed),
+                    shared_reads: k.shared_reads.load(Relaxed),
+                    sync_reads: k.sync_reads.load(Relaxed),
+                    read_errors: k.read_errors.load(Relaxed),
+                    disk_reads: l.disk_reads.load(Relaxed),
+                    staged_reads: l.staged_reads.load(Relaxed),
+                    evicted_disk_keys: k.evicted_cold.load(Relaxed),
+                    refused: l.refused.load(Relaxed),
+                    disk_bytes: c.disk_bytes(),
+                    max_disk_bytes: c.max_bytes(),
+                    written_bytes: l.written_bytes.load(Relaxed),
+                    dead_bytes: l.dead_bytes.load(Relaxed),
+                    cleaned_segments: l.cleaned_segments.load(Relaxed),
+                    moved_records: l.moved_records.load(Relaxed),
+                }
+            }),
         }
     }
 

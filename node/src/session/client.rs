@@ -15,6 +15,14 @@ use tokio::sync::{Notify, mpsc};
 /// A message pushed to a subscribed client from another connection.
 pub type PushMsg = Vec<u8>;
 
+/// A blocked command CLIENT UNBLOCK can end (defined here, implemented by
+/// the commands that block).
+pub trait Unblock: Send + Sync {
+    /// Ends the wait with the command's timeout reply, or with an UNBLOCKED
+    /// error; false when it already ended.
+    fn unblock(&self, error: bool) -> bool;
+}
+
 /// Shared view of a client.
 pub struct ClientInfo {
     pub id: u64,
@@ -34,6 +42,7 @@ pub struct ClientInfo {
     pub last_cmd: AtomicU32,
     pub subs: AtomicU32,
     pub psubs: AtomicU32,
+    pub ssubs: AtomicU32,
     /// Queued commands in MULTI, or -1 (u32::MAX) when not in MULTI.
     pub multi: AtomicU32,
     pub qbuf: AtomicUsize,
@@ -55,6 +64,14 @@ pub struct ClientInfo {
     /// Name of the ACL user it runs as (CLIENT LIST, CLIENT KILL USER,
     /// ACL DELUSER).
     pub user: Mutex<Vec<u8>>,
+    /// CLIENT TRACKING mode (`tracking::mode` bits); 0 = off.
+    pub tracking: AtomicU32,
+    /// The client invalidations are redirected to (0 = none).
+    pub redirect: AtomicU64,
+    /// BCAST prefixes, sorted.
+    pub prefixes: Mutex<Vec<Vec<u8>>>,
+    /// The command this client is blocked in, for CLIENT UNBLOCK.
+    pub blocked_on: Mutex<Option<Arc<dyn Unblock>>>,
 }
 
 impl ClientInfo {
@@ -95,6 +112,7 @@ pub struct Client {
     pub watched: Vec<(usize, Vec<u8>, u64)>,
     pub channels: HashSet<Vec<u8>>,
     pub patterns: HashSet<Vec<u8>>,
+    pub shard_channels: HashSet<Vec<u8>>,
     pub no_touch: bool,
     pub no_evict: bool,
     /// Close the connection after writing the pending replies (QUIT).
@@ -102,6 +120,10 @@ pub struct Client {
     /// CLIENT REPLY OFF/SKIP support.
     pub reply_off: bool,
     pub reply_skip_next: bool,
+    /// The current command's reply is written even under CLIENT REPLY
+    /// OFF/SKIP: RESP3 subscription confirmations (pushes), and CLIENT
+    /// REPLY ON's own OK.
+    pub reply_always: bool,
     /// Wall-clock time of the current batch of requests, unix ms. Read once
     /// per batch: commands in one pipeline see the same time, as a Redis
     /// command does within itself.
@@ -129,11 +151,13 @@ impl Client {
             watched: Vec::new(),
             channels: HashSet::new(),
             patterns: HashSet::new(),
+            shard_channels: HashSet::new(),
             no_touch: false,
             no_evict: false,
             close_after_reply: false,
             reply_off: false,
             reply_skip_next: false,
+            reply_always: false,
             now_ms: crate::store::now_ms(),
             clock_mark_ns: crate::store::mono_ns(),
             last_lookup: usize::MAX,
@@ -175,7 +199,7 @@ impl Client {
 
     /// Subscribed to anything (RESP2 clients are then limited to pub/sub commands).
     pub fn in_pubsub(&self) -> bool {
-        !self.channels.is_empty() || !self.patterns.is_empty()
+        !self.channels.is_empty() || !self.patterns.is_empty() || !self.shard_channels.is_empty()
     }
 
     pub fn subscription_count(&self) -> usize {

@@ -5,3 +5,4 @@
 pub mod acl;
 pub mod client;
 pub mod pubsub;
+pub mod tracking;

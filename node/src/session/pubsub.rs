@@ -16,6 +16,8 @@ pub type SubscriptionMap = RwLock<HashMap<Vec<u8>, Subscribers>>;
 pub struct Hub {
     pub channels: SubscriptionMap,
     pub patterns: SubscriptionMap,
+    /// Sharded channels (SSUBSCRIBE).
+    pub shard_channels: SubscriptionMap,
 }
 
 impl Hub {
@@ -25,6 +27,10 @@ impl Hub {
 
     pub fn num_channels(&self) -> usize {
         self.channels.read().len()
+    }
+
+    pub fn num_shard_channels(&self) -> usize {
+        self.shard_channels.read().len()
     }
 }
 
@@ -48,6 +54,9 @@ impl Hub {
         for p in client.patterns.drain() {
             Hub::remove(&self.patterns, &p, client.info.id);
         }
+        for ch in client.shard_channels.drain() {
+            Hub::remove(&self.shard_channels, &ch, client.info.id);
+        }
         set_counts(client);
     }
 }
@@ -56,4 +65,5 @@ impl Hub {
 pub fn set_counts(client: &Client) {
     client.info.subs.store(client.channels.len() as u32, Relaxed);
     client.info.psubs.store(client.patterns.len() as u32, Relaxed);
+    client.info.ssubs.store(client.shard_channels.len() as u32, Relaxed);
 }

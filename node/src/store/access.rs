@@ -58,6 +58,16 @@ impl<'a> KeyAccess<'a> {
 
     /// `locate` for callers that go on to insert with the same hash.
     fn locate_hashed(&mut self, key: &[u8], hash: u64) -> Option<Loc> {
+        self.locate_with(key, hash, true)
+    }
+
+    /// `locate` for a caller that replaces or deletes the value without
+    /// reading it: a value on disk only stays there (no read).
+    fn locate_blind(&mut self, key: &[u8], hash: u64) -> Option<Loc> {
+        self.locate_with(key, hash, false)
+    }
+
+    fn locate_with(&mut self, key: &[u8], hash: u64, load: bool) -> Option<Loc> {
         let db = self.db;
         let now = self.now_ms;
         let stats = self.stats;
@@ -70,7 +80,22 @@ impl<'a> KeyAccess<'a> {
             StoreStats::bump(&stats.expired, 1);
             return None;
         }
+        // A value on disk only that the command did not declare (or that
+        // was demoted again between its read and now): read it here.
+        if load && part.dbs[db].entry(slot).is_cold() && !part.cold_load_now(ks, db, slot, stats) {
+            return None;
+        }
         Some(Loc { part: part_idx, slot })
+    }
+
+    /// A live key, leaving an expired one in place (reads while CLIENT
+    /// PAUSE holds deletions back).
+    fn locate_unexpired(&mut self, key: &[u8]) -> Option<Loc> {
+        let (db, now) = (self.db, self.now_ms);
+        let (part_idx, part) = self.part_mut(key);
+        let slot = part.dbs[db].find(hash_bytes(key), key)?;
+        let exp = part.dbs[db].entry(slot).expire_at();
+        (exp == 0 || exp > now).then_some(Loc { part: part_idx, slot })
     }
 
     /// Read lookup: counts a hit or miss and updates access metadata.
@@ -85,7 +110,8 @@ impl<'a> KeyAccess<'a> {
     }
 
     fn read(&mut self, key: &[u8], touch: bool) -> Option<&Entry> {
-        let Some(loc) = self.locate(key) else {
+        let found = if self.ks.expiry_paused(self.now_ms) { self.locate_unexpired(key) } else { self.locate(key) };
+        let Some(loc) = found else {
             StoreStats::bump(&self.stats.misses, 1);
             return None;
         };
@@ -108,7 +134,7 @@ impl<'a> KeyAccess<'a> {
 
     /// True when the key exists (after lazy expiry), without stats.
     pub fn contains(&mut self, key: &[u8]) -> bool {
-        self.locate(key).is_some()
+        self.locate_blind(key, hash_bytes(key)).is_some()
     }
 
     /// Write lookup: the returned guard settles memory, WATCH and wake-ups
@@ -169,7 +195,8 @@ impl<'a> KeyAccess<'a> {
     /// replaced). `expire_at` 0 = no TTL; with `keep_ttl` the old TTL stays.
     pub fn set(&mut self, key: &[u8], value: Value, expire_at: u64, keep_ttl: bool) {
         let hash = hash_bytes(key);
-        if let Some(loc) = self.locate_hashed(key, hash) {
+        if let Some(loc) = self.locate_blind(key, hash) {
+            self.discard_cold(loc);
             let mut e = self.entry_mut_at(loc);
             e.replace_value(value);
             let new_exp = if keep_ttl { e.expire_at() } else { expire_at };
@@ -182,7 +209,8 @@ impl<'a> KeyAccess<'a> {
     /// `set` for a string given as bytes: copied once, into the entry.
     pub fn set_str(&mut self, key: &[u8], value: &[u8], expire_at: u64, keep_ttl: bool) {
         let hash = hash_bytes(key);
-        if let Some(loc) = self.locate_hashed(key, hash) {
+        if let Some(loc) = self.locate_blind(key, hash) {
+            self.discard_cold(loc);
             let mut e = self.entry_mut_at(loc);
             e.replace_string(value);
             let new_exp = if keep_ttl { e.expire_at() } else { expire_at };
@@ -197,9 +225,24 @@ impl<'a> KeyAccess<'a> {
         part.insert_entry(ks, db, hash, entry, &clock);
     }
 
-    /// Deletes a key; true when it existed.
+    /// Deletes a key; true when it existed. A value on disk only is not
+    /// read first.
     pub fn delete(&mut self, key: &[u8]) -> bool {
-        self.take(key).is_some()
+        let Some(loc) = self.locate_blind(key, hash_bytes(key)) else { return false };
+        let db = self.db;
+        let ks = self.ks;
+        self.locked.get(loc.part).remove_entry(ks, db, loc.slot, None, ChangeKind::Delete);
+        true
+    }
+
+    /// A value about to be overwritten need not come back from disk: the
+    /// entry becomes an empty string in RAM (the caller replaces it).
+    fn discard_cold(&mut self, loc: Loc) {
+        let (ks, db) = (self.ks, self.db);
+        let part = self.locked.get(loc.part);
+        if part.dbs[db].entry(loc.slot).is_cold() {
+            part.discard_cold(ks, db, loc.slot);
+        }
     }
 
     /// Removes a key and returns its entry (GETDEL, RENAME, MOVE).

@@ -10,8 +10,11 @@
 //! encodings and LZF-compressed strings, `ZSET` (3, text scores),
 //! `SET_INTSET` (11), `SET_LISTPACK` (20), `HASH_ZIPMAP`-free listpack
 //! forms `HASH_LISTPACK` (16), `ZSET_LISTPACK` (17) and `LIST_QUICKLIST_2`
-//! (18): the payloads Redis 7.0–7.2 write. Not read: the pre-7.0 ziplist
-//! forms (types 9–15 other than 11), modules and streams.
+//! (18): the payloads Redis 7.0–7.2 write. Streams are written as
+//! `STREAM_LISTPACKS_2` (19, Redis 7.0's) and read in that form, the older
+//! `STREAM_LISTPACKS` (15) and Redis 7.2's `STREAM_LISTPACKS_3` (21); see
+//! `stream_rdb`. Not read: the pre-7.0 ziplist forms (types 9–14 other than
+//! 11) and modules.
 
 use super::hash::HashValue;
 use super::list::ListValue;
@@ -35,6 +38,9 @@ const T_HASH_LISTPACK: u8 = 16;
 const T_ZSET_LISTPACK: u8 = 17;
 const T_LIST_QUICKLIST_2: u8 = 18;
 const T_SET_LISTPACK: u8 = 20;
+pub(super) const T_STREAM_LISTPACKS: u8 = 15;
+pub(super) const T_STREAM_LISTPACKS_2: u8 = 19;
+pub(super) const T_STREAM_LISTPACKS_3: u8 = 21;
 
 /// Why a payload was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,7 +94,7 @@ pub fn put_len(out: &mut Vec<u8>, len: u64) {
     }
 }
 
-fn put_str(out: &mut Vec<u8>, s: &[u8]) {
+pub(super) fn put_str(out: &mut Vec<u8>, s: &[u8]) {
     put_len(out, s.len() as u64);
     out.extend_from_slice(s);
 }
@@ -130,6 +136,10 @@ pub fn encode_value(value: ValueRef<'_>, out: &mut Vec<u8>) {
                 out.extend_from_slice(&score.to_le_bytes());
             }
         }
+        ValueRef::Stream(st) => {
+            out.push(T_STREAM_LISTPACKS_2);
+            super::stream_rdb::encode(st, out);
+        }
     }
 }
 
@@ -169,7 +179,7 @@ impl<'a> Reader<'a> {
         self.pos >= self.buf.len()
     }
 
-    fn take(&mut self, n: usize) -> R<&'a [u8]> {
+    pub(super) fn take(&mut self, n: usize) -> R<&'a [u8]> {
         let end = self.pos.checked_add(n).ok_or(DumpError::Format)?;
         let s = self.buf.get(self.pos..end).ok_or(DumpError::Format)?;
         self.pos = end;
@@ -181,7 +191,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A length, or (Err-free) an encoded-string marker: (value, special).
-    fn len_or_enc(&mut self) -> R<(u64, bool)> {
+    pub(super) fn len_or_enc(&mut self) -> R<(u64, bool)> {
         let b = self.byte()?;
         Ok(match b >> 6 {
             0 => ((b & 0x3f) as u64, false),
@@ -195,7 +205,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn len(&mut self) -> R<usize> {
+    pub(super) fn len(&mut self) -> R<usize> {
         match self.len_or_enc()? {
             (n, false) => {
                 // Every element takes at least a byte: a length beyond the
@@ -275,7 +285,7 @@ fn lzf_decompress(inp: &[u8], out_len: usize) -> R<Vec<u8>> {
 }
 
 /// The entries of a listpack, as strings (integers in decimal).
-fn listpack(lp: &[u8]) -> R<Vec<Vec<u8>>> {
+pub(super) fn listpack(lp: &[u8]) -> R<Vec<Vec<u8>>> {
     if lp.len() < 7 || u32::from_le_bytes(lp[0..4].try_into().unwrap()) as usize != lp.len() {
         return Err(DumpError::Format);
     }
@@ -480,6 +490,9 @@ pub fn decode_value(buf: &[u8]) -> R<Value> {
                 pairs.push((pair[0].clone(), parse_score(&pair[1])?));
             }
             build_zset(pairs)?
+        }
+        t @ (T_STREAM_LISTPACKS | T_STREAM_LISTPACKS_2 | T_STREAM_LISTPACKS_3) => {
+            Value::Stream(Box::new(super::stream_rdb::decode(&mut r, t)?))
         }
         _ => return Err(DumpError::Format),
     };

@@ -25,6 +25,77 @@ pub type Meta = EntryState;
 
 /// Flag bit: the head carries an expiry time.
 const HAS_EXPIRE: u8 = 1;
+/// Flag bit (packed form only): the value is on disk only; the bytes after
+/// the key are its `ColdLoc`, not a string.
+const COLD: u8 = 2;
+
+/// Where a value demoted to the disk tier lives: its record's address in
+/// the tier's log, and the value's type (TYPE and SCAN's TYPE filter answer
+/// without reading it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ColdLoc {
+    pub segment: u32,
+    pub offset: u32,
+    pub len: u32,
+    pub kind: ValueKind,
+}
+
+/// A value's type, as a cold entry remembers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ValueKind {
+    Str = 0,
+    List = 1,
+    Hash = 2,
+    Set = 3,
+    ZSet = 4,
+    Stream = 5,
+    Other = 6,
+}
+
+impl ValueKind {
+    pub fn of(v: ValueRef<'_>) -> ValueKind {
+        match v {
+            ValueRef::Str(_) => ValueKind::Str,
+            ValueRef::List(_) => ValueKind::List,
+            ValueRef::Hash(_) => ValueKind::Hash,
+            ValueRef::Set(_) => ValueKind::Set,
+            ValueRef::ZSet(_) => ValueKind::ZSet,
+            ValueRef::Stream(_) => ValueKind::Stream,
+        }
+    }
+
+    fn from_byte(b: u8) -> ValueKind {
+        match b {
+            0 => ValueKind::Str,
+            1 => ValueKind::List,
+            2 => ValueKind::Hash,
+            3 => ValueKind::Set,
+            4 => ValueKind::ZSet,
+            5 => ValueKind::Stream,
+            _ => ValueKind::Other,
+        }
+    }
+}
+
+/// Bytes a `ColdLoc` takes after the key.
+const COLD_LOC_LEN: usize = 13;
+
+impl ColdLoc {
+    fn encode(&self) -> [u8; COLD_LOC_LEN] {
+        let mut b = [0u8; COLD_LOC_LEN];
+        b[..4].copy_from_slice(&self.segment.to_le_bytes());
+        b[4..8].copy_from_slice(&self.offset.to_le_bytes());
+        b[8..12].copy_from_slice(&self.len.to_le_bytes());
+        b[12] = self.kind as u8;
+        b
+    }
+
+    fn decode(b: &[u8]) -> ColdLoc {
+        let u = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        ColdLoc { segment: u(0), offset: u(4), len: u(8), kind: ValueKind::from_byte(b[12]) }
+    }
+}
 
 /// Strings up to this length go back to the packed form after a write.
 /// Longer ones being modified stay in a growable buffer, as Redis keeps
@@ -154,9 +225,16 @@ impl Entry {
         u64::from_le_bytes(head[1..9].try_into().expect("8 bytes"))
     }
 
+    /// The value. A cold entry has none in RAM: the store promotes a key
+    /// before any command sees it, so this is never asked of one (if it
+    /// were, an empty string, not a crash).
     #[inline]
     pub fn value(&self) -> ValueRef<'_> {
         match &self.body {
+            Body::Packed(b) if b[0] & COLD != 0 => {
+                debug_assert!(false, "value() of a cold entry");
+                ValueRef::Str(&[])
+            }
             Body::Packed(b) => ValueRef::Str(&b[key_range(b).1..]),
             Body::Boxed(b) => b.value.as_ref(),
         }
@@ -165,6 +243,7 @@ impl Entry {
     /// The value for writing in place. A packed string moves to a growable
     /// buffer first (`compact` packs it again after the write).
     pub fn value_mut(&mut self) -> &mut Value {
+        debug_assert!(!self.is_cold(), "value_mut() of a cold entry");
         if let Body::Packed(b) = &self.body {
             let end = key_range(b).1;
             let value = Value::Str(b[end..].to_vec());
@@ -203,7 +282,11 @@ impl Entry {
         }
         let (start, end) = key_range(self.head());
         match &mut self.body {
-            Body::Packed(b) => *b = encode(&b[start..end], expire_at, &b[end..]),
+            Body::Packed(b) => {
+                let cold = b[0] & COLD;
+                *b = encode(&b[start..end], expire_at, &b[end..]);
+                b[0] |= cold;
+            }
             Body::Boxed(b) => b.head = encode(&b.head[start..end], expire_at, &[]),
         }
     }
@@ -219,6 +302,56 @@ impl Entry {
             packed.extend_from_slice(s);
             self.body = Body::Packed(packed.into_boxed_slice());
         }
+    }
+
+    /// True when the value is on disk only.
+    #[inline]
+    pub fn is_cold(&self) -> bool {
+        matches!(&self.body, Body::Packed(b) if b[0] & COLD != 0)
+    }
+
+    /// Where the value is on disk, for a cold entry.
+    pub fn cold_loc(&self) -> Option<ColdLoc> {
+        match &self.body {
+            Body::Packed(b) if b[0] & COLD != 0 => Some(ColdLoc::decode(&b[key_range(b).1..])),
+            _ => None,
+        }
+    }
+
+    /// The value's type name (TYPE), for cold entries too.
+    pub fn type_name(&self) -> &'static str {
+        match self.cold_loc() {
+            Some(loc) => match loc.kind {
+                ValueKind::Str => "string",
+                ValueKind::List => "list",
+                ValueKind::Hash => "hash",
+                ValueKind::Set => "set",
+                ValueKind::ZSet => "zset",
+                ValueKind::Stream => "stream",
+                ValueKind::Other => "none",
+            },
+            None => self.value().type_name(),
+        }
+    }
+
+    /// Demotion: drops the value from RAM, keeping key, expiry and policy
+    /// state; the value is at `loc` on disk.
+    pub(super) fn make_cold(&mut self, loc: ColdLoc) {
+        let key_end = key_range(self.head()).1;
+        let mut packed = Vec::with_capacity(key_end + COLD_LOC_LEN);
+        packed.extend_from_slice(&self.head()[..key_end]);
+        packed.extend_from_slice(&loc.encode());
+        packed[0] |= COLD;
+        self.body = Body::Packed(packed.into_boxed_slice());
+    }
+
+    /// Promotion: the value read back from disk replaces the location.
+    pub(super) fn warm_up(&mut self, value: Value) {
+        debug_assert!(self.is_cold());
+        if let Body::Packed(b) = &mut self.body {
+            b[0] &= !COLD;
+        }
+        self.replace_value(value);
     }
 
     /// What the key costs with its share of the tables (MEMORY USAGE).
@@ -243,6 +376,7 @@ impl Entry {
 
     /// The value, giving up the entry (RENAME, MOVE).
     pub fn into_value(self) -> Value {
+        debug_assert!(!self.is_cold(), "into_value() of a cold entry");
         match self.body {
             Body::Packed(b) => Value::Str(b[key_range(&b).1..].to_vec()),
             Body::Boxed(b) => b.value,

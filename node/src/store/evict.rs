@@ -26,6 +26,10 @@ pub struct Victim {
     pub db: usize,
     pub slot: u32,
     pub hash: u32,
+    /// Chosen while its value was on disk only (RAM held little else): its
+    /// index goes too. A victim chosen warm and demoted since (by another
+    /// thread's search) is left alone.
+    pub cold: bool,
 }
 
 /// A database gives a search at most one candidate per this many keys.
@@ -155,6 +159,16 @@ impl Keyspace {
         {
             return None;
         }
+        // With a disk tier the victim's value moves there instead.
+        if let Some(freed) = self.try_demote(&mut part, v.db, v.slot) {
+            return Some(freed);
+        }
+        if part.dbs[v.db].table.get(v.slot).is_some_and(Entry::is_cold) {
+            if !v.cold {
+                return None;
+            }
+            self.cold_stats().evicted_cold.fetch_add(1, Relaxed);
+        }
         let freed = part.remove_entry(self, v.db, v.slot, None, ChangeKind::Evicted).mem();
         StoreStats::bump(&stats.evicted, 1);
         StoreStats::bump(&stats.evicted_bytes, freed as u64);
@@ -180,7 +194,11 @@ impl Search {
         let Some((score, slot)) = d.eviction_candidate(1, &self.clock, rand) else { return };
         self.taken += 1;
         let Some(hash) = d.table.hash_of(slot) else { return };
-        let victim = Victim { part: pidx, db, slot, hash };
+        let cold = d.table.get(slot).is_some_and(Entry::is_cold);
+        // A cold entry (drawn only when the policy found nothing warm) is
+        // the oldest by every policy's score: it goes after every warm one.
+        let score = if cold { score | 1 << 63 } else { score };
+        let victim = Victim { part: pidx, db, slot, hash, cold };
         // The same key drawn twice counts once.
         if self.best.iter().any(|(_, v)| *v == victim) {
             return;

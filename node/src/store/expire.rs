@@ -76,7 +76,7 @@ impl ActiveExpiry {
     /// expired; returns how many keys were removed and whether some
     /// partition still had expired keys left (run again soon).
     pub fn run_cycle(&self, ks: &Keyspace, stats: &StoreStats, now_ms: u64, window: u32) -> (u64, bool) {
-        if !ks.may_have_expired(now_ms) {
+        if !ks.may_have_expired(now_ms) || ks.expiry_paused(now_ms) {
             return (0, false);
         }
         let Some(mut next) = self.next.try_lock() else { return (0, false) };

@@ -134,7 +134,8 @@ mod tests {
         with_keys(&ks, 1, &[b"e"], |k| k.set(b"e", s("1"), 0, false));
         let idx = ks.partition_of_key(b"e");
         let slot = ks.lock(idx).dbs[0].find(crate::store::hash_bytes(b"e"), b"e").unwrap();
-        let victim = crate::store::Victim { part: idx, db: 0, slot, hash: crate::store::hash_bytes(b"e") as u32 };
+        let victim =
+            crate::store::Victim { part: idx, db: 0, slot, hash: crate::store::hash_bytes(b"e") as u32, cold: false };
         assert!(ks.evict(&victim, &StoreStats::default()).is_some());
         assert!(ks.evict(&victim, &StoreStats::default()).is_none(), "evicted once");
         {

@@ -8,6 +8,7 @@
 //! ascending partition order (so multi-key commands and EXEC cannot deadlock).
 
 mod access;
+pub mod cold;
 mod defrag;
 pub mod dump;
 pub mod encoding;
@@ -17,10 +18,14 @@ pub mod expire;
 pub mod hash;
 pub mod journal;
 pub mod list;
+pub mod listpack;
 pub mod partition;
 pub mod pending;
 pub mod set;
 pub mod slab_table;
+pub mod stream;
+mod stream_rdb;
+pub mod tracking;
 pub mod value;
 pub mod zset;
 
@@ -28,12 +33,14 @@ pub use crate::base::hash::hash_bytes;
 pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{EntryMut, KeyAccess, clear_db};
+pub use cold::{ColdStats, ColdTier};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
 pub use evict::Victim;
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, NUM_DBS, Partition, Serve, Waiter};
 pub use pending::PendingRead;
+pub use tracking::KeyTracker;
 pub use value::{Value, ValueRef, WRONGTYPE};
 
 use crate::base::slot::{SLOTS, key_slot};
@@ -76,6 +83,16 @@ pub struct Keyspace {
     delayed_keys: AtomicUsize,
     /// Bit `db` set once database `db` has held a key (see `evict.rs`).
     dbs_used: AtomicU64,
+    /// The disk tier values are demoted to, if any (`cold.rs`).
+    cold: std::sync::OnceLock<Arc<dyn ColdTier>>,
+    cold_stats: ColdStats,
+    /// Client-side caching: the tracker and the tracking table's totals,
+    /// on lines of their own: their counters change on tracked reads, while
+    /// every write reads the broadcast flag.
+    tracking: OwnLine<tracking::TrackingState>,
+    /// Until this unix ms (CLIENT PAUSE) expired keys read as missing but
+    /// are not deleted, and the active expiry does not run, as in Redis 7.0.
+    expiry_paused_until: AtomicU64,
 }
 
 /// A field that writers on every core update, on cache lines of its own
@@ -122,6 +139,10 @@ impl Keyspace {
             policy: AtomicU8::new(0),
             delayed_keys: AtomicUsize::new(0),
             dbs_used: AtomicU64::new(0),
+            cold: std::sync::OnceLock::new(),
+            cold_stats: ColdStats::default(),
+            tracking: OwnLine(Default::default()),
+            expiry_paused_until: AtomicU64::new(0),
         }
     }
 
@@ -302,6 +323,16 @@ impl Keyspace {
                 db.set_policy(kind, fast_rand(), &clock);
             }
         }
+    }
+
+    /// Holds expired keys back from deletion until `until_ms` (0: no more).
+    pub fn pause_expiry(&self, until_ms: u64) {
+        self.expiry_paused_until.store(until_ms, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn expiry_paused(&self, now_ms: u64) -> bool {
+        now_ms < self.expiry_paused_until.load(Ordering::Relaxed)
     }
 
     /// Refreshes the cached LRU clock (called every 100 ms by the workers).

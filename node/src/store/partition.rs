@@ -41,6 +41,10 @@ struct DbEntries<'a> {
     expires: &'a BTreeSet<(u64, u32)>,
 }
 
+/// Random draws a sampling policy makes past cold entries before it takes
+/// one (RAM then holds little but indexes).
+const COLD_SKIPS: usize = 16;
+
 impl Entries for DbEntries<'_> {
     #[inline]
     fn state(&self, slot: u32) -> &EntryState {
@@ -57,7 +61,19 @@ impl Entries for DbEntries<'_> {
     }
 
     fn random_slot(&self, rand: u64) -> Option<u32> {
-        self.table.random_slot(rand)
+        // Cold entries (values on disk) are no victims while warm ones are
+        // around: look a few more times before settling for one.
+        let mut r = rand;
+        let mut found = None;
+        for _ in 0..COLD_SKIPS {
+            let slot = self.table.random_slot(r)?;
+            if !self.table.get(slot).is_some_and(Entry::is_cold) {
+                return Some(slot);
+            }
+            found = Some(slot);
+            r = crate::base::random::splitmix64(r);
+        }
+        found
     }
 
     fn probe_slot(&self, rand: u64) -> Option<u32> {
@@ -134,13 +150,28 @@ impl Db {
 
     /// Removes the entry in `slot` from the policy, expiry set and index.
     pub(super) fn remove(&mut self, slot: u32) -> Entry {
-        let (policy, mut entries) = self.policy_and_entries();
-        policy.on_remove(&mut entries, slot);
+        // A cold entry left the policy when it was demoted.
+        if !self.entry(slot).is_cold() {
+            let (policy, mut entries) = self.policy_and_entries();
+            policy.on_remove(&mut entries, slot);
+        }
         let expire_at = self.entry(slot).expire_at();
         if expire_at != 0 {
             self.expires.remove(&(expire_at, slot));
         }
         self.table.remove(slot).expect("live slot")
+    }
+
+    /// A demoted entry leaves the policy's queues (`cold.rs`).
+    pub(super) fn unlink(&mut self, slot: u32) {
+        let (policy, mut entries) = self.policy_and_entries();
+        policy.on_remove(&mut entries, slot);
+    }
+
+    /// A promoted entry joins them again, as a new one.
+    pub(super) fn relink(&mut self, slot: u32, clock: &Clock) {
+        let (policy, mut entries) = self.policy_and_entries();
+        policy.on_insert(&mut entries, slot, clock);
     }
 
     /// Counts a read (`write` false) or write access for the policy.
@@ -248,6 +279,8 @@ pub struct Partition {
     mem: i64,
     /// Keys some client WATCHes, with their modification versions.
     watched: HashMap<DbKey, WatchState>,
+    /// Keys tracking clients read (CLIENT TRACKING), see `tracking.rs`.
+    pub(super) tracked: super::tracking::TrackedKeys,
     /// Clients blocked (BLPOP & co.) on each key, in the order they blocked.
     pub(super) blocked: HashMap<DbKey, VecDeque<Arc<dyn Waiter>>>,
     /// Keys with waiters written since this partition was last served,
@@ -263,6 +296,9 @@ pub struct Partition {
     /// Keys whose next access must first wait (see `pending`): the test
     /// stand-in for a value that is on disk only. Key → delay in ms.
     pub(super) delayed: HashMap<DbKey, u64>,
+    /// Disk reads of cold values in flight or done but not yet promoted
+    /// (see `cold.rs`).
+    pub(super) cold_reads: HashMap<DbKey, Arc<super::cold::ColdRead>>,
 }
 
 impl Partition {
@@ -272,12 +308,14 @@ impl Partition {
             dbs: (0..NUM_DBS).map(|db| Db::new(policy, policy_seed(index, db))).collect(),
             mem: 0,
             watched: HashMap::new(),
+            tracked: Default::default(),
             blocked: HashMap::new(),
             ready: Vec::new(),
             index,
             seq: 0,
             slot_keys: vec![0; slots].into_boxed_slice(),
             delayed: HashMap::new(),
+            cold_reads: HashMap::new(),
         }
     }
 
@@ -397,7 +435,6 @@ impl Partition {
     /// Adds an entry for a key known to be absent; returns its slot.
     pub(super) fn insert_entry(&mut self, ks: &Keyspace, db: usize, hash: u64, entry: Entry, clock: &Clock) -> u32 {
         let mem = entry.mem() as i64;
-        let wakes = entry.value().wakes_blocked();
         self.count_key(entry.key(), 1);
         if entry.expire_at() != 0 {
             ks.note_deadline(entry.expire_at());
@@ -410,15 +447,23 @@ impl Partition {
         ks.note_db_used(db);
         self.mem += mem;
         ks.add_mem(mem);
-        self.settle_write(ks, db, slot, ChangeKind::Write, wakes);
+        self.settle_write(ks, db, slot, ChangeKind::Write);
         slot
     }
 
     /// WATCH, wake-ups and the journal after a key was written.
-    pub(super) fn settle_write(&mut self, ks: &Keyspace, db: usize, slot: u32, kind: ChangeKind, wakes: bool) {
+    pub(super) fn settle_write(&mut self, ks: &Keyspace, db: usize, slot: u32, kind: ChangeKind) {
         let e = self.dbs[db].entry(slot);
         bump_watch(&mut self.watched, db, e.key());
-        if wakes && !self.blocked.is_empty() {
+        // Copies the key only when someone tracks it (the entry is borrowed).
+        if (!self.tracked.is_empty() && self.tracked.contains_key(e.key())) || ks.is_broadcasting() {
+            let key: Box<[u8]> = e.key().into();
+            self.tracked_key_changed(ks, &key);
+        }
+        let e = self.dbs[db].entry(slot);
+        // Any write offers the key to its waiters (who check its type): a
+        // stream group reader must learn that its key became another type.
+        if !self.blocked.is_empty() {
             let key: Box<[u8]> = e.key().into();
             self.signal_ready(db, &key);
         }
@@ -438,11 +483,24 @@ impl Partition {
         }
     }
 
+    /// Drops the value of the entry in `slot` from RAM: it is at `loc` on
+    /// disk. Not a change of the key (no journal record, no WATCH bump).
+    /// Returns the bytes freed.
+    pub(super) fn demote_entry(&mut self, ks: &Keyspace, db: usize, slot: u32, loc: super::entry::ColdLoc) -> usize {
+        let d = &mut self.dbs[db];
+        d.unlink(slot);
+        let before = d.entry(slot).mem();
+        d.entry_mut(slot).make_cold(loc);
+        let after = d.entry(slot).mem();
+        let freed = before.saturating_sub(after);
+        self.account(ks, after as i64 - before as i64);
+        freed
+    }
+
     /// Settles an entry whose value changed in place by `mem_delta` bytes.
     pub(super) fn settle_update(&mut self, ks: &Keyspace, db: usize, slot: u32, mem_delta: i64, kind: ChangeKind) {
         self.account(ks, mem_delta);
-        let wakes = self.dbs[db].entry(slot).value().wakes_blocked();
-        self.settle_write(ks, db, slot, kind, wakes);
+        self.settle_write(ks, db, slot, kind);
     }
 
     /// Removes the entry in `slot`; `accounted` is what it was counted as
@@ -457,12 +515,18 @@ impl Partition {
     ) -> Entry {
         let tables = self.dbs[db].table.overhead_bytes() as i64;
         let entry = self.dbs[db].remove(slot);
+        if let Some(loc) = entry.cold_loc() {
+            ks.forget_cold(loc);
+        }
         let shrunk = tables - self.dbs[db].table.overhead_bytes() as i64;
         let mem = accounted.unwrap_or_else(|| entry.mem()) as i64 + shrunk;
         self.mem -= mem;
         ks.add_mem(-mem);
         self.count_key(entry.key(), -1);
         bump_watch(&mut self.watched, db, entry.key());
+        self.tracked_key_changed(ks, entry.key());
+        // Waiters learn that the key is gone (a stream group reader fails).
+        self.signal_ready(db, entry.key());
         self.journal(ks, db, entry.key(), kind, None);
         entry
     }
@@ -479,12 +543,19 @@ impl Partition {
         let old = std::mem::replace(&mut self.dbs[db], fresh);
         let mut mem = old.table.overhead_bytes() as i64;
         for (_, e) in old.table.iter() {
+            if let Some(loc) = e.cold_loc() {
+                ks.forget_cold(loc);
+            }
             mem += e.mem() as i64;
             self.count_key(e.key(), -1);
             bump_watch(&mut self.watched, db, e.key());
         }
         self.mem -= mem;
         ks.add_mem(-mem);
+        let waiting: Vec<DbKey> = self.blocked.keys().filter(|(d, _)| *d as usize == db).cloned().collect();
+        for (d, key) in waiting {
+            self.signal_ready(d as usize, &key);
+        }
         self.journal(ks, db, &[], ChangeKind::FlushDb, None);
         n
     }

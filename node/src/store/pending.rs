@@ -4,15 +4,17 @@
 //! then runs the command again from the start. Handlers never block on I/O
 //! and need not know about it.
 //!
-//! What makes a key wait is the disk tier's business (a value that is on
-//! disk only, read once for all waiters). Until the tier lands, the only
-//! source is a test hook, `KeyAccess::delay_next_access` (`DEBUG
-//! PENDING-DELAY`): the key's next command waits the given time, once, as a
-//! first read of a cold value would.
+//! What makes a key wait: a value that is on disk only, read once for all
+//! waiters (`cold.rs`), or a test hook, `KeyAccess::delay_next_access`
+//! (`DEBUG PENDING-DELAY`): the key's next command waits the given time,
+//! once, as a first read of a cold value would.
 
+use super::cold::{ColdRead, ColdState};
 use super::{KeyAccess, Keyspace};
+use crate::base::hash::hash_bytes;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
@@ -23,7 +25,7 @@ impl Keyspace {
     /// True when some key may make a command wait (one shared read).
     #[inline]
     pub fn may_pend(&self) -> bool {
-        self.delayed_keys.load(Relaxed) != 0
+        self.delayed_keys.load(Relaxed) != 0 || self.cold_stats.keys.load(Relaxed) != 0
     }
 }
 
@@ -39,25 +41,61 @@ impl KeyAccess<'_> {
     }
 
     /// The wait, if any of `keys` (in the selected database, partitions
-    /// held) is not ready to be served. Takes the reason away: after the
-    /// wait the command runs.
+    /// held) is not ready to be served: a test delay (taken away: after the
+    /// wait the command runs) or a value on disk only (its read started or
+    /// joined; after it the command runs again and promotes it).
     pub fn pending<'k>(&mut self, keys: impl IntoIterator<Item = &'k [u8]>) -> Option<PendingRead> {
+        self.pending_for(keys, true)
+    }
+
+    /// [`Self::pending`] for a command that may not read its keys' values
+    /// (`reads_values` false: it overwrites or deletes them): cold values are not
+    /// read back for it.
+    pub fn pending_for<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        reads_values: bool,
+    ) -> Option<PendingRead> {
         if !self.ks.may_pend() {
             return None;
         }
         let mut longest = None;
+        let mut reads: Vec<Arc<ColdRead>> = Vec::new();
+        let (ks, db, stats) = (self.ks, self.db, self.stats);
+        let cold = reads_values && ks.cold_stats.keys.load(Relaxed) != 0;
         for key in keys {
-            let idx = self.ks.partition_of_key(key);
+            let idx = ks.partition_of_key(key);
             if !self.locked.holds(idx) {
                 continue;
             }
             let part = self.locked.get(idx);
-            if let Some(ms) = part.delayed.remove(&(self.db as u8, key.into())) {
-                self.ks.delayed_keys.fetch_sub(1, Relaxed);
+            if !part.delayed.is_empty()
+                && let Some(ms) = part.delayed.remove(&(db as u8, key.into()))
+            {
+                ks.delayed_keys.fetch_sub(1, Relaxed);
                 longest = longest.max(Some(ms));
             }
+            if cold && let Some(slot) = part.dbs[db].find(hash_bytes(key), key) {
+                let exp = part.dbs[db].entry(slot).expire_at();
+                if (exp == 0 || exp > self.now_ms)
+                    && let ColdState::Wait(read) = part.cold_check(ks, db, slot, stats)
+                    && !reads.iter().any(|r| Arc::ptr_eq(r, &read))
+                {
+                    reads.push(read);
+                }
+            }
         }
-        let ms = longest?;
-        Some(Box::pin(tokio::time::sleep(Duration::from_millis(ms))))
+        if longest.is_none() && reads.is_empty() {
+            return None;
+        }
+        let delay = longest.map(Duration::from_millis);
+        Some(Box::pin(async move {
+            if let Some(d) = delay {
+                tokio::time::sleep(d).await;
+            }
+            for r in reads {
+                r.wait().await;
+            }
+        }))
     }
 }

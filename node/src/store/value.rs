@@ -1,4 +1,4 @@
-//! The value stored under a key: one of Redis's five core types.
+//! The value stored under a key: one of Redis's core types (streams included).
 //!
 //! Every collection type tracks its own heap footprint incrementally so that
 //! memory accounting after a write is O(1) (see `EntryMut`).
@@ -6,6 +6,7 @@
 use super::hash::HashValue;
 use super::list::ListValue;
 use super::set::SetValue;
+use super::stream::StreamValue;
 use super::zset::ZSetValue;
 
 pub enum Value {
@@ -14,6 +15,7 @@ pub enum Value {
     Hash(HashValue),
     Set(SetValue),
     ZSet(ZSetValue),
+    Stream(Box<StreamValue>),
 }
 
 /// Redis's error for an operation against a key holding the wrong type.
@@ -28,15 +30,10 @@ pub enum ValueRef<'a> {
     Hash(&'a HashValue),
     Set(&'a SetValue),
     ZSet(&'a ZSetValue),
+    Stream(&'a StreamValue),
 }
 
 impl<'a> ValueRef<'a> {
-    /// Lists and sorted sets can serve clients blocked on their key.
-    #[inline]
-    pub fn wakes_blocked(self) -> bool {
-        matches!(self, ValueRef::List(_) | ValueRef::ZSet(_))
-    }
-
     /// The name TYPE reports.
     pub fn type_name(self) -> &'static str {
         match self {
@@ -45,6 +42,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::Hash(_) => "hash",
             ValueRef::Set(_) => "set",
             ValueRef::ZSet(_) => "zset",
+            ValueRef::Stream(_) => "stream",
         }
     }
 
@@ -57,6 +55,8 @@ impl<'a> ValueRef<'a> {
             ValueRef::Hash(h) => h.is_empty(),
             ValueRef::Set(s) => s.is_empty(),
             ValueRef::ZSet(z) => z.is_empty(),
+            // Redis keeps streams with no entries (their IDs and groups matter).
+            ValueRef::Stream(_) => false,
         }
     }
 
@@ -77,6 +77,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::Hash(h) => h.encoding(),
             ValueRef::Set(s) => s.encoding(),
             ValueRef::ZSet(z) => z.encoding(),
+            ValueRef::Stream(s) => s.encoding(),
         }
     }
 
@@ -88,6 +89,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::Hash(h) => h.mem_bytes(),
             ValueRef::Set(s) => s.mem_bytes(),
             ValueRef::ZSet(z) => z.mem_bytes(),
+            ValueRef::Stream(s) => s.mem_bytes() + std::mem::size_of::<StreamValue>(),
         }
     }
 
@@ -99,6 +101,7 @@ impl<'a> ValueRef<'a> {
             ValueRef::Hash(h) => Value::Hash(h.clone()),
             ValueRef::Set(s) => Value::Set(s.clone()),
             ValueRef::ZSet(z) => Value::ZSet(z.clone()),
+            ValueRef::Stream(s) => Value::Stream(Box::new(s.clone())),
         }
     }
 }
@@ -111,6 +114,7 @@ impl Value {
             Value::Hash(h) => ValueRef::Hash(h),
             Value::Set(s) => ValueRef::Set(s),
             Value::ZSet(z) => ValueRef::ZSet(z),
+            Value::Stream(s) => ValueRef::Stream(s),
         }
     }
 
@@ -123,6 +127,7 @@ impl Value {
             Value::Hash(h) => h.mem_bytes(),
             Value::Set(s) => s.mem_bytes(),
             Value::ZSet(z) => z.mem_bytes(),
+            Value::Stream(s) => s.mem_bytes() + std::mem::size_of::<StreamValue>(),
         }
     }
 

@@ -51,6 +51,9 @@ pub struct LogConfig {
     pub max_segments: u32,
     /// Seeds the segment nonces (tests); None: from the clock.
     pub seed: Option<u64>,
+    /// fdatasync after each flush's writes (false for the cold tier: a
+    /// cache that starts empty, whose records need only be readable).
+    pub sync: bool,
     /// Test only: report records durable without syncing, to show that the
     /// crash tests catch it.
     #[cfg(test)]
@@ -63,6 +66,7 @@ impl Default for LogConfig {
             segment_size: 64 << 20,
             max_segments: 1024,
             seed: None,
+            sync: true,
             #[cfg(test)]
             ack_before_sync: false,
         }
@@ -132,6 +136,9 @@ pub struct SegmentLog {
     staging: Mutex<Staging>,
     /// Held by a flush for its whole duration: one flush at a time.
     flushing: Mutex<()>,
+    /// The chunks the flush in progress is writing: until it is done,
+    /// reads of their records are served from here (`read_staged`).
+    in_flight: Mutex<Vec<Chunk>>,
     shared: RwLock<Shared>,
     durable_seq: AtomicU64,
 }
@@ -264,6 +271,7 @@ impl SegmentLog {
                 rng: splitmix64(seed),
             }),
             flushing: Mutex::new(()),
+            in_flight: Mutex::new(Vec::new()),
             shared: RwLock::new(Shared { segments, free, poisoned: false }),
             durable_seq: AtomicU64::new(last_seq),
         };
@@ -308,6 +316,13 @@ impl SegmentLog {
     /// is ready (a flush prepares one), when the record can never fit a
     /// segment, or when the log is poisoned.
     pub fn append(&self, rec: &Record<'_>) -> io::Result<(u64, RecordAddr)> {
+        self.append_leaving(rec, 0)
+    }
+
+    /// [`Self::append`], but a record that needs a new segment fails with
+    /// StorageFull unless `reserve` more segments could still be had after
+    /// it (free or not yet created): room kept for the cleaner's moves.
+    pub fn append_leaving(&self, rec: &Record<'_>, reserve: u32) -> io::Result<(u64, RecordAddr)> {
         let len = record::encoded_len(rec.key.len(), rec.value.len()) as u64;
         if len > self.config.segment_size - SEGMENT_HEADER {
             return Err(error(io::ErrorKind::InvalidInput, "record larger than a segment"));
@@ -316,6 +331,13 @@ impl SegmentLog {
         let mut st = self.staging.lock().unwrap();
         let fits = st.active.is_some() && st.pos + len <= self.config.segment_size;
         if !fits {
+            if reserve > 0 {
+                let shared = self.shared.read().unwrap();
+                let uncreated = (self.config.max_segments as usize).saturating_sub(shared.segments.len());
+                if shared.free.len() + uncreated < reserve as usize {
+                    return Err(error(io::ErrorKind::StorageFull, "the rest is reserved"));
+                }
+            }
             self.roll(&mut st)?;
         }
         let (segment, nonce) = st.active.expect("rolled");
@@ -380,31 +402,44 @@ impl SegmentLog {
         if self.shared.read().unwrap().poisoned {
             return Err(error(io::ErrorKind::Other, "the log failed a write or sync"));
         }
-        let (chunks, upto) = {
+        let upto = {
             let mut st = self.staging.lock().unwrap();
             let chunks = std::mem::take(&mut st.chunks);
             if let Some(last) = chunks.last() {
                 let block = st.pos - st.pos % IO_ALIGN as u64;
                 st.tail = last.bytes[(block - last.start) as usize..].to_vec();
             }
-            (chunks, st.next_seq - 1)
+            // Visible to readers before the staging lock goes.
+            *self.in_flight.lock().unwrap() = chunks;
+            st.next_seq - 1
         };
-        if !chunks.is_empty() {
+        let result = self.write_in_flight(upto);
+        // Written (or failed: the log is poisoned either way).
+        self.in_flight.lock().unwrap().clear();
+        result
+    }
+
+    fn write_in_flight(&self, upto: u64) -> io::Result<u64> {
+        let ops = {
+            let chunks = self.in_flight.lock().unwrap();
             let mut ops = Vec::new();
-            for c in &chunks {
+            for c in chunks.iter() {
                 ops.push((c.file.clone(), IoOp::Write { offset: c.start, buf: AlignedBuf::padded_copy(&c.bytes) }));
             }
             #[cfg(test)]
-            let sync = !self.config.ack_before_sync;
+            let sync = self.config.sync && !self.config.ack_before_sync;
             #[cfg(not(test))]
-            let sync = true;
+            let sync = self.config.sync;
             let mut synced = Vec::new();
-            for c in &chunks {
+            for c in chunks.iter() {
                 if sync && !synced.contains(&c.segment) {
                     synced.push(c.segment);
                     ops.push((c.file.clone(), IoOp::Sync));
                 }
             }
+            ops
+        };
+        if !ops.is_empty() {
             if let Err(e) = check(run_blocking(&*self.engine, ops)) {
                 self.shared.write().unwrap().poisoned = true;
                 return Err(e);
@@ -459,6 +494,11 @@ impl SegmentLog {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.volume.open(&name)?,
             Err(e) => return Err(e),
         };
+        if !self.config.sync {
+            // Never fsynced: nothing to gain from allocated extents, and
+            // writing zeros would hold up the flushes behind it.
+            return Ok(file);
+        }
         let size = self.config.segment_size;
         let mut ops = Vec::new();
         let mut at = 0;
@@ -541,6 +581,61 @@ impl SegmentLog {
                 on_done(result);
             }),
         }]);
+    }
+
+    /// The record at `addr` if it is not on disk yet (staged, or being
+    /// written by the flush in progress): reads of it are served from RAM.
+    pub fn read_staged(&self, addr: RecordAddr) -> Option<OwnedRecord> {
+        let find = |chunks: &[Chunk]| {
+            let off = u64::from(addr.offset);
+            chunks.iter().find_map(|c| {
+                let end = c.start + c.bytes.len() as u64;
+                (c.segment == addr.segment && off >= c.start && off + u64::from(addr.len) <= end)
+                    .then(|| c.bytes[(off - c.start) as usize..(off - c.start) as usize + addr.len as usize].to_vec())
+            })
+        };
+        let bytes = {
+            let st = self.staging.lock().unwrap();
+            find(&st.chunks)
+        }
+        .or_else(|| find(&self.in_flight.lock().unwrap()))?;
+        let nonce = self.shared.read().unwrap().segments.get(addr.segment as usize)?.as_ref()?.nonce?;
+        match record::decode(&bytes, nonce) {
+            Some((rec, len)) if len == addr.len as usize => Some(rec.to_owned()),
+            _ => None,
+        }
+    }
+
+    /// Every valid record of segment `id` (in use, flushed) with its
+    /// address, read at once: for the cleaner.
+    pub fn scan_segment(&self, id: u32, mut visit: impl FnMut(Record<'_>, RecordAddr)) -> io::Result<()> {
+        let meta = self.shared.read().unwrap().segments.get(id as usize).cloned().flatten();
+        let Some(SegmentMeta { file, nonce: Some(nonce) }) = meta else {
+            return Err(error(io::ErrorKind::NotFound, "segment not in use"));
+        };
+        let data = Self::read_segment(&*self.engine, &file, self.config.segment_size)?;
+        record::scan(&data, SEGMENT_HEADER as usize, nonce, |rec, offset| {
+            let len = record::encoded_len(rec.key.len(), rec.value.len()) as u32;
+            visit(rec, RecordAddr { segment: id, offset: offset as u32, len });
+        });
+        Ok(())
+    }
+
+    /// Segments holding records (active included), and whether a spare is
+    /// ready or more may still be created or recycled.
+    pub fn segments_in_use(&self) -> u32 {
+        let shared = self.shared.read().unwrap();
+        shared.segments.iter().flatten().filter(|m| m.nonce.is_some()).count() as u32
+    }
+
+    /// The segment appends go to now, if any.
+    pub fn active_segment(&self) -> Option<u32> {
+        self.staging.lock().unwrap().active.map(|a| a.0)
+    }
+
+    /// Bytes per segment.
+    pub fn segment_size(&self) -> u64 {
+        self.config.segment_size
     }
 
     /// [`Self::read_async`], waiting: for recovery and tests.

@@ -12,16 +12,16 @@
 //! - [`log`]: [`log::SegmentLog`], segments, appends, flushes, recovery,
 //!   reads by address, recycling.
 //!
-//! Wiring, for the keyspace: an entry whose value is on disk keeps the
-//! [`log::RecordAddr`] returned by [`log::SegmentLog::append`]; demotion
-//! appends the value (or reuses its journal record) and drops the RAM copy
-//! once [`log::SegmentLog::durable_seq`] covers its sequence number;
-//! promotion reads it back with [`log::SegmentLog::read_async`] through the
-//! pending path, and must check the key (and the seq, if kept) of what comes
-//! back: an address of a recycled segment can hold another valid record.
-//! The journal hook appends each mutation through the durability layer's
-//! group commit, which flushes.
+//! - [`cold`]: the cold tier, a log of its own for values demoted from RAM
+//!   at `maxmemory` (`store::cold` is the keyspace's side: cold entries,
+//!   shared reads through the pending path, promotion under the partition
+//!   lock only while the entry still points at the record read, so a newer
+//!   write is never overwritten and a read of a recycled address is never
+//!   used); its cleaner moves live records forward and recycles segments.
+//!   The journal hook appends each mutation through the durability layer's
+//!   group commit, which flushes.
 
+pub mod cold;
 pub mod io;
 pub mod log;
 pub mod pool;

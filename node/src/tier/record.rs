@@ -29,6 +29,8 @@ pub enum RecordKind {
     FlushDb = 4,
     /// Every database was emptied.
     FlushAll = 5,
+    /// Databases `db` and the u32 in `value` were swapped (SWAPDB).
+    SwapDb = 6,
 }
 
 impl RecordKind {
@@ -39,6 +41,7 @@ impl RecordKind {
             3 => RecordKind::Expire,
             4 => RecordKind::FlushDb,
             5 => RecordKind::FlushAll,
+            6 => RecordKind::SwapDb,
             _ => return None,
         })
     }

@@ -37,6 +37,8 @@ struct State {
     /// Data ops (writes, syncs) left before the disk crashes by itself.
     ops_until_crash: Option<u64>,
     crashed: bool,
+    /// The least time a sync takes.
+    sync_delay: std::time::Duration,
 }
 
 impl State {
@@ -160,6 +162,11 @@ impl SimDisk {
         SimDisk { state: Arc::new(Mutex::new(state)) }
     }
 
+    /// Each sync takes at least `delay` from now on (a slow device).
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        self.state.lock().unwrap().sync_delay = delay;
+    }
+
     /// The disk crashes by itself after `ops` more writes/syncs.
     pub fn crash_after(&self, ops: u64) {
         self.state.lock().unwrap().ops_until_crash = Some(ops);
@@ -220,6 +227,11 @@ impl SimDisk {
                     let FileKind::Sim(id) = *req.file.0 else {
                         unreachable!("a real file handed to the simulated engine")
                     };
+                    if matches!(req.op, IoOp::Sync) {
+                        // Outside the disk's lock: a slow device, not a stuck one.
+                        let delay = disk.state.lock().unwrap().sync_delay;
+                        std::thread::sleep(delay);
+                    }
                     let result = if matches!(req.op, IoOp::Sync) && failed {
                         Err(cancelled())
                     } else {

@@ -296,8 +296,9 @@ pub struct StorageSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<String>,
 
-    /// Most bytes the disk tier's log may use on the volume; must not exceed `size`. When unset
-    /// the node derives it from the volume size.
+    /// Most bytes the disk tier (values demoted from RAM at the memory budget) may use on the
+    /// volume; must not exceed `size`. When unset: 80 % of `size` with durability none, 50 %
+    /// otherwise (the durability log needs the rest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_budget: Option<Quantity>,
 }

@@ -64,6 +64,9 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
         // none are free.
         line("hugepages", &hugepages.page_size.as_str());
     }
+    if let Some(bytes) = disk_budget_bytes(spec)? {
+        line("max-disk", &bytes);
+    }
     line("durability", &spec.durability.mode.as_str());
     if spec.durability.mode == DurabilityMode::Periodic
         && let Some(interval) = &spec.durability.fsync_interval
@@ -71,6 +74,29 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
         line("fsync-interval", interval);
     }
     Ok(text)
+}
+
+/// The disk tier's budget on the pod's volume (`max-disk`): values the
+/// memory budget cannot hold are demoted there instead of evicted.
+/// `storage.diskBudget` when set; else a share of `storage.size` — 80 %
+/// with durability none (the tier is all the volume holds), 50 % otherwise
+/// (the durability log and its compaction need the rest). None without
+/// storage: no tier.
+fn disk_budget_bytes(spec: &CacheClusterSpec) -> Result<Option<u64>, SpecError> {
+    let Some(storage) = &spec.storage else { return Ok(None) };
+    let size = parse_bytes(&storage.size).map_err(|e| SpecError::new("storage.size", e))?;
+    if let Some(budget) = &storage.disk_budget {
+        let bytes = parse_bytes(budget).map_err(|e| SpecError::new("storage.diskBudget", e))?;
+        if bytes == 0 || bytes > size {
+            return Err(SpecError::new(
+                "storage.diskBudget",
+                "must be a positive quantity no larger than storage.size, such as \"8Gi\"",
+            ));
+        }
+        return Ok(Some(bytes));
+    }
+    let share = if spec.durability.mode == DurabilityMode::None { 0.8 } else { 0.5 };
+    Ok(Some((size as f64 * share) as u64).filter(|&b| b > 0))
 }
 
 /// Which side of `resources` a quantity is read from.
@@ -456,6 +482,19 @@ mod tests {
                 config(json!({"cpu": {"pinning": true}, "resources": resources})).expect_err(&resources.to_string());
             assert_eq!(err.field, "cpu.pinning", "{resources}");
         }
+    }
+
+    #[test]
+    fn the_disk_tier_gets_a_share_of_the_volume_or_its_budget() {
+        let text = config(json!({"storage": {"size": "10Gi"}})).unwrap();
+        assert_eq!(directive(&text, "max-disk").as_deref(), Some("8589934592"), "80 % with durability none");
+        let text = config(json!({"storage": {"size": "10Gi"}, "durability": {"mode": "sync"}})).unwrap();
+        assert_eq!(directive(&text, "max-disk").as_deref(), Some("5368709120"), "50 % beside the log");
+        let text = config(json!({"storage": {"size": "10Gi", "diskBudget": "2Gi"}})).unwrap();
+        assert_eq!(directive(&text, "max-disk").as_deref(), Some("2147483648"));
+        assert_eq!(directive(&config(json!({})).unwrap(), "max-disk"), None, "no volume, no tier");
+        let err = config(json!({"storage": {"size": "1Gi", "diskBudget": "2Gi"}})).unwrap_err();
+        assert_eq!(err.field, "storage.diskBudget");
     }
 
     #[test]

@@ -585,6 +585,9 @@ const REDIS_NOSCRIPT_SUBS: &[&str] =
 /// What `redis.call` needs while a script runs.
 struct CallCtx<'c, 'a> {
     ctx: &'c mut Ctx<'a>,
+    /// The script's declared keys: tracked (CLIENT TRACKING) once it calls
+    /// a read-only command.
+    declared: &'c [&'c [u8]],
     read_only: bool,
     run: &'c RunState,
     private: Table,
@@ -621,7 +624,8 @@ impl CallCtx<'_, '_> {
             crate::commands::acl::log_denial(shared, ctx.client, &denial, "lua", &args);
             return Err(crate::commands::acl::script_denial(&denial).into());
         }
-        if cmd_flags & flags::WRITE != 0 && self.read_only {
+        // May-replicate commands (PUBLISH, ...) count as writes here, as in Redis.
+        if cmd_flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 && self.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.".into());
         }
         if cmd_flags & flags::DENYOOM != 0 && over_memory(shared) {
@@ -642,6 +646,9 @@ impl CallCtx<'_, '_> {
         ctx.client.resp3 = resp3;
         let mut r = Reply { buf: Vec::new(), resp3 };
         let result = (def.handler)(ctx, &args, &mut r);
+        if cmd_flags & flags::READONLY != 0 && crate::commands::dispatch::tracks_reads(ctx.client) {
+            crate::commands::dispatch::track_keys(ctx, self.declared.iter().copied());
+        }
         ctx.block = None;
         ctx.pending = None;
         finish(ctx.worker, ctx.client, idx, 0, result, &mut r);
@@ -925,7 +932,9 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
     let saved_db = ctx.client.db;
     let saved_resp3 = ctx.client.resp3;
     let saved_in_exec = ctx.in_exec;
+    let saved_in_script = ctx.in_script;
     ctx.in_exec = true;
+    ctx.in_script = true;
     let caller_resp3 = out.resp3;
     let result = with_vm(scripts, |vm| {
         let func = match run.target {
@@ -959,8 +968,13 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         };
         let keys_t = make_list(run.keys).map_err(lua_err)?;
         let argv_t = make_list(run.argv).map_err(lua_err)?;
-        let call_ctx =
-            RefCell::new(CallCtx { ctx: &mut *ctx, read_only: run.read_only, run: state, private: private.clone() });
+        let call_ctx = RefCell::new(CallCtx {
+            ctx: &mut *ctx,
+            declared: run.keys,
+            read_only: run.read_only,
+            run: state,
+            private: private.clone(),
+        });
         let outcome: mlua::Result<MultiValue> = lua.scope(|scope| {
             let api: Table = private.raw_get("api")?;
             let call = scope.create_function(|lua, args: MultiValue| redis_call(lua, &call_ctx, true, args))?;
@@ -1042,6 +1056,7 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         Ok(Err(text))
     });
     ctx.in_exec = saved_in_exec;
+    ctx.in_script = saved_in_script;
     ctx.client.db = saved_db;
     ctx.client.resp3 = saved_resp3;
     ctx.keys.db = saved_db;

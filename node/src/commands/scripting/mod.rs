@@ -337,6 +337,24 @@ fn collect_result(ctx: &mut Ctx<'_>, out: &mut Reply) -> Option<CmdResult> {
     })
 }
 
+/// Whether EVAL, EVALSHA or FCALL with these arguments may write (CLIENT
+/// PAUSE WRITE holds it back): unless its script or function declares
+/// `no-writes`. An unknown script or function may.
+pub fn script_may_write(shared: &super::Node, name: &str, args: &[&[u8]]) -> bool {
+    let Some(target) = args.get(1) else { return true };
+    let flags = match name {
+        "eval" => eval_shebang(target).ok().flatten(),
+        "evalsha" => {
+            let sha = String::from_utf8_lossy(target).to_ascii_lowercase();
+            let body = shared.scripts.cache.lock().get(&sha).cloned();
+            body.and_then(|b| eval_shebang(&b).ok().flatten())
+        }
+        "fcall" => functions::find_function(&shared.scripts, &String::from_utf8_lossy(target)).map(|(_, f)| f),
+        _ => None,
+    };
+    !flags.is_some_and(|f| f.no_writes)
+}
+
 fn eval_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, by_sha: bool, ro_cmd: bool) -> CmdResult {
     if let Some(r) = collect_result(ctx, out) {
         return r;
@@ -470,6 +488,8 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
             let worker = &node.workers[worker.min(node.workers.len() - 1)];
             let ks = &node.ks;
             let mut out = Reply { buf: Vec::new(), resp3 };
+            // Invalidations the script causes for its own client follow its reply.
+            crate::session::tracking::set_current(id);
             let r = loop {
                 let mut ctx = Ctx {
                     keys: crate::store::KeyAccess {
@@ -485,6 +505,7 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
                     server,
                     worker,
                     in_exec: false,
+                    in_script: false,
                     block: None,
                     pending: None,
                 };
@@ -502,9 +523,19 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
                 break r;
             };
             info.db.store(db as u32, Relaxed);
+            node.tracking.flush_broadcasts();
+            let mut own = Vec::new();
+            crate::session::tracking::take_own(&mut own);
+            crate::session::tracking::set_current(0);
             match r {
-                Ok(()) => Ok(out.buf),
-                Err(e) => Err(e.0.into_owned()),
+                Ok(()) => {
+                    out.buf.extend_from_slice(&own);
+                    Ok(out.buf)
+                }
+                Err(e) => {
+                    crate::session::tracking::push_to(&info, own);
+                    Err(e.0.into_owned())
+                }
             }
         }));
         node.ks.flush_mem();

@@ -1,0 +1,471 @@
+//! The keyspace's side of the disk tier: values demoted to disk at the
+//! memory limit and promoted back when a command needs them.
+//!
+//! - Every key keeps its index entry in RAM; a cold entry holds its key,
+//!   expiry and the value's address on disk instead of the value
+//!   (`Entry::make_cold`). Cold entries leave the eviction policy's queues:
+//!   a policy proposes only keys whose values are in RAM, so demoting one
+//!   victim never makes another key's index the next victim; sampling
+//!   policies look past cold entries (`DbEntries::random_slot`). When RAM
+//!   holds almost nothing but indexes, cold entries go too (evicted).
+//! - A command whose declared keys are cold waits (the pending path): the
+//!   first waiter starts one read, later ones share it (`ColdRead`); the
+//!   command runs again once it is done and promotes the value under the
+//!   partition lock, if the entry is still cold at the same address — a
+//!   write made meanwhile (which promoted the key itself, or replaced it) is
+//!   never overwritten by an older value.
+//! - A key reached without being declared (SORT's BY/GET patterns, keys a
+//!   script did not declare) is read synchronously: correct, but it holds
+//!   the worker for one disk read.
+//! - What is on disk and how it is read is the tier's business
+//!   ([`ColdTier`], implemented by `tier::cold`); this layer sees bytes in
+//!   the DUMP value encoding of `store::dump`.
+
+use super::dump;
+use super::entry::{ColdLoc, ValueKind};
+use super::journal::ChangeKind;
+use super::partition::Partition;
+use super::{Keyspace, StoreStats};
+use parking_lot::Mutex;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
+use tokio::sync::Notify;
+
+/// The disk tier, as the keyspace uses it.
+pub trait ColdTier: Send + Sync {
+    /// Writes a value about to leave RAM (`encoded`: `dump::encode_value`);
+    /// None when the tier cannot take it now (full, failing): the key is
+    /// then evicted instead.
+    fn demote(&self, db: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)>;
+    /// Reads a value back; `done` runs on an I/O thread with the encoded
+    /// bytes.
+    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<Vec<u8>>) + Send>);
+    /// [`Self::read`], waiting (the synchronous fallback).
+    fn read_blocking(&self, loc: ColdLoc) -> io::Result<Vec<u8>>;
+    /// The record at `loc` is no longer any key's value (promoted,
+    /// overwritten, deleted): its bytes are dead for the cleaner.
+    fn forget(&self, loc: ColdLoc);
+}
+
+/// Counters of the tier as the keyspace sees it (INFO, metrics).
+#[derive(Default)]
+pub struct ColdStats {
+    /// Keys whose value is on disk only, now.
+    pub keys: AtomicU64,
+    /// Values demoted, and the RAM bytes that freed.
+    pub demoted: AtomicU64,
+    pub demoted_bytes: AtomicU64,
+    /// Values read back into RAM.
+    pub promoted: AtomicU64,
+    /// Disk reads started for waiting commands, and reads a later waiter
+    /// joined instead of starting its own.
+    pub reads: AtomicU64,
+    pub shared_reads: AtomicU64,
+    /// Synchronous reads (keys a command did not declare).
+    pub sync_reads: AtomicU64,
+    /// Reads that failed or returned an undecodable value: the key is lost
+    /// (deleted), as if evicted, and logged.
+    pub read_errors: AtomicU64,
+    /// Cold entries evicted (index and all) because RAM held little else.
+    pub evicted_cold: AtomicU64,
+}
+
+/// One read of a cold value, shared by every command waiting for it.
+pub struct ColdRead {
+    loc: ColdLoc,
+    /// The bytes read, until the first command to run again promotes them.
+    result: Mutex<Option<io::Result<Vec<u8>>>>,
+    /// Set once the read is over (the result may be taken since).
+    over: std::sync::atomic::AtomicBool,
+    done: Notify,
+}
+
+impl ColdRead {
+    fn finished(&self) -> bool {
+        self.over.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits until the read is over.
+    pub async fn wait(self: Arc<Self>) {
+        loop {
+            let notified = self.done.notified();
+            if self.finished() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Keyspace {
+    /// Installs the disk tier (once, at start-up).
+    pub fn set_cold(&self, tier: Arc<dyn ColdTier>) {
+        let _ = self.cold.set(tier);
+    }
+
+    #[inline]
+    pub fn cold(&self) -> Option<&Arc<dyn ColdTier>> {
+        self.cold.get()
+    }
+
+    pub fn cold_stats(&self) -> &ColdStats {
+        &self.cold_stats
+    }
+
+    /// Demotes the entry in `slot` instead of evicting it, when there is a
+    /// tier and it is worth it; the RAM bytes freed.
+    pub(super) fn try_demote(&self, part: &mut Partition, db: usize, slot: u32) -> Option<usize> {
+        let tier = self.cold()?;
+        let e = part.dbs[db].entry(slot);
+        if e.is_cold() {
+            return None;
+        }
+        let kind = ValueKind::of(e.value());
+        let (segment, offset, len) = ENCODE_BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            buf.clear();
+            dump::encode_value(e.value(), &mut buf);
+            tier.demote(db, e.key(), e.expire_at(), &buf)
+        })?;
+        let freed = part.demote_entry(self, db, slot, ColdLoc { segment, offset, len, kind });
+        self.cold_stats.keys.fetch_add(1, Relaxed);
+        self.cold_stats.demoted.fetch_add(1, Relaxed);
+        self.cold_stats.demoted_bytes.fetch_add(freed as u64, Relaxed);
+        Some(freed)
+    }
+
+    /// The cleaner moves the record at `from` (segment, offset) of `key`:
+    /// if the key's value is still that record, `move_to` appends a copy
+    /// and the entry points to it (Some(true)); if there is no room, the key
+    /// is evicted (Some(false)); None: the record is not the key's value any
+    /// more (nothing to do).
+    pub fn relocate_cold(
+        &self,
+        db: usize,
+        key: &[u8],
+        from: (u32, u32),
+        move_to: impl FnOnce() -> Option<(u32, u32, u32)>,
+    ) -> Option<bool> {
+        let mut part = self.lock(self.partition_of_key(key));
+        let hash = super::hash_bytes(key);
+        // The record names the database the key was in when it was demoted;
+        // SWAPDB may have moved it since.
+        let (db, slot, loc) =
+            std::iter::once(db).chain(0..super::NUM_DBS).filter(|&d| d < super::NUM_DBS).find_map(|d| {
+                let slot = part.dbs[d].find(hash, key)?;
+                let loc = part.dbs[d].entry(slot).cold_loc().filter(|l| (l.segment, l.offset) == from)?;
+                Some((d, slot, loc))
+            })?;
+        match move_to() {
+            Some((segment, offset, len)) => {
+                part.dbs[db].entry_mut(slot).make_cold(ColdLoc { segment, offset, len, ..loc });
+                Some(true)
+            }
+            None => {
+                self.cold_stats.evicted_cold.fetch_add(1, Relaxed);
+                part.remove_entry(self, db, slot, None, ChangeKind::Evicted);
+                Some(false)
+            }
+        }
+    }
+
+    /// The value of `e` in `store::dump`'s encoding, appended to `out`,
+    /// whether it is in RAM or on disk (read now, waiting): for a pass over
+    /// every key such as the journal's compaction. False when a cold value
+    /// cannot be read.
+    pub fn encode_entry_value(&self, e: &super::Entry, out: &mut Vec<u8>) -> bool {
+        match e.cold_loc() {
+            None => {
+                dump::encode_value(e.value(), out);
+                true
+            }
+            Some(loc) => match self.cold().map(|t| t.read_blocking(loc)) {
+                Some(Ok(bytes)) => {
+                    out.extend_from_slice(&bytes);
+                    true
+                }
+                _ => false,
+            },
+        }
+    }
+
+    /// A cold entry is going away (deleted, expired, evicted, overwritten).
+    pub(super) fn forget_cold(&self, loc: ColdLoc) {
+        self.cold_stats.keys.fetch_sub(1, Relaxed);
+        if let Some(t) = self.cold() {
+            t.forget(loc);
+        }
+    }
+}
+
+thread_local! {
+    static ENCODE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// What a cold key's check found.
+pub(super) enum ColdState {
+    /// Promoted (or not cold any more): the command may run.
+    Ready,
+    /// Being read: wait for this.
+    Wait(Arc<ColdRead>),
+}
+
+impl Partition {
+    /// Makes a cold key ready, or starts (or joins) its read. Partition
+    /// locked; `slot` holds a live entry of `db`.
+    pub(super) fn cold_check(&mut self, ks: &Keyspace, db: usize, slot: u32, stats: &StoreStats) -> ColdState {
+        let Some(loc) = self.dbs[db].entry(slot).cold_loc() else { return ColdState::Ready };
+        let key: Box<[u8]> = self.dbs[db].entry(slot).key().into();
+        let id = (db as u8, key);
+        if let Some(read) = self.cold_reads.get(&id).cloned() {
+            if read.loc == loc && !read.finished() {
+                ks.cold_stats.shared_reads.fetch_add(1, Relaxed);
+                return ColdState::Wait(read);
+            }
+            self.cold_reads.remove(&id);
+            if read.loc == loc
+                && let Some(result) = read.result.lock().take()
+            {
+                self.promote(ks, db, slot, loc, result, stats);
+                return ColdState::Ready;
+            }
+            // A read of an older address (the key was promoted and demoted
+            // again, or moved by the cleaner, since): start over.
+        }
+        let Some(tier) = ks.cold() else { return ColdState::Ready };
+        let read = Arc::new(ColdRead {
+            loc,
+            result: Mutex::new(None),
+            over: std::sync::atomic::AtomicBool::new(false),
+            done: Notify::new(),
+        });
+        self.cold_reads.insert(id, read.clone());
+        ks.cold_stats.reads.fetch_add(1, Relaxed);
+        let r = read.clone();
+        tier.read(
+            loc,
+            Box::new(move |result| {
+                *r.result.lock() = Some(result);
+                r.over.store(true, std::sync::atomic::Ordering::Release);
+                r.done.notify_waiters();
+            }),
+        );
+        ColdState::Wait(read)
+    }
+
+    /// Reads a cold key now, waiting (keys a command did not declare).
+    /// Returns false when the key was lost to a read error.
+    pub(super) fn cold_load_now(&mut self, ks: &Keyspace, db: usize, slot: u32, stats: &StoreStats) -> bool {
+        let Some(loc) = self.dbs[db].entry(slot).cold_loc() else { return true };
+        let key: Box<[u8]> = self.dbs[db].entry(slot).key().into();
+        let shared = self.cold_reads.remove(&(db as u8, key)).filter(|r| r.loc == loc && r.finished());
+        let result = match shared.and_then(|r| r.result.lock().take()) {
+            Some(result) => result,
+            None => {
+                ks.cold_stats.sync_reads.fetch_add(1, Relaxed);
+                match ks.cold() {
+                    Some(t) => t.read_blocking(loc),
+                    None => Err(io::Error::other("no disk tier")),
+                }
+            }
+        };
+        self.promote(ks, db, slot, loc, result, stats)
+    }
+
+    /// Puts a value read from `loc` back into RAM; a failed read loses the
+    /// key (deleted, logged). False when the key is gone.
+    fn promote(
+        &mut self,
+        ks: &Keyspace,
+        db: usize,
+        slot: u32,
+        loc: ColdLoc,
+        result: io::Result<Vec<u8>>,
+        stats: &StoreStats,
+    ) -> bool {
+        let value = result.and_then(|bytes| {
+            dump::decode_value(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}")))
+        });
+        match value {
+            Ok(value) => {
+                let clock = ks.policy_clock();
+                let d = &mut self.dbs[db];
+                let before = d.entry(slot).mem() as i64;
+                d.entry_mut(slot).warm_up(value);
+                d.relink(slot, &clock);
+                let after = d.entry(slot).mem() as i64;
+                self.account(ks, after - before);
+                ks.cold_stats.promoted.fetch_add(1, Relaxed);
+                ks.forget_cold(loc);
+                true
+            }
+            Err(e) => {
+                let key = String::from_utf8_lossy(self.dbs[db].entry(slot).key()).into_owned();
+                tracing::error!(db, key = %key, "cannot read a value back from the disk tier: {e}; the key is lost");
+                ks.cold_stats.read_errors.fetch_add(1, Relaxed);
+                self.remove_entry(ks, db, slot, None, ChangeKind::Evicted);
+                StoreStats::bump(&stats.evicted, 1);
+                false
+            }
+        }
+    }
+
+    /// Forgets the disk copy of a cold entry about to be overwritten: it
+    /// becomes an empty string in RAM, back in the policy's queues.
+    pub(super) fn discard_cold(&mut self, ks: &Keyspace, db: usize, slot: u32) {
+        let Some(loc) = self.dbs[db].entry(slot).cold_loc() else { return };
+        let clock = ks.policy_clock();
+        let d = &mut self.dbs[db];
+        let before = d.entry(slot).mem() as i64;
+        d.entry_mut(slot).warm_up(super::Value::Str(Vec::new()));
+        d.relink(slot, &clock);
+        let after = d.entry(slot).mem() as i64;
+        self.account(ks, after - before);
+        ks.forget_cold(loc);
+    }
+
+    /// Drops reads nobody waits for any more (their commands' connections
+    /// went away): called now and then.
+    pub fn sweep_cold_reads(&mut self) {
+        if !self.cold_reads.is_empty() {
+            self.cold_reads.retain(|_, r| !r.finished() || Arc::strong_count(r) > 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{KeyAccess, Locked, ValueRef};
+    use smallvec::SmallVec;
+
+    type Done = Box<dyn FnOnce(io::Result<Vec<u8>>) + Send>;
+
+    /// A disk tier in RAM whose reads complete when the test says so.
+    #[derive(Default)]
+    struct HeldTier {
+        records: Mutex<Vec<Vec<u8>>>,
+        reads: Mutex<Vec<(ColdLoc, Done)>>,
+    }
+
+    impl HeldTier {
+        fn complete_all(&self) {
+            let reads: Vec<_> = self.reads.lock().drain(..).collect();
+            for (loc, done) in reads {
+                done(Ok(self.records.lock()[loc.offset as usize].clone()));
+            }
+        }
+    }
+
+    impl ColdTier for HeldTier {
+        fn demote(&self, _: usize, _: &[u8], _: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
+            let mut r = self.records.lock();
+            r.push(encoded.to_vec());
+            Some((0, r.len() as u32 - 1, encoded.len() as u32))
+        }
+        fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<Vec<u8>>) + Send>) {
+            self.reads.lock().push((loc, done));
+        }
+        fn read_blocking(&self, loc: ColdLoc) -> io::Result<Vec<u8>> {
+            Ok(self.records.lock()[loc.offset as usize].clone())
+        }
+        fn forget(&self, _: ColdLoc) {}
+    }
+
+    fn access<'a>(ks: &'a Keyspace, stats: &'a StoreStats, key: &[u8]) -> KeyAccess<'a> {
+        let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![ks.partition_of_key(key)];
+        let locked: Locked<'a> = ks.lock_set(&mut parts);
+        KeyAccess { ks, locked, db: 0, now_ms: 1, touch: true, stats }
+    }
+
+    fn demote(ks: &Keyspace, key: &[u8]) {
+        let mut part = ks.lock(ks.partition_of_key(key));
+        let slot = part.dbs[0].find(super::super::hash_bytes(key), key).unwrap();
+        assert!(ks.try_demote(&mut part, 0, slot).is_some());
+        assert!(part.dbs[0].entry(slot).is_cold());
+    }
+
+    fn value(ks: &Keyspace, stats: &StoreStats, key: &[u8]) -> Vec<u8> {
+        let mut a = access(ks, stats, key);
+        let e = a.get(key).unwrap();
+        match e.value() {
+            ValueRef::Str(s) => s.to_vec(),
+            _ => panic!("not a string"),
+        }
+    }
+
+    #[test]
+    fn a_read_finishing_after_a_write_never_brings_back_the_old_value() {
+        let tier = Arc::new(HeldTier::default());
+        let ks = Keyspace::new(4);
+        ks.set_cold(tier.clone());
+        let stats = StoreStats::default();
+        access(&ks, &stats, b"k").set_str(b"k", b"old", 0, false);
+        demote(&ks, b"k");
+        assert_eq!(ks.cold_stats().keys.load(Relaxed), 1);
+        // A reader waits for the disk; meanwhile a writer replaces the value.
+        let wait = access(&ks, &stats, b"k").pending([&b"k"[..]]);
+        assert!(wait.is_some(), "a cold key makes its reader wait");
+        access(&ks, &stats, b"k").set_str(b"k", b"new", 0, false);
+        tier.complete_all();
+        // The reader runs again: nothing to wait for, and the new value stands.
+        assert!(access(&ks, &stats, b"k").pending([&b"k"[..]]).is_none());
+        assert_eq!(value(&ks, &stats, b"k"), b"new");
+        // Demoted again (a new address): the old read is not used either.
+        demote(&ks, b"k");
+        let wait = access(&ks, &stats, b"k").pending([&b"k"[..]]);
+        assert!(wait.is_some());
+        tier.complete_all();
+        assert!(access(&ks, &stats, b"k").pending([&b"k"[..]]).is_none());
+        assert_eq!(value(&ks, &stats, b"k"), b"new");
+        assert_eq!(ks.cold_stats().keys.load(Relaxed), 0);
+        assert_eq!(ks.cold_stats().read_errors.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn waiters_share_one_read_and_all_see_the_value() {
+        let tier = Arc::new(HeldTier::default());
+        let ks = Keyspace::new(4);
+        ks.set_cold(tier.clone());
+        let stats = StoreStats::default();
+        access(&ks, &stats, b"k").set_str(b"k", &[b'v'; 500], 0, false);
+        demote(&ks, b"k");
+        let waits: Vec<_> = (0..5).map(|_| access(&ks, &stats, b"k").pending([&b"k"[..]]).unwrap()).collect();
+        assert_eq!(tier.reads.lock().len(), 1, "one read for five waiters");
+        assert_eq!(ks.cold_stats().shared_reads.load(Relaxed), 4);
+        tier.complete_all();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for w in waits {
+            rt.block_on(w);
+            assert!(access(&ks, &stats, b"k").pending([&b"k"[..]]).is_none());
+            assert_eq!(value(&ks, &stats, b"k"), vec![b'v'; 500]);
+        }
+        assert_eq!(ks.cold_stats().promoted.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn an_undeclared_cold_key_is_read_at_once_and_a_blind_write_reads_nothing() {
+        let tier = Arc::new(HeldTier::default());
+        let ks = Keyspace::new(4);
+        ks.set_cold(tier.clone());
+        let stats = StoreStats::default();
+        access(&ks, &stats, b"a").set_str(b"a", b"1", 0, false);
+        access(&ks, &stats, b"b").set_str(b"b", b"2", 0, false);
+        demote(&ks, b"a");
+        demote(&ks, b"b");
+        // No pending step (a key a command did not declare): read at once.
+        assert_eq!(value(&ks, &stats, b"a"), b"1");
+        assert_eq!(ks.cold_stats().sync_reads.load(Relaxed), 1);
+        // DEL and SET replace without reading.
+        let mut b = access(&ks, &stats, b"b");
+        assert!(b.pending_for([&b"b"[..]], false).is_none());
+        assert!(b.contains(b"b"));
+        assert!(b.delete(b"b"));
+        drop(b);
+        assert_eq!(ks.cold_stats().sync_reads.load(Relaxed), 1);
+        assert!(tier.reads.lock().is_empty());
+        assert_eq!(ks.cold_stats().keys.load(Relaxed), 0);
+    }
+}

@@ -1,0 +1,216 @@
+//! The cold tier (`--max-disk`): at `maxmemory` the policy's victims are
+//! demoted to disk instead of lost, every key stays readable through the
+//! pending path, collections included, and the disk budget is kept by
+//! cleaning. Against the real binary and a real file system.
+
+mod support;
+
+use std::time::{Duration, Instant};
+use support::*;
+
+fn value_of(i: usize, len: usize) -> String {
+    let seed = format!("v{i}:");
+    seed.repeat(len / seed.len() + 1)[..len].to_string()
+}
+
+fn field(conn: &mut RawConn, name: &str) -> u64 {
+    info_field(conn, name).unwrap_or_else(|| panic!("INFO has no {name}")).parse().expect("a number")
+}
+
+/// Pipelined SETs of `n` keys with `len`-byte values.
+fn fill(conn: &mut RawConn, prefix: &str, n: usize, len: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+        for &i in chunk {
+            conn.send(&["SET", &format!("{prefix}{i}"), &value_of(i, len)]);
+        }
+        for _ in chunk {
+            assert_eq!(conn.read_frame(), Frame::ok());
+        }
+    }
+}
+
+/// A node with a cold tier of `max_disk` whose `maxmemory` leaves `room`
+/// bytes above what it holds empty (its base differs between builds).
+fn tiered(room: u64, max_disk: &str, threads: &str) -> Server {
+    let server = Server::strata_with(&[
+        "--maxmemory-policy",
+        "allkeys-lru",
+        "--max-disk",
+        max_disk,
+        "--dir",
+        "{dir}",
+        "--threads",
+        threads,
+    ]);
+    limit(&server, room);
+    server
+}
+
+fn limit(server: &Server, room: u64) -> u64 {
+    let mut c = server.conn();
+    let budget = field(&mut c, "used_memory") + room;
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", &budget.to_string()]), Frame::ok());
+    budget
+}
+
+#[test]
+fn data_larger_than_ram_stays_readable() {
+    let server = tiered(10 << 20, "256mb", "2");
+    let mut c = server.conn();
+    assert_eq!(field(&mut c, "tier_enabled"), 1);
+    // Collections first, so that they are among the coldest.
+    for h in 0..50 {
+        let mut args = vec!["HSET".to_string(), format!("hash{h}")];
+        for f in 0..40 {
+            args.push(format!("f{f}"));
+            args.push(value_of(h * 100 + f, 100));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        assert_eq!(c.cmd(&args), Frame::int(40));
+        let items: Vec<String> = (0..30).map(|i| value_of(h + i, 90)).collect();
+        let mut args = vec!["RPUSH", "list"];
+        let name = format!("list{h}");
+        args[1] = &name;
+        args.extend(items.iter().map(String::as_str));
+        assert_eq!(c.cmd(&args), Frame::int(30));
+    }
+    // About 3× the memory limit in strings.
+    let n = 30_000;
+    fill(&mut c, "key:", n, 1000);
+    assert_eq!(c.cmd(&["DBSIZE"]), Frame::int((n + 100) as i64), "no key was lost");
+    let disk_keys = field(&mut c, "tier_disk_keys");
+    assert!(disk_keys > (n / 2) as u64, "most values went to disk: {disk_keys}");
+    assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0);
+    let (used, max) = (field(&mut c, "used_memory"), field(&mut c, "maxmemory"));
+    assert!(used <= max + (256 << 10), "used_memory {used} above maxmemory {max}");
+
+    // Every value reads back right, the coldest first.
+    assert_eq!(c.cmd(&["TYPE", "hash7"]), Frame::simple("hash"));
+    for h in 0..50 {
+        let got = c.cmd(&["HGET", &format!("hash{h}"), "f39"]);
+        assert_eq!(got, Frame::bulk(value_of(h * 100 + 39, 100)), "hash{h}");
+        assert_eq!(c.cmd(&["LLEN", &format!("list{h}")]), Frame::int(30));
+        assert_eq!(c.cmd(&["LINDEX", &format!("list{h}"), "-1"]), Frame::bulk(value_of(h + 29, 90)));
+    }
+    for i in (0..n).step_by(7) {
+        assert_eq!(c.cmd(&["GET", &format!("key:{i}")]), Frame::bulk(value_of(i, 1000)), "key:{i}");
+    }
+    assert!(field(&mut c, "tier_promoted") > 1000);
+    assert_eq!(field(&mut c, "tier_read_errors"), 0);
+    // SCAN's TYPE filter sees cold keys' types without reading them.
+    let mut cursor = "0".to_string();
+    let mut hashes = 0;
+    loop {
+        let reply = c.cmd(&["SCAN", &cursor, "TYPE", "hash", "COUNT", "1000"]);
+        let Frame::Array(parts) = reply else { panic!("{reply:?}") };
+        cursor = String::from_utf8(parts[0].as_bytes().unwrap().to_vec()).unwrap();
+        let Frame::Array(keys) = &parts[1] else { panic!() };
+        hashes += keys.len();
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(hashes, 50);
+}
+
+#[test]
+fn writes_to_cold_keys_win_over_their_old_values() {
+    let server = tiered(6 << 20, "128mb", "2");
+    let mut c = server.conn();
+    let n = 20_000;
+    fill(&mut c, "k", n, 800);
+    assert!(field(&mut c, "tier_disk_keys") > 5000);
+    // Overwrites, appends, deletes and expiries of keys on disk.
+    for i in (0..2000).step_by(3) {
+        assert_eq!(c.cmd(&["SET", &format!("k{i}"), "new"]), Frame::ok());
+        assert_eq!(c.cmd(&["APPEND", &format!("k{}", i + 1), "+"]), Frame::int(801));
+        assert_eq!(c.cmd(&["DEL", &format!("k{}", i + 2)]), Frame::int(1));
+    }
+    // Push them out again, then read everything back.
+    fill(&mut c, "filler", 10_000, 800);
+    for i in (0..2000).step_by(3) {
+        assert_eq!(c.cmd(&["GET", &format!("k{i}")]), Frame::bulk("new"));
+        assert_eq!(c.cmd(&["GET", &format!("k{}", i + 1)]), Frame::bulk(&(value_of(i + 1, 800) + "+")));
+        assert_eq!(c.cmd(&["EXISTS", &format!("k{}", i + 2)]), Frame::int(0));
+    }
+    assert_eq!(field(&mut c, "tier_read_errors"), 0);
+}
+
+#[test]
+fn concurrent_readers_of_a_cold_key_share_one_read() {
+    let server = tiered(6 << 20, "128mb", "2");
+    let mut c = server.conn();
+    fill(&mut c, "k", 20_000, 800);
+    // k0 is long cold. Many clients ask for it at once.
+    let before = field(&mut c, "tier_reads");
+    let mut conns: Vec<RawConn> = (0..16).map(|_| server.conn()).collect();
+    for conn in &mut conns {
+        conn.send(&["GET", "k0"]);
+    }
+    for conn in &mut conns {
+        assert_eq!(conn.read_frame(), Frame::bulk(value_of(0, 800)));
+    }
+    let reads = field(&mut c, "tier_reads") - before;
+    assert!(reads >= 1, "the value came from disk");
+    assert!(reads < 16, "{reads} reads for 16 concurrent readers of one key");
+}
+
+#[test]
+fn the_disk_budget_is_kept_by_cleaning() {
+    // 24 MiB of disk (8 segments of 3 MiB) under 10 MB of RAM, written
+    // over several times: the log fills with dead records and is cleaned.
+    let server = tiered(10 << 20, "24mb", "1");
+    let mut c = server.conn();
+    let keys = 8_000;
+    for round in 0..6 {
+        for chunk in (0..keys).collect::<Vec<_>>().chunks(200) {
+            for &i in chunk {
+                c.send(&["SET", &format!("k{i}"), &format!("{round}:{}", value_of(i, 2000))]);
+            }
+            for _ in chunk {
+                assert_eq!(c.read_frame(), Frame::ok());
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while field(&mut c, "tier_cleaned_segments") == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(field(&mut c, "tier_cleaned_segments") > 0, "the cleaner ran");
+    let disk = field(&mut c, "tier_disk_bytes");
+    assert!(disk <= field(&mut c, "tier_max_disk_bytes"), "disk {disk} beyond the budget");
+    let files: u64 =
+        std::fs::read_dir(server.dir().join("cold")).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    assert!(files <= 24 << 20, "segment files take {files} bytes");
+    // Every key reads back as the last round wrote it. A write that waited
+    // too long for the cleaner (a loaded machine) evicts instead: such keys
+    // are missing, never stale, and counted.
+    let mut missing = 0;
+    for i in 0..keys {
+        match c.cmd(&["GET", &format!("k{i}")]) {
+            Frame::Nil => missing += 1,
+            got => assert_eq!(got, Frame::bulk(format!("5:{}", value_of(i, 2000))), "k{i}"),
+        }
+    }
+    assert_eq!(field(&mut c, "tier_read_errors"), 0);
+    let evicted = field(&mut c, "evicted_keys");
+    assert!(missing <= evicted, "{missing} keys missing, {evicted} evicted");
+    assert!(evicted <= keys as u64 / 100, "{evicted} keys evicted");
+}
+
+#[test]
+fn the_tier_starts_empty_and_says_so() {
+    let server = tiered(6 << 20, "64mb", "1");
+    let mut c = server.conn();
+    assert_eq!(field(&mut c, "tier_disk_keys"), 0);
+    assert_eq!(c.cmd(&["CONFIG", "GET", "max-disk"]), Frame::bulks(&["max-disk", "67108864"]));
+    let text = String::from_utf8(c.cmd(&["INFO", "tier"]).as_bytes().unwrap().to_vec()).unwrap();
+    assert!(text.starts_with("# Tier\r\ntier_enabled:1\r\n"), "{text}");
+    // Without --max-disk there is no tier, and victims are evicted.
+    let plain = Server::strata_with(&["--maxmemory-policy", "allkeys-lru"]);
+    limit(&plain, 4 << 20);
+    let mut p = plain.conn();
+    assert_eq!(field(&mut p, "tier_enabled"), 0);
+    fill(&mut p, "k", 10_000, 800);
+    assert!(field(&mut p, "evicted_keys") > 0);
+}
