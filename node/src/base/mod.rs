@@ -8,6 +8,7 @@ pub mod hash;
 pub mod long_double;
 pub mod number;
 pub mod random;
+pub mod sha256;
 pub mod slot;
 
 pub use glob::glob_match;

@@ -40,6 +40,19 @@ const ADMIN_NLS: u32 = flags::ADMIN | NLS;
 /// Subcommands of every container Strata has, as Redis 7.0 describes them
 /// (NO-TOUCH and SETINFO as Redis 7.2 does).
 pub static SUBCOMMANDS: &[SubDef] = &[
+    sub("acl|cat", -2, NLS, "@slow"),
+    sub("acl|deluser", -3, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("acl|dryrun", -4, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("acl|genpass", -2, NLS, "@slow"),
+    sub("acl|getuser", 3, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("acl|help", 2, LS, "@slow"),
+    sub("acl|list", 2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("acl|load", 2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("acl|log", -2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("acl|save", 2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("acl|setuser", -3, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("acl|users", 2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("acl|whoami", 2, NLS, "@slow"),
     sub("client|caching", 3, NLS, "@slow @connection"),
     sub("client|getname", 2, NLS, "@slow @connection"),
     sub("client|getredir", 2, NLS, "@slow @connection"),
@@ -123,6 +136,26 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     keyed_sub("xinfo|stream", -3, flags::READONLY, "@read @stream @slow"),
 ];
 
+/// Every command and subcommand as ACL rules name them, with their
+/// categories: entry i is command-table entry i; subcommands follow.
+pub fn acl_catalog(shared_table: &super::dispatch::CommandTable) -> crate::session::acl::Catalog {
+    use crate::session::acl::CatalogEntry;
+    let mut entries: Vec<CatalogEntry> = shared_table
+        .iter()
+        .map(|(_, def)| CatalogEntry {
+            name: def.name.into(),
+            parent: None,
+            categories: CmdView::of(def).category_mask(),
+        })
+        .collect();
+    for (i, def) in shared_table.iter() {
+        for sub in CmdView::of(def).subs {
+            entries.push(CatalogEntry { categories: sub.category_mask(), name: sub.name, parent: Some(i) });
+        }
+    }
+    crate::session::acl::Catalog::new(entries)
+}
+
 pub fn sub_def(full_name: &str) -> Option<&'static SubDef> {
     SUBCOMMANDS.iter().find(|s| s.name == full_name)
 }
@@ -152,29 +185,7 @@ const COMMAND_HELP: &[&str] = &[
 ];
 
 /// ACL categories in the order Redis lists them.
-const ACL_CATEGORIES: &[&str] = &[
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
+use crate::session::acl::CATEGORIES as ACL_CATEGORIES;
 
 /// Command flags as COMMAND INFO shows them: each flag's name, in Redis's
 /// order, and the ACL categories Redis implies from it.
@@ -280,6 +291,12 @@ impl CmdView {
 
     /// Declared categories plus those Redis implies from the flags.
     fn categories(&self) -> SmallVec<[&'static str; 8]> {
+        let set = self.category_mask();
+        ACL_CATEGORIES.iter().enumerate().filter(|(i, _)| set & (1 << i) != 0).map(|(_, c)| *c).collect()
+    }
+
+    /// The categories as bits (bit i: `ACL_CATEGORIES[i]`).
+    fn category_mask(&self) -> u32 {
         let bit = |name: &str| 1u32 << ACL_CATEGORIES.iter().position(|c| *c == name).expect("known category");
         let mut set = 0u32;
         for word in self.acl.split_whitespace() {
@@ -300,7 +317,7 @@ impl CmdView {
         if set & bit("fast") == 0 {
             set |= bit("slow");
         }
-        ACL_CATEGORIES.iter().enumerate().filter(|(i, _)| set & (1 << i) != 0).map(|(_, c)| *c).collect()
+        set
     }
 
     fn has_category(&self, cat: &str) -> bool {
@@ -606,7 +623,8 @@ mod tests {
 
     #[test]
     fn every_supported_subcommand_has_metadata() {
-        let containers: [(&str, &[&str]); 6] = [
+        let containers: [(&str, &[&str]); 7] = [
+            ("acl", def_of("acl").subcommands),
             ("slowlog", def_of("slowlog").subcommands),
             ("latency", def_of("latency").subcommands),
             ("command", COMMAND_SUBS),

@@ -144,6 +144,7 @@ fn follow_change(ctx: &Ctx<'_>, name: &str) {
         | "set-max-intset-entries"
         | "zset-max-listpack-entries"
         | "zset-max-listpack-value" => apply_encoding_thresholds(rt),
+        "requirepass" => super::acl::apply_requirepass(ctx.shared),
         _ => {}
     }
 }

@@ -55,43 +55,19 @@ fn echo(_ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     Ok(())
 }
 
-/// Checks credentials of the only user there is, `default`.
-fn authenticate(shared: &Node, user: &[u8], pass: &[u8]) -> CmdResult {
-    const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
-    if user != b"default" {
-        return Err(WRONGPASS.into());
-    }
-    match shared.config.runtime.password() {
-        // Without requirepass the default user is "nopass": any password works.
-        None => Ok(()),
-        Some(expected) if constant_time_eq(&expected, pass) => Ok(()),
-        Some(_) => Err(WRONGPASS.into()),
-    }
-}
-
-/// Compares in a time that does not depend on where the inputs differ.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        diff |= (a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0)) as usize;
-    }
-    diff == 0
-}
-
 fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match args.len() {
         2 => {
-            if ctx.shared.config.runtime.password().is_none() {
+            if ctx.shared.acl.default_user().nopass {
                 return Err("ERR AUTH <password> called without any password configured for the default user. \
                             Are you sure your configuration is correct?"
                     .into());
             }
-            authenticate(ctx.shared, b"default", args[1])?;
+            super::acl::authenticate(ctx, args[0], b"default", args[1])?;
         }
-        3 => authenticate(ctx.shared, args[1], args[2])?,
+        3 => super::acl::authenticate(ctx, args[0], args[1], args[2])?,
         _ => return Err(err::SYNTAX.into()),
     }
-    ctx.client.authenticated = true;
     out.ok();
     Ok(())
 }
@@ -138,12 +114,11 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
     }
     if let Some((user, pass)) = credentials {
-        authenticate(ctx.shared, user, pass)?;
-        ctx.client.authenticated = true;
+        super::acl::authenticate(ctx, args[0], user, pass)?;
     }
     if !ctx.client.authenticated {
-        return Err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> \
-                    AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol \
+        return Err("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH \
+                    <user> <pass> option can be used to authenticate the client and select the RESP protocol \
                     version at the same time"
             .into());
     }
@@ -217,9 +192,11 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     client.info.no_evict.store(false, Relaxed);
     client.no_touch = false;
     client.info.no_touch.store(false, Relaxed);
-    if ctx.shared.config.runtime.has_password.load(Relaxed) {
-        client.authenticated = false;
-    }
+    // Back to the default user, authenticated only if it needs no password.
+    let acl = &ctx.shared.acl;
+    let generation = acl.generation();
+    client.set_user(acl.default_user(), generation);
+    client.authenticated = !acl.auth_required();
     select_db(ctx, 0);
     out.simple("RESET");
     Ok(())
@@ -663,7 +640,7 @@ fn client_list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
 
 /// One line of CLIENT LIST / CLIENT INFO in Redis 7.0's format (plus 7.2's
 /// lib-name/lib-ver). `running` names the command the caller is executing.
-fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str>) -> String {
+pub(super) fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str>) -> String {
     let now = crate::store::now_ms();
     let idle = now.saturating_sub(info.last_active_ms.load(Relaxed)) / 1000;
     let subs = info.subs.load(Relaxed);
@@ -723,7 +700,7 @@ fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str>) -> Strin
         line,
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} \
          qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} \
-         user=default redir={} resp={} lib-name={} lib-ver={}",
+         user={} redir={} resp={} lib-name={} lib-ver={}",
         info.id,
         info.addr,
         info.laddr,
@@ -741,6 +718,7 @@ fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str>) -> Strin
         omem,
         qbuf + omem,
         cmd,
+        String::from_utf8_lossy(&info.user.lock()),
         if tracking & mode::ON != 0 { info.redirect.load(Relaxed) as i64 } else { -1 },
         info.resp.load(Relaxed),
         text(&info.lib_name),
@@ -756,6 +734,7 @@ struct KillFilter<'a> {
     addr: Option<&'a [u8]>,
     laddr: Option<&'a [u8]>,
     ctype: Option<ClientType>,
+    user: Option<&'a [u8]>,
     skip_me: bool,
 }
 
@@ -765,6 +744,7 @@ impl KillFilter<'_> {
             && self.addr.is_none_or(|a| a == info.addr.as_bytes())
             && self.laddr.is_none_or(|a| a == info.laddr.as_bytes())
             && self.ctype.is_none_or(|t| t == client_type(info))
+            && self.user.is_none_or(|u| u == info.user.lock().as_slice())
     }
 }
 
@@ -794,9 +774,10 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
         } else if eq_ic(opt, "type") {
             filter.ctype = Some(parse_client_type(val)?);
         } else if eq_ic(opt, "user") {
-            if val != b"default" {
+            if ctx.shared.acl.user(val).is_none() {
                 return Err(format!("ERR No such user '{}'", lossy(val)).into());
             }
+            filter.user = Some(val);
         } else if eq_ic(opt, "addr") {
             filter.addr = Some(val);
         } else if eq_ic(opt, "laddr") {
@@ -845,14 +826,5 @@ mod tests {
         assert!(!valid_client_attr(b"a b"));
         assert!(!valid_client_attr(b"a\nb"));
         assert!(!valid_client_attr("é".as_bytes()));
-    }
-
-    #[test]
-    fn password_comparison() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-        assert!(!constant_time_eq(b"", b"x"));
-        assert!(constant_time_eq(b"", b""));
     }
 }

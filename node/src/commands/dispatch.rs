@@ -198,7 +198,9 @@ fn execute_request(
         out.error(&err::arity(def.name));
         return Outcome::Done;
     }
-    if !client.authenticated && !def.has(flags::NO_AUTH) {
+    // Authentication is needed while the default user has a password or is
+    // off (checked only for clients that have not authenticated).
+    if !client.authenticated && !def.has(flags::NO_AUTH) && shared.config.runtime.has_password.load(Relaxed) {
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
@@ -212,6 +214,16 @@ fn execute_request(
         }
         stat.reject();
         out.error(PROTECTED_REFUSED);
+        return Outcome::Done;
+    }
+    if let Err(denial) = super::acl::check(shared, client, idx, args) {
+        let context = if client.multi.is_some() { "multi" } else { "toplevel" };
+        if client.multi.is_some() {
+            client.multi_dirty = true;
+        }
+        stat.reject();
+        super::acl::log_denial(shared, client, &denial, context, args);
+        out.error(&super::acl::noperm(shared, &denial));
         return Outcome::Done;
     }
     if let Some(p) = &shared.persist {

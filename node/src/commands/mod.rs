@@ -5,6 +5,7 @@
 //! handler — command metadata kept as data, so dispatch, COMMAND INFO,
 //! COMMAND GETKEYS, MULTI/EXEC locking and metrics all read one source.
 
+pub mod acl;
 pub mod admin;
 pub mod args;
 pub mod cluster;
@@ -436,6 +437,7 @@ impl Ctx<'_> {
 pub fn all_commands() -> Vec<&'static CommandDef> {
     let families: &[&'static [CommandDef]] = &[
         connection::COMMANDS,
+        acl::COMMANDS,
         command_meta::COMMANDS,
         config::COMMANDS,
         info::COMMANDS,

@@ -46,11 +46,14 @@ pub struct Node {
     pub slowlog: super::slowlog::SlowLog,
     /// LATENCY's events.
     pub latency: super::slowlog::LatencyMonitor,
+    /// ACL users and the ACL LOG.
+    pub acl: crate::session::acl::Acl,
 }
 
 impl Node {
     pub fn new(config: Config, workers: usize) -> Self {
         let table = CommandTable::new();
+        let acl = crate::session::acl::Acl::new(super::command_meta::acl_catalog(&table));
         // Before any table exists: the keyspace's tables allocate through the process's pool.
         crate::sys::hugepages::configure(config.startup.hugepages);
         let sc = &config.startup;
@@ -107,6 +110,7 @@ impl Node {
             cold,
             slowlog: Default::default(),
             latency: Default::default(),
+            acl,
             config,
         }
     }

@@ -124,6 +124,10 @@ fn redacted_args(args: &[&[u8]]) -> Vec<usize> {
         }
         return out;
     }
+    // ACL SETUSER: the user name and every rule (passwords among them).
+    if eq_ic(cmd, "acl") && args.len() > 2 && eq_ic(args[1], "setuser") {
+        return (2..args.len()).collect();
+    }
     if eq_ic(cmd, "config") && args.len() > 2 && eq_ic(args[1], "set") {
         return (2..args.len())
             .step_by(2)
@@ -429,5 +433,7 @@ mod tests {
         assert_eq!(r(&["hello", "3", "AUTH", "u", "p", "SETNAME", "n"]), vec![3, 4]);
         assert_eq!(r(&["config", "set", "maxmemory", "1", "requirepass", "x"]), vec![5]);
         assert!(r(&["set", "k", "v"]).is_empty());
+        assert_eq!(r(&["acl", "SETUSER", "u", ">p", "~x"]), vec![2, 3, 4]);
+        assert!(r(&["acl", "getuser", "u"]).is_empty());
     }
 }

@@ -178,6 +178,12 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
         // SELECT inside the transaction changes the database for what follows.
         ctx.keys.db = ctx.client.db;
+        // Permissions may have changed since the command was queued.
+        if let Err(denial) = super::acl::check(ctx.shared, ctx.client, q.cmd, &args) {
+            super::acl::log_denial(ctx.shared, ctx.client, &denial, "multi", &args);
+            out.error(super::acl::exec_denial(&denial));
+            continue;
+        }
         let mark = out.len();
         let result = (def.handler)(ctx, &args, out);
         super::dispatch::remember_keys(ctx, def, &args);

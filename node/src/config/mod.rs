@@ -64,6 +64,8 @@ pub struct StartupConfig {
     pub enable_debug_command: Protected,
     /// Huge pages for the keyspace's large tables (`hugepages`).
     pub hugepages: HugePages,
+    /// Users file of ACL LOAD / ACL SAVE (`aclfile`); none by default.
+    pub aclfile: Option<PathBuf>,
 }
 
 impl StartupConfig {
@@ -92,6 +94,7 @@ impl StartupConfig {
             io_engine: String::new(),
             enable_debug_command: Protected::No,
             hugepages: HugePages::Off,
+            aclfile: None,
         }
     }
 }
@@ -131,6 +134,10 @@ pub struct RuntimeConfig {
     pub slowlog_log_slower_than: AtomicI64,
     /// Entries SLOWLOG keeps.
     pub slowlog_max_len: AtomicU64,
+    /// Entries ACL LOG keeps (`acllog-max-len`).
+    pub acllog_max_len: AtomicU64,
+    /// New users start with every channel (`acl-pubsub-default allchannels`).
+    pub acl_pubsub_allchannels: AtomicBool,
     /// Milliseconds an event lasts before LATENCY records it; 0 = never.
     pub latency_monitor_threshold: AtomicU64,
     /// Redis's per-command latency histograms (`latency-tracking`).
@@ -184,6 +191,8 @@ impl RuntimeConfig {
             busy_reply_threshold: AtomicU64::new(5000),
             slowlog_log_slower_than: AtomicI64::new(10_000),
             slowlog_max_len: AtomicU64::new(128),
+            acllog_max_len: AtomicU64::new(128),
+            acl_pubsub_allchannels: AtomicBool::new(false),
             latency_monitor_threshold: AtomicU64::new(0),
             latency_tracking: AtomicBool::new(true),
             hash_max_listpack_entries: AtomicI64::new(512),

@@ -179,6 +179,36 @@ pub static PARAMS: &[Param] = &[
         rewrite: true, secret: true,
     },
     Param {
+        name: "aclfile", aliases: &[], group: "Security",
+        help: "Users file that ACL LOAD reads and ACL SAVE writes (loaded at start-up).",
+        default: None, kind: Kind::Text,
+        store: Store::Startup(|c, v| {
+            let path = v.text();
+            c.aclfile = (!path.is_empty()).then(|| PathBuf::from(path));
+            Ok(())
+        }),
+        live: None,
+        get: |c| c.startup.aclfile.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        rewrite: false, secret: false,
+    },
+    Param {
+        name: "acllog-max-len", aliases: &[], group: "Security",
+        help: "Entries ACL LOG keeps (the oldest are dropped).",
+        default: Some("128"), kind: Kind::Int { min: 0, max: i64::MAX },
+        store: Store::Runtime(|rt, v| rt.acllog_max_len.store(v.int() as u64, Relaxed)), live: None,
+        get: |c| c.runtime.acllog_max_len.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "acl-pubsub-default", aliases: &[], group: "Security",
+        help: "Channels of new users: resetchannels (none) or allchannels.",
+        default: Some("resetchannels"), kind: Kind::Custom(parse_pubsub_default),
+        store: Store::Runtime(|rt, v| rt.acl_pubsub_allchannels.store(v.int() != 0, Relaxed)), live: None,
+        get: |c| {
+            if c.runtime.acl_pubsub_allchannels.load(Relaxed) { "allchannels" } else { "resetchannels" }.into()
+        },
+        rewrite: true, secret: false,
+    },
+    Param {
         name: "loglevel", aliases: &[], group: "Logging",
         help: "Log level: debug, verbose, notice, warning (Redis names) or trace/info/warn/error.",
         default: Some("notice"), kind: Kind::LogLevel,
@@ -702,6 +732,16 @@ fn parse_protected(v: &[u8]) -> Result<Parsed, String> {
 }
 
 /// A Redis boolean parameter, with Redis's words for a bad value.
+fn parse_pubsub_default(v: &[u8]) -> Result<Parsed, String> {
+    if v.eq_ignore_ascii_case(b"allchannels") {
+        Ok(Parsed::Int(1))
+    } else if v.eq_ignore_ascii_case(b"resetchannels") {
+        Ok(Parsed::Int(0))
+    } else {
+        Err("argument(s) must be one of the following: allchannels, resetchannels".into())
+    }
+}
+
 fn parse_redis_bool(v: &[u8]) -> Result<Parsed, String> {
     if v.eq_ignore_ascii_case(b"yes") {
         Ok(Parsed::Bool(true))

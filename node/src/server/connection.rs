@@ -139,6 +139,7 @@ fn new_info(
         attention: Default::default(),
         push_tx,
         worker: worker.into(),
+        user: parking_lot::Mutex::new(b"default".to_vec()),
         tracking: Default::default(),
         redirect: Default::default(),
         prefixes: Default::default(),

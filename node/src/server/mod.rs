@@ -169,6 +169,8 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
         worker_inbox: OnceLock::new(),
         script_jobs: Mutex::new(script_tx),
     });
+    // `requirepass` is the default user's password.
+    crate::commands::acl::apply_requirepass(&shared.node);
     // One thread runs scripts, as Redis does; it ends with the node.
     let weak = Arc::downgrade(&shared);
     std::thread::Builder::new()
@@ -189,6 +191,11 @@ pub fn run(shared: Arc<Shared>) -> i32 {
     // Every listener before any worker: a node that cannot listen exits at
     // once, with nothing else to stop.
     if !adjust_open_files_limit(&shared) {
+        return 1;
+    }
+    // A broken users file stops the start, as in Redis.
+    if let Err(e) = crate::commands::acl::load_at_startup(&shared.node) {
+        error!("Aborting Redis startup because of ACL errors: {e}");
         return 1;
     }
     let Some(listeners) = rt.block_on(listen(&shared)) else { return 1 };

@@ -61,6 +61,9 @@ pub struct ClientInfo {
     pub push_tx: mpsc::UnboundedSender<PushMsg>,
     /// Which worker thread owns this client (it may move, see `balance`).
     pub worker: AtomicUsize,
+    /// Name of the ACL user it runs as (CLIENT LIST, CLIENT KILL USER,
+    /// ACL DELUSER).
+    pub user: Mutex<Vec<u8>>,
     /// CLIENT TRACKING mode (`tracking::mode` bits); 0 = off.
     pub tracking: AtomicU32,
     /// The client invalidations are redirected to (0 = none).
@@ -97,6 +100,10 @@ pub struct Client {
     pub db: usize,
     pub resp3: bool,
     pub authenticated: bool,
+    /// The ACL user commands run as, as of `acl_generation` of the table.
+    pub user: Arc<super::acl::User>,
+    /// Generation of the user table `user` was read from (0: never read).
+    pub acl_generation: u64,
     /// Some while inside MULTI.
     pub multi: Option<Vec<Queued>>,
     /// A queued command was rejected: EXEC must fail with EXECABORT.
@@ -137,6 +144,8 @@ impl Client {
             db: 0,
             resp3: false,
             authenticated,
+            user: super::acl::User::placeholder(),
+            acl_generation: 0,
             multi: None,
             multi_dirty: false,
             watched: Vec::new(),
@@ -164,6 +173,28 @@ impl Client {
 
     pub fn id(&self) -> u64 {
         self.info.id
+    }
+
+    /// Runs as `user` from now on (AUTH, HELLO AUTH, RESET).
+    pub fn set_user(&mut self, user: Arc<super::acl::User>, generation: u64) {
+        *self.info.user.lock() = user.name.clone();
+        self.user = user;
+        self.acl_generation = generation;
+    }
+
+    /// Re-reads its user when the table changed since it last did. One
+    /// relaxed load per command otherwise.
+    #[inline]
+    pub fn refresh_user(&mut self, acl: &super::acl::Acl) {
+        let generation = acl.generation();
+        if generation != self.acl_generation {
+            // A deleted user's clients are killed; until they go, they keep
+            // what they had.
+            if let Some(u) = acl.user(&self.user.name) {
+                self.user = u;
+            }
+            self.acl_generation = generation;
+        }
     }
 
     /// Subscribed to anything (RESP2 clients are then limited to pub/sub commands).

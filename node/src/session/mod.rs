@@ -1,6 +1,8 @@
 //! Clients and what they share across connections: the registry of
-//! connected clients (CLIENT LIST, KILL) and pub/sub subscriptions.
+//! connected clients (CLIENT LIST, KILL), pub/sub subscriptions and ACL
+//! users.
 
+pub mod acl;
 pub mod client;
 pub mod pubsub;
 pub mod tracking;

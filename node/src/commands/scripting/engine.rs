@@ -620,6 +620,10 @@ impl CallCtx<'_, '_> {
         if cmd_flags & flags::NOSCRIPT != 0 {
             return Err("ERR This Redis command is not allowed from script".into());
         }
+        if let Err(denial) = crate::commands::acl::check(shared, ctx.client, idx, &args) {
+            crate::commands::acl::log_denial(shared, ctx.client, &denial, "lua", &args);
+            return Err(crate::commands::acl::script_denial(&denial).into());
+        }
         // May-replicate commands (PUBLISH, ...) count as writes here, as in Redis.
         if cmd_flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 && self.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.".into());
@@ -992,7 +996,12 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
                     })
                     .collect();
                 match table.lookup(&argv[0]) {
-                    Some(idx) if arity_ok(table.get(idx).arity, argv.len()) => Ok(true),
+                    Some(idx) if arity_ok(table.get(idx).arity, argv.len()) => {
+                        let st = call_ctx.borrow();
+                        let args: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
+                        let shared = st.ctx.shared;
+                        Ok(crate::commands::acl::check_user(shared, &st.ctx.client.user, idx, &args).is_ok())
+                    }
                     _ => raise("Invalid command passed to redis.acl_check_cmd()"),
                 }
             })?;

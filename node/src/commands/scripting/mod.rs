@@ -472,6 +472,8 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
     let info = ctx.client.info.clone();
     let id = info.id;
     let (db, resp3, now_ms, touch) = (ctx.client.db, ctx.client.resp3, ctx.client.now_ms, !ctx.client.no_touch);
+    // The script's commands are checked against the caller's user.
+    let (user, acl_generation) = (ctx.client.user.clone(), ctx.client.acl_generation);
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     // Counted as running from now: commands arriving meanwhile wait for it.
     shared.scripts.run.active.fetch_add(1, SeqCst);
@@ -481,6 +483,8 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
             client.db = db;
             client.resp3 = resp3;
             client.now_ms = now_ms;
+            client.user = user;
+            client.acl_generation = acl_generation;
             let worker = &node.workers[worker.min(node.workers.len() - 1)];
             let ks = &node.ks;
             let mut out = Reply { buf: Vec::new(), resp3 };
