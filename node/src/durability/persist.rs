@@ -157,6 +157,12 @@ impl Persistence {
         }
     }
 
+    /// Bytes of one log segment (segments are preallocated whole, so the
+    /// log holds segments in use × this on disk).
+    pub fn segment_size(&self) -> u64 {
+        self.segment_size
+    }
+
     /// Figures for INFO and metrics: (durable seq, appended seq, flushes,
     /// records flushed, max batch, flush µs total, flush µs max, segments).
     pub fn figures(&self) -> Option<[u64; 8]> {

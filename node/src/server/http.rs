@@ -299,6 +299,12 @@ fn durability_metrics(shared: &Shared, body: &mut String) {
     if let Some([durable, appended, flushes, records, max_batch, us_total, _, segments]) = p.figures() {
         g("strata_log_segments", "gauge", "Segments of the log in use.", segments as f64);
         g(
+            "strata_log_bytes",
+            "gauge",
+            "Disk the log's segments in use hold (each is preallocated whole).",
+            (segments * p.segment_size()) as f64,
+        );
+        g(
             "strata_durability_lag_records",
             "gauge",
             "Records appended, not yet durable.",
