@@ -224,6 +224,8 @@ fn maxclients_and_per_worker_figures() {
 #[test]
 fn durability_families_with_a_log() {
     let (server, port) = start_with(&["--dir", "{dir}", "--durability", "sync"]);
+    // Commands get -LOADING until the (empty) log is replayed.
+    assert!(wait_for(Duration::from_secs(10), || get(port, "/readyz").status == 200), "the node never got ready");
     let mut con = server.redis_client().get_connection().expect("redis connection");
     const SETS: usize = 50;
     for i in 0..SETS {
