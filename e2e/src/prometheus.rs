@@ -3,8 +3,9 @@
 //! gives them, and the check of every dashboard query and alert rule against it
 //! (scripts/check-dashboards.py, the same check `make check` runs against a local node).
 //!
-//! Pods are scraped at their IPs, found by Prometheus' own Kubernetes service discovery, when
-//! the host reaches them (the local cluster); otherwise through one port-forward per pod.
+//! Pods are scraped at their IPs when the host reaches them (the local cluster), otherwise through
+//! one port-forward per pod. Targets are static (listed from the API by the test): Debian's
+//! prometheus is built without Kubernetes service discovery.
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -57,19 +58,19 @@ pub fn reachable(ip: &str, port: u16) -> bool {
 
 /// How Prometheus reaches the pods.
 pub enum Scrape {
-    /// Kubernetes service discovery (role pod) through the e2e kubeconfig; pod IPs as targets.
-    Discovery,
+    /// The pods' IPs, reached directly from the host.
+    PodIps,
     /// Static targets, one port-forward per pod (kept open as long as this lives).
     PortForwards(Vec<(Pod, PortForward, u16)>),
 }
 
 impl Scrape {
-    /// Discovery when every pod's metrics port answers at its IP, else port-forwards.
+    /// Pod IPs when every pod's metrics port answers there, else port-forwards.
     pub fn choose(env: &Env, nodes: &[Pod], operators: &[Pod]) -> Scrape {
         let all_reachable = nodes.iter().all(|p| reachable(&p.ip, NODE_METRICS_PORT))
             && operators.iter().all(|p| reachable(&p.ip, OPERATOR_METRICS_PORT));
         if all_reachable {
-            return Scrape::Discovery;
+            return Scrape::PodIps;
         }
         let forward = |p: &Pod, port: u16| {
             let pf = env.port_forward(&p.namespace, &format!("pod/{}", p.name), port);
@@ -83,7 +84,7 @@ impl Scrape {
 
     pub fn describe(&self) -> &'static str {
         match self {
-            Scrape::Discovery => "pod IPs (kubernetes_sd_configs)",
+            Scrape::PodIps => "pod IPs",
             Scrape::PortForwards(_) => "port-forwards (pod IPs unreachable from the host)",
         }
     }
@@ -91,33 +92,26 @@ impl Scrape {
     /// prometheus.yml: 1 s scrapes and rule evaluation, the repository's rules, and the two jobs
     /// with the labels a ServiceMonitor gives (namespace, pod; cachecluster from the pod's
     /// app.kubernetes.io/instance). The operator's own series keep their labels (honor_labels).
-    pub fn config(&self, rules: &Path, kubeconfig: &Path, node_ns: &str, operator_ns: &str) -> String {
-        let head = header(rules);
-        match self {
-            Scrape::Discovery => {
-                let job = |name: &str, ns: &str, app: &str, port: u16, honor: bool| {
-                    format!(
-                        "  - job_name: {name}\n    honor_labels: {honor}\n    kubernetes_sd_configs:\n      - role: pod\n        \
-                         kubeconfig_file: {kc:?}\n        namespaces: {{names: [{ns}]}}\n    relabel_configs:\n      \
-                         - {{source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_name], regex: {app}, action: keep}}\n      \
-                         - {{source_labels: [__meta_kubernetes_pod_container_port_number], regex: \"{port}\", action: keep}}\n      \
-                         - {{source_labels: [__meta_kubernetes_namespace], target_label: namespace}}\n      \
-                         - {{source_labels: [__meta_kubernetes_pod_name], target_label: pod}}\n",
-                        kc = kubeconfig.display().to_string()
+    /// Static targets: Debian's prometheus is built without Kubernetes service discovery.
+    pub fn config(&self, rules: &Path, nodes: &[Pod], operators: &[Pod]) -> String {
+        let targets: Vec<(&Pod, String, bool)> = match self {
+            Scrape::PodIps => nodes
+                .iter()
+                .map(|p| (p, format!("{}:{NODE_METRICS_PORT}", p.ip), true))
+                .chain(operators.iter().map(|p| (p, format!("{}:{OPERATOR_METRICS_PORT}", p.ip), false)))
+                .collect(),
+            Scrape::PortForwards(forwards) => forwards
+                .iter()
+                .map(|(p, _, local)| {
+                    (
+                        p,
+                        format!("127.0.0.1:{local}"),
+                        nodes.iter().any(|n| n.name == p.name && n.namespace == p.namespace),
                     )
-                };
-                // Node pods only: the operator's series name their CacheCluster themselves.
-                let cachecluster = "      - {source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_instance], \
-                                    target_label: cachecluster}\n";
-                head + &job("strata-node", node_ns, "strata-node", NODE_METRICS_PORT, false)
-                    + cachecluster
-                    + &job("strata-operator", operator_ns, "strata-operator", OPERATOR_METRICS_PORT, true)
-            }
-            Scrape::PortForwards(forwards) => {
-                let targets: Vec<(&Pod, u16)> = forwards.iter().map(|(p, _, local)| (p, *local)).collect();
-                head + &static_jobs(&targets, node_ns)
-            }
-        }
+                })
+                .collect(),
+        };
+        header(rules) + &static_jobs(&targets)
     }
 }
 
@@ -129,21 +123,20 @@ fn header(rules: &Path) -> String {
     )
 }
 
-/// The two jobs with static targets (`127.0.0.1:<local port>` per pod) and the labels a
+/// The two jobs with static targets (address, and whether it is a node pod) and the labels a
 /// ServiceMonitor would give: namespace and pod, cachecluster for node pods (the operator's own
 /// series name theirs).
-fn static_jobs(targets: &[(&Pod, u16)], node_ns: &str) -> String {
+fn static_jobs(targets: &[(&Pod, String, bool)]) -> String {
     let mut out = String::new();
-    for (job, honor) in [("strata-node", false), ("strata-operator", true)] {
+    for (job, honor, nodes) in [("strata-node", false, true), ("strata-operator", true, false)] {
         out += &format!("  - job_name: {job}\n    honor_labels: {honor}\n    static_configs:\n");
-        for (p, local) in targets {
-            let is_node = p.namespace == node_ns;
-            if is_node != (job == "strata-node") {
+        for (p, address, is_node) in targets {
+            if *is_node != nodes {
                 continue;
             }
-            let cachecluster = if is_node { format!(", cachecluster: {}", p.instance) } else { String::new() };
+            let cachecluster = if *is_node { format!(", cachecluster: {}", p.instance) } else { String::new() };
             out += &format!(
-                "      - targets: [\"127.0.0.1:{local}\"]\n        labels: {{namespace: {}, pod: {}{cachecluster}}}\n",
+                "      - targets: [\"{address}\"]\n        labels: {{namespace: {}, pod: {}{cachecluster}}}\n",
                 p.namespace, p.name
             );
         }
@@ -249,35 +242,30 @@ impl Drop for Prometheus {
 mod tests {
     use super::*;
 
-    /// Both ways of scraping give a config promtool accepts, with the labels the queries need.
+    /// The config promtool accepts, with the labels the queries need.
     #[test]
-    fn configs_pass_promtool() {
+    fn config_passes_promtool() {
         let dir = std::env::temp_dir().join(format!("strata-e2e-prometheus-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            "apiVersion: v1\nkind: Config\ncurrent-context: t\nclusters: [{name: t, cluster: {server: \"https://127.0.0.1:6443\"}}]\n\
-             users: [{name: t, user: {token: x}}]\ncontexts: [{name: t, context: {cluster: t, user: t}}]\n",
-        )
-        .unwrap();
         let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards/strata.rules.yaml");
-        let discovery = Scrape::Discovery.config(&rules, &kubeconfig, "app", "ops");
-        assert_eq!(discovery.matches("target_label: cachecluster").count(), 1, "node job only:\n{discovery}");
-        assert!(discovery.contains("regex: \"9121\"") && discovery.contains("regex: \"8080\""), "{discovery}");
-
         let node =
             Pod { namespace: "app".into(), name: "demo-0".into(), ip: "10.0.0.1".into(), instance: "demo".into() };
         let op = Pod { namespace: "ops".into(), name: "op-1".into(), ip: "10.0.0.2".into(), instance: "op".into() };
-        let static_ = header(&rules) + &static_jobs(&[(&node, 4001), (&op, 4002)], "app");
-        assert!(static_.contains("labels: {namespace: app, pod: demo-0, cachecluster: demo}"), "{static_}");
-        assert!(static_.contains("labels: {namespace: ops, pod: op-1}\n"), "{static_}");
-        for (name, config) in [("discovery", discovery), ("static", static_)] {
-            let path = dir.join(format!("{name}.yml"));
-            std::fs::write(&path, &config).unwrap();
-            let out = run(Command::new("promtool").arg("check").arg("config").arg(&path), None);
-            assert!(out.success, "{name}:\n{config}\n{}{}", out.stdout, out.stderr);
-        }
+        let config = Scrape::PodIps.config(&rules, std::slice::from_ref(&node), std::slice::from_ref(&op));
+        assert!(
+            config.contains(
+                "targets: [\"10.0.0.1:9121\"]\n        labels: {namespace: app, pod: demo-0, cachecluster: demo}"
+            ),
+            "{config}"
+        );
+        assert!(
+            config.contains("targets: [\"10.0.0.2:8080\"]\n        labels: {namespace: ops, pod: op-1}\n"),
+            "{config}"
+        );
+        let path = dir.join("prometheus.yml");
+        std::fs::write(&path, &config).unwrap();
+        let out = run(Command::new("promtool").arg("check").arg("config").arg(&path), None);
+        assert!(out.success, "{config}\n{}{}", out.stdout, out.stderr);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

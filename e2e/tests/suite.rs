@@ -690,7 +690,7 @@ async fn dashboards_against_the_cluster(env: &Env) {
         operators.len(),
         scrape.describe()
     ));
-    let config = scrape.config(&env.root.join("dashboards/strata.rules.yaml"), &env.kubeconfig, NS, OPERATOR_NS);
+    let config = scrape.config(&env.root.join("dashboards/strata.rules.yaml"), &nodes, &operators);
     let prom = blocking(move || Prometheus::start(&config)).await;
 
     // Traffic for the rates and latency quantiles: SETs (each waits for its fsync: sync mode),
