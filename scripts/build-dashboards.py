@@ -319,15 +319,26 @@ def overview():
     b.panel(
         "timeseries",
         "Connections",
-        "Connected clients per pod (strata_connections) and connections refused at maxclients per "
-        "second (strata_connections_rejected_total; any is a problem).",
+        "Connected clients per pod (strata_connections) against the most it accepts "
+        "(strata_connections_max: maxclients, as far as the open files limit allows), and connections "
+        "refused at that limit per second (strata_connections_rejected_total; any is a problem).",
         [
             (f"strata_connections{{{NODE}}}", "{{pod}}"),
+            (f"strata_connections_max{{{NODE}}}", "{{pod}} maxclients"),
             (rate("strata_connections_rejected_total", by="pod"), "{{pod}} refused/s"),
         ],
         "short",
         thresholds(GREEN),
         w=8,
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*maxclients"},
+                "properties": [
+                    {"id": "custom.axisPlacement", "value": "right"},
+                    {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+                ],
+            }
+        ],
     )
     b.panel(
         "timeseries",
@@ -360,8 +371,8 @@ def node_detail():
     b = Board(
         "strata-node",
         "Strata / Node detail",
-        "One cache node at a time: threads, per-command latency and errors, keyspace by db, memory by "
-        "component and connection buffers.",
+        "One cache node at a time: threads and per-worker load, per-command latency and errors, keyspace "
+        "by db, the durability log, memory by component and connection buffers.",
         ["strata"],
         node_variables(),
     )
@@ -387,6 +398,49 @@ def node_detail():
         [(rate("strata_connection_migrations_total", by="pod"), "{{pod}}")],
         "cps",
         thresholds(GREEN),
+    )
+    b.panel(
+        "timeseries",
+        "Per-worker load (CPU)",
+        "CPU seconds per second each worker thread uses (rate of strata_worker_cpu_seconds_total, sampled "
+        "every 100 ms). The adaptive balancer adds a worker when one runs above 85% (yellow) and gives one "
+        "back when the rest would stay below 50%; a worker pinned at 100% (red) is the node's ceiling.",
+        [(rate("strata_worker_cpu_seconds_total", by="pod, worker"), "{{pod}} worker {{worker}}")],
+        "percentunit",
+        thresholds(GREEN, (0.85, YELLOW), (0.98, RED)),
+        defaults={"min": 0},
+    )
+    b.panel(
+        "timeseries",
+        "Per-worker commands per second",
+        "Commands each worker thread executes per second (strata_worker_commands_total): uneven lines mean "
+        "a few busy connections on one worker.",
+        [(rate("strata_worker_commands_total", by="pod, worker"), "{{pod}} worker {{worker}}")],
+        "ops",
+        thresholds(GREEN),
+    )
+    b.panel(
+        "state-timeline",
+        "Active worker threads",
+        "Which worker threads take new connections (strata_worker_active: 1 active, 0 idle), per worker: "
+        "the adaptive balancer's set over time.",
+        [(f"strata_worker_active{{{NODE}}}", "{{pod}} worker {{worker}}")],
+        "short",
+        thresholds(GREEN),
+        defaults={"min": 0, "max": 1, "decimals": 0,
+                  "mappings": [{"type": "value", "options": {"0": {"text": "idle", "color": "text"},
+                                                             "1": {"text": "active", "color": GREEN}}}]},
+        options={"showValue": "never", "mergeValues": True, "rowHeight": 0.8},
+    )
+    b.panel(
+        "timeseries",
+        "Connections per worker",
+        "Connections each worker thread owns (strata_worker_connections); new ones go to the active "
+        "worker with the fewest.",
+        [(f"strata_worker_connections{{{NODE}}}", "{{pod}} worker {{worker}}")],
+        "short",
+        thresholds(GREEN),
+        defaults={"min": 0, "decimals": 0},
     )
     b.row("Commands")
     b.panel(
@@ -469,6 +523,74 @@ def node_detail():
         [(rate("strata_evicted_bytes_total", by="pod"), "{{pod}}")],
         "Bps",
         thresholds(GREEN),
+    )
+    b.row("Durability")
+    b.panel(
+        "timeseries",
+        "Durability lag",
+        "Records appended to the log but not yet made durable by an fsync (strata_durability_lag_records). "
+        "Near 0 in sync mode; periodic and write-back modes may lose this many acknowledged writes in a "
+        "crash. Only nodes with durability on (a data dir) export it.",
+        [(f"strata_durability_lag_records{{{NODE}}}", "{{pod}}")],
+        "short",
+        thresholds(GREEN, (1000, YELLOW), (100000, RED)),
+        w=6,
+        defaults={"min": 0},
+    )
+    b.panel(
+        "timeseries",
+        "fsync latency (mean)",
+        "Mean time of one log flush, write and fdatasync (rate of strata_log_fsync_seconds_total over "
+        "strata_log_fsyncs_total). In sync mode every write waits for it; above 10 ms (yellow) the disk is slow.",
+        [
+            (
+                f"{rate('strata_log_fsync_seconds_total', by='pod')} / {rate('strata_log_fsyncs_total', by='pod')}",
+                "{{pod}}",
+            )
+        ],
+        "s",
+        thresholds(GREEN, (0.01, YELLOW), (0.1, RED)),
+        w=6,
+    )
+    b.panel(
+        "timeseries",
+        "Group-commit size",
+        "Records made durable per flush: mean over the window (rate of strata_log_fsync_records_total over "
+        "strata_log_fsyncs_total) and the largest batch since start (strata_group_commit_max_records). Large "
+        "batches mean many writers share each fsync.",
+        [
+            (
+                f"{rate('strata_log_fsync_records_total', by='pod')} / {rate('strata_log_fsyncs_total', by='pod')}",
+                "{{pod}} mean",
+            ),
+            (f"strata_group_commit_max_records{{{NODE}}}", "{{pod}} max"),
+        ],
+        "short",
+        thresholds(GREEN),
+        w=6,
+    )
+    b.panel(
+        "timeseries",
+        "Log size",
+        "Disk held by the durability log's segments in use (strata_log_bytes; segments are preallocated "
+        "whole) and how many there are (strata_log_segments, right axis). Compaction rewrites live keys and "
+        "frees old segments.",
+        [
+            (f"strata_log_bytes{{{NODE}}}", "{{pod}} bytes"),
+            (f"strata_log_segments{{{NODE}}}", "{{pod}} segments"),
+        ],
+        "bytes",
+        thresholds(GREEN),
+        w=6,
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*segments"},
+                "properties": [
+                    {"id": "unit", "value": "short"},
+                    {"id": "custom.axisPlacement", "value": "right"},
+                ],
+            }
+        ],
     )
     b.row("Memory and buffers")
     b.panel(

@@ -5,8 +5,9 @@
 #   2. starts etcd + kube-apiserver (the operator tests' control plane, from scripts/k8s-tools.sh),
 #      the real operator with leader election, and a CacheCluster for it to reconcile;
 #   3. starts a strata-node with a small maxmemory (so it evicts) under redis-benchmark load,
-#      including keys with a 1 s TTL (so they expire);
-#   4. starts Debian's prometheus (scrape and rule evaluation every second) scraping both, with
+#      including keys with a 1 s TTL (so they expire), and a second one with a durability log
+#      (periodic: fsync every 10 ms) under a lighter SET/GET load, for the durability row;
+#   4. starts Debian's prometheus (scrape and rule evaluation every second) scraping all three, with
 #      the labels the operator's ServiceMonitor gives real pods (namespace, cachecluster, pod) and
 #      dashboards/strata.rules.yaml loaded;
 #   5. scripts/check-dashboards.py evaluates every dashboard query, variable and rule, and runs
@@ -27,7 +28,7 @@ RENDER=""
 case ${1:-} in
   "") ;;
   --render) RENDER=${2:?--render needs a directory} ;;
-  -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
   *) echo "check-dashboards: unknown argument '$1'" >&2; exit 2 ;;
 esac
 
@@ -121,7 +122,17 @@ mkdir -p "$WORK/node"
 (cd "$WORK/node" && exec "$BIN/strata-node" --port "$NODE_PORT" --metrics-port "$NODE_METRICS" \
   --maxmemory 16mb --maxmemory-policy allkeys-lru --threads 2) >"$WORK/strata-node.log" 2>&1 &
 PIDS+=($!)
+# The durable node, without maxmemory: its log's buffers count as used memory (about 15 MB idle,
+# more under writes), which would leave a small budget nothing to evict and refuse writes (OOM).
+DURABLE_PORT=$(free_port) DURABLE_METRICS=$(free_port)
+mkdir -p "$WORK/durable"
+(cd "$WORK/durable" && exec "$BIN/strata-node" --port "$DURABLE_PORT" --metrics-port "$DURABLE_METRICS" \
+  --threads 2 --dir "$WORK/durable/data" --durability periodic) \
+  >"$WORK/strata-node-durable.log" 2>&1 &
+PIDS+=($!)
 wait_for "strata-node" 30 redis-cli -p "$NODE_PORT" ping
+# Ready once its log is replayed (before that, writes get -LOADING).
+wait_for "durable strata-node" 30 curl -sf "http://127.0.0.1:$DURABLE_METRICS/readyz"
 
 # The labels a ServiceMonitor-scraped pod has (namespace, pod; cachecluster relabelled from the
 # pod's app.kubernetes.io/instance). honor_labels for the operator: its strata_cachecluster_*
@@ -137,6 +148,8 @@ scrape_configs:
     static_configs:
       - targets: ["127.0.0.1:$NODE_METRICS"]
         labels: {namespace: strata-proof, cachecluster: proof, pod: proof-0}
+      - targets: ["127.0.0.1:$DURABLE_METRICS"]
+        labels: {namespace: strata-proof, cachecluster: proof, pod: proof-1}
   - job_name: strata-operator
     honor_labels: true
     static_configs:
@@ -159,6 +172,15 @@ load() {
 load &
 LOAD_PID=$!
 PIDS+=($LOAD_PID)
+durable_load() { # short SET/GET rounds: every 20 s window has writes (and so fsyncs)
+  local end=$((SECONDS + LOAD_SECONDS))
+  while ((SECONDS < end)); do
+    redis-benchmark -p "$DURABLE_PORT" -c 4 -n 3000 -r 50000 -d 128 -q -t set,get >>"$WORK/durable-load.log" 2>&1 || return 1
+  done
+}
+durable_load &
+DURABLE_LOAD_PID=$!
+PIDS+=($DURABLE_LOAD_PID)
 LOAD_START=$(date +%s)
 
 wait_for "kube-apiserver" 120 kubectl get --raw /readyz
@@ -184,8 +206,8 @@ wait_for "operator reconciling proof" 60 \
 # Let the load run its course (and Prometheus collect it) before judging.
 remaining=$((LOAD_START + LOAD_SECONDS - $(date +%s)))
 ((remaining > 0)) && sleep "$remaining"
-wait_for "Prometheus scraping both targets" 30 bash -c \
-  "curl -sf '$PROM/api/v1/query?query=count(up==1)' | grep -q '\"value\":\[[0-9.]*,\"2\"\]'"
+wait_for "Prometheus scraping the three targets" 30 bash -c \
+  "curl -sf '$PROM/api/v1/query?query=count(up==1)' | grep -q '\"value\":\[[0-9.]*,\"3\"\]'"
 
 say "promtool check rules"
 promtool check rules "$ROOT/dashboards/strata.rules.yaml"
@@ -203,12 +225,14 @@ fi
 
 say "evaluating every dashboard query and rule against Prometheus (load still running)"
 # Grafana's $__rate_interval is at least 4 scrape intervals; 1 s scrapes, so 20 s leaves margin.
+# pod=~".*": both nodes (the durability row has series from proof-1 only).
 "$PY" "$ROOT/scripts/check-dashboards.py" --prometheus "$PROM" \
-  --var namespace=strata-proof --var cluster=proof --var pod=proof-0 --var __rate_interval=20s \
+  --var namespace=strata-proof --var cluster=proof --var pod='.*' --var __rate_interval=20s \
   --scrape "strata-node=http://127.0.0.1:$NODE_METRICS/metrics" \
+  --scrape "strata-node-durable=http://127.0.0.1:$DURABLE_METRICS/metrics" \
   --scrape "strata-operator=http://127.0.0.1:$OP_PORT/metrics"
 
-kill "$LOAD_PID" 2>/dev/null || true
+kill "$LOAD_PID" "$DURABLE_LOAD_PID" 2>/dev/null || true
 if [[ -n $RENDER ]]; then
   say "rendering the overview's panels into $RENDER"
   "$PY" "$ROOT/scripts/render-dashboards.py" --prometheus "$PROM" --start "$LOAD_START" --end "$(date +%s)" \

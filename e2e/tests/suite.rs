@@ -649,6 +649,134 @@ async fn strata_on_kubernetes() {
     step("done");
 }
 
+/// The node's `--io-engine auto` (the operator sets no engine) under the pod's RuntimeDefault
+/// seccomp profile: io_uring where the runtime's profile allows `io_uring_setup`, else the
+/// thread pool, with the reason. INFO persistence and the node's log say which and why.
+async fn io_engine_is_reported(env: &Env) {
+    let pod = get_json(env, &["-n", NS, "get", "pod", &format!("{CC}-0")]).expect("the durable pod");
+    assert_eq!(pod["spec"]["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{}", pod["spec"]);
+    let pf = redis_port_forward(env, &format!("pod/{CC}-0"));
+    let info = info_section(pf.port, "persistence").await.expect("INFO persistence");
+    drop(pf);
+    let engine =
+        info.get("strata_io_engine").unwrap_or_else(|| panic!("INFO persistence lacks strata_io_engine: {info:?}"));
+    // "io_uring: available", or "threads: io_uring refused (<the error>)": auto never fails for lack of io_uring.
+    assert!(
+        engine == "io_uring: available" || engine.starts_with("threads: io_uring refused ("),
+        "auto chose {engine:?}"
+    );
+    let logs = env.kubectl(&["-n", NS, "logs", &format!("{CC}-0"), "-c", "node"]).ok("the node's log");
+    let opened = logs.lines().find(|l| l.contains("opening the durability log")).unwrap_or_else(|| panic!("{logs}"));
+    assert!(opened.contains(engine.as_str()), "the log line names the engine INFO reports ({engine}): {opened}");
+    step(&format!("  the node's log engine: {engine}"));
+}
+
+/// A real Prometheus on the host scrapes the CacheCluster's pods and the operator (at their pod
+/// IPs through Kubernetes service discovery when the host reaches them, else through
+/// port-forwards) while a client writes and reads; scripts/check-dashboards.py then evaluates
+/// every dashboard query, variable and alert rule against it and fails on errors or empty results.
+async fn dashboards_against_the_cluster(env: &Env) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    use strata_e2e::prometheus::{Prometheus, Scrape, pods};
+
+    let nodes = pods(env, NS, "strata-node");
+    let operators = pods(env, OPERATOR_NS, "strata-operator");
+    assert!(!nodes.is_empty() && !operators.is_empty(), "pods to scrape: {nodes:?} {operators:?}");
+    let scrape = Scrape::choose(env, &nodes, &operators);
+    step(&format!(
+        "  scraping {} node pod(s) and {} operator pod(s) through {}",
+        nodes.len(),
+        operators.len(),
+        scrape.describe()
+    ));
+    let config = scrape.config(&env.root.join("dashboards/strata.rules.yaml"), &nodes, &operators);
+    let prom = blocking(move || Prometheus::start(&config)).await;
+
+    // Traffic for the rates and latency quantiles: SETs (each waits for its fsync: sync mode),
+    // hits and misses, until the check is over.
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let pf = redis_port_forward(env, &format!("pod/{CC}-0"));
+    let load = {
+        let (stop, done, port) = (stop.clone(), done.clone(), pf.port);
+        std::thread::spawn(move || -> Result<(), String> {
+            let mut c = client::connect("127.0.0.1", port)?;
+            let mut round = 0u64;
+            while !stop.load(Relaxed) {
+                let mut pipe = redis::pipe();
+                for i in 0..50 {
+                    pipe.cmd("SET").arg(format!("load:{}", (round * 50 + i) % 2000)).arg("v").ignore();
+                    pipe.cmd("GET").arg(format!("load:{i}")).ignore();
+                    pipe.cmd("GET").arg(format!("absent:{i}")).ignore();
+                }
+                pipe.query::<()>(&mut c).map_err(|e| format!("load round {round}: {e}"))?;
+                round += 1;
+                done.store(round * 150, Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Ok(())
+        })
+    };
+
+    let want = nodes.len() + operators.len();
+    eventually(Duration::from_secs(60), "Prometheus to scrape every pod", || async {
+        let up = prom.vector("sum(up)");
+        (up.first().map(|(_, v)| *v as usize) == Some(want)).then_some(())
+    })
+    .await;
+    // A reconciliation inside the rate window, for the reconcile-duration quantiles.
+    let touch = |n: u32| {
+        env.kubectl(&["-n", NS, "annotate", "cachecluster", CC, &format!("e2e.strata.dev/touch={n}"), "--overwrite"])
+            .ok("annotating the CacheCluster");
+    };
+    touch(1);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    touch(2);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+
+    let root = env.root.clone();
+    let pod = format!("{CC}-0");
+    let prom = Arc::new(prom);
+    let checker = prom.clone();
+    let out = blocking(move || {
+        checker
+            .check_dashboards(&root, &[("namespace", NS), ("cluster", CC), ("pod", &pod), ("__rate_interval", "20s")])
+    })
+    .await;
+    stop.store(true, Relaxed);
+    load.join().expect("load thread").expect("the load ran without errors");
+    drop(pf);
+    eprintln!("{}", out.stdout.lines().last().unwrap_or(""));
+    assert!(
+        out.success,
+        "dashboards or rules against the cluster's Prometheus:\n{}{}\nPrometheus log:\n{}",
+        out.stdout,
+        out.stderr,
+        prom.log()
+    );
+    assert!(done.load(Relaxed) > 0, "the load made no commands");
+
+    // The engine the node reports to Prometheus is the one INFO names.
+    let engines = prom.vector(&format!("strata_io_engine_info{{namespace=\"{NS}\", pod=\"{CC}-0\"}}"));
+    assert_eq!(engines.len(), 1, "one strata_io_engine_info series: {engines:?}");
+    let label = engines[0].0["engine"].as_str().unwrap_or("").to_owned();
+    let pf = redis_port_forward(env, &format!("pod/{CC}-0"));
+    let info = info_section(pf.port, "persistence").await.expect("INFO persistence");
+    let reported = info.get("strata_io_engine").cloned().unwrap_or_default();
+    assert!(reported.starts_with(&format!("{label}:")), "metric engine={label:?}, INFO {reported:?}");
+}
+
+/// `INFO <section>` through a port-forward, as field -> value.
+async fn info_section(port: u16, section: &'static str) -> Result<HashMap<String, String>, String> {
+    blocking(move || {
+        let mut c = client::connect("127.0.0.1", port)?;
+        let text: String = redis::cmd("INFO").arg(section).query(&mut c).map_err(|e| format!("INFO: {e}"))?;
+        Ok(text.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k.to_owned(), v.trim().to_owned())).collect())
+    })
+    .await
+}
+
 /// What `durability: sync` promises: every acknowledged write survives the loss of its pod
 /// (the node replays its log from the pod's volume at start-up).
 #[tokio::test(flavor = "multi_thread")]
@@ -674,6 +802,13 @@ async fn no_acknowledged_write_lost_after_pod_deletion() {
     let port = pf.port;
     blocking(move || client::write_and_verify("127.0.0.1", port, KEYS, "durable")).await.expect("writes acknowledged");
     drop(pf);
+
+    step("durable node under RuntimeDefault seccomp: the log's I/O engine chosen is reported");
+    io_engine_is_reported(&env).await;
+    step("Prometheus scrapes the pods and the operator: every dashboard query and alert rule returns data");
+    dashboards_against_the_cluster(&env).await;
+
+    step("delete the durable pod: every acknowledged write is replayed from its volume");
     env.kubectl(&["-n", NS, "delete", "pod", &format!("{CC}-0")]).ok("deleting the pod");
     wait_condition(&env, "Available", "True").await;
     let pf = redis_port_forward(&env, &format!("pod/{CC}-0"));

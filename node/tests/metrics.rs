@@ -14,12 +14,20 @@ use support::*;
 
 /// A node with the metrics endpoint on a free port; returns it and that port.
 fn start() -> (Server, u16) {
+    start_with(&[])
+}
+
+/// `start`, with more arguments for the node.
+fn start_with(extra: &[&str]) -> (Server, u16) {
     // The harness only retries collisions on the Redis port, so retry the
     // (rare) metrics port collision here.
     for _ in 0..5 {
         let port = free_port();
         let started = catch_unwind(AssertUnwindSafe(|| {
-            Server::strata_with(&["--metrics-port", &port.to_string(), "--metrics-bind", "127.0.0.1"])
+            let port = port.to_string();
+            let mut args = vec!["--metrics-port", &port, "--metrics-bind", "127.0.0.1"];
+            args.extend_from_slice(extra);
+            Server::strata_with(&args)
         }));
         if let Ok(server) = started {
             return (server, port);
@@ -153,6 +161,11 @@ fn every_family_has_help_and_type() {
         ("strata_protocol_errors", "counter"),
         ("strata_uptime_seconds", "gauge"),
         ("strata_worker_threads", "gauge"),
+        ("strata_connections_max", "gauge"),
+        ("strata_worker_cpu_seconds", "counter"),
+        ("strata_worker_commands", "counter"),
+        ("strata_worker_connections", "gauge"),
+        ("strata_worker_active", "gauge"),
         ("strata_build", "info"),
     ] {
         assert!(scrape.text.contains(&format!("\n# TYPE {family} {kind}\n")), "no TYPE for {family}:\n{}", scrape.text);
@@ -166,6 +179,82 @@ fn every_family_has_help_and_type() {
     for db in 0..16 {
         assert_eq!(scrape.value("strata_keys", &[("db", &db.to_string())]), 0.0);
     }
+}
+
+/// The sum of a per-worker family over its `worker` series, and how many there are.
+fn per_worker(scrape: &Scrape, name: &str) -> (f64, usize) {
+    let series: Vec<&Sample> = scrape.samples.iter().filter(|s| s.name == name).collect();
+    for s in &series {
+        assert_eq!(s.labels.keys().collect::<Vec<_>>(), ["worker"], "{name} is labelled by worker only");
+    }
+    (series.iter().map(|s| s.value).sum(), series.len())
+}
+
+#[test]
+fn maxclients_and_per_worker_figures() {
+    let (server, port) = start_with(&["--maxclients", "50"]);
+    assert_eq!(Scrape::take(port).value("strata_connections_max", &[]), 50.0);
+    let mut con = server.redis_client().get_connection().expect("redis connection");
+    let () = redis::cmd("CONFIG").arg("SET").arg("maxclients").arg("40").query(&mut con).expect("CONFIG SET");
+    const SETS: usize = 200;
+    for i in 0..SETS {
+        let () = redis::cmd("SET").arg(format!("key:{i}")).arg("v").query(&mut con).expect("SET");
+    }
+    let scrape = Scrape::take(port);
+    assert_eq!(scrape.value("strata_connections_max", &[]), 40.0, "CONFIG SET maxclients shows");
+    // The harness runs 2 workers, both active (adaptive-threads no).
+    let (commands, n) = per_worker(&scrape, "strata_worker_commands_total");
+    assert_eq!(n, 2);
+    assert!(commands >= (SETS + 1) as f64, "workers counted {commands} commands");
+    assert_eq!(per_worker(&scrape, "strata_worker_active"), (2.0, 2));
+    let (conns, n) = per_worker(&scrape, "strata_worker_connections");
+    assert_eq!(n, 2);
+    assert!(conns >= 1.0, "our connection belongs to a worker");
+    // CPU time is sampled on each worker's 100 ms tick.
+    let mut cpu = 0.0;
+    let busy = wait_for(Duration::from_secs(3), || {
+        let (c, n) = per_worker(&Scrape::take(port), "strata_worker_cpu_seconds_total");
+        cpu = c;
+        n == 2 && c > 0.0
+    });
+    assert!(busy, "worker CPU seconds {cpu} after {SETS} commands");
+    assert!(!scrape.text.contains("strata_log_fsyncs"), "no durability families without a log");
+}
+
+#[test]
+fn durability_families_with_a_log() {
+    let (server, port) = start_with(&["--dir", "{dir}", "--durability", "sync"]);
+    // Commands get -LOADING until the (empty) log is replayed.
+    assert!(wait_for(Duration::from_secs(10), || get(port, "/readyz").status == 200), "the node never got ready");
+    let mut con = server.redis_client().get_connection().expect("redis connection");
+    const SETS: usize = 50;
+    for i in 0..SETS {
+        let () = redis::cmd("SET").arg(format!("key:{i}")).arg("x".repeat(100)).query(&mut con).expect("SET");
+    }
+    let scrape = Scrape::take(port);
+    for (family, kind) in [
+        ("strata_durability_lag_records", "gauge"),
+        ("strata_log_fsyncs", "counter"),
+        ("strata_log_fsync_records", "counter"),
+        ("strata_log_fsync_seconds", "counter"),
+        ("strata_group_commit_max_records", "gauge"),
+        ("strata_log_segments", "gauge"),
+        ("strata_log_bytes", "gauge"),
+        ("strata_io_engine", "info"),
+    ] {
+        assert!(scrape.text.contains(&format!("\n# TYPE {family} {kind}\n")), "no TYPE for {family}:\n{}", scrape.text);
+    }
+    // sync: every SET was acknowledged after the fsync covering it.
+    assert!(scrape.value("strata_log_fsync_records_total", &[]) >= SETS as f64);
+    assert!(scrape.value("strata_log_fsyncs_total", &[]) >= 1.0);
+    assert!(scrape.value("strata_log_fsync_seconds_total", &[]) > 0.0);
+    assert!(scrape.value("strata_group_commit_max_records", &[]) >= 1.0);
+    let segments = scrape.value("strata_log_segments", &[]);
+    assert!(segments >= 1.0);
+    let bytes = scrape.value("strata_log_bytes", &[]);
+    assert!(bytes > 0.0 && bytes % segments == 0.0, "{bytes} bytes in {segments} whole segments");
+    let engine = scrape.samples.iter().find(|s| s.name == "strata_io_engine_info").expect("the engine is reported");
+    assert!(["io_uring", "threads"].contains(&engine.labels["engine"].as_str()), "{engine:?}");
 }
 
 #[test]

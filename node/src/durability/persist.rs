@@ -159,6 +159,12 @@ impl Persistence {
         }
     }
 
+    /// Bytes of one log segment (segments are preallocated whole, so the
+    /// log holds segments in use × this on disk).
+    pub fn segment_size(&self) -> u64 {
+        self.segment_size
+    }
+
     /// Figures for INFO and metrics, read together.
     pub fn figures(&self) -> DurabilityFigures {
         let mut f = DurabilityFigures {
@@ -174,6 +180,7 @@ impl Persistence {
             f.durable_seq = a.log.durable_seq();
             f.appended_seq = a.log.appended_seq();
             f.segments = self.order.lock().len() as u64;
+            f.log_bytes = f.segments * self.segment_size;
             f.flushes = s.flushes.load(Relaxed);
             f.flushed_records = s.records.load(Relaxed);
             f.max_batch = s.max_batch.load(Relaxed);

@@ -91,6 +91,13 @@ pub fn encode_commands(enc: &mut DescriptorEncoder, commands: &[(&str, CmdTotals
 fn encode_server(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
     let t = &s.server;
     gauge(enc, "strata_connections", "Connected clients.", None, s.clients.connected)?;
+    gauge(
+        enc,
+        "strata_connections_max",
+        "Connections accepted at most (maxclients, as far as the open files limit allows); more are refused.",
+        None,
+        s.clients.max,
+    )?;
     counter(enc, "strata_connections_received", "Connections accepted.", None, t.connections_received)?;
     counter(
         enc,
@@ -272,6 +279,13 @@ fn encode_durability(enc: &mut DescriptorEncoder, d: &DurabilityFigures) -> fmt:
     gauge(enc, "strata_log_segments", "Segments of the log in use.", None, d.segments)?;
     gauge(
         enc,
+        "strata_log",
+        "Disk the log's segments in use hold (each is preallocated whole).",
+        Some(Unit::Bytes),
+        d.log_bytes,
+    )?;
+    gauge(
+        enc,
         "strata_durability_lag_records",
         "Records appended, not yet durable.",
         None,
@@ -328,8 +342,44 @@ fn encode_process(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         None,
         s.connection_migrations,
     )?;
+    encode_workers(enc, s)?;
     let mut m = enc.encode_descriptor("strata_build", "Build information.", None, MetricType::Info)?;
     m.encode_info(&[("version", env!("CARGO_PKG_VERSION"))])
+}
+
+/// Per worker thread, labelled `worker` (0 to threads - 1: bounded by the
+/// `threads` setting, at most 1024).
+fn encode_workers(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
+    let ids: Vec<String> = (0..s.workers.len()).map(|w| w.to_string()).collect();
+    let mut m = enc.encode_descriptor(
+        "strata_worker_cpu",
+        "CPU time of each worker thread (sampled every 100 ms).",
+        Some(&Unit::Seconds),
+        MetricType::Counter,
+    )?;
+    for (id, w) in ids.iter().zip(&s.workers) {
+        ConstCounter::new(w.cpu_seconds).encode(m.encode_family(&[("worker", id.as_str())])?)?;
+    }
+    let mut m =
+        enc.encode_descriptor("strata_worker_commands", "Commands each worker executed.", None, MetricType::Counter)?;
+    for (id, w) in ids.iter().zip(&s.workers) {
+        ConstCounter::new(w.commands).encode(m.encode_family(&[("worker", id.as_str())])?)?;
+    }
+    let mut m =
+        enc.encode_descriptor("strata_worker_connections", "Connections each worker owns.", None, MetricType::Gauge)?;
+    for (id, w) in ids.iter().zip(&s.workers) {
+        ConstGauge::new(w.connections).encode(m.encode_family(&[("worker", id.as_str())])?)?;
+    }
+    let mut m = enc.encode_descriptor(
+        "strata_worker_active",
+        "1 while a worker takes new connections (adaptive-threads), else 0.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (id, w) in ids.iter().zip(&s.workers) {
+        ConstGauge::new(u64::from(w.active)).encode(m.encode_family(&[("worker", id.as_str())])?)?;
+    }
+    Ok(())
 }
 
 fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, unit: Option<Unit>, v: u64) -> fmt::Result {

@@ -17,6 +17,8 @@ pub struct Snapshot {
     pub active_threads: u64,
     pub adaptive_threads: bool,
     pub connection_migrations: u64,
+    /// Per worker thread, in worker order.
+    pub workers: Vec<WorkerFigures>,
     /// Commands per second over the last couple of seconds.
     pub ops_per_sec: u64,
     pub clients: ClientFigures,
@@ -48,6 +50,8 @@ pub struct DurabilityFigures {
     pub durable_seq: u64,
     pub appended_seq: u64,
     pub segments: u64,
+    /// Disk the segments in use hold (each is preallocated whole).
+    pub log_bytes: u64,
     /// Flushes (write + fdatasync), the records they made durable, the
     /// most one did, their total and worst time in µs.
     pub flushes: u64,
@@ -112,9 +116,25 @@ pub struct TierFigures {
     pub moved_records: u64,
 }
 
+/// One worker thread's load.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct WorkerFigures {
+    /// Whether it takes new connections now (the adaptive balancer's set).
+    pub active: bool,
+    /// Connections it owns.
+    pub connections: u64,
+    /// Commands it executed.
+    pub commands: u64,
+    /// Its thread's CPU time, sampled every 100 ms tick.
+    pub cpu_seconds: f64,
+}
+
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ClientFigures {
     pub connected: u64,
+    /// Connections accepted at most (`maxclients`, lowered to what the open
+    /// files limit allows): one more is refused.
+    pub max: u64,
     pub blocked: u64,
     pub max_input_buffer: u64,
     pub max_output_buffer: u64,

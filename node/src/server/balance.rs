@@ -56,6 +56,13 @@ pub struct WorkerLoad {
     share: AtomicU32,
 }
 
+impl WorkerLoad {
+    /// The worker thread's CPU time at its last tick (at most 100 ms old).
+    pub fn cpu_ns(&self) -> u64 {
+        self.cpu_ns.load(Relaxed)
+    }
+}
+
 /// The active-worker set and the load samples behind it.
 pub struct Balancer {
     adaptive: AtomicBool,
@@ -112,6 +119,11 @@ impl Balancer {
 
     pub fn load(&self, worker: usize) -> &WorkerLoad {
         &self.loads[worker]
+    }
+
+    /// Worker threads, active or not.
+    pub fn workers(&self) -> usize {
+        self.loads.len()
     }
 
     /// Where a new connection goes: the active worker with the fewest,

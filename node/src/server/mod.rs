@@ -63,6 +63,12 @@ impl Shared {
         &self.worker_inbox.get().expect("workers started")[worker]
     }
 
+    /// Clients accepted at most: `maxclients`, but never more than the file
+    /// descriptors allow, whatever CONFIG SET says.
+    pub fn max_clients(&self) -> usize {
+        self.config.runtime.maxclients.load(Relaxed).min(self.fd_clients.load(Relaxed))
+    }
+
     /// Begins a graceful shutdown.
     pub fn begin_shutdown(&self) {
         self.shutting_down.store(true, Relaxed);
@@ -693,8 +699,7 @@ async fn accept_any(ls: &[tokio::net::TcpListener]) -> std::io::Result<(tokio::n
 }
 
 fn dispatch_conn(shared: &Shared, conn: NewConn) {
-    // Never more than the file descriptors allow, whatever CONFIG SET says.
-    let maxclients = shared.config.runtime.maxclients.load(Relaxed).min(shared.fd_clients.load(Relaxed));
+    let maxclients = shared.max_clients();
     // Connections handed to workers but not yet registered count too, or a
     // storm of connects would overshoot.
     let dispatched = (0..shared.config.startup.threads).map(|w| shared.balance.load(w).conns.load(Relaxed)).sum();

@@ -2,7 +2,7 @@
 
 use super::Shared;
 use crate::metrics::snapshot::{ClientFigures, MemoryFigures, ServerTotals, TierFigures};
-use crate::metrics::{CmdTotals, DbFigures, Snapshot};
+use crate::metrics::{CmdTotals, DbFigures, Snapshot, WorkerFigures};
 use crate::store::NUM_DBS;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -21,9 +21,11 @@ impl Shared {
             active_threads: self.balance.active() as u64,
             adaptive_threads: self.balance.adaptive(),
             connection_migrations: self.balance.migrations.load(Relaxed),
+            workers: self.worker_figures(),
             ops_per_sec: self.ops_samples.lock().ops_per_sec(),
             clients: ClientFigures {
                 connected: clients.len() as u64,
+                max: self.max_clients() as u64,
                 blocked: clients.iter().filter(|c| c.blocked.load(Relaxed)).count() as u64,
                 max_input_buffer: clients.iter().map(|c| c.qbuf.load(Relaxed)).max().unwrap_or(0) as u64,
                 max_output_buffer: clients
@@ -82,6 +84,22 @@ impl Shared {
         }
     }
 
+    /// Each worker's load: the balancer's view and the worker's own counters.
+    fn worker_figures(&self) -> Vec<WorkerFigures> {
+        let active = self.balance.active();
+        (0..self.balance.workers())
+            .map(|w| {
+                let load = self.balance.load(w);
+                WorkerFigures {
+                    active: w < active,
+                    connections: load.conns.load(Relaxed) as u64,
+                    commands: self.workers.get(w).map_or(0, |m| m.server.commands.load(Relaxed)),
+                    cpu_seconds: load.cpu_ns() as f64 / 1e9,
+                }
+            })
+            .collect()
+    }
+
     /// A snapshot with the keyspace counted partition by partition.
     pub fn snapshot_with_keys(&self) -> Snapshot {
         self.snapshot(self.ks.db_figures(crate::store::now_ms()))
@@ -112,6 +130,7 @@ mod tests {
             StoreStats::bump(&w.store.hits, 10 * n);
             StoreStats::bump(&w.store.misses, n);
             StoreStats::bump(&w.store.evicted_bytes, 7);
+            ServerStats::add(&w.server.commands, 5 * n);
         }
         let source = shared.clone();
         let registry = crate::metrics::exposition::registry(Box::new(move || source.snapshot_with_keys()));
@@ -128,6 +147,12 @@ mod tests {
             ("strata_connections", 0.0),
             ("strata_memory_max_bytes", 1024.0 * 1024.0),
             ("strata_worker_threads", 2.0),
+            ("strata_connections_max", 10000.0),
+            ("strata_worker_commands_total{worker=\"0\"}", 5.0),
+            ("strata_worker_commands_total{worker=\"1\"}", 10.0),
+            ("strata_worker_connections{worker=\"1\"}", 0.0),
+            ("strata_worker_active{worker=\"0\"}", 1.0),
+            ("strata_worker_active{worker=\"1\"}", 0.0),
             ("strata_keys{db=\"0\"}", 0.0),
             ("strata_keys{db=\"15\"}", 0.0),
             ("strata_hugepages_bytes", 0.0),
@@ -139,6 +164,10 @@ mod tests {
         let build = format!("strata_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"));
         assert_eq!(sample(&text, &build), Some(1.0));
         assert!(sample(&text, "strata_uptime_seconds").unwrap() >= 0.0);
+        // One series per worker, no more: the label's cardinality is the thread count.
+        assert_eq!(text.matches("strata_worker_cpu_seconds_total{").count(), 2, "{text}");
+        assert!(sample(&text, "strata_worker_cpu_seconds_total{worker=\"0\"}").is_some());
+        assert!(text.contains("# UNIT strata_worker_cpu_seconds seconds\n"), "{text}");
         // No command ran: no per-command series.
         assert!(!text.contains("command=\""), "{text}");
     }

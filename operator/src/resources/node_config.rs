@@ -68,6 +68,12 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
         line("max-disk", &bytes);
     }
     line("durability", &spec.durability.mode.as_str());
+    if spec.durability.mode != DurabilityMode::None {
+        // Pods run under the RuntimeDefault seccomp profile, which refuses io_uring on newer
+        // runtimes: auto uses it where allowed and falls back to the thread pool otherwise
+        // (INFO persistence and the node's log say which). `uring` would fail to start there.
+        line("io-engine", &"auto");
+    }
     if spec.durability.mode == DurabilityMode::Periodic
         && let Some(interval) = &spec.durability.fsync_interval
     {
@@ -300,6 +306,15 @@ mod tests {
              maxmemory-policy allkeys-lru\n\
              durability none\n"
         );
+    }
+
+    #[test]
+    fn durable_modes_let_the_node_pick_its_io_engine() {
+        assert_eq!(directive(&config(json!({})).unwrap(), "io-engine"), None, "no log, no engine");
+        for mode in ["write-back", "periodic", "sync"] {
+            let text = config(json!({ "durability": { "mode": mode } })).unwrap();
+            assert_eq!(directive(&text, "io-engine").as_deref(), Some("auto"), "{mode}: {text}");
+        }
     }
 
     #[test]
