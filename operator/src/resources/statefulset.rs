@@ -508,8 +508,9 @@ mod tests {
             spec[field] = value.clone();
             assert_ne!(hash(spec), original, "{changed}");
         }
+        // The volume's size sets the disk tier's budget (max-disk).
+        assert_ne!(hash(with("/storage/size", json!("2Gi"))), original);
         // Inputs the node does not read leave it alone (the StatefulSet changes anyway).
-        assert_eq!(hash(with("/storage/size", json!("2Gi"))), original);
         let mut scaled = base.clone();
         scaled["replicas"] = json!(5);
         assert_eq!(hash(scaled), original);
