@@ -167,8 +167,20 @@ impl ControlPlane {
         let crd = workspace_root().join("crds/strata.dev_cacheclusters.yaml");
         let out = plane.kubectl(&["apply", "--server-side", "-f", &crd.display().to_string()]);
         assert!(out.success, "installing the CRD: {}", out.stderr);
-        let out =
+        // `kubectl wait` fails at once, instead of waiting, while the new
+        // CRD has no status conditions yet (a loaded machine): try again.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut out =
             plane.kubectl(&["wait", "--for=condition=Established", "crd/cacheclusters.strata.dev", "--timeout=60s"]);
+        while !out.success && out.stderr.contains("accessor error") && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            out = plane.kubectl(&[
+                "wait",
+                "--for=condition=Established",
+                "crd/cacheclusters.strata.dev",
+                "--timeout=60s",
+            ]);
+        }
         assert!(out.success, "CRD not established: {}", out.stderr);
         Ok(plane)
     }
