@@ -52,12 +52,9 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 for tool in redis-server redis-cli python3; do
   command -v "$tool" >/dev/null || { echo "$tool not found (scripts/install-deps.sh)" >&2; exit 1; }
 done
-if [[ $NO_BUILD != 1 ]]; then
-  (cd "$ROOT" && cargo build --release -p strata-node -p strata-loadgen >&2)
-fi
-STRATA_BIN=${STRATA_BIN:-$TARGET/release/strata-node}
-LOADGEN=${LOADGEN:-$TARGET/release/strata-loadgen}
-for b in "$STRATA_BIN" "$LOADGEN"; do [[ -x $b ]] || { echo "missing $b (build without --no-build)" >&2; exit 1; }; done
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+need_binaries
 for m in $MODES; do
   case $m in none | write-back | periodic | sync) ;; *) echo "unknown mode $m" >&2; exit 2 ;; esac
 done
@@ -66,16 +63,8 @@ mkdir -p "$RESULTS_DIR/logs"
 TMP=$(mktemp -d)
 DATA=$(mktemp -d "${DIR:-${TMPDIR:-/tmp}}/strata-durability-bench.XXXXXX")
 PID=""
-stop() {
-  if [[ -n $PID ]]; then
-    kill "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
-    PID=""
-  fi
-}
 trap 'stop; rm -rf "$TMP" "$DATA"' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # redis_args MODE: redis-server's persistence options matching strata's MODE.
 redis_args() {
@@ -127,7 +116,6 @@ print(f'{t["ops_per_sec"]:.0f} {t["p50_ms"]:.3f} {t["p99_ms"]:.3f}')
 PY
 }
 
-median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 
 {

@@ -49,27 +49,15 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results/workloads-$(date +%Y%m%d-%H%M%S)}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 
-command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install redis-server)" >&2; exit 1; }
-if [[ $NO_BUILD != 1 ]]; then
-  (cd "$ROOT" && cargo build --release -p strata-node -p strata-loadgen >&2)
-fi
-STRATA_BIN=${STRATA_BIN:-$TARGET/release/strata-node}
-LOADGEN=${LOADGEN:-$TARGET/release/strata-loadgen}
-for b in "$STRATA_BIN" "$LOADGEN"; do [[ -x $b ]] || { echo "missing $b (build without --no-build)" >&2; exit 1; }; done
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+need_binaries
 
 mkdir -p "$RESULTS_DIR/logs"
 TMP=$(mktemp -d)
 PID=""
-stop() {
-  if [[ -n $PID ]]; then
-    kill "$PID" 2>/dev/null || true
-    wait "$PID" 2>/dev/null || true
-    PID=""
-  fi
-}
 trap 'stop; rm -rf "$TMP"' EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # start SERVER: a fresh server on a free port ($PORT), pid in $PID.
 start() {
@@ -92,7 +80,6 @@ start() {
   exit 1
 }
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # options WORKLOAD: the timed run's loadgen options; prefill WORKLOAD: the untimed one's (or none).
 options() {
@@ -135,7 +122,6 @@ print(f'{t["ops_per_sec"]:.0f} {t["p50_ms"]:.3f} {t["p99_ms"]:.3f} {ops / cpu if
 PY
 }
 
-median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 {
   echo "bench/workloads.sh  SECONDS_EACH=$SECONDS_EACH REPEAT=$REPEAT THREADS=$THREADS STRATA_ARGS='${STRATA_ARGS:-}' REDIS_ARGS='${REDIS_ARGS:-}' $(date -u +%FT%TZ)"

@@ -1,0 +1,30 @@
+# Shared by the loadgen benchmarks (workloads.sh, durability.sh, tier.sh): sourced, not run.
+# Expects ROOT, TARGET and NO_BUILD set; sets STRATA_BIN and LOADGEN.
+
+# Builds (unless NO_BUILD=1) and checks the release strata-node and strata-loadgen.
+need_binaries() {
+  command -v redis-server >/dev/null || { echo "redis-server not found (apt-get install redis-server)" >&2; exit 1; }
+  if [[ $NO_BUILD != 1 ]]; then
+    (cd "$ROOT" && cargo build --release -p strata-node -p strata-loadgen >&2)
+  fi
+  STRATA_BIN=${STRATA_BIN:-$TARGET/release/strata-node}
+  LOADGEN=${LOADGEN:-$TARGET/release/strata-loadgen}
+  for b in "$STRATA_BIN" "$LOADGEN"; do [[ -x $b ]] || { echo "missing $b (build without --no-build)" >&2; exit 1; }; done
+}
+
+# Stops the server whose pid is in $PID, if any.
+stop() {
+  if [[ -n $PID ]]; then
+    kill "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+    PID=""
+  fi
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# utime + stime of process $1, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# The median of the numbers on stdin, one per line.
+median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
