@@ -243,6 +243,32 @@ fn execute_request(
     {
         return Outcome::Pending(pause::wait_for_unpause(shared.pause.clone(), client.info.clone()));
     }
+    // A script is running: wait for it (the worker serves others meanwhile),
+    // or get BUSY once it has run past `busy-reply-threshold` — before
+    // queueing, as Redis: a command refused inside MULTI fails the
+    // transaction, and a refused EXEC ends it.
+    if shared.scripts.active() && !allows_busy(def, args) && !shared.scripts.has_result(client.info.id) {
+        let threshold = shared.config.runtime.busy_reply_threshold.load(Relaxed);
+        match shared.scripts.while_busy(threshold) {
+            WhileBusy::Busy(e) => {
+                stat.reject();
+                if client.multi.is_some() {
+                    if def.name == "exec" {
+                        super::transactions::abort_while_busy(client);
+                        out.error(&format!("EXECABORT Transaction discarded because of: {e}"));
+                        return Outcome::Done;
+                    }
+                    client.multi_dirty = true;
+                }
+                out.error(e);
+                return Outcome::Done;
+            }
+            WhileBusy::Wait(wait) => return Outcome::Pending(wait),
+        }
+    }
+    if !client.stale_watches.is_empty() && !shared.scripts.active() {
+        super::transactions::release_stale_watches(shared, client);
+    }
     if client.multi.is_some() && !def.has(flags::NO_QUEUE) {
         return queue(shared, client, idx, def, args, out);
     }
@@ -253,19 +279,6 @@ fn execute_request(
             full_name(def, args)
         ));
         return Outcome::Done;
-    }
-    // A script is running: wait for it (the worker serves others meanwhile),
-    // or get BUSY once it has run past `busy-reply-threshold`.
-    if shared.scripts.active() && !allows_busy(def, args) && !shared.scripts.has_result(client.info.id) {
-        let threshold = shared.config.runtime.busy_reply_threshold.load(Relaxed);
-        match shared.scripts.while_busy(threshold) {
-            WhileBusy::Busy(e) => {
-                stat.reject();
-                out.error(e);
-                return Outcome::Done;
-            }
-            WhileBusy::Wait(wait) => return Outcome::Pending(wait),
-        }
     }
     if def.has(flags::DENYOOM) {
         if !shared.ensure_memory(&worker.store) {

@@ -45,6 +45,23 @@ fn end_multi(client: &mut Client) {
     client.info.multi.store(u32::MAX, Relaxed);
 }
 
+/// EXEC refused while a script holds the keyspace: the transaction ends
+/// (as Redis's `execCommandAbort`) and its WATCHes no longer count; their
+/// partitions are unlocked when the client's next command runs after the
+/// script.
+pub fn abort_while_busy(client: &mut Client) {
+    end_multi(client);
+    let watched = std::mem::take(&mut client.watched);
+    client.stale_watches.extend(watched);
+}
+
+/// Releases the WATCHes `abort_while_busy` set aside (no locks held).
+pub fn release_stale_watches(shared: &Node, client: &mut Client) {
+    for (db, key, _) in client.stale_watches.drain(..) {
+        shared.ks.lock(shared.ks.partition_of_key(&key)).unwatch(db, &key);
+    }
+}
+
 fn discard(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if ctx.client.multi.is_none() {
         return Err("ERR DISCARD without MULTI".into());
@@ -86,8 +103,10 @@ fn unwatch_locked(keys: &mut KeyAccess<'_>, client: &mut Client) {
     }
 }
 
-/// Forgets every key the client WATCHes (no locks held by the caller).
+/// Forgets every key the client WATCHes, set-aside ones included (no
+/// locks held by the caller).
 pub fn unwatch_all(shared: &Node, client: &mut Client) {
+    release_stale_watches(shared, client);
     for (db, key, _) in client.watched.drain(..) {
         let idx = shared.ks.partition_of_key(&key);
         shared.ks.lock(idx).unwatch(db, &key);

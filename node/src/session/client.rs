@@ -108,6 +108,9 @@ pub struct Client {
     pub multi: Option<Vec<Queued>>,
     /// A queued command was rejected: EXEC must fail with EXECABORT.
     pub multi_dirty: bool,
+    /// WATCHes dropped by an EXEC refused while a script held the keyspace
+    /// (it could not lock their partitions then): released later.
+    pub stale_watches: Vec<(usize, Vec<u8>, u64)>,
     /// WATCHed keys: (db, key, version at WATCH time).
     pub watched: Vec<(usize, Vec<u8>, u64)>,
     pub channels: HashSet<Vec<u8>>,
@@ -148,6 +151,7 @@ impl Client {
             acl_generation: 0,
             multi: None,
             multi_dirty: false,
+            stale_watches: Vec::new(),
             watched: Vec::new(),
             channels: HashSet::new(),
             patterns: HashSet::new(),
