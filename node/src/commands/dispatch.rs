@@ -19,6 +19,11 @@ use std::sync::atomic::Ordering::Relaxed;
 pub struct CommandTable {
     defs: Vec<&'static CommandDef>,
     by_name: HashMap<&'static [u8], usize, foldhash::fast::FixedState>,
+    /// Statistics slots, as INFO commandstats names them: one per command
+    /// (slot = table index), then one per subcommand (`container|sub`).
+    slot_names: Vec<&'static str>,
+    /// Per command, its subcommands and their slots.
+    sub_slots: Vec<Vec<(&'static str, usize)>>,
 }
 
 impl Default for CommandTable {
@@ -35,7 +40,58 @@ impl CommandTable {
             let prev = by_name.insert(d.name.as_bytes(), i);
             assert!(prev.is_none(), "command {} registered twice", d.name);
         }
-        CommandTable { defs, by_name }
+        let mut slot_names: Vec<&'static str> = defs.iter().map(|d| d.name).collect();
+        let mut sub_slots = vec![Vec::new(); defs.len()];
+        for (i, d) in defs.iter().enumerate() {
+            for &sub in d.subcommands {
+                let full = format!("{}|{sub}", d.name);
+                // The metadata's name when there is one; else built once, at start-up.
+                let name = super::command_meta::sub_def(&full).map_or_else(|| &*full.leak(), |s| s.name);
+                sub_slots[i].push((sub, slot_names.len()));
+                slot_names.push(name);
+            }
+        }
+        CommandTable { defs, by_name, slot_names, sub_slots }
+    }
+
+    /// How many statistics slots commands and subcommands take.
+    pub fn stat_slots(&self) -> usize {
+        self.slot_names.len()
+    }
+
+    /// `get`, or `client|list` for a subcommand's slot.
+    pub fn slot_name(&self, slot: usize) -> &'static str {
+        self.slot_names[slot]
+    }
+
+    /// The statistics slot of a call: the subcommand's for a container
+    /// given one it has, None for one it has not (Redis counts no command
+    /// then), else the command's own.
+    #[inline]
+    pub fn stat_slot(&self, idx: usize, args: &[&[u8]]) -> Option<usize> {
+        let subs = &self.sub_slots[idx];
+        if subs.is_empty() || args.len() < 2 {
+            return Some(idx);
+        }
+        subs.iter().find(|(name, _)| args[1].eq_ignore_ascii_case(name.as_bytes())).map(|&(_, slot)| slot)
+    }
+
+    /// The slots of a command given by name as `cmd` or `container|sub`
+    /// (LATENCY HISTOGRAM): its own, then its subcommands'.
+    pub fn slots_named(&self, name: &[u8]) -> Vec<usize> {
+        let (cmd, sub) = match name.iter().position(|&b| b == b'|') {
+            Some(i) => (&name[..i], Some(&name[i + 1..])),
+            None => (name, None),
+        };
+        let Some(idx) = self.lookup(cmd) else { return Vec::new() };
+        match sub {
+            None => std::iter::once(idx).chain(self.sub_slots[idx].iter().map(|&(_, slot)| slot)).collect(),
+            Some(sub) => self.sub_slots[idx]
+                .iter()
+                .filter(|(n, _)| sub.eq_ignore_ascii_case(n.as_bytes()))
+                .map(|&(_, s)| s)
+                .collect(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -189,12 +245,13 @@ fn execute_request(
     };
     client.last_lookup = idx;
     let def = table.get(idx);
-    let stat = &worker.cmds[idx];
+    // A container's unknown subcommand is counted nowhere, as in Redis.
+    let stat = table.stat_slot(idx, args).map(|slot| &worker.cmds[slot]);
     if !arity_ok(def.arity, args.len()) {
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        stat.reject();
+        reject(stat);
         out.error(&err::arity(def.name));
         return Outcome::Done;
     }
@@ -204,7 +261,7 @@ fn execute_request(
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        stat.reject();
+        reject(stat);
         out.error(err::NOAUTH);
         return Outcome::Done;
     }
@@ -212,7 +269,7 @@ fn execute_request(
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        stat.reject();
+        reject(stat);
         out.error(PROTECTED_REFUSED);
         return Outcome::Done;
     }
@@ -221,7 +278,7 @@ fn execute_request(
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        stat.reject();
+        reject(stat);
         super::acl::log_denial(shared, client, &denial, context, args);
         out.error(&super::acl::noperm(shared, &denial));
         return Outcome::Done;
@@ -231,7 +288,7 @@ fn execute_request(
             if client.multi.is_some() {
                 client.multi_dirty = true;
             }
-            stat.reject();
+            reject(stat);
             out.error("LOADING Redis is loading the dataset in memory");
             return Outcome::Done;
         }
@@ -247,7 +304,7 @@ fn execute_request(
         return queue(shared, client, idx, def, args, out);
     }
     if client.in_pubsub() && !client.resp3 && !def.has(flags::PUBSUB_CTX) {
-        stat.reject();
+        reject(stat);
         out.error(&format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             full_name(def, args)
@@ -260,7 +317,7 @@ fn execute_request(
         let threshold = shared.config.runtime.busy_reply_threshold.load(Relaxed);
         match shared.scripts.while_busy(threshold) {
             WhileBusy::Busy(e) => {
-                stat.reject();
+                reject(stat);
                 out.error(e);
                 return Outcome::Done;
             }
@@ -269,7 +326,7 @@ fn execute_request(
     }
     if def.has(flags::DENYOOM) {
         if !shared.ensure_memory(&worker.store) {
-            stat.reject();
+            reject(stat);
             out.error(err::OOM);
             return Outcome::Done;
         }
@@ -282,6 +339,14 @@ fn execute_request(
     tracking::take_own(&mut out.buf);
     client.info.last_cmd.store(idx as u32, Relaxed);
     run(shared, server, worker, client, idx, args, out, false)
+}
+
+/// Counts a call refused before it ran.
+#[inline]
+fn reject(stat: Option<&crate::metrics::CmdStat>) {
+    if let Some(s) = stat {
+        s.reject();
+    }
 }
 
 /// The name Redis reports for a request: `container|sub` for a known
@@ -395,7 +460,7 @@ pub fn run(
     ctx.keys.serve_ready();
     let block = ctx.block.take();
     drop(ctx);
-    let nanos = finish(worker, client, idx, mark, result, out);
+    let nanos = finish(shared, worker, client, idx, args, mark, result, out);
     // A blocked command is logged as Redis logs it: when it is served.
     if block.is_none() {
         record_slow(shared, client, idx, args, nanos);
@@ -461,10 +526,13 @@ pub fn record_slow(shared: &Node, client: &Client, idx: usize, args: &[&[u8]], n
 
 /// Writes an error result and records the call and its latency; returns
 /// how long the command took (ns).
+#[allow(clippy::too_many_arguments)]
 pub fn finish(
+    shared: &Node,
     worker: &WorkerMetrics,
     client: &mut Client,
     idx: usize,
+    args: &[&[u8]],
     mark: usize,
     result: Result<(), CmdError>,
     out: &mut Reply,
@@ -481,7 +549,13 @@ pub fn finish(
     let end = crate::store::mono_ns();
     let nanos = end.saturating_sub(client.clock_mark_ns);
     client.clock_mark_ns = end;
-    worker.cmds[idx].record(nanos, failed);
+    if let Some(slot) = shared.table.stat_slot(idx, args) {
+        let stat = &worker.cmds[slot];
+        stat.record(nanos, failed);
+        if shared.config.runtime.latency_tracking.load(Relaxed) {
+            stat.track(nanos);
+        }
+    }
     crate::metrics::ServerStats::add(&worker.server.commands, 1);
     nanos
 }

@@ -36,6 +36,28 @@ const LATENCY_BUCKETS_NS: [u64; 14] = [
     1_000_000_000,
 ];
 
+/// Steps of Redis's per-command latency histogram (LATENCY HISTOGRAM):
+/// an HDR histogram of 1 ns..1 s at 2 significant digits, read in powers of
+/// two from 1024 ns, so step k ends at 2^(10+k) + 2^(3+k) - 1 ns.
+pub const HISTOGRAM_STEPS: usize = 21;
+
+/// The step a duration falls in (Redis clamps durations to 1 ns..1 s).
+#[inline]
+pub fn histogram_step(nanos: u64) -> usize {
+    let v = nanos.clamp(1, 1_000_000_000);
+    if v < 1032 {
+        return 0;
+    }
+    let b = 63 - v.leading_zeros() as usize;
+    // The first 2^(b-7) ns of an octave share 2^b's HDR bucket: the step ending there.
+    if v < (1 << b) + (1 << (b - 7)) { b - 10 } else { b - 9 }
+}
+
+/// The upper bound (µs, as LATENCY HISTOGRAM shows it) of step `k`.
+pub fn histogram_step_usec(k: usize) -> u64 {
+    ((1u64 << (10 + k)) + (1u64 << (3 + k)) - 1) / 1000
+}
+
 #[inline]
 fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed) + n, Relaxed);
@@ -54,6 +76,8 @@ pub struct CmdStat {
     pub rejected: AtomicU64,
     /// Cumulative-free bucket counts; the last slot counts +Inf overflow.
     pub buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    /// Redis's latency histogram (`latency-tracking`), per step, not cumulative.
+    pub histogram: [AtomicU64; HISTOGRAM_STEPS],
 }
 
 impl CmdStat {
@@ -61,6 +85,12 @@ impl CmdStat {
     #[cfg(test)]
     fn bounds_agree() -> bool {
         LATENCY_BUCKETS.iter().zip(LATENCY_BUCKETS_NS).all(|(s, ns)| (s * 1e9).round() as u64 == ns)
+    }
+
+    /// Adds a call to the latency histogram; Redis measures in whole µs.
+    #[inline]
+    pub fn track(&self, nanos: u64) {
+        bump(&self.histogram[histogram_step(nanos / 1000 * 1000)], 1);
     }
 
     #[inline]
@@ -85,7 +115,7 @@ impl CmdStat {
         for c in [&self.calls, &self.usec, &self.nanos, &self.failed, &self.rejected] {
             c.store(0, Relaxed);
         }
-        for b in &self.buckets {
+        for b in self.buckets.iter().chain(&self.histogram) {
             b.store(0, Relaxed);
         }
     }
@@ -149,6 +179,18 @@ pub fn sum(workers: &[Arc<WorkerMetrics>], f: impl Fn(&WorkerMetrics) -> &Atomic
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histogram_steps_follow_redis_hdr_histogram() {
+        // The bounds redis-server 7.0 reports: 1, 2, 4, 8, 16, 33, 66, 132, ...
+        let usec: Vec<u64> = (0..HISTOGRAM_STEPS).map(histogram_step_usec).collect();
+        assert_eq!(&usec[..9], &[1, 2, 4, 8, 16, 33, 66, 132, 264]);
+        assert_eq!(usec[20], 1_082_130);
+        for (nanos, step) in [(0, 0), (1031, 0), (1032, 1), (2063, 1), (2064, 2), (33_023, 5), (33_024, 6)] {
+            assert_eq!(histogram_step(nanos), step, "{nanos} ns");
+        }
+        assert_eq!(histogram_step(u64::MAX), 20);
+    }
 
     #[test]
     fn latency_buckets() {

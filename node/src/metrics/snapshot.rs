@@ -2,7 +2,7 @@
 //! `server::Shared::snapshot`); `/metrics` and INFO both render it, so a
 //! figure is defined and computed in one place.
 
-use super::{CmdStat, LATENCY_BUCKETS, StatsTotals, WorkerMetrics};
+use super::{CmdStat, HISTOGRAM_STEPS, LATENCY_BUCKETS, StatsTotals, WorkerMetrics};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -30,6 +30,7 @@ pub struct Snapshot {
     /// Per database; filled only when the caller counted keys.
     pub keyspace: [DbFigures; DATABASES],
     /// Commands ever called or refused, with their totals.
+    /// Subcommands count apart, as `container|sub`.
     pub commands: Vec<(&'static str, CmdTotals)>,
     /// The durability log; None under durability none.
     pub durability: Option<DurabilityFigures>,
@@ -218,6 +219,8 @@ pub struct CmdTotals {
     pub nanos: u64,
     /// Per-bucket (not cumulative) counts; the last slot is the +Inf overflow.
     pub buckets: [u64; LATENCY_BUCKETS.len() + 1],
+    /// Redis's latency histogram, per step (LATENCY HISTOGRAM).
+    pub histogram: [u64; HISTOGRAM_STEPS],
 }
 
 impl CmdTotals {
@@ -238,6 +241,9 @@ impl CmdTotals {
         self.rejected += s.rejected.load(Relaxed);
         self.nanos += s.nanos.load(Relaxed);
         for (t, b) in self.buckets.iter_mut().zip(&s.buckets) {
+            *t += b.load(Relaxed);
+        }
+        for (t, b) in self.histogram.iter_mut().zip(&s.histogram) {
             *t += b.load(Relaxed);
         }
     }

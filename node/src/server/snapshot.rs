@@ -50,10 +50,8 @@ impl Shared {
             },
             hugepages: crate::sys::hugepages::stats(),
             keyspace,
-            commands: self
-                .table
-                .iter()
-                .map(|(idx, def)| (def.name, CmdTotals::sum(&self.workers, idx)))
+            commands: (0..self.table.stat_slots())
+                .map(|slot| (self.table.slot_name(slot), CmdTotals::sum(&self.workers, slot)))
                 .filter(|(_, t)| t.is_active())
                 .collect(),
             durability: self.persist.as_ref().map(|p| p.figures()),
