@@ -22,8 +22,9 @@ pub struct CommandTable {
     /// Statistics slots, as INFO commandstats names them: one per command
     /// (slot = table index), then one per subcommand (`container|sub`).
     slot_names: Vec<&'static str>,
-    /// Per command, its subcommands and their slots.
-    sub_slots: Vec<Vec<(&'static str, usize)>>,
+    /// Per command, its subcommands: name, slot and arity (None when
+    /// the handler checks it).
+    sub_slots: Vec<Vec<(&'static str, usize, Option<i32>)>>,
 }
 
 impl Default for CommandTable {
@@ -46,8 +47,9 @@ impl CommandTable {
             for &sub in d.subcommands {
                 let full = format!("{}|{sub}", d.name);
                 // The metadata's name when there is one; else built once, at start-up.
-                let name = super::command_meta::sub_def(&full).map_or_else(|| &*full.leak(), |s| s.name);
-                sub_slots[i].push((sub, slot_names.len()));
+                let meta = super::command_meta::sub_def(&full);
+                let name = meta.map_or_else(|| &*full.leak(), |s| s.name);
+                sub_slots[i].push((sub, slot_names.len(), meta.map(|s| s.arity)));
                 slot_names.push(name);
             }
         }
@@ -73,7 +75,19 @@ impl CommandTable {
         if subs.is_empty() || args.len() < 2 {
             return Some(idx);
         }
-        subs.iter().find(|(name, _)| args[1].eq_ignore_ascii_case(name.as_bytes())).map(|&(_, slot)| slot)
+        subs.iter().find(|(name, ..)| args[1].eq_ignore_ascii_case(name.as_bytes())).map(|&(_, slot, _)| slot)
+    }
+
+    /// A subcommand's arity error (`client|setname`), checked before it runs as Redis does.
+    #[inline]
+    fn sub_arity_error(&self, idx: usize, args: &[&[u8]]) -> Option<String> {
+        let subs = &self.sub_slots[idx];
+        if subs.is_empty() || args.len() < 2 {
+            return None;
+        }
+        let &(_, slot, arity) = subs.iter().find(|(name, ..)| args[1].eq_ignore_ascii_case(name.as_bytes()))?;
+        let arity = arity?;
+        (!arity_ok(arity, args.len())).then(|| err::arity(self.slot_names[slot]))
     }
 
     /// The slots of a command given by name as `cmd` or `container|sub`
@@ -85,11 +99,11 @@ impl CommandTable {
         };
         let Some(idx) = self.lookup(cmd) else { return Vec::new() };
         match sub {
-            None => std::iter::once(idx).chain(self.sub_slots[idx].iter().map(|&(_, slot)| slot)).collect(),
+            None => std::iter::once(idx).chain(self.sub_slots[idx].iter().map(|&(_, slot, _)| slot)).collect(),
             Some(sub) => self.sub_slots[idx]
                 .iter()
-                .filter(|(n, _)| sub.eq_ignore_ascii_case(n.as_bytes()))
-                .map(|&(_, s)| s)
+                .filter(|(n, ..)| sub.eq_ignore_ascii_case(n.as_bytes()))
+                .map(|&(_, s, _)| s)
                 .collect(),
         }
     }
@@ -253,6 +267,14 @@ fn execute_request(
         }
         reject(stat);
         out.error(&err::arity(def.name));
+        return Outcome::Done;
+    }
+    if let Some(e) = table.sub_arity_error(idx, args) {
+        if client.multi.is_some() {
+            client.multi_dirty = true;
+        }
+        reject(stat);
+        out.error(&e);
         return Outcome::Done;
     }
     // Authentication is needed while the default user has a password or is
