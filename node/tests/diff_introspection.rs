@@ -233,3 +233,46 @@ fn commandstats_per_subcommand() {
     });
     d.finish();
 }
+
+/// INFO errorstats and `total_error_replies`: errors filed by their first
+/// word, from refusals (unknown command, arity, MULTI, OOM) and from
+/// commands that failed; CONFIG RESETSTAT clears them.
+#[test]
+fn errorstats_and_total_error_replies() {
+    let mut d = Diff::new();
+    let errorstats = |d: &mut Diff| {
+        d.check(&["INFO", "errorstats"], |a, b| if a == b { Ok(()) } else { Err("errorstats differ".into()) });
+        d.check(&["INFO", "stats"], |a, b| {
+            let field = |f: &Frame| {
+                let text = String::from_utf8_lossy(f.as_bytes().unwrap_or_default()).to_string();
+                text.lines().find(|l| l.starts_with("total_error_replies:")).map(str::to_string)
+            };
+            let (fa, fb) = (field(a), field(b));
+            if fa.is_some() && fa == fb { Ok(()) } else { Err(format!("{fa:?} vs {fb:?}")) }
+        });
+    };
+    d.exact(&["CONFIG", "RESETSTAT"]);
+    errorstats(&mut d);
+    d.err(&["AUTH", "k"]);
+    d.err(&["asdf"]);
+    d.err(&["SET", "k"]);
+    d.exact(&["SET", "k", "v"]);
+    d.err(&["LPUSH", "k", "x"]);
+    d.err(&["EVALSHA", "NotValidShaSUM", "0"]);
+    d.exact(&["XADD", "s", "1-1", "f", "v"]);
+    d.err(&["XGROUP", "CREATECONSUMER", "s", "g", "c"]);
+    d.err(&["CLIENT", "NOSUCH"]);
+    d.err(&["CLIENT", "SETNAME"]);
+    d.exact(&["MULTI"]);
+    d.err(&["SET"]);
+    d.err(&["EXEC"]);
+    d.err(&["EXEC"]);
+    errorstats(&mut d);
+    d.exact(&["CONFIG", "SET", "maxmemory", "1"]);
+    d.err(&["SET", "a", "b"]);
+    d.exact(&["CONFIG", "SET", "maxmemory", "0"]);
+    errorstats(&mut d);
+    d.exact(&["CONFIG", "RESETSTAT"]);
+    errorstats(&mut d);
+    d.finish();
+}

@@ -254,7 +254,9 @@ fn execute_request(
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        out.error(&unknown_command(args));
+        let msg = unknown_command(args);
+        worker.errors.record(&msg);
+        out.error(&msg);
         return Outcome::Done;
     };
     client.last_lookup = idx;
@@ -266,7 +268,7 @@ fn execute_request(
             client.multi_dirty = true;
         }
         reject(stat);
-        out.error(&err::arity(def.name));
+        refuse(worker, out, &err::arity(def.name));
         return Outcome::Done;
     }
     if let Some(e) = table.sub_arity_error(idx, args) {
@@ -274,7 +276,7 @@ fn execute_request(
             client.multi_dirty = true;
         }
         reject(stat);
-        out.error(&e);
+        refuse(worker, out, &e);
         return Outcome::Done;
     }
     // Authentication is needed while the default user has a password or is
@@ -284,7 +286,7 @@ fn execute_request(
             client.multi_dirty = true;
         }
         reject(stat);
-        out.error(err::NOAUTH);
+        refuse(worker, out, err::NOAUTH);
         return Outcome::Done;
     }
     if def.has(flags::PROTECTED) && !protected_allowed(shared.config.startup.enable_debug_command, client) {
@@ -292,7 +294,7 @@ fn execute_request(
             client.multi_dirty = true;
         }
         reject(stat);
-        out.error(PROTECTED_REFUSED);
+        refuse(worker, out, PROTECTED_REFUSED);
         return Outcome::Done;
     }
     if let Err(denial) = super::acl::check(shared, client, idx, args) {
@@ -302,7 +304,7 @@ fn execute_request(
         }
         reject(stat);
         super::acl::log_denial(shared, client, &denial, context, args);
-        out.error(&super::acl::noperm(shared, &denial));
+        refuse(worker, out, &super::acl::noperm(shared, &denial));
         return Outcome::Done;
     }
     if let Some(p) = &shared.persist {
@@ -311,7 +313,7 @@ fn execute_request(
                 client.multi_dirty = true;
             }
             reject(stat);
-            out.error("LOADING Redis is loading the dataset in memory");
+            refuse(worker, out, "LOADING Redis is loading the dataset in memory");
             return Outcome::Done;
         }
     }
@@ -323,14 +325,15 @@ fn execute_request(
         return Outcome::Pending(pause::wait_for_unpause(shared.pause.clone(), client.info.clone()));
     }
     if client.multi.is_some() && !def.has(flags::NO_QUEUE) {
-        return queue(shared, client, idx, def, args, out);
+        return queue(shared, worker, client, idx, def, args, out);
     }
     if client.in_pubsub() && !client.resp3 && !def.has(flags::PUBSUB_CTX) {
         reject(stat);
-        out.error(&format!(
+        let msg = format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             full_name(def, args)
-        ));
+        );
+        refuse(worker, out, &msg);
         return Outcome::Done;
     }
     // A script is running: wait for it (the worker serves others meanwhile),
@@ -340,7 +343,7 @@ fn execute_request(
         match shared.scripts.while_busy(threshold) {
             WhileBusy::Busy(e) => {
                 reject(stat);
-                out.error(e);
+                refuse(worker, out, e);
                 return Outcome::Done;
             }
             WhileBusy::Wait(wait) => return Outcome::Pending(wait),
@@ -349,7 +352,7 @@ fn execute_request(
     if def.has(flags::DENYOOM) {
         if !shared.ensure_memory(&worker.store) {
             reject(stat);
-            out.error(err::OOM);
+            refuse(worker, out, err::OOM);
             return Outcome::Done;
         }
     } else if shared.maxmemory() > 0 {
@@ -361,6 +364,13 @@ fn execute_request(
     tracking::take_own(&mut out.buf);
     client.info.last_cmd.store(idx as u32, Relaxed);
     run(shared, server, worker, client, idx, args, out, false)
+}
+
+/// Replies with an error, counted in INFO errorstats.
+#[inline]
+fn refuse(worker: &WorkerMetrics, out: &mut Reply, msg: &(impl crate::protocol::ErrorText + ?Sized)) {
+    worker.errors.record(msg.text());
+    out.error(msg);
 }
 
 /// Counts a call refused before it ran.
@@ -397,16 +407,24 @@ fn allows_busy(def: &CommandDef, args: &[&[u8]]) -> bool {
 }
 
 /// Inside MULTI: validate and queue.
-fn queue(shared: &Node, client: &mut Client, idx: usize, def: &CommandDef, args: &[&[u8]], out: &mut Reply) -> Outcome {
+fn queue(
+    shared: &Node,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    idx: usize,
+    def: &CommandDef,
+    args: &[&[u8]],
+    out: &mut Reply,
+) -> Outcome {
     if def.has(flags::NO_MULTI) {
         client.multi_dirty = true;
-        out.error("ERR Command not allowed inside a transaction");
+        refuse(worker, out, "ERR Command not allowed inside a transaction");
         return Outcome::Done;
     }
     // Redis refuses to queue memory-growing commands when over the limit.
     if def.has(flags::DENYOOM) && shared.maxmemory() > 0 && shared.used_memory() > shared.maxmemory() {
         client.multi_dirty = true;
-        out.error(err::OOM);
+        refuse(worker, out, err::OOM);
         return Outcome::Done;
     }
     let queued = client.multi.as_mut().expect("in multi");
@@ -564,6 +582,7 @@ pub fn finish(
         Err(e) => {
             // A handler that fails must not leave half a reply behind.
             out.truncate(mark);
+            worker.errors.record(e.0.as_bytes());
             out.error(&e.0);
             true
         }

@@ -89,10 +89,15 @@ fn write_section(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, sec
         "replication" => info_replication(server, t),
         "cpu" => info_cpu(t),
         "commandstats" => info_commandstats(snap, t),
+        "errorstats" => {
+            for (prefix, count) in &snap.errors {
+                let _ = write!(t, "errorstat_{prefix}:count={count}\r\n");
+            }
+        }
         "cluster" => field!(t, "cluster_enabled", "0"),
         "keyspace" => info_keyspace(snap, t),
         "tier" => info_tier(snap, t),
-        // modules: there are none. errorstats: errors are not counted per code.
+        // modules: there are none.
         _ => {}
     }
 }
@@ -335,6 +340,8 @@ fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "tracking_total_keys", "{}", shared.ks.tracked_keys());
     field!(t, "tracking_total_items", "{}", shared.ks.tracked_items());
     field!(t, "tracking_total_prefixes", "{}", shared.tracking.prefixes());
+    field!(t, "unexpected_error_replies", "0");
+    field!(t, "total_error_replies", "{}", snap.error_replies);
     field!(t, "total_protocol_errors", "{}", server.protocol_errors);
     field!(t, "client_output_buffer_limit_disconnections", "{}", server.output_buffer_disconnects);
     field!(t, "strata_evicted_bytes", "{}", store.evicted_bytes);

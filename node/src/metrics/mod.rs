@@ -154,11 +154,71 @@ impl ServerStats {
     }
 }
 
+/// Error replies of one worker (INFO stats `total_error_replies` and INFO
+/// errorstats), by prefix: the error's first word ("ERR", "WRONGTYPE", ...).
+/// Only its worker writes; the lock is met only by INFO reading it.
+#[derive(Default)]
+pub struct ErrorStats {
+    pub total: AtomicU64,
+    by_prefix: parking_lot::Mutex<ErrorTable>,
+}
+
+#[derive(Default, Clone)]
+struct ErrorTable {
+    counts: Vec<(Box<str>, u64)>,
+    /// Past `ERROR_PREFIXES_MAX` prefixes: no more are kept until RESETSTAT.
+    disabled: bool,
+}
+
+/// Distinct prefixes a worker keeps (scripts can make up any number), as
+/// Redis 7.2 bounds them; beyond, only `ERRORSTATS_DISABLED` is counted.
+pub const ERROR_PREFIXES_MAX: usize = 128;
+
+/// The prefix Redis files an error under: its text up to the first space
+/// if that comes within 31 bytes, else "ERR".
+pub fn error_prefix(msg: &[u8]) -> &[u8] {
+    match msg[..msg.len().min(31)].iter().position(|&b| b == b' ') {
+        Some(end) if end > 0 => &msg[..end],
+        _ => b"ERR",
+    }
+}
+
+impl ErrorStats {
+    /// Counts one error reply.
+    pub fn record(&self, msg: &[u8]) {
+        bump(&self.total, 1);
+        let prefix = String::from_utf8_lossy(error_prefix(msg));
+        let mut t = self.by_prefix.lock();
+        if t.disabled {
+            t.counts[0].1 += 1;
+            return;
+        }
+        if let Some(entry) = t.counts.iter_mut().find(|(p, _)| **p == *prefix) {
+            entry.1 += 1;
+        } else if t.counts.len() < ERROR_PREFIXES_MAX {
+            t.counts.push((prefix.into(), 1));
+        } else {
+            *t = ErrorTable { counts: vec![("ERRORSTATS_DISABLED".into(), 1)], disabled: true };
+        }
+    }
+
+    /// (prefix, count) pairs, unordered.
+    pub fn counts(&self) -> Vec<(String, u64)> {
+        self.by_prefix.lock().counts.iter().map(|(p, n)| (p.to_string(), *n)).collect()
+    }
+
+    pub fn reset(&self) {
+        self.total.store(0, Relaxed);
+        *self.by_prefix.lock() = ErrorTable::default();
+    }
+}
+
 /// Everything one worker counts.
 pub struct WorkerMetrics {
     pub cmds: Box<[CmdStat]>,
     pub server: ServerStats,
     pub store: Arc<StoreStats>,
+    pub errors: ErrorStats,
 }
 
 impl WorkerMetrics {
@@ -167,6 +227,7 @@ impl WorkerMetrics {
             cmds: (0..num_commands).map(|_| CmdStat::default()).collect(),
             server: ServerStats::default(),
             store: Arc::new(StoreStats::default()),
+            errors: ErrorStats::default(),
         }
     }
 }
@@ -179,6 +240,33 @@ pub fn sum(workers: &[Arc<WorkerMetrics>], f: impl Fn(&WorkerMetrics) -> &Atomic
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_are_filed_by_prefix_and_bounded() {
+        assert_eq!(error_prefix(b"WRONGTYPE Operation against a key"), b"WRONGTYPE");
+        assert_eq!(error_prefix(b"OOM"), b"ERR");
+        assert_eq!(error_prefix(b" x"), b"ERR");
+        assert_eq!(error_prefix(&[b'A'; 40]), b"ERR");
+        let e = ErrorStats::default();
+        e.record(b"ERR x");
+        e.record(b"ERR y");
+        e.record(b"NOSCRIPT z");
+        let mut c = e.counts();
+        c.sort();
+        assert_eq!(c, [("ERR".to_string(), 2), ("NOSCRIPT".to_string(), 1)]);
+        // Two prefixes so far: 126 more fill the table, the next disables it.
+        for i in 0..ERROR_PREFIXES_MAX - 2 {
+            e.record(format!("P{i} x").as_bytes());
+        }
+        assert_eq!(e.counts().len(), ERROR_PREFIXES_MAX);
+        e.record(b"ONEMORE x");
+        assert_eq!(e.counts(), [("ERRORSTATS_DISABLED".to_string(), 1)]);
+        e.record(b"ERR again");
+        assert_eq!(e.counts()[0].1, 2);
+        assert_eq!(e.total.load(Relaxed), 3 + ERROR_PREFIXES_MAX as u64);
+        e.reset();
+        assert!(e.counts().is_empty());
+    }
 
     #[test]
     fn histogram_steps_follow_redis_hdr_histogram() {

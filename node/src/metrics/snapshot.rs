@@ -30,6 +30,9 @@ pub struct Snapshot {
     /// Per database; filled only when the caller counted keys.
     pub keyspace: [DbFigures; DATABASES],
     /// Commands ever called or refused, with their totals.
+    /// Error replies, and their counts by prefix sorted by prefix.
+    pub error_replies: u64,
+    pub errors: Vec<(String, u64)>,
     /// Subcommands count apart, as `container|sub`.
     pub commands: Vec<(&'static str, CmdTotals)>,
     /// The durability log; None under durability none.
@@ -151,6 +154,17 @@ pub struct ServerTotals {
     pub net_output_bytes: u64,
     pub protocol_errors: u64,
     pub output_buffer_disconnects: u64,
+}
+
+/// Error replies by prefix summed over workers, sorted as Redis lists them.
+pub fn error_counts(workers: &[Arc<WorkerMetrics>]) -> Vec<(String, u64)> {
+    let mut all: std::collections::BTreeMap<String, u64> = Default::default();
+    for w in workers {
+        for (prefix, n) in w.errors.counts() {
+            *all.entry(prefix).or_default() += n;
+        }
+    }
+    all.into_iter().collect()
 }
 
 impl ServerTotals {

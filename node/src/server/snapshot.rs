@@ -50,6 +50,8 @@ impl Shared {
             },
             hugepages: crate::sys::hugepages::stats(),
             keyspace,
+            error_replies: crate::metrics::sum(&self.workers, |w| &w.errors.total),
+            errors: crate::metrics::snapshot::error_counts(&self.workers),
             commands: (0..self.table.stat_slots())
                 .map(|slot| (self.table.slot_name(slot), CmdTotals::sum(&self.workers, slot)))
                 .filter(|(_, t)| t.is_active())
