@@ -276,3 +276,21 @@ fn errorstats_and_total_error_replies() {
     errorstats(&mut d);
     d.finish();
 }
+
+/// CLIENT INFO / CLIENT LIST show the request being run in the caller's
+/// query buffer (`qbuf=26` for `CLIENT INFO`), as Redis 7.0 does.
+#[test]
+fn client_info_shows_the_running_query_buffer() {
+    let mut d = Diff::new();
+    let qbuf = |f: &Frame| {
+        let text = String::from_utf8_lossy(f.as_bytes().unwrap_or_default()).to_string();
+        text.split(' ').find(|w| w.starts_with("qbuf=")).map(str::to_string)
+    };
+    for args in [&["CLIENT", "INFO"][..], &["CLIENT", "LIST"]] {
+        d.check(args, |a, b| {
+            let (qa, qb) = (qbuf(a), qbuf(b));
+            if qa.is_some() && qa == qb { Ok(()) } else { Err(format!("{qa:?} vs {qb:?}")) }
+        });
+    }
+    d.finish();
+}
