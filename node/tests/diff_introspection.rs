@@ -294,3 +294,60 @@ fn client_info_shows_the_running_query_buffer() {
     }
     d.finish();
 }
+
+/// INFO latencystats: per command with a histogram, the percentiles
+/// `latency-tracking-info-percentiles` names, in Redis's format.
+#[test]
+fn latencystats_and_percentiles_parameter() {
+    let mut d = Diff::new();
+    d.exact(&["CONFIG", "GET", "latency-tracking-info-percentiles"]);
+    d.err(&["CONFIG", "SET", "latency-tracking-info-percentiles", "10.0 50.0 a"]);
+    d.err(&["CONFIG", "SET", "latency-tracking-info-percentiles", "10.0 50.0 101.0"]);
+    d.err(&["CONFIG", "SET", "latency-tracking-info-percentiles", "-1"]);
+    d.exact(&["CONFIG", "GET", "latency-tracking-info-percentiles"]);
+    d.exact(&["CONFIG", "SET", "latency-tracking-info-percentiles", "0.0 50.0 100.0 99.990"]);
+    d.exact(&["CONFIG", "GET", "latency-tracking-info-percentiles"]);
+    d.exact(&["CONFIG", "RESETSTAT"]);
+    d.exact(&["SET", "a", "b"]);
+    d.exact(&["GET", "a"]);
+    d.run(Mode::Ignore, &["CLIENT", "ID"]);
+    // Names and percentile labels must agree; the values are timings.
+    let shape = |f: &Frame| -> Vec<String> {
+        let text = String::from_utf8_lossy(f.as_bytes().unwrap_or_default()).to_string();
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| match l.split_once(':') {
+                None => l.to_string(),
+                Some((name, values)) => {
+                    let labels: Vec<String> = values
+                        .split(',')
+                        .filter(|v| !v.is_empty())
+                        .map(|v| {
+                            let (label, value) = v.split_once('=').unwrap_or((v, ""));
+                            let (int, frac) = value.split_once('.').unwrap_or((value, ""));
+                            let valid = !int.is_empty() && int.bytes().all(|b| b.is_ascii_digit()) && frac.len() == 3;
+                            format!("{label}={}", if valid { "<µs>" } else { value })
+                        })
+                        .collect();
+                    format!("{name}:{}", labels.join(","))
+                }
+            })
+            .collect();
+        lines.sort();
+        lines
+    };
+    d.check(&["INFO", "latencystats"], |a, b| {
+        let (sa, sb) = (shape(a), shape(b));
+        if sa.len() > 2 && sa == sb { Ok(()) } else { Err(format!("{sa:?} vs {sb:?}")) }
+    });
+    d.exact(&["CONFIG", "SET", "latency-tracking-info-percentiles", ""]);
+    d.exact(&["CONFIG", "GET", "latency-tracking-info-percentiles"]);
+    d.check(&["INFO", "latencystats"], |a, b| if shape(a) == shape(b) { Ok(()) } else { Err("differ".into()) });
+    // Not a default section.
+    d.check(&["INFO"], |a, b| {
+        let has = |f: &Frame| String::from_utf8_lossy(f.as_bytes().unwrap_or_default()).contains("# Latencystats");
+        if !has(a) && !has(b) { Ok(()) } else { Err("latencystats in default INFO".into()) }
+    });
+    d.finish();
+}

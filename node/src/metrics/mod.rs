@@ -53,9 +53,14 @@ pub fn histogram_step(nanos: u64) -> usize {
     if v < (1 << b) + (1 << (b - 7)) { b - 10 } else { b - 9 }
 }
 
+/// The upper bound (ns) of step `k`.
+pub fn histogram_step_ns(k: usize) -> u64 {
+    (1u64 << (10 + k)) + (1u64 << (3 + k)) - 1
+}
+
 /// The upper bound (µs, as LATENCY HISTOGRAM shows it) of step `k`.
 pub fn histogram_step_usec(k: usize) -> u64 {
-    ((1u64 << (10 + k)) + (1u64 << (3 + k)) - 1) / 1000
+    histogram_step_ns(k) / 1000
 }
 
 #[inline]
