@@ -351,3 +351,28 @@ fn latencystats_and_percentiles_parameter() {
     });
     d.finish();
 }
+
+/// LATENCY GRAPH of a recorded event: Redis's header, ruler, bars and
+/// labels (the latencies differ by a few ms, the drawing's shape must not).
+#[test]
+fn latency_graph_shape() {
+    let mut d = Diff::with_servers(Server::strata(), Server::redis_with(&["--enable-debug-command", "yes"]));
+    d.exact(&["CONFIG", "SET", "latency-monitor-threshold", "5"]);
+    d.exact(&["DEBUG", "SLEEP", "0.02"]);
+    let shape = |f: &Frame| -> Result<Vec<String>, String> {
+        let text = String::from_utf8_lossy(f.as_bytes().ok_or("not a string")?).to_string();
+        let lines: Vec<&str> = text.split('\n').collect();
+        let header = lines[0];
+        let ok = header.starts_with("command - high ") && header.contains(" ms, low ") && header.ends_with(" ms)");
+        if !ok {
+            return Err(format!("header {header:?}"));
+        }
+        // Widths and which rows hold bars or labels.
+        Ok(lines[1..].iter().map(|l| format!("{}:{}", l.len(), l.trim().is_empty())).collect())
+    };
+    d.check(&["LATENCY", "GRAPH", "command"], |a, b| {
+        let (sa, sb) = (shape(a)?, shape(b)?);
+        if sa == sb { Ok(()) } else { Err(format!("{sa:?} vs {sb:?}")) }
+    });
+    d.finish();
+}
