@@ -76,6 +76,7 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("command|count", 2, LS, "@slow @connection"),
     sub("command|docs", -2, LS, "@slow @connection"),
     sub("command|getkeys", -4, LS, "@slow @connection"),
+    sub("command|getkeysandflags", -4, LS, "@slow @connection"),
     sub("command|help", 2, LS, "@slow @connection"),
     sub("command|info", -2, LS, "@slow @connection"),
     sub("command|list", -2, LS, "@slow @connection"),
@@ -94,7 +95,9 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("function|restore", -3, flags::WRITE | flags::DENYOOM | flags::NOSCRIPT, "@write @slow @scripting"),
     sub("function|stats", 2, flags::NOSCRIPT | flags::ALLOW_BUSY, "@slow @scripting"),
     sub("latency|doctor", 2, ADMIN_NLS, "@admin @slow @dangerous"),
+    sub("latency|graph", 3, ADMIN_NLS, "@admin @slow @dangerous"),
     sub("latency|help", 2, LS, "@slow"),
+    sub("latency|histogram", -2, ADMIN_NLS, "@admin @slow @dangerous"),
     sub("latency|history", 3, ADMIN_NLS, "@admin @slow @dangerous"),
     sub("latency|latest", 2, ADMIN_NLS, "@admin @slow @dangerous"),
     sub("latency|reset", -2, ADMIN_NLS, "@admin @slow @dangerous"),
@@ -160,7 +163,7 @@ pub fn sub_def(full_name: &str) -> Option<&'static SubDef> {
     SUBCOMMANDS.iter().find(|s| s.name == full_name)
 }
 
-const COMMAND_SUBS: &[&str] = &["count", "docs", "getkeys", "help", "info", "list"];
+const COMMAND_SUBS: &[&str] = &["count", "docs", "getkeys", "getkeysandflags", "help", "info", "list"];
 
 const COMMAND_HELP: &[&str] = &[
     "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -180,6 +183,8 @@ const COMMAND_HELP: &[&str] = &[
     "    commands are returned.",
     "GETKEYS <full-command>",
     "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
     "HELP",
     "    Prints this help.",
 ];
@@ -442,6 +447,7 @@ const DOCS: &[(&str, &str, &str, &str, &str)] = &[
     ("command|count", "Get total number of Redis commands", "2.8.13", "server", "O(1)"),
     ("command|docs", "Get array of specific Redis command documentation", "7.0.0", "server", "O(N) where N is the number of commands to look up"),
     ("command|getkeys", "Extract keys given a full Redis command", "2.8.13", "server", "O(N) where N is the number of arguments to the command"),
+    ("command|getkeysandflags", "Extract keys and access flags given a full Redis command", "7.0.0", "server", "O(N) where N is the number of arguments to the command"),
     ("command|help", "Show helpful text about the different subcommands", "5.0.0", "server", "O(1)"),
     ("command|info", "Get array of specific Redis command details, or all when no argument is given.", "2.8.13", "server", "O(N) where N is the number of commands to look up"),
     ("command|list", "Get an array of Redis command names", "7.0.0", "server", "O(N) where N is the total number of Redis commands"),
@@ -461,6 +467,8 @@ const DOCS: &[(&str, &str, &str, &str, &str)] = &[
     ("debug", "A container for debugging commands", "1.0.0", "server", "Depends on subcommand."),
     ("latency", "A container for latency diagnostics commands", "2.8.13", "server", "Depends on subcommand."),
     ("latency|doctor", "Return a human readable latency analysis report.", "2.8.13", "server", "O(1)"),
+    ("latency|graph", "Return a latency graph for the event.", "2.8.13", "server", "O(1)"),
+    ("latency|histogram", "Return the cumulative distribution of latencies of a subset of commands or all.", "7.0.0", "server", "O(N) where N is the number of commands with latency information being retrieved."),
     ("latency|help", "Show helpful text about the different subcommands.", "2.8.13", "server", "O(1)"),
     ("latency|history", "Return timestamp-latency samples for the event.", "2.8.13", "server", "O(1)"),
     ("latency|latest", "Return the latest latency samples for all events.", "2.8.13", "server", "O(1)"),
@@ -530,7 +538,8 @@ fn command(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             }
         }
         "list" => command_list(shared, args, out)?,
-        "getkeys" => command_getkeys(shared, &args[2..], out)?,
+        "getkeys" => command_getkeys(shared, &args[2..], false, out)?,
+        "getkeysandflags" => command_getkeys(shared, &args[2..], true, out)?,
         _ => help(out, COMMAND_HELP),
     }
     Ok(())
@@ -581,34 +590,44 @@ fn command_list(shared: &Node, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     Ok(())
 }
 
-/// COMMAND GETKEYS: the keys a full command line refers to.
-fn command_getkeys(shared: &Node, cmd: &[&[u8]], out: &mut Reply) -> CmdResult {
+/// COMMAND GETKEYS and GETKEYSANDFLAGS: the keys a full command line refers
+/// to (with their key-spec flags), as Redis's `getKeysSubcommandImpl`.
+fn command_getkeys(shared: &Node, cmd: &[&[u8]], with_flags: bool, out: &mut Reply) -> CmdResult {
     const INVALID: &str = "ERR Invalid command specified";
     let def = shared.table.get(shared.table.lookup(cmd[0]).ok_or(CmdError::from(INVALID))?);
-    // Containers: the subcommand decides (MEMORY USAGE has a key, MEMORY STATS none).
-    let (arity, keys) = if def.subcommands.is_empty() {
-        (def.arity, def.keys)
+    // A container with a subcommand is that subcommand (MEMORY USAGE has a key, MEMORY STATS none).
+    let (name, arity) = if def.subcommands.is_empty() || cmd.len() == 1 {
+        (def.name.to_string(), def.arity)
     } else {
-        let sub =
-            cmd.get(1).and_then(|s| def.subcommands.iter().find(|n| eq_ic(s, n))).ok_or(CmdError::from(INVALID))?;
+        let sub = def.subcommands.iter().find(|n| eq_ic(cmd[1], n)).ok_or(CmdError::from(INVALID))?;
         let view = CmdView::of_sub(def.name, sub);
-        let (first, last, step) = view.range;
-        (view.arity, if first > 0 { Keys::Range(first, last, step) } else { Keys::None })
+        (view.name, view.arity)
     };
-    // Sharded channels sit where keys do but are not keys (`not_key`).
-    if !matches!(keys, Keys::Range(..) | Keys::Custom(_)) || def.has(flags::PUBSUB) {
+    if !super::key_specs::has_keys(&name) {
         return Err("ERR The command has no key arguments".into());
     }
     if !super::dispatch::arity_ok(arity, cmd.len()) {
         return Err("ERR Invalid number of arguments specified for command".into());
     }
-    let positions = CommandDef::new(def.name, arity, def.flags, keys, def.handler).key_positions(cmd);
-    if positions.is_empty() {
+    let keys = super::key_specs::keys_and_flags(&name, cmd);
+    if keys.is_empty() && !super::key_specs::no_mandatory_keys(&name) {
         return Err("ERR Invalid arguments specified for command".into());
     }
-    out.array(positions.len());
-    for &i in &positions {
-        out.bulk(cmd[i]);
+    out.array(keys.len());
+    for &(pos, key_flags) in &keys {
+        if !with_flags {
+            out.bulk(cmd[pos]);
+            continue;
+        }
+        out.array(2);
+        out.bulk(cmd[pos]);
+        let names = super::key_specs::flags::NAMES;
+        let set: SmallVec<[&str; 4]> =
+            names.iter().enumerate().filter(|(i, _)| key_flags & (1 << i) != 0).map(|(_, n)| *n).collect();
+        out.set(set.len());
+        for n in set {
+            out.simple(n);
+        }
     }
     Ok(())
 }

@@ -185,6 +185,7 @@ fn reset_stats(shared: &Node) {
         }
         w.server.reset();
         w.store.reset();
+        w.errors.reset();
     }
     shared.stat_reset_time.store(unix_secs(), Relaxed);
 }

@@ -19,6 +19,12 @@ use std::sync::atomic::Ordering::Relaxed;
 pub struct CommandTable {
     defs: Vec<&'static CommandDef>,
     by_name: HashMap<&'static [u8], usize, foldhash::fast::FixedState>,
+    /// Statistics slots, as INFO commandstats names them: one per command
+    /// (slot = table index), then one per subcommand (`container|sub`).
+    slot_names: Vec<&'static str>,
+    /// Per command, its subcommands: name, slot and arity (None when
+    /// the handler checks it).
+    sub_slots: Vec<Vec<(&'static str, usize, Option<i32>)>>,
 }
 
 impl Default for CommandTable {
@@ -35,7 +41,71 @@ impl CommandTable {
             let prev = by_name.insert(d.name.as_bytes(), i);
             assert!(prev.is_none(), "command {} registered twice", d.name);
         }
-        CommandTable { defs, by_name }
+        let mut slot_names: Vec<&'static str> = defs.iter().map(|d| d.name).collect();
+        let mut sub_slots = vec![Vec::new(); defs.len()];
+        for (i, d) in defs.iter().enumerate() {
+            for &sub in d.subcommands {
+                let full = format!("{}|{sub}", d.name);
+                // The metadata's name when there is one; else built once, at start-up.
+                let meta = super::command_meta::sub_def(&full);
+                let name = meta.map_or_else(|| &*full.leak(), |s| s.name);
+                sub_slots[i].push((sub, slot_names.len(), meta.map(|s| s.arity)));
+                slot_names.push(name);
+            }
+        }
+        CommandTable { defs, by_name, slot_names, sub_slots }
+    }
+
+    /// How many statistics slots commands and subcommands take.
+    pub fn stat_slots(&self) -> usize {
+        self.slot_names.len()
+    }
+
+    /// `get`, or `client|list` for a subcommand's slot.
+    pub fn slot_name(&self, slot: usize) -> &'static str {
+        self.slot_names[slot]
+    }
+
+    /// The statistics slot of a call: the subcommand's for a container
+    /// given one it has, None for one it has not (Redis counts no command
+    /// then), else the command's own.
+    #[inline]
+    pub fn stat_slot(&self, idx: usize, args: &[&[u8]]) -> Option<usize> {
+        let subs = &self.sub_slots[idx];
+        if subs.is_empty() || args.len() < 2 {
+            return Some(idx);
+        }
+        subs.iter().find(|(name, ..)| args[1].eq_ignore_ascii_case(name.as_bytes())).map(|&(_, slot, _)| slot)
+    }
+
+    /// A subcommand's arity error (`client|setname`), checked before it runs as Redis does.
+    #[inline]
+    fn sub_arity_error(&self, idx: usize, args: &[&[u8]]) -> Option<String> {
+        let subs = &self.sub_slots[idx];
+        if subs.is_empty() || args.len() < 2 {
+            return None;
+        }
+        let &(_, slot, arity) = subs.iter().find(|(name, ..)| args[1].eq_ignore_ascii_case(name.as_bytes()))?;
+        let arity = arity?;
+        (!arity_ok(arity, args.len())).then(|| err::arity(self.slot_names[slot]))
+    }
+
+    /// The slots of a command given by name as `cmd` or `container|sub`
+    /// (LATENCY HISTOGRAM): its own, then its subcommands'.
+    pub fn slots_named(&self, name: &[u8]) -> Vec<usize> {
+        let (cmd, sub) = match name.iter().position(|&b| b == b'|') {
+            Some(i) => (&name[..i], Some(&name[i + 1..])),
+            None => (name, None),
+        };
+        let Some(idx) = self.lookup(cmd) else { return Vec::new() };
+        match sub {
+            None => std::iter::once(idx).chain(self.sub_slots[idx].iter().map(|&(_, slot, _)| slot)).collect(),
+            Some(sub) => self.sub_slots[idx]
+                .iter()
+                .filter(|(n, ..)| sub.eq_ignore_ascii_case(n.as_bytes()))
+                .map(|&(_, s, _)| s)
+                .collect(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -184,18 +254,29 @@ fn execute_request(
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        out.error(&unknown_command(args));
+        let msg = unknown_command(args);
+        worker.errors.record(&msg);
+        out.error(&msg);
         return Outcome::Done;
     };
     client.last_lookup = idx;
     let def = table.get(idx);
-    let stat = &worker.cmds[idx];
+    // A container's unknown subcommand is counted nowhere, as in Redis.
+    let stat = table.stat_slot(idx, args).map(|slot| &worker.cmds[slot]);
     if !arity_ok(def.arity, args.len()) {
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        stat.reject();
-        out.error(&err::arity(def.name));
+        reject(stat);
+        refuse(worker, out, &err::arity(def.name));
+        return Outcome::Done;
+    }
+    if let Some(e) = table.sub_arity_error(idx, args) {
+        if client.multi.is_some() {
+            client.multi_dirty = true;
+        }
+        reject(stat);
+        refuse(worker, out, &e);
         return Outcome::Done;
     }
     // Authentication is needed while the default user has a password or is
@@ -204,16 +285,16 @@ fn execute_request(
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        stat.reject();
-        out.error(err::NOAUTH);
+        reject(stat);
+        refuse(worker, out, err::NOAUTH);
         return Outcome::Done;
     }
     if def.has(flags::PROTECTED) && !protected_allowed(shared.config.startup.enable_debug_command, client) {
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        stat.reject();
-        out.error(PROTECTED_REFUSED);
+        reject(stat);
+        refuse(worker, out, PROTECTED_REFUSED);
         return Outcome::Done;
     }
     if let Err(denial) = super::acl::check(shared, client, idx, args) {
@@ -221,9 +302,9 @@ fn execute_request(
         if client.multi.is_some() {
             client.multi_dirty = true;
         }
-        stat.reject();
+        reject(stat);
         super::acl::log_denial(shared, client, &denial, context, args);
-        out.error(&super::acl::noperm(shared, &denial));
+        refuse(worker, out, &super::acl::noperm(shared, &denial));
         return Outcome::Done;
     }
     if let Some(p) = &shared.persist {
@@ -231,8 +312,8 @@ fn execute_request(
             if client.multi.is_some() {
                 client.multi_dirty = true;
             }
-            stat.reject();
-            out.error("LOADING Redis is loading the dataset in memory");
+            reject(stat);
+            refuse(worker, out, "LOADING Redis is loading the dataset in memory");
             return Outcome::Done;
         }
     }
@@ -251,16 +332,16 @@ fn execute_request(
         let threshold = shared.config.runtime.busy_reply_threshold.load(Relaxed);
         match shared.scripts.while_busy(threshold) {
             WhileBusy::Busy(e) => {
-                stat.reject();
+                reject(stat);
                 if client.multi.is_some() {
                     if def.name == "exec" {
                         super::transactions::abort_while_busy(client);
-                        out.error(&format!("EXECABORT Transaction discarded because of: {e}"));
+                        refuse(worker, out, &format!("EXECABORT Transaction discarded because of: {e}"));
                         return Outcome::Done;
                     }
                     client.multi_dirty = true;
                 }
-                out.error(e);
+                refuse(worker, out, e);
                 return Outcome::Done;
             }
             WhileBusy::Wait(wait) => return Outcome::Pending(wait),
@@ -270,20 +351,21 @@ fn execute_request(
         super::transactions::release_stale_watches(shared, client);
     }
     if client.multi.is_some() && !def.has(flags::NO_QUEUE) {
-        return queue(shared, client, idx, def, args, out);
+        return queue(shared, worker, client, idx, def, args, out);
     }
     if client.in_pubsub() && !client.resp3 && !def.has(flags::PUBSUB_CTX) {
-        stat.reject();
-        out.error(&format!(
+        reject(stat);
+        let msg = format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             full_name(def, args)
-        ));
+        );
+        refuse(worker, out, &msg);
         return Outcome::Done;
     }
     if def.has(flags::DENYOOM) {
         if !shared.ensure_memory(&worker.store) {
-            stat.reject();
-            out.error(err::OOM);
+            reject(stat);
+            refuse(worker, out, err::OOM);
             return Outcome::Done;
         }
     } else if shared.maxmemory() > 0 {
@@ -295,6 +377,21 @@ fn execute_request(
     tracking::take_own(&mut out.buf);
     client.info.last_cmd.store(idx as u32, Relaxed);
     run(shared, server, worker, client, idx, args, out, false)
+}
+
+/// Replies with an error, counted in INFO errorstats.
+#[inline]
+fn refuse(worker: &WorkerMetrics, out: &mut Reply, msg: &(impl crate::protocol::ErrorText + ?Sized)) {
+    worker.errors.record(msg.text());
+    out.error(msg);
+}
+
+/// Counts a call refused before it ran.
+#[inline]
+fn reject(stat: Option<&crate::metrics::CmdStat>) {
+    if let Some(s) = stat {
+        s.reject();
+    }
 }
 
 /// The name Redis reports for a request: `container|sub` for a known
@@ -323,16 +420,24 @@ fn allows_busy(def: &CommandDef, args: &[&[u8]]) -> bool {
 }
 
 /// Inside MULTI: validate and queue.
-fn queue(shared: &Node, client: &mut Client, idx: usize, def: &CommandDef, args: &[&[u8]], out: &mut Reply) -> Outcome {
+fn queue(
+    shared: &Node,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    idx: usize,
+    def: &CommandDef,
+    args: &[&[u8]],
+    out: &mut Reply,
+) -> Outcome {
     if def.has(flags::NO_MULTI) {
         client.multi_dirty = true;
-        out.error("ERR Command not allowed inside a transaction");
+        refuse(worker, out, "ERR Command not allowed inside a transaction");
         return Outcome::Done;
     }
     // Redis refuses to queue memory-growing commands when over the limit.
     if def.has(flags::DENYOOM) && shared.maxmemory() > 0 && shared.used_memory() > shared.maxmemory() {
         client.multi_dirty = true;
-        out.error(err::OOM);
+        refuse(worker, out, err::OOM);
         return Outcome::Done;
     }
     let queued = client.multi.as_mut().expect("in multi");
@@ -408,7 +513,7 @@ pub fn run(
     ctx.keys.serve_ready();
     let block = ctx.block.take();
     drop(ctx);
-    let nanos = finish(worker, client, idx, mark, result, out);
+    let nanos = finish(shared, worker, client, idx, args, mark, result, out);
     // A blocked command is logged as Redis logs it: when it is served.
     if block.is_none() {
         record_slow(shared, client, idx, args, nanos);
@@ -474,10 +579,13 @@ pub fn record_slow(shared: &Node, client: &Client, idx: usize, args: &[&[u8]], n
 
 /// Writes an error result and records the call and its latency; returns
 /// how long the command took (ns).
+#[allow(clippy::too_many_arguments)]
 pub fn finish(
+    shared: &Node,
     worker: &WorkerMetrics,
     client: &mut Client,
     idx: usize,
+    args: &[&[u8]],
     mark: usize,
     result: Result<(), CmdError>,
     out: &mut Reply,
@@ -487,6 +595,7 @@ pub fn finish(
         Err(e) => {
             // A handler that fails must not leave half a reply behind.
             out.truncate(mark);
+            worker.errors.record(e.0.as_bytes());
             out.error(&e.0);
             true
         }
@@ -494,7 +603,13 @@ pub fn finish(
     let end = crate::store::mono_ns();
     let nanos = end.saturating_sub(client.clock_mark_ns);
     client.clock_mark_ns = end;
-    worker.cmds[idx].record(nanos, failed);
+    if let Some(slot) = shared.table.stat_slot(idx, args) {
+        let stat = &worker.cmds[slot];
+        stat.record(nanos, failed);
+        if shared.config.runtime.latency_tracking.load(Relaxed) {
+            stat.track(nanos);
+        }
+    }
     crate::metrics::ServerStats::add(&worker.server.commands, 1);
     nanos
 }

@@ -25,13 +25,14 @@ const ALL_SECTIONS: &[&str] = &[
     "modules",
     "commandstats",
     "errorstats",
+    "latencystats",
     "cluster",
     "keyspace",
     "tier",
 ];
 
 /// Sections INFO leaves out unless asked for by name, `all` or `everything`.
-const NOT_DEFAULT: &[&str] = &["commandstats"];
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats"];
 
 fn default_sections() -> impl Iterator<Item = &'static str> {
     ALL_SECTIONS.iter().copied().filter(|s| !NOT_DEFAULT.contains(s))
@@ -89,10 +90,16 @@ fn write_section(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, sec
         "replication" => info_replication(server, t),
         "cpu" => info_cpu(t),
         "commandstats" => info_commandstats(snap, t),
+        "latencystats" => info_latencystats(shared, snap, t),
+        "errorstats" => {
+            for (prefix, count) in &snap.errors {
+                let _ = write!(t, "errorstat_{prefix}:count={count}\r\n");
+            }
+        }
         "cluster" => field!(t, "cluster_enabled", "0"),
         "keyspace" => info_keyspace(snap, t),
         "tier" => info_tier(snap, t),
-        // modules: there are none. errorstats: errors are not counted per code.
+        // modules: there are none.
         _ => {}
     }
 }
@@ -335,6 +342,8 @@ fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "tracking_total_keys", "{}", shared.ks.tracked_keys());
     field!(t, "tracking_total_items", "{}", shared.ks.tracked_items());
     field!(t, "tracking_total_prefixes", "{}", shared.tracking.prefixes());
+    field!(t, "unexpected_error_replies", "0");
+    field!(t, "total_error_replies", "{}", snap.error_replies);
     field!(t, "total_protocol_errors", "{}", server.protocol_errors);
     field!(t, "client_output_buffer_limit_disconnections", "{}", server.output_buffer_disconnects);
     field!(t, "strata_evicted_bytes", "{}", store.evicted_bytes);
@@ -374,6 +383,31 @@ fn info_commandstats(snap: &Snapshot, t: &mut String) {
             "cmdstat_{name}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
             c.calls, c.usec, c.rejected, c.failed
         );
+    }
+}
+
+/// Per command with a latency histogram, the configured percentiles (µs):
+/// the bound of the histogram step where each falls, as Redis reads its own.
+fn info_latencystats(shared: &Node, snap: &Snapshot, t: &mut String) {
+    let percentiles = shared.config.runtime.latency_percentiles.read().clone();
+    for (name, c) in &snap.commands {
+        let total: u64 = c.histogram.iter().sum();
+        if total == 0 {
+            continue;
+        }
+        let _ = write!(t, "latency_percentiles_usec_{name}:");
+        for (i, &p) in percentiles.iter().enumerate() {
+            let wanted = ((p.min(100.0) / 100.0 * total as f64 + 0.5) as u64).max(1);
+            let mut cumulative = 0;
+            let step = c.histogram.iter().position(|&n| {
+                cumulative += n;
+                cumulative >= wanted
+            });
+            let bound_us = crate::metrics::histogram_step_ns(step.unwrap_or(0)) as f64 / 1000.0;
+            let sep = if i + 1 < percentiles.len() { "," } else { "" };
+            let _ = write!(t, "p{}={bound_us:.3}{sep}", crate::config::params::trim_double(p));
+        }
+        t.push_str("\r\n");
     }
 }
 

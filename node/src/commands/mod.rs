@@ -19,6 +19,8 @@ pub mod geo;
 pub mod hashes;
 pub mod hyperloglog;
 pub mod info;
+pub mod key_specs;
+mod key_specs_table;
 pub mod keys;
 pub mod lists;
 mod node;

@@ -99,7 +99,7 @@ impl Node {
             tracking,
             pause: Default::default(),
             pubsub: Hub::default(),
-            workers: (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.len()))).collect(),
+            workers: (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.stat_slots()))).collect(),
             table,
             expiry: ActiveExpiry::default(),
             memory: Budget::default(),

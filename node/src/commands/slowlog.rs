@@ -11,6 +11,7 @@ use super::stats::unix_secs;
 use super::{CmdResult, CommandDef, Ctx, Keys, flags};
 use crate::base::eq_ic;
 use crate::config::RuntimeConfig;
+use crate::metrics::{HISTOGRAM_STEPS, histogram_step_usec};
 use crate::protocol::Reply;
 use crate::session::client::Client;
 use parking_lot::Mutex;
@@ -278,12 +279,14 @@ impl LatencyMonitor {
     }
 }
 
-const LATENCY_SUBS: &[&str] = &["doctor", "history", "latest", "reset", "help"];
+const LATENCY_SUBS: &[&str] = &["doctor", "graph", "history", "histogram", "latest", "reset", "help"];
 
 const LATENCY_HELP: &[&str] = &[
     "LATENCY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "DOCTOR",
     "    Return a human readable latency analysis report.",
+    "GRAPH <event>",
+    "    Return an ASCII latency graph for the <event> class.",
     "HISTORY <event>",
     "    Return time-latency samples for the <event> class.",
     "LATEST",
@@ -291,6 +294,9 @@ const LATENCY_HELP: &[&str] = &[
     "RESET [<event> ...]",
     "    Reset latency data of one or more <event> classes.",
     "    (default: reset all data for all event classes)",
+    "HISTOGRAM [COMMAND ...]",
+    "    Return a cumulative distribution of latencies in the format of a histogram for the specified command names.",
+    "    If no commands are specified then all histograms are replied.",
     "HELP",
     "    Prints this help.",
 ];
@@ -325,6 +331,14 @@ fn latency(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             }
         }
         "reset" => out.int(mon.reset(&args[2..]) as i64),
+        "histogram" => histogram(ctx, &args[2..], out),
+        "graph" => {
+            let events = mon.events.lock();
+            let Some(s) = events.iter().find(|s| s.event.as_bytes() == args[2]) else {
+                return Err(format!("ERR No samples available for event '{}'", super::args::lossy(args[2])).into());
+            };
+            out.verbatim(graph(s, unix_secs()).as_bytes());
+        }
         "doctor" => {
             let threshold = ctx.shared.config.runtime.latency_monitor_threshold.load(Relaxed);
             out.verbatim(doctor(mon, threshold).as_bytes());
@@ -332,6 +346,112 @@ fn latency(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         _ => help(out, LATENCY_HELP),
     }
     Ok(())
+}
+
+/// LATENCY HISTOGRAM: per command (all, or those named, with their
+/// subcommands) that has a histogram, its calls and the cumulative count of
+/// calls at each step's bound in µs, steps that add nothing left out.
+fn histogram(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply) {
+    let table = &ctx.shared.table;
+    let slots: Vec<usize> = if names.is_empty() {
+        (0..table.stat_slots()).collect()
+    } else {
+        names.iter().flat_map(|n| table.slots_named(n)).collect()
+    };
+    let workers = ctx.shared.workers.as_slice();
+    let with_data: Vec<(usize, [u64; HISTOGRAM_STEPS])> = slots
+        .into_iter()
+        .map(|slot| (slot, crate::metrics::CmdTotals::sum(workers, slot).histogram))
+        .filter(|(_, h)| h.iter().any(|&n| n > 0))
+        .collect();
+    out.map(with_data.len());
+    for (slot, steps) in with_data {
+        out.bulk(table.slot_name(slot).as_bytes());
+        out.map(2);
+        out.bulk(b"calls");
+        out.int(steps.iter().sum::<u64>() as i64);
+        out.bulk(b"histogram_usec");
+        out.map(steps.iter().filter(|&&n| n > 0).count());
+        let mut cumulative = 0;
+        for (k, &n) in steps.iter().enumerate().filter(|(_, n)| **n > 0) {
+            cumulative += n;
+            out.int(histogram_step_usec(k) as i64);
+            out.int(cumulative as i64);
+        }
+    }
+}
+
+/// LATENCY GRAPH: Redis's ASCII sparkline of an event's samples, labelled
+/// with how long ago each happened.
+fn graph(s: &Series, now: u64) -> String {
+    const COLS: usize = 80;
+    const ROWS: usize = 4;
+    let samples: Vec<(u64, String)> = s
+        .ordered()
+        .map(|x| {
+            let ago = now.saturating_sub(x.time);
+            let label = match ago {
+                0..60 => format!("{ago}s"),
+                60..3600 => format!("{}m", ago / 60),
+                3600..86400 => format!("{}h", ago / 3600),
+                _ => format!("{}d", ago / 86400),
+            };
+            (x.millis, label)
+        })
+        .collect();
+    let min = samples.iter().map(|x| x.0).min().unwrap_or(0);
+    let max = samples.iter().map(|x| x.0).max().unwrap_or(0);
+    let mut g = format!("{} - high {max} ms, low {min} ms (all time high {} ms)\n", s.event, s.max);
+    g.push_str(&"-".repeat(COLS));
+    g.push('\n');
+    for (i, chunk) in samples.chunks(COLS).enumerate() {
+        if i != 0 {
+            g.push('\n');
+        }
+        sparkline(&mut g, chunk, min, max, ROWS);
+    }
+    g
+}
+
+/// Redis's `sparklineRenderRange` with SPARKLINE_FILL: `rows` rows of bars
+/// scaled between the sequence's min and max, a blank row, then the labels
+/// written downwards.
+fn sparkline(g: &mut String, samples: &[(u64, String)], min: u64, max: u64, rows: usize) {
+    const FILL: [u8; 3] = *b"_o#";
+    let relmax = if max == min { 1.0 } else { (max - min) as f64 };
+    let steps = (FILL.len() * rows) as i64;
+    let mut row = 0;
+    loop {
+        let mut more = false;
+        let mut chars = vec![b' '; samples.len()];
+        for (c, (value, label)) in chars.iter_mut().zip(samples) {
+            let relval = (value - min) as f64;
+            let step = (((relval * steps as f64) as i64) as f64 / relmax) as i64;
+            let step = step.clamp(0, steps - 1);
+            if row < rows {
+                more = true;
+                let charidx = step - ((rows - row - 1) * FILL.len()) as i64;
+                if (0..FILL.len() as i64).contains(&charidx) {
+                    *c = FILL[charidx as usize];
+                } else if charidx >= FILL.len() as i64 {
+                    *c = b'|';
+                }
+            } else if row - rows < 1 {
+                // The blank row between the bars and the labels.
+                more = true;
+                break;
+            } else if let Some(&b) = label.as_bytes().get(row - rows - 1) {
+                more = true;
+                *c = b;
+            }
+        }
+        if !more {
+            return;
+        }
+        row += 1;
+        g.push_str(&String::from_utf8_lossy(&chars));
+        g.push('\n');
+    }
 }
 
 /// LATENCY DOCTOR's report: per event, its spikes and their statistics.

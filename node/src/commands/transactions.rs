@@ -208,7 +208,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         super::dispatch::remember_keys(ctx, def, &args);
         // Blocking commands never block inside EXEC; drop any stray request.
         ctx.block = None;
-        let nanos = finish(ctx.worker, ctx.client, q.cmd, mark, result, out);
+        let nanos = finish(ctx.shared, ctx.worker, ctx.client, q.cmd, &args, mark, result, out);
         // Redis logs the transaction's commands, not EXEC.
         record_slow(ctx.shared, ctx.client, q.cmd, &args, nanos);
     }

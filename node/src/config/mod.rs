@@ -142,6 +142,8 @@ pub struct RuntimeConfig {
     pub latency_monitor_threshold: AtomicU64,
     /// Redis's per-command latency histograms (`latency-tracking`).
     pub latency_tracking: AtomicBool,
+    /// Percentiles INFO latencystats shows (`latency-tracking-info-percentiles`).
+    pub latency_percentiles: RwLock<Vec<f64>>,
     /// Redis's encoding thresholds (OBJECT ENCODING), kept as Redis has them.
     pub hash_max_listpack_entries: AtomicI64,
     pub hash_max_listpack_value: AtomicI64,
@@ -195,6 +197,7 @@ impl RuntimeConfig {
             acl_pubsub_allchannels: AtomicBool::new(false),
             latency_monitor_threshold: AtomicU64::new(0),
             latency_tracking: AtomicBool::new(true),
+            latency_percentiles: RwLock::new(vec![50.0, 99.0, 99.9]),
             hash_max_listpack_entries: AtomicI64::new(512),
             hash_max_listpack_value: AtomicI64::new(64),
             set_max_intset_entries: AtomicI64::new(512),

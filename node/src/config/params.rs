@@ -622,6 +622,18 @@ pub static REDIS_COMPAT: &[Param] = &[
         store: Store::Runtime(|rt, v| rt.latency_tracking.store(v.flag(), Relaxed)), live: None,
         get: |c| yes_no(c.runtime.latency_tracking.load(Relaxed)).into(), rewrite: false, secret: false,
     },
+    Param {
+        name: "latency-tracking-info-percentiles", aliases: &[], group: "Logging",
+        help: "Percentiles of the latency histograms INFO latencystats shows.",
+        default: None, kind: Kind::Custom(parse_percentiles),
+        store: Store::Runtime(|rt, v| *rt.latency_percentiles.write() = percentiles(&v.text()).unwrap_or_default()),
+        live: None,
+        get: |c| {
+            let p = c.runtime.latency_percentiles.read();
+            p.iter().map(|&x| trim_double(x)).collect::<Vec<_>>().join(" ")
+        },
+        rewrite: false, secret: false,
+    },
     // No RDB, AOF or keyspace notifications: only their "off" values are accepted.
     Param {
         name: "save", aliases: &[], group: "Storage", help: "RDB snapshots: always off.",
@@ -768,6 +780,34 @@ fn parse_appendonly(v: &[u8]) -> Result<Parsed, String> {
     } else {
         Err("argument must be 'yes' or 'no'".into())
     }
+}
+
+/// Space-separated percentiles in [0, 100] ("" for none), as Redis checks them.
+fn percentiles(v: &str) -> Result<Vec<f64>, String> {
+    v.split_ascii_whitespace()
+        .map(|w| {
+            let p = crate::base::parse_f64(w.as_bytes())
+                .filter(|p| !p.is_nan())
+                .ok_or_else(|| "Invalid latency-tracking-info-percentiles parameters".to_string())?;
+            if (0.0..=100.0).contains(&p) {
+                Ok(p)
+            } else {
+                Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]".to_string())
+            }
+        })
+        .collect()
+}
+
+fn parse_percentiles(v: &[u8]) -> Result<Parsed, String> {
+    let text = String::from_utf8_lossy(v).into_owned();
+    percentiles(&text)?;
+    Ok(Parsed::Text(text.into_bytes()))
+}
+
+/// Redis's `%f` then `trimDoubleString`: 50 for 50.0, 99.9 for 99.9.
+pub fn trim_double(x: f64) -> String {
+    let s = format!("{x:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 fn parse_notify_keyspace_events(v: &[u8]) -> Result<Parsed, String> {

@@ -72,6 +72,33 @@ const LATENCY_BUCKETS_NS: [u64; 14] = [
     1_000_000_000,
 ];
 
+/// Steps of Redis's per-command latency histogram (LATENCY HISTOGRAM):
+/// an HDR histogram of 1 ns..1 s at 2 significant digits, read in powers of
+/// two from 1024 ns, so step k ends at 2^(10+k) + 2^(3+k) - 1 ns.
+pub const HISTOGRAM_STEPS: usize = 21;
+
+/// The step a duration falls in (Redis clamps durations to 1 ns..1 s).
+#[inline]
+pub fn histogram_step(nanos: u64) -> usize {
+    let v = nanos.clamp(1, 1_000_000_000);
+    if v < 1032 {
+        return 0;
+    }
+    let b = 63 - v.leading_zeros() as usize;
+    // The first 2^(b-7) ns of an octave share 2^b's HDR bucket: the step ending there.
+    if v < (1 << b) + (1 << (b - 7)) { b - 10 } else { b - 9 }
+}
+
+/// The upper bound (ns) of step `k`.
+pub fn histogram_step_ns(k: usize) -> u64 {
+    (1u64 << (10 + k)) + (1u64 << (3 + k)) - 1
+}
+
+/// The upper bound (µs, as LATENCY HISTOGRAM shows it) of step `k`.
+pub fn histogram_step_usec(k: usize) -> u64 {
+    histogram_step_ns(k) / 1000
+}
+
 #[inline]
 fn bump(c: &AtomicU64, n: u64) {
     c.store(c.load(Relaxed) + n, Relaxed);
@@ -90,6 +117,8 @@ pub struct CmdStat {
     pub rejected: AtomicU64,
     /// Cumulative-free bucket counts; the last slot counts +Inf overflow.
     pub buckets: [AtomicU64; LATENCY_BUCKETS.len() + 1],
+    /// Redis's latency histogram (`latency-tracking`), per step, not cumulative.
+    pub histogram: [AtomicU64; HISTOGRAM_STEPS],
 }
 
 impl CmdStat {
@@ -97,6 +126,12 @@ impl CmdStat {
     #[cfg(test)]
     fn bounds_agree() -> bool {
         LATENCY_BUCKETS.iter().zip(LATENCY_BUCKETS_NS).all(|(s, ns)| (s * 1e9).round() as u64 == ns)
+    }
+
+    /// Adds a call to the latency histogram; Redis measures in whole µs.
+    #[inline]
+    pub fn track(&self, nanos: u64) {
+        bump(&self.histogram[histogram_step(nanos / 1000 * 1000)], 1);
     }
 
     #[inline]
@@ -121,7 +156,7 @@ impl CmdStat {
         for c in [&self.calls, &self.usec, &self.nanos, &self.failed, &self.rejected] {
             c.store(0, Relaxed);
         }
-        for b in &self.buckets {
+        for b in self.buckets.iter().chain(&self.histogram) {
             b.store(0, Relaxed);
         }
     }
@@ -160,11 +195,71 @@ impl ServerStats {
     }
 }
 
+/// Error replies of one worker (INFO stats `total_error_replies` and INFO
+/// errorstats), by prefix: the error's first word ("ERR", "WRONGTYPE", ...).
+/// Only its worker writes; the lock is met only by INFO reading it.
+#[derive(Default)]
+pub struct ErrorStats {
+    pub total: AtomicU64,
+    by_prefix: parking_lot::Mutex<ErrorTable>,
+}
+
+#[derive(Default, Clone)]
+struct ErrorTable {
+    counts: Vec<(Box<str>, u64)>,
+    /// Past `ERROR_PREFIXES_MAX` prefixes: no more are kept until RESETSTAT.
+    disabled: bool,
+}
+
+/// Distinct prefixes a worker keeps (scripts can make up any number), as
+/// Redis 7.2 bounds them; beyond, only `ERRORSTATS_DISABLED` is counted.
+pub const ERROR_PREFIXES_MAX: usize = 128;
+
+/// The prefix Redis files an error under: its text up to the first space
+/// if that comes within 31 bytes, else "ERR".
+pub fn error_prefix(msg: &[u8]) -> &[u8] {
+    match msg[..msg.len().min(31)].iter().position(|&b| b == b' ') {
+        Some(end) if end > 0 => &msg[..end],
+        _ => b"ERR",
+    }
+}
+
+impl ErrorStats {
+    /// Counts one error reply.
+    pub fn record(&self, msg: &[u8]) {
+        bump(&self.total, 1);
+        let prefix = String::from_utf8_lossy(error_prefix(msg));
+        let mut t = self.by_prefix.lock();
+        if t.disabled {
+            t.counts[0].1 += 1;
+            return;
+        }
+        if let Some(entry) = t.counts.iter_mut().find(|(p, _)| **p == *prefix) {
+            entry.1 += 1;
+        } else if t.counts.len() < ERROR_PREFIXES_MAX {
+            t.counts.push((prefix.into(), 1));
+        } else {
+            *t = ErrorTable { counts: vec![("ERRORSTATS_DISABLED".into(), 1)], disabled: true };
+        }
+    }
+
+    /// (prefix, count) pairs, unordered.
+    pub fn counts(&self) -> Vec<(String, u64)> {
+        self.by_prefix.lock().counts.iter().map(|(p, n)| (p.to_string(), *n)).collect()
+    }
+
+    pub fn reset(&self) {
+        self.total.store(0, Relaxed);
+        *self.by_prefix.lock() = ErrorTable::default();
+    }
+}
+
 /// Everything one worker counts.
 pub struct WorkerMetrics {
     pub cmds: Box<[CmdStat]>,
     pub server: ServerStats,
     pub store: Arc<StoreStats>,
+    pub errors: ErrorStats,
 }
 
 impl WorkerMetrics {
@@ -173,6 +268,7 @@ impl WorkerMetrics {
             cmds: (0..num_commands).map(|_| CmdStat::default()).collect(),
             server: ServerStats::default(),
             store: Arc::new(StoreStats::default()),
+            errors: ErrorStats::default(),
         }
     }
 }
@@ -185,6 +281,45 @@ pub fn sum(workers: &[Arc<WorkerMetrics>], f: impl Fn(&WorkerMetrics) -> &Atomic
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_are_filed_by_prefix_and_bounded() {
+        assert_eq!(error_prefix(b"WRONGTYPE Operation against a key"), b"WRONGTYPE");
+        assert_eq!(error_prefix(b"OOM"), b"ERR");
+        assert_eq!(error_prefix(b" x"), b"ERR");
+        assert_eq!(error_prefix(&[b'A'; 40]), b"ERR");
+        let e = ErrorStats::default();
+        e.record(b"ERR x");
+        e.record(b"ERR y");
+        e.record(b"NOSCRIPT z");
+        let mut c = e.counts();
+        c.sort();
+        assert_eq!(c, [("ERR".to_string(), 2), ("NOSCRIPT".to_string(), 1)]);
+        // Two prefixes so far: 126 more fill the table, the next disables it.
+        for i in 0..ERROR_PREFIXES_MAX - 2 {
+            e.record(format!("P{i} x").as_bytes());
+        }
+        assert_eq!(e.counts().len(), ERROR_PREFIXES_MAX);
+        e.record(b"ONEMORE x");
+        assert_eq!(e.counts(), [("ERRORSTATS_DISABLED".to_string(), 1)]);
+        e.record(b"ERR again");
+        assert_eq!(e.counts()[0].1, 2);
+        assert_eq!(e.total.load(Relaxed), 3 + ERROR_PREFIXES_MAX as u64);
+        e.reset();
+        assert!(e.counts().is_empty());
+    }
+
+    #[test]
+    fn histogram_steps_follow_redis_hdr_histogram() {
+        // The bounds redis-server 7.0 reports: 1, 2, 4, 8, 16, 33, 66, 132, ...
+        let usec: Vec<u64> = (0..HISTOGRAM_STEPS).map(histogram_step_usec).collect();
+        assert_eq!(&usec[..9], &[1, 2, 4, 8, 16, 33, 66, 132, 264]);
+        assert_eq!(usec[20], 1_082_130);
+        for (nanos, step) in [(0, 0), (1031, 0), (1032, 1), (2063, 1), (2064, 2), (33_023, 5), (33_024, 6)] {
+            assert_eq!(histogram_step(nanos), step, "{nanos} ns");
+        }
+        assert_eq!(histogram_step(u64::MAX), 20);
+    }
 
     #[test]
     fn latency_buckets() {

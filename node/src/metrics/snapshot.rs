@@ -2,7 +2,7 @@
 //! `server::Shared::snapshot`); `/metrics` and INFO both render it, so a
 //! figure is defined and computed in one place.
 
-use super::{CmdStat, LATENCY_BUCKETS, StatsTotals, WorkerMetrics};
+use super::{CmdStat, HISTOGRAM_STEPS, LATENCY_BUCKETS, StatsTotals, WorkerMetrics};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -30,6 +30,10 @@ pub struct Snapshot {
     /// Per database; filled only when the caller counted keys.
     pub keyspace: [DbFigures; DATABASES],
     /// Commands ever called or refused, with their totals.
+    /// Error replies, and their counts by prefix sorted by prefix.
+    pub error_replies: u64,
+    pub errors: Vec<(String, u64)>,
+    /// Subcommands count apart, as `container|sub`.
     pub commands: Vec<(&'static str, CmdTotals)>,
     /// The durability log; None under durability none.
     pub durability: Option<DurabilityFigures>,
@@ -155,6 +159,17 @@ pub struct ServerTotals {
     pub output_buffer_disconnects: u64,
 }
 
+/// Error replies by prefix summed over workers, sorted as Redis lists them.
+pub fn error_counts(workers: &[Arc<WorkerMetrics>]) -> Vec<(String, u64)> {
+    let mut all: std::collections::BTreeMap<String, u64> = Default::default();
+    for w in workers {
+        for (prefix, n) in w.errors.counts() {
+            *all.entry(prefix).or_default() += n;
+        }
+    }
+    all.into_iter().collect()
+}
+
 impl ServerTotals {
     pub fn sum(workers: &[Arc<WorkerMetrics>]) -> Self {
         let total = |f: fn(&WorkerMetrics) -> &std::sync::atomic::AtomicU64| super::sum(workers, f);
@@ -221,6 +236,8 @@ pub struct CmdTotals {
     pub nanos: u64,
     /// Per-bucket (not cumulative) counts; the last slot is the +Inf overflow.
     pub buckets: [u64; LATENCY_BUCKETS.len() + 1],
+    /// Redis's latency histogram, per step (LATENCY HISTOGRAM).
+    pub histogram: [u64; HISTOGRAM_STEPS],
 }
 
 impl CmdTotals {
@@ -241,6 +258,9 @@ impl CmdTotals {
         self.rejected += s.rejected.load(Relaxed);
         self.nanos += s.nanos.load(Relaxed);
         for (t, b) in self.buckets.iter_mut().zip(&s.buckets) {
+            *t += b.load(Relaxed);
+        }
+        for (t, b) in self.histogram.iter_mut().zip(&s.histogram) {
             *t += b.load(Relaxed);
         }
     }

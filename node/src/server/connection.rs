@@ -444,6 +444,9 @@ fn process(
 ) -> Step {
     let rt = &shared.config.runtime;
     client.begin_batch();
+    // As Redis's query buffer while it runs a batch: CLIENT LIST shows the
+    // requests being executed (`qbuf=26` for its own CLIENT LIST).
+    client.info.qbuf.store(bufs.rbuf.len(), Relaxed);
     if let Some(mark) = resume_mark {
         client.clock_mark_ns = mark;
     }

@@ -50,10 +50,10 @@ impl Shared {
             },
             hugepages: crate::sys::hugepages::stats(),
             keyspace,
-            commands: self
-                .table
-                .iter()
-                .map(|(idx, def)| (def.name, CmdTotals::sum(&self.workers, idx)))
+            error_replies: crate::metrics::sum(&self.workers, |w| &w.errors.total),
+            errors: crate::metrics::snapshot::error_counts(&self.workers),
+            commands: (0..self.table.stat_slots())
+                .map(|slot| (self.table.slot_name(slot), CmdTotals::sum(&self.workers, slot)))
                 .filter(|(_, t)| t.is_active())
                 .collect(),
             durability: self.persist.as_ref().map(|p| p.figures()),

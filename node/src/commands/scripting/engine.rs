@@ -651,7 +651,7 @@ impl CallCtx<'_, '_> {
         }
         ctx.block = None;
         ctx.pending = None;
-        finish(ctx.worker, ctx.client, idx, 0, result, &mut r);
+        finish(ctx.shared, ctx.worker, ctx.client, idx, &args, 0, result, &mut r);
         Ok(r.buf)
     }
 }
