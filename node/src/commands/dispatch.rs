@@ -317,7 +317,7 @@ fn queue(shared: &Node, client: &mut Client, idx: usize, def: &CommandDef, args:
         return Outcome::Done;
     }
     // Redis refuses to queue memory-growing commands when over the limit.
-    if def.has(flags::DENYOOM) && shared.maxmemory() > 0 && shared.used_memory() > shared.maxmemory() {
+    if def.has(flags::DENYOOM) && shared.maxmemory() > 0 && shared.used_memory_for_eviction() > shared.maxmemory() {
         client.multi_dirty = true;
         out.error(err::OOM);
         return Outcome::Done;
