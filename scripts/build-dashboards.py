@@ -202,6 +202,52 @@ def hit_ratio(by):
     return f"{hits} / ({hits} + {misses})"
 
 
+# Reads of cold values, each a hit served from the disk tier (pending, shared, sync).
+COLD_READS = 'strata_tier_reads_total{kind=~"pending|shared|sync", ' + NODE + "}"
+
+
+def cold_tier_panels(b, w):
+    """The tier's two questions on the overview: where hits come from, and how full the disk is."""
+    b.panel(
+        "timeseries",
+        "Hits from RAM vs disk",
+        "Lookups that found their key, split by where the value was: in RAM, or on the node's disk tier "
+        "(strata_tier_reads_total: cold values read back; every one of them is also a hit in "
+        "strata_keyspace_hits_total). Disk hits are what the tier saves from being misses; many of them "
+        "mean the hot set outgrew RAM. Nodes without a tier (max-disk 0) have RAM hits only.",
+        [
+            (
+                f"{rate('strata_keyspace_hits_total')} - (sum(rate({COLD_READS}[{RATE}])) or vector(0))",
+                "RAM",
+            ),
+            (f"sum(rate({COLD_READS}[{RATE}])) or vector(0)", "disk"),
+        ],
+        "ops",
+        thresholds(GREEN),
+        w=w,
+    )
+    b.panel(
+        "timeseries",
+        "Disk tier used vs budget",
+        "Segment bytes the cold tier holds (strata_tier_disk_bytes) against its budget (strata_tier_max_disk_bytes, "
+        "from max-disk: the CacheCluster's storage.diskBudget or a share of its volume). Near the budget the "
+        "tier cleans segments and, when it must, evicts its oldest keys (strata_tier_evicted_keys_total).",
+        [
+            (f"strata_tier_disk_bytes{{{NODE}}}", "{{pod}} used"),
+            (f"strata_tier_max_disk_bytes{{{NODE}}}", "{{pod}} budget"),
+        ],
+        "bytes",
+        thresholds(GREEN),
+        w=w,
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*budget"},
+                "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}],
+            }
+        ],
+    )
+
+
 def overview():
     b = Board(
         "strata-overview",
@@ -314,6 +360,20 @@ def overview():
         [(f"sum by (pod) (strata_keys{{{NODE}}})", "{{pod}}")],
         "short",
         thresholds(GREEN),
+    )
+    b.row("Disk tier and durability")
+    cold_tier_panels(b, 8)
+    b.panel(
+        "timeseries",
+        "Durability lag",
+        "Age of the oldest acknowledged write not yet made durable by an fsync (strata_durability_lag_age_seconds, "
+        "an upper bound), per pod with durability on: in a crash, periodic and write-back modes lose at most the "
+        "writes of this window (0 in sync mode). Above 1 s (yellow) the disk does not keep up.",
+        [(f"strata_durability_lag_age_seconds{{{NODE}}}", "{{pod}}")],
+        "s",
+        thresholds(GREEN, (1, YELLOW), (5, RED)),
+        w=8,
+        defaults={"min": 0},
     )
     b.row("Clients and pods")
     b.panel(
@@ -539,14 +599,17 @@ def node_detail():
     )
     b.panel(
         "timeseries",
-        "fsync latency (mean)",
-        "Mean time of one log flush, write and fdatasync (rate of strata_log_fsync_seconds_total over "
+        "fsync latency p50 / p99",
+        "Time of one log flush, write and fdatasync, from the node's histogram strata_log_fsync_duration_seconds "
+        "(buckets from 50 µs to 1 s), and the mean (rate of strata_log_fsync_seconds_total over "
         "strata_log_fsyncs_total). In sync mode every write waits for it; above 10 ms (yellow) the disk is slow.",
         [
+            (quantile(0.5, "pod, le", NODE, "strata_log_fsync_duration_seconds_bucket"), "{{pod}} p50"),
+            (quantile(0.99, "pod, le", NODE, "strata_log_fsync_duration_seconds_bucket"), "{{pod}} p99"),
             (
                 f"{rate('strata_log_fsync_seconds_total', by='pod')} / {rate('strata_log_fsyncs_total', by='pod')}",
-                "{{pod}}",
-            )
+                "{{pod}} mean",
+            ),
         ],
         "s",
         thresholds(GREEN, (0.01, YELLOW), (0.1, RED)),
@@ -591,6 +654,101 @@ def node_detail():
                 ],
             }
         ],
+    )
+    b.row("Disk tier")
+    cold_tier_panels(b, 6)
+    b.panel(
+        "timeseries",
+        "Demotions, promotions, tier evictions",
+        "Values demoted from RAM to disk at maxmemory (strata_tier_demotions_total), read back into RAM when "
+        "used (strata_tier_promotions_total), and keys dropped from the tier, index and all "
+        "(strata_tier_evicted_keys_total: RAM held little but indexes, or the disk budget was full).",
+        [
+            (rate("strata_tier_demotions_total", by="pod"), "{{pod}} demoted"),
+            (rate("strata_tier_promotions_total", by="pod"), "{{pod}} promoted"),
+            (rate("strata_tier_evicted_keys_total", by="pod"), "{{pod}} evicted"),
+        ],
+        "cps",
+        thresholds(GREEN),
+        w=6,
+    )
+    b.panel(
+        "timeseries",
+        "Keys on disk",
+        "Keys whose value is only on the disk tier (strata_tier_disk_keys) out of all keys (strata_keys). Each "
+        "still takes its index entry in RAM.",
+        [
+            (f"strata_tier_disk_keys{{{NODE}}}", "{{pod}} on disk"),
+            (f"sum by (pod) (strata_keys{{{NODE}}})", "{{pod}} all keys"),
+        ],
+        "short",
+        thresholds(GREEN),
+        w=6,
+    )
+    b.panel(
+        "timeseries",
+        "Cold reads",
+        "Reads of cold values per second (strata_tier_reads_total): started for a waiting command (pending), "
+        "joined by another waiter (shared), done at once for keys a command did not declare (sync), and failed "
+        "(error: the key is lost, look at the node's log). Right axis: where they were served "
+        "(strata_tier_device_reads_total: the device, or the buffer of records not written yet).",
+        [
+            (rate("strata_tier_reads_total", by="kind"), "{{kind}}"),
+            (rate("strata_tier_device_reads_total", by="source"), "from {{source}}"),
+        ],
+        "ops",
+        thresholds(GREEN),
+        w=8,
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": "from .*"},
+                "properties": [{"id": "custom.axisPlacement", "value": "right"}],
+            },
+            {
+                "matcher": {"id": "byName", "options": "error"},
+                "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": RED}}],
+            },
+        ],
+    )
+    b.panel(
+        "timeseries",
+        "Tier writes and garbage",
+        "Record bytes written to the tier per second (strata_tier_written_bytes_total), bytes no key refers to any "
+        "more (strata_tier_dead_bytes, reclaimed by cleaning) and segments cleaned per second "
+        "(strata_tier_cleaned_segments_total, right axis).",
+        [
+            (rate("strata_tier_written_bytes_total", by="pod"), "{{pod}} written/s"),
+            (f"strata_tier_dead_bytes{{{NODE}}}", "{{pod}} dead"),
+            (rate("strata_tier_cleaned_segments_total", by="pod"), "{{pod}} cleaned segments/s"),
+        ],
+        "bytes",
+        thresholds(GREEN),
+        w=8,
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*written/s"},
+                "properties": [{"id": "unit", "value": "Bps"}],
+            },
+            {
+                "matcher": {"id": "byRegexp", "options": ".*segments/s"},
+                "properties": [{"id": "unit", "value": "short"}, {"id": "custom.axisPlacement", "value": "right"}],
+            },
+        ],
+    )
+    b.panel(
+        "timeseries",
+        "Cold-read latency",
+        "Time of one read from the disk tier's device, issue to completion (p50 / p99 of the histogram "
+        "strata_tier_read_duration_seconds, buckets from 10 µs to 1 s), and GET's server-side p99 "
+        "(strata_command_duration_seconds: a GET that waits for the disk includes that wait).",
+        [
+            (quantile(0.5, "pod, le", NODE, "strata_tier_read_duration_seconds_bucket"), "{{pod}} disk read p50"),
+            (quantile(0.99, "pod, le", NODE, "strata_tier_read_duration_seconds_bucket"), "{{pod}} disk read p99"),
+            (quantile(0.99, "pod, le", f'command="get", {NODE}'), "{{pod}} GET p99"),
+        ],
+        "s",
+        thresholds(GREEN, (0.001, YELLOW), (0.01, RED)),
+        w=8,
     )
     b.row("Memory and buffers")
     b.panel(

@@ -6,12 +6,13 @@
 #      the real operator with leader election, and a CacheCluster for it to reconcile;
 #   3. starts a strata-node with a small maxmemory (so it evicts) under redis-benchmark load,
 #      including keys with a 1 s TTL (so they expire), and a second one with a durability log
-#      (periodic: fsync every 10 ms) under a lighter SET/GET load, for the durability row;
-#   4. starts Debian's prometheus (scrape and rule evaluation every second) scraping all three, with
+#      (periodic: fsync every 10 ms) under a lighter SET/GET load, for the durability row, and a
+#      third with a disk tier (32 MB of RAM, 256 MB of disk) under a load larger than its RAM;
+#   4. starts Debian's prometheus (scrape and rule evaluation every second) scraping all four, with
 #      the labels the operator's ServiceMonitor gives real pods (namespace, cachecluster, pod) and
 #      dashboards/strata.rules.yaml loaded;
 #   5. scripts/check-dashboards.py evaluates every dashboard query, variable and rule, and runs
-#      `promtool check metrics` on real scrapes of both; `promtool check rules` checks the rules
+#      `promtool check metrics` on real scrapes of each; `promtool check rules` checks the rules
 #      file and the chart's PrometheusRule.
 #
 #   scripts/check-dashboards.sh                    the check (about 1.5 minutes)
@@ -130,7 +131,16 @@ mkdir -p "$WORK/durable"
   --threads 2 --dir "$WORK/durable/data" --durability periodic) \
   >"$WORK/strata-node-durable.log" 2>&1 &
 PIDS+=($!)
+# The tiered node: a small maxmemory and a disk budget, so the policy's victims move to its disk
+# tier and reads bring them back (the tier panels' series).
+TIER_PORT=$(free_port) TIER_METRICS=$(free_port)
+mkdir -p "$WORK/tier"
+(cd "$WORK/tier" && exec "$BIN/strata-node" --port "$TIER_PORT" --metrics-port "$TIER_METRICS" \
+  --threads 2 --dir "$WORK/tier/data" --maxmemory 32mb --maxmemory-policy allkeys-lru --max-disk 256mb) \
+  >"$WORK/strata-node-tier.log" 2>&1 &
+PIDS+=($!)
 wait_for "strata-node" 30 redis-cli -p "$NODE_PORT" ping
+wait_for "tiered strata-node" 30 redis-cli -p "$TIER_PORT" ping
 # Ready once its log is replayed (before that, writes get -LOADING).
 wait_for "durable strata-node" 30 curl -sf "http://127.0.0.1:$DURABLE_METRICS/readyz"
 
@@ -150,6 +160,8 @@ scrape_configs:
         labels: {namespace: strata-proof, cachecluster: proof, pod: proof-0}
       - targets: ["127.0.0.1:$DURABLE_METRICS"]
         labels: {namespace: strata-proof, cachecluster: proof, pod: proof-1}
+      - targets: ["127.0.0.1:$TIER_METRICS"]
+        labels: {namespace: strata-proof, cachecluster: proof, pod: proof-2}
   - job_name: strata-operator
     honor_labels: true
     static_configs:
@@ -181,6 +193,15 @@ durable_load() { # short SET/GET rounds: every 20 s window has writes (and so fs
 durable_load &
 DURABLE_LOAD_PID=$!
 PIDS+=($DURABLE_LOAD_PID)
+tier_load() { # 150k keys of 256 B (more than 32 MB) written and read: demotions and cold reads
+  local end=$((SECONDS + LOAD_SECONDS))
+  while ((SECONDS < end)); do
+    redis-benchmark -p "$TIER_PORT" -c 4 -n 20000 -r 150000 -d 256 -q -t set,get >>"$WORK/tier-load.log" 2>&1 || return 1
+  done
+}
+tier_load &
+TIER_LOAD_PID=$!
+PIDS+=($TIER_LOAD_PID)
 LOAD_START=$(date +%s)
 
 wait_for "kube-apiserver" 120 kubectl get --raw /readyz
@@ -206,8 +227,8 @@ wait_for "operator reconciling proof" 60 \
 # Let the load run its course (and Prometheus collect it) before judging.
 remaining=$((LOAD_START + LOAD_SECONDS - $(date +%s)))
 ((remaining > 0)) && sleep "$remaining"
-wait_for "Prometheus scraping the three targets" 30 bash -c \
-  "curl -sf '$PROM/api/v1/query?query=count(up==1)' | grep -q '\"value\":\[[0-9.]*,\"3\"\]'"
+wait_for "Prometheus scraping the four targets" 30 bash -c \
+  "curl -sf '$PROM/api/v1/query?query=count(up==1)' | grep -q '\"value\":\[[0-9.]*,\"4\"\]'"
 
 say "promtool check rules"
 promtool check rules "$ROOT/dashboards/strata.rules.yaml"
@@ -225,14 +246,15 @@ fi
 
 say "evaluating every dashboard query and rule against Prometheus (load still running)"
 # Grafana's $__rate_interval is at least 4 scrape intervals; 1 s scrapes, so 20 s leaves margin.
-# pod=~".*": both nodes (the durability row has series from proof-1 only).
+# pod=~".*": every node (the durability row has series from proof-1 only, the tier's from proof-2).
 "$PY" "$ROOT/scripts/check-dashboards.py" --prometheus "$PROM" \
   --var namespace=strata-proof --var cluster=proof --var pod='.*' --var __rate_interval=20s \
   --scrape "strata-node=http://127.0.0.1:$NODE_METRICS/metrics" \
   --scrape "strata-node-durable=http://127.0.0.1:$DURABLE_METRICS/metrics" \
+  --scrape "strata-node-tier=http://127.0.0.1:$TIER_METRICS/metrics" \
   --scrape "strata-operator=http://127.0.0.1:$OP_PORT/metrics"
 
-kill "$LOAD_PID" "$DURABLE_LOAD_PID" 2>/dev/null || true
+kill "$LOAD_PID" "$DURABLE_LOAD_PID" "$TIER_LOAD_PID" 2>/dev/null || true
 if [[ -n $RENDER ]]; then
   say "rendering the overview's panels into $RENDER"
   "$PY" "$ROOT/scripts/render-dashboards.py" --prometheus "$PROM" --start "$LOAD_START" --end "$(date +%s)" \

@@ -5,7 +5,8 @@
 # tests' API server signs service-account tokens with a fresh key); git (Go
 # module fetches); prometheus (Debian's 2.42, with promtool: scripts/check-dashboards.sh runs it as
 # a process on a free port, so the daemon the package may start on :9090 is not used), curl, and
-# Debian's python3 with python3-yaml and python3-matplotlib (the dashboards check and its PNGs);
+# Debian's python3 with python3-yaml and python3-matplotlib (the dashboards check and its PNGs) and
+# python3-seccomp (node/tests/io_engine_fallback.rs runs the node with io_uring refused);
 # tcl (Redis's own test suite, scripts/redis-tests.sh); fuse3 when not root (node/tests/power_loss.rs
 # mounts a FUSE file system: root mounts it with /dev/fuse directly, anyone else through fusermount3).
 # The Kubernetes binaries and Helm come from
@@ -24,6 +25,7 @@ command -v tclsh >/dev/null || missing+=(tcl)
 [[ $(id -u) -eq 0 ]] || command -v fusermount3 >/dev/null || missing+=(fuse3)
 /usr/bin/python3 -c 'import yaml' 2>/dev/null || missing+=(python3 python3-yaml)
 /usr/bin/python3 -c 'import matplotlib' 2>/dev/null || missing+=(python3 python3-matplotlib)
+/usr/bin/python3 -c 'import seccomp' 2>/dev/null || missing+=(python3 python3-seccomp)
 if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   sudo=""

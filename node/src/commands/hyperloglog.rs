@@ -15,7 +15,8 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef::new("pfadd", -2, W | DENYOOM | flags::FAST, Keys::Range(1, 1, 1), pfadd)
         .acl("@write @hyperloglog @fast"),
     // Read-only as Redis flags it, though it may refresh the cached count.
-    CommandDef::new("pfcount", -2, flags::READONLY, Keys::Range(1, -1, 1), pfcount).acl("@read @hyperloglog @slow"),
+    CommandDef::new("pfcount", -2, flags::READONLY | flags::MAY_REPLICATE, Keys::Range(1, -1, 1), pfcount)
+        .acl("@read @hyperloglog @slow"),
     CommandDef::new("pfmerge", -2, W | DENYOOM, Keys::Range(1, -1, 1), pfmerge).acl("@write @hyperloglog @slow"),
     CommandDef::new("pfdebug", 3, W | DENYOOM | flags::ADMIN, Keys::Range(2, 2, 1), pfdebug)
         .acl("@write @hyperloglog @admin @slow @dangerous"),

@@ -27,7 +27,15 @@ pub const COMMANDS: &[CommandDef] = &[
     CommandDef::new("unsubscribe", -1, PS | flags::PUBSUB_CTX, Keys::None, unsubscribe).acl("@pubsub @slow"),
     CommandDef::new("psubscribe", -2, PS | flags::PUBSUB_CTX, Keys::None, psubscribe).acl("@pubsub @slow"),
     CommandDef::new("punsubscribe", -1, PS | flags::PUBSUB_CTX, Keys::None, punsubscribe).acl("@pubsub @slow"),
-    CommandDef::new("publish", 3, PS | flags::FAST | flags::MAY_REPLICATE, Keys::None, publish).acl("@pubsub @fast"),
+    // Scripts may PUBLISH (Redis: no noscript flag); read-only ones may not.
+    CommandDef::new(
+        "publish",
+        3,
+        flags::PUBSUB | flags::LOADING | flags::STALE | flags::FAST | flags::MAY_REPLICATE,
+        Keys::None,
+        publish,
+    )
+    .acl("@pubsub @fast"),
     CommandDef::new("pubsub", -2, flags::LOADING | flags::STALE, Keys::None, pubsub).acl("@slow").subs(PUBSUB_SUBS),
     CommandDef::new("ssubscribe", -2, PS | flags::PUBSUB_CTX, Keys::Range(1, -1, 1), ssubscribe).acl("@pubsub @slow"),
     CommandDef::new("sunsubscribe", -1, PS | flags::PUBSUB_CTX, Keys::Range(1, -1, 1), sunsubscribe)

@@ -135,6 +135,8 @@ pub struct CommitStats {
     /// Total and worst time of a flush (write + fdatasync), in µs.
     pub flush_us_total: AtomicU64,
     pub flush_us_max: AtomicU64,
+    /// Flush times.
+    pub flush_latency: crate::metrics::IoHistogram,
     /// Reply batches held back because the log lagged past its bound
     /// (write-back, periodic).
     pub held_replies: AtomicU64,
@@ -430,6 +432,7 @@ fn run(shared: &Shared) {
                 stats.max_batch.fetch_max(batch, Ordering::Relaxed);
                 stats.flush_us_total.fetch_add(took, Ordering::Relaxed);
                 stats.flush_us_max.fetch_max(took, Ordering::Relaxed);
+                stats.flush_latency.record(took);
                 st.durable = durable;
                 shared.lag.durable_bytes.fetch_max(flushed_bytes, Ordering::Relaxed);
                 shared.lag.pending_from_us.fetch_max(flushed_from_us, Ordering::Relaxed);

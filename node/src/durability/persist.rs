@@ -196,6 +196,7 @@ impl Persistence {
             f.max_batch = s.max_batch.load(Relaxed);
             f.flush_us_total = s.flush_us_total.load(Relaxed);
             f.flush_us_max = s.flush_us_max.load(Relaxed);
+            f.flush_latency = s.flush_latency.figures();
             f.lag_us = age.as_micros() as u64;
             f.lag_bytes = bytes;
             f.held_replies = s.held_replies.load(Relaxed);

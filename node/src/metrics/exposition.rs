@@ -6,8 +6,8 @@
 //! workers when `/metrics` is scraped, which is why this is a custom
 //! `Collector` rather than registered `Counter`s.
 
-use super::LATENCY_BUCKETS;
 use super::snapshot::{CmdTotals, DurabilityFigures, Snapshot};
+use super::{IO_BUCKETS_US, IoHistogramFigures, LATENCY_BUCKETS};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -85,6 +85,16 @@ pub fn encode_commands(enc: &mut DescriptorEncoder, commands: &[(&str, CmdTotals
         m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(t.nanos as f64 / 1e9, count, &buckets, None)?;
     }
     Ok(())
+}
+
+/// A histogram in seconds from an [`IoHistogramFigures`].
+fn io_histogram(enc: &mut DescriptorEncoder, name: &str, help: &str, h: &IoHistogramFigures) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?;
+    let buckets: Vec<(f64, u64)> =
+        IO_BUCKETS_US.iter().map(|&us| us as f64 / 1e6).chain([f64::INFINITY]).zip(h.buckets).collect();
+    // The count comes from the buckets: a scrape racing a recording still sees +Inf == count.
+    let count = h.buckets.iter().sum();
+    m.encode_histogram::<NoLabelSet>(h.sum_us as f64 / 1e6, count, &buckets, None)
 }
 
 /// Connections and traffic.
@@ -212,6 +222,12 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         for (source, v) in [("disk", t.disk_reads), ("buffer", t.staged_reads)] {
             ConstCounter::new(v).encode(m.encode_family(&[("source", source)])?)?;
         }
+        io_histogram(
+            enc,
+            "strata_tier_read_duration",
+            "Time of one cold-tier read from the device, issue to completion.",
+            &t.read_latency,
+        )?;
         counter(
             enc,
             "strata_tier_evicted_keys",
@@ -324,6 +340,12 @@ fn encode_durability(enc: &mut DescriptorEncoder, d: &DurabilityFigures) -> fmt:
     let m =
         enc.encode_descriptor("strata_log_fsync", "Time spent in flushes.", Some(&Unit::Seconds), MetricType::Counter)?;
     ConstCounter::new(d.flush_us_total as f64 / 1e6).encode(m)?;
+    io_histogram(
+        enc,
+        "strata_log_fsync_duration",
+        "Time of one flush of the log (write + fdatasync).",
+        &d.flush_latency,
+    )?;
     gauge(enc, "strata_group_commit_max_records", "The most records one flush made durable.", None, d.max_batch)?;
     let engine = d.engine.split(':').next().unwrap_or("");
     let mut m = enc.encode_descriptor("strata_io_engine", "The log's I/O engine.", None, MetricType::Info)?;
@@ -452,6 +474,40 @@ mod tests {
         assert!(text.contains("# TYPE strata_command_duration_seconds histogram\n"));
         assert!(text.contains("# UNIT strata_command_duration_seconds seconds\n"));
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[derive(Debug)]
+    struct Durability(DurabilityFigures);
+
+    impl Collector for Durability {
+        fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+            encode_durability(&mut enc, &self.0)
+        }
+    }
+
+    #[test]
+    fn fsync_latency_histogram() {
+        let mut d = DurabilityFigures::default();
+        // Flushes of 40 µs, 40 µs, 3 ms and 2 s, bucketed as the commit thread does.
+        let h = crate::metrics::IoHistogram::default();
+        for us in [40, 40, 3_000, 2_000_000] {
+            h.record(us);
+        }
+        d.flush_latency = h.figures();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Durability(d)));
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        let bucket = |le: &str| sample(&text, &format!("strata_log_fsync_duration_seconds_bucket{{le=\"{le}\"}}"));
+        assert_eq!(bucket("0.00005"), Some(2.0), "{text}");
+        assert_eq!(bucket("0.0025"), Some(2.0));
+        assert_eq!(bucket("0.005"), Some(3.0));
+        assert_eq!(bucket("1.0"), Some(3.0));
+        assert_eq!(bucket("+Inf"), Some(4.0));
+        assert_eq!(sample(&text, "strata_log_fsync_duration_seconds_count"), Some(4.0));
+        let sum = sample(&text, "strata_log_fsync_duration_seconds_sum").unwrap();
+        assert!((sum - 2.00308).abs() < 1e-9, "{sum}");
+        assert!(text.contains("# TYPE strata_log_fsync_duration_seconds histogram\n"));
     }
 
     #[test]

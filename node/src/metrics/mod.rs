@@ -14,6 +14,42 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub use store_stats::{StatsTotals, StoreStats, totals as store_stats_totals};
 
+/// Upper bounds (µs) of the disk I/O histograms' buckets (log flushes,
+/// cold-tier reads): from the page cache's µs and a fast NVMe's tens of
+/// µs to a stalled disk's second.
+pub const IO_BUCKETS_US: [u64; 15] =
+    [10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000];
+
+/// A latency histogram over `IO_BUCKETS_US`, shared by the threads that
+/// record into it (one relaxed add per event: events are disk I/Os).
+#[derive(Default)]
+pub struct IoHistogram {
+    /// Per bucket (not cumulative); the last counts what is slower than all.
+    buckets: [AtomicU64; IO_BUCKETS_US.len() + 1],
+    sum_us: AtomicU64,
+}
+
+/// What an [`IoHistogram`] held at one moment.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct IoHistogramFigures {
+    pub buckets: [u64; IO_BUCKETS_US.len() + 1],
+    pub sum_us: u64,
+}
+
+impl IoHistogram {
+    pub fn record(&self, us: u64) {
+        self.buckets[IO_BUCKETS_US.partition_point(|&b| b < us)].fetch_add(1, Relaxed);
+        self.sum_us.fetch_add(us, Relaxed);
+    }
+
+    pub fn figures(&self) -> IoHistogramFigures {
+        IoHistogramFigures {
+            buckets: std::array::from_fn(|i| self.buckets[i].load(Relaxed)),
+            sum_us: self.sum_us.load(Relaxed),
+        }
+    }
+}
+
 /// Upper bounds (seconds) of the command latency histogram buckets.
 pub const LATENCY_BUCKETS: [f64; 14] =
     [0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0];

@@ -59,6 +59,7 @@ pub struct DurabilityFigures {
     pub max_batch: u64,
     pub flush_us_total: u64,
     pub flush_us_max: u64,
+    pub flush_latency: super::IoHistogramFigures,
     /// Back-pressure's view of the lag (an upper bound): age of the oldest
     /// write not yet durable (µs) and bytes not yet durable; zero in sync.
     pub lag_us: u64,
@@ -103,6 +104,8 @@ pub struct TierFigures {
     /// of records not written yet.
     pub disk_reads: u64,
     pub staged_reads: u64,
+    /// Time of the device reads.
+    pub read_latency: super::IoHistogramFigures,
     /// Cold keys evicted (index and all), by the policy or the cleaner;
     /// demotions refused for lack of room (those keys were evicted).
     pub evicted_disk_keys: u64,

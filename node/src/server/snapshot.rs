@@ -74,6 +74,7 @@ impl Shared {
                     read_errors: k.read_errors.load(Relaxed),
                     disk_reads: l.disk_reads.load(Relaxed),
                     staged_reads: l.staged_reads.load(Relaxed),
+                    read_latency: l.read_latency.figures(),
                     evicted_disk_keys: k.evicted_cold.load(Relaxed),
                     refused: l.refused.load(Relaxed),
                     disk_bytes: c.disk_bytes(),

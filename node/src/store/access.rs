@@ -364,7 +364,7 @@ impl<'a> KeyAccess<'a> {
     /// (KEYS, SCAN, RANDOMKEY must not return expired keys).
     pub fn purge_expired(ks: &Keyspace, part: &mut Partition, db: usize, now: u64, stats: &StoreStats) {
         let mut n = 0;
-        while let Some(&(at, slot)) = part.dbs[db].expires.first() {
+        while let Some((at, slot)) = part.dbs[db].expires.soonest() {
             if at > now {
                 break;
             }

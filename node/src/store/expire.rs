@@ -99,18 +99,18 @@ impl ActiveExpiry {
             for db in 0..NUM_DBS {
                 let mut budget = MAX_PER_PARTITION;
                 loop {
-                    match part.dbs[db].expires.first() {
-                        Some(&(at, _)) if budget == 0 => {
+                    match part.dbs[db].expires.soonest() {
+                        Some((at, _)) if budget == 0 => {
                             soonest = soonest.min(at);
                             more |= at <= now_ms;
                             break;
                         }
-                        Some(&(at, slot)) if at <= now_ms => {
+                        Some((at, slot)) if at <= now_ms => {
                             part.remove_entry(ks, db, slot, None, super::ChangeKind::Expired);
                             removed += 1;
                             budget -= 1;
                         }
-                        Some(&(at, _)) => {
+                        Some((at, _)) => {
                             soonest = soonest.min(at);
                             break;
                         }

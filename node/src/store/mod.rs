@@ -15,6 +15,7 @@ pub mod encoding;
 pub mod entry;
 mod evict;
 pub mod expire;
+mod expiry_index;
 pub mod hash;
 pub mod hll;
 pub mod journal;

@@ -3,6 +3,7 @@
 //! memory counter. A partition is only ever touched under its own lock.
 
 use super::entry::Entry;
+use super::expiry_index::ExpiryIndex;
 use super::journal::{Change, ChangeKind};
 use super::slab_table::{Keyed, SlabTable};
 use super::{KeyAccess, Keyspace};
@@ -11,7 +12,7 @@ use crate::base::slot::{SLOTS, key_slot};
 use crate::metrics::DbFigures;
 use crate::policy::{AnyPolicy, Clock, Entries, EntryState, Policy, PolicyKind};
 use std::cell::Cell;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// Number of logical databases (SELECT 0..15).
@@ -29,7 +30,7 @@ pub struct Db {
     pub(super) table: SlabTable<Entry>,
     /// (expire_at, slot) for every key with a TTL: exact active expiry and
     /// volatile-ttl eviction without sampling.
-    pub(super) expires: BTreeSet<(u64, u32)>,
+    pub(super) expires: ExpiryIndex,
     /// The eviction policy's instance for this table: owns its queues.
     policy: AnyPolicy,
 }
@@ -38,7 +39,7 @@ pub struct Db {
 /// expiry order. Borrowed apart from the policy so both can be mutable.
 struct DbEntries<'a> {
     table: &'a mut SlabTable<Entry>,
-    expires: &'a BTreeSet<(u64, u32)>,
+    expires: &'a ExpiryIndex,
 }
 
 /// Random draws a sampling policy makes past cold entries before it takes
@@ -85,11 +86,11 @@ impl Entries for DbEntries<'_> {
     }
 
     fn soonest_expiring(&self) -> Option<u32> {
-        self.expires.first().map(|&(_, s)| s)
+        self.expires.soonest().map(|(_, s)| s)
     }
 
     fn random_expiring(&self, rand: u64) -> Option<u32> {
-        crate::policy::random_among_soonest(self.expires, rand)
+        self.expires.random_among_soonest(self.table, rand)
     }
 
     fn expiring_len(&self) -> usize {
@@ -103,7 +104,7 @@ impl Entries for DbEntries<'_> {
 
 impl Db {
     pub fn new(policy: PolicyKind, seed: u64) -> Self {
-        Db { table: SlabTable::default(), expires: BTreeSet::new(), policy: AnyPolicy::with_seed(policy, seed) }
+        Db { table: SlabTable::default(), expires: ExpiryIndex::default(), policy: AnyPolicy::with_seed(policy, seed) }
     }
 
     /// Splits the database into its policy and the policy's view of it.
@@ -143,7 +144,7 @@ impl Db {
         let (policy, mut entries) = self.policy_and_entries();
         policy.on_insert(&mut entries, slot, clock);
         if expire_at != 0 {
-            self.expires.insert((expire_at, slot));
+            self.expires.insert(expire_at, slot);
         }
         slot
     }
@@ -156,10 +157,11 @@ impl Db {
             policy.on_remove(&mut entries, slot);
         }
         let expire_at = self.entry(slot).expire_at();
+        let entry = self.table.remove(slot).expect("live slot");
         if expire_at != 0 {
-            self.expires.remove(&(expire_at, slot));
+            self.expires.forget(expire_at, slot, &self.table);
         }
-        self.table.remove(slot).expect("live slot")
+        entry
     }
 
     /// A demoted entry leaves the policy's queues (`cold.rs`).
@@ -226,13 +228,13 @@ impl Db {
         if old == expire_at {
             return;
         }
-        if old != 0 {
-            self.expires.remove(&(old, slot));
-        }
-        if expire_at != 0 {
-            self.expires.insert((expire_at, slot));
-        }
         self.entry_mut(slot).set_expire_at(expire_at);
+        if expire_at != 0 {
+            self.expires.insert(expire_at, slot);
+        }
+        if old != 0 {
+            self.expires.forget(old, slot, &self.table);
+        }
     }
 }
 
@@ -345,7 +347,8 @@ impl Partition {
             f.keys += d.len() as u64;
             f.expires += d.expires.len() as u64;
             f.index_bytes += d.table.overhead_bytes() as u64;
-            f.ttl_sum_ms += d.expires.iter().map(|&(at, _)| at.saturating_sub(now_ms) as u128).sum::<u128>();
+            f.ttl_sum_ms +=
+                d.expires.live_pairs(&d.table).map(|(at, _)| at.saturating_sub(now_ms) as u128).sum::<u128>();
         }
     }
 

@@ -17,6 +17,7 @@
 use super::io::{DirVolume, EngineChoice, probe};
 use super::log::{LogConfig, RecordAddr, SegmentLog};
 use super::record::{Record, RecordKind};
+use crate::metrics::IoHistogram;
 use crate::store::entry::ColdLoc;
 use crate::store::{ColdTier, Keyspace};
 use crate::sys::file::BufferGauge;
@@ -25,7 +26,7 @@ use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Segments kept free for the cleaner's moves and the appends between two
 /// cleanings.
@@ -58,6 +59,9 @@ pub struct ColdLogStats {
     pub disk_reads: AtomicU64,
     /// Reads served from the staging buffer.
     pub staged_reads: AtomicU64,
+    /// Time of device reads, issue to completion (shared with the
+    /// completions, which run on the I/O thread).
+    pub read_latency: Arc<IoHistogram>,
 }
 
 pub struct ColdLog {
@@ -297,7 +301,14 @@ impl ColdTier for ColdLog {
             return done(Ok(rec.value));
         }
         self.stats.disk_reads.fetch_add(1, Relaxed);
-        self.log.read_async(addr, Box::new(move |r| done(r.map(|rec| rec.value))));
+        let (latency, started) = (self.stats.read_latency.clone(), Instant::now());
+        self.log.read_async(
+            addr,
+            Box::new(move |r| {
+                latency.record(started.elapsed().as_micros() as u64);
+                done(r.map(|rec| rec.value))
+            }),
+        );
     }
 
     fn read_blocking(&self, loc: ColdLoc) -> io::Result<Vec<u8>> {
@@ -307,7 +318,10 @@ impl ColdTier for ColdLog {
             return Ok(rec.value);
         }
         self.stats.disk_reads.fetch_add(1, Relaxed);
-        self.log.read(addr).map(|rec| rec.value)
+        let started = Instant::now();
+        let read = self.log.read(addr);
+        self.stats.read_latency.record(started.elapsed().as_micros() as u64);
+        read.map(|rec| rec.value)
     }
 
     fn forget(&self, loc: ColdLoc) {

@@ -210,7 +210,18 @@ pub fn probe(choice: EngineChoice) -> io::Result<(Arc<dyn IoEngine>, String)> {
         EngineChoice::Threads => {
             Ok((Arc::new(super::pool::PoolEngine::new(POOL_THREADS)), "threads: chosen".to_string()))
         }
-        EngineChoice::IoUring => Ok((Arc::new(super::uring::UringEngine::new()?), "io_uring: chosen".to_string())),
+        EngineChoice::IoUring => match super::uring::UringEngine::new() {
+            Ok(e) => Ok((Arc::new(e), "io_uring: chosen".to_string())),
+            // Say why and what to do: the usual cause is a container's seccomp profile.
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "io-engine uring: io_uring is refused ({e}); container runtimes' default seccomp profiles \
+                     (Kubernetes RuntimeDefault on containerd >= 2.0, Docker >= 25) and the sysctl \
+                     kernel.io_uring_disabled refuse it; use --io-engine auto (falls back to threads) or threads"
+                ),
+            )),
+        },
         EngineChoice::Auto => match super::uring::UringEngine::new() {
             Ok(e) => Ok((Arc::new(e), "io_uring: available".to_string())),
             Err(e) => {

@@ -156,13 +156,20 @@ impl Server {
     /// The literal `{dir}` in any argument is replaced by the server's temp
     /// dir (its working directory), e.g. `--unixsocket {dir}/s.sock`.
     pub fn strata_with(args: &[&str]) -> Server {
-        Self::start(ServerKind::Strata, args, &[])
+        Self::start(ServerKind::Strata, args, &[], &[])
     }
 
     /// `strata_with`, with environment variables set for the process
     /// (`STRATA_*` settings).
     pub fn strata_with_env(args: &[&str], env: &[(&str, &str)]) -> Server {
-        Self::start(ServerKind::Strata, args, env)
+        Self::start(ServerKind::Strata, args, env, &[])
+    }
+
+    /// `strata_with`, run through `wrapper` (a program and its arguments
+    /// that executes the rest of its command line, e.g. one that installs a
+    /// seccomp filter first).
+    pub fn strata_under(wrapper: &[&str], args: &[&str]) -> Server {
+        Self::start(ServerKind::Strata, args, &[], wrapper)
     }
 
     /// Starts the reference `redis-server` (no persistence).
@@ -173,10 +180,10 @@ impl Server {
     /// Starts `redis-server` with extra arguments (appended last, so they
     /// override the defaults; `{dir}` is substituted as for strata).
     pub fn redis_with(args: &[&str]) -> Server {
-        Self::start(ServerKind::Redis, args, &[])
+        Self::start(ServerKind::Redis, args, &[], &[])
     }
 
-    fn start(kind: ServerKind, extra: &[&str], env: &[(&str, &str)]) -> Server {
+    fn start(kind: ServerKind, extra: &[&str], env: &[(&str, &str)], wrapper: &[&str]) -> Server {
         let mut dir = TempDir::new(&format!("strata-test-{}", kind.name()));
         let dir_path = dir.0.clone();
         let dir_str = dir_path.to_str().expect("temp dir is not UTF-8");
@@ -190,7 +197,14 @@ impl Server {
             let port = fixed_port.unwrap_or_else(free_port);
             let mut cmd = match kind {
                 ServerKind::Strata => {
-                    let mut cmd = Command::new(STRATA_BIN);
+                    let mut cmd = match wrapper.split_first() {
+                        Some((program, args)) => {
+                            let mut cmd = Command::new(program);
+                            cmd.args(args).arg(STRATA_BIN);
+                            cmd
+                        }
+                        None => Command::new(STRATA_BIN),
+                    };
                     for (flag, default) in [
                         ("--bind", "127.0.0.1".to_string()),
                         ("--port", port.to_string()),
