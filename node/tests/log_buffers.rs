@@ -83,13 +83,24 @@ fn small_budget_with_journal(mode: &str) {
     let mut probe = server.conn();
     let idle = memory(&mut probe);
     let idle_rss = figure(&idle, "used_memory_rss");
+    // An idle node's own part (code pages, stacks) is ~11 MB in a release
+    // build but 15-16 MB in a debug one: there the budget is raised so that
+    // some 6 MB are left for data, as 16 MB leave in release.
+    let budget = MAXMEMORY.max(figure(&idle, "used_memory") + (6 << 20));
+    if budget > MAXMEMORY {
+        println!(
+            "note: idle used_memory {} (debug build?): maxmemory raised to {budget}",
+            figure(&idle, "used_memory")
+        );
+        assert_eq!(probe.cmd(&["CONFIG", "SET", "maxmemory", &budget.to_string()]), Frame::ok());
+    }
     eprintln!(
         "{mode}: idle used_memory {} rss {idle_rss} mem_aof_buffer {}",
         figure(&idle, "used_memory"),
         figure(&idle, "mem_aof_buffer")
     );
     assert!(
-        figure(&idle, "used_memory") - figure(&idle, "mem_not_counted_for_evict") < MAXMEMORY,
+        figure(&idle, "used_memory") - figure(&idle, "mem_not_counted_for_evict") < budget,
         "an idle durable node is over its budget: {idle:?}"
     );
     let (mut max_rss, mut max_counted, mut max_buffers) = (0u64, 0u64, 0u64);
@@ -133,7 +144,7 @@ fn small_budget_with_journal(mode: &str) {
     // buffers do not push the data out). What an idle node holds (its code
     // pages, stacks: 10-15 MB of a debug build) leaves room for few keys.
     let counted_now = figure(&m, "used_memory") - figure(&m, "mem_not_counted_for_evict");
-    assert!(counted_now >= MAXMEMORY - (1 << 20), "{mode}: evicted down to {counted_now}: {m:?}");
+    assert!(counted_now >= budget - (1 << 20), "{mode}: evicted down to {counted_now}: {m:?}");
     assert!(keys >= 100, "{mode}: the cache holds only {keys} keys");
     // Between two writes a reading may find the node a little past the
     // limit, as Redis's INFO can (the next write evicts): INFO reads the
@@ -141,9 +152,9 @@ fn small_budget_with_journal(mode: &str) {
     // estimate set right every 2 ms near the limit, and with a journal the
     // flush and I/O threads allocate meanwhile (seen: up to 0.65 MB over,
     // debug build, periodic; none beyond that).
-    assert!(max_counted <= MAXMEMORY + (1 << 20), "{mode}: used_memory less buffers peaked at {max_counted}");
+    assert!(max_counted <= budget + (1 << 20), "{mode}: used_memory less buffers peaked at {max_counted}");
     assert!(
-        max_rss <= MAXMEMORY + BUFFER_BOUND + idle_rss,
+        max_rss <= budget + BUFFER_BOUND + idle_rss,
         "{mode}: RSS peaked at {max_rss} > maxmemory + {BUFFER_BOUND} + idle RSS {idle_rss}"
     );
     // Every key the node kept is whole (journal and eviction agree).
