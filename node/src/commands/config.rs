@@ -169,7 +169,7 @@ fn evict_to_limit(ctx: &Ctx<'_>) {
     let shared = ctx.shared;
     let mut last = u64::MAX;
     while shared.maxmemory() > 0 {
-        let used = shared.used_memory();
+        let used = shared.used_memory_for_eviction();
         // Stop when under the limit, or when a round freed nothing.
         if used <= shared.maxmemory() || used >= last || shared.ensure_memory(ctx.keys.stats) {
             break;

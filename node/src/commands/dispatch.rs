@@ -435,7 +435,7 @@ fn queue(
         return Outcome::Done;
     }
     // Redis refuses to queue memory-growing commands when over the limit.
-    if def.has(flags::DENYOOM) && shared.maxmemory() > 0 && shared.used_memory() > shared.maxmemory() {
+    if def.has(flags::DENYOOM) && shared.maxmemory() > 0 && shared.used_memory_for_eviction() > shared.maxmemory() {
         client.multi_dirty = true;
         refuse(worker, out, err::OOM);
         return Outcome::Done;

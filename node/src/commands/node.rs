@@ -68,9 +68,10 @@ impl Node {
         if let Some(p) = &persist {
             p.set_partitions(ks.num_partitions());
         }
+        let cold_buffers = Arc::<crate::sys::file::BufferGauge>::default();
         let cold = (sc.max_disk > 0).then(|| {
             let dir = sc.dir.join("cold");
-            match crate::tier::cold::ColdLog::open(&dir, sc.max_disk, choice) {
+            match crate::tier::cold::ColdLog::open(&dir, sc.max_disk, choice, cold_buffers.clone()) {
                 Ok(c) => {
                     tracing::info!(dir = %dir.display(), max_disk = sc.max_disk, engine = %c.engine, "cold tier open");
                     let c = Arc::new(c);
@@ -102,7 +103,11 @@ impl Node {
             workers: (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.stat_slots()))).collect(),
             table,
             expiry: ActiveExpiry::default(),
-            memory: Budget::default(),
+            // The logs' buffers: reported, left out of eviction (Redis's AOF buffer).
+            memory: Budget::with_log_buffers(
+                persist.as_ref().map(|p| p.buffers().clone()),
+                cold.as_ref().map(|_| cold_buffers),
+            ),
             started: Instant::now(),
             stat_reset_time: AtomicU64::new(now_s),
             scripts: Default::default(),
@@ -118,6 +123,12 @@ impl Node {
     /// `used_memory`: keyspace + connection buffers + baseline.
     pub fn used_memory(&self) -> u64 {
         self.memory.used(&self.ks)
+    }
+
+    /// What is compared with `maxmemory`: `used_memory` less the logs'
+    /// buffers (Redis's `mem_not_counted_for_evict`).
+    pub fn used_memory_for_eviction(&self) -> u64 {
+        self.memory.used_for_eviction(&self.ks)
     }
 
     pub fn maxmemory(&self) -> u64 {

@@ -270,10 +270,11 @@ pub static PARAMS: &[Param] = &[
     // Fixed at start-up.
     Param {
         name: "hugepages", aliases: &[], group: "Memory",
-        help: "Huge pages for the keyspace's large tables (those of one huge page or more): off; transparent (the \
-               kernel's transparent huge pages, nothing to reserve); 2Mi or 1Gi (reserved pages: sysctl \
-               vm.nr_hugepages, or hugepages-2Mi/-1Gi in the pod's resources). When none are free, tables use \
-               ordinary memory and one warning is logged. Counted in used_memory; INFO memory shows hugepages_*.",
+        help: "Huge pages for the keyspace's large tables and the logs' I/O buffers (those of one huge page or \
+               more): off; transparent (the kernel's transparent huge pages, nothing to reserve); 2Mi or 1Gi \
+               (reserved pages: sysctl vm.nr_hugepages, or hugepages-2Mi/-1Gi in the pod's resources). When none \
+               are free, they use ordinary memory and one warning is logged. Counted in used_memory; INFO memory \
+               shows hugepages_*.",
         default: Some("off"), kind: Kind::Custom(parse_hugepages),
         store: Store::Startup(|c, v| {
             let Parsed::HugePages(h) = v else { unreachable!("a hugepages setting") };

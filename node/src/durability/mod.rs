@@ -91,6 +91,7 @@ impl Policy {
     fn flush_at_bytes(self) -> u64 {
         match self {
             Policy::WriteBack { max_bytes, .. } => max_bytes / 2,
+            Policy::Periodic { .. } => PERIODIC_FLUSH_AT_BYTES,
             _ => u64::MAX,
         }
     }
@@ -101,11 +102,21 @@ impl Policy {
     pub fn hold_beyond(self) -> Option<(Duration, u64)> {
         match self {
             Policy::WriteBack { max_lag, max_bytes } => Some((max_lag, max_bytes)),
-            Policy::Periodic { interval } => Some((interval * 2, u64::MAX)),
+            Policy::Periodic { interval } => Some((interval * 2, PERIODIC_MAX_PENDING_BYTES)),
             Policy::None | Policy::Sync => None,
         }
     }
 }
+
+/// periodic flushes before its timer once this much is staged: under heavy
+/// writes the staging buffer (RAM the memory budget reports but leaves out
+/// of eviction, as Redis its AOF buffer) stays a few MiB.
+const PERIODIC_FLUSH_AT_BYTES: u64 = 2 << 20;
+/// ...and holds replies once this much is not yet durable (a disk slower
+/// than the writes): the journal's buffers stay within about three times
+/// this (what is staged, in growable buffers, and the copy a flush
+/// writes), whatever the load.
+pub const PERIODIC_MAX_PENDING_BYTES: u64 = 8 << 20;
 
 /// Called once with the durable sequence number (or the error that
 /// stopped the group commit), on the I/O thread — or at once, on the

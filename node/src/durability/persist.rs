@@ -39,6 +39,7 @@ use super::{GroupCommit, Policy};
 use crate::metrics::snapshot::DurabilityFigures;
 use crate::store::dump;
 use crate::store::{Change, ChangeKind, Journal, KeyAccess, Keyspace, StoreStats, Value};
+use crate::sys::file::BufferGauge;
 use crate::tier::io::{DirVolume, EngineChoice, probe};
 use crate::tier::log::{LogConfig, RecordAddr, SegmentLog};
 use crate::tier::record::{Record, RecordKind, encoded_len};
@@ -65,6 +66,8 @@ pub struct Persistence {
     dir: PathBuf,
     engine_choice: EngineChoice,
     segment_size: u64,
+    /// The log's buffers (INFO `mem_aof_buffer`; apart from eviction).
+    buffers: Arc<BufferGauge>,
     partitions: AtomicU32,
     active: OnceLock<Active>,
     /// True until recovery is done: commands get -LOADING.
@@ -110,6 +113,7 @@ impl Persistence {
             dir,
             engine_choice,
             segment_size,
+            buffers: Arc::default(),
             partitions: AtomicU32::new(1),
             active: OnceLock::new(),
             loading: AtomicBool::new(true),
@@ -163,6 +167,12 @@ impl Persistence {
     /// log holds segments in use × this on disk).
     pub fn segment_size(&self) -> u64 {
         self.segment_size
+    }
+
+    /// What the log's buffers hold (staged records, writes in flight, a
+    /// segment being replayed): counted in used_memory, not for eviction.
+    pub fn buffers(&self) -> &Arc<BufferGauge> {
+        &self.buffers
     }
 
     /// Figures for INFO and metrics, read together.
@@ -248,7 +258,8 @@ impl Persistence {
             .sum::<u64>()
             .max(1);
         let volume = Arc::new(DirVolume::open(&self.dir, true)?);
-        let config = LogConfig { segment_size: self.segment_size, ..LogConfig::default() };
+        let config =
+            LogConfig { segment_size: self.segment_size, buffers: self.buffers.clone(), ..LogConfig::default() };
         let mut st = RecoveryStats::default();
         let mut last_report = Instant::now();
         let mut segments_seen = 0u64;
@@ -322,6 +333,10 @@ impl Persistence {
             "the log is loaded: 100% done"
         );
         *self.recovery.lock() = st;
+        // The segments were read through large buffers, now free: their
+        // pages go back to the OS at once rather than at the allocator's
+        // decay, so RSS after a restart is the data's.
+        crate::sys::alloc::purge();
         let log = Arc::new(log);
         log.ensure_spare()?;
         let commit = GroupCommit::start(log.clone(), self.policy)?;

@@ -18,10 +18,11 @@ use crate::policy::PolicyKind;
 use crate::store::expire::ActiveExpiry;
 use crate::store::{Keyspace, StoreStats, Victim};
 use crate::sys::alloc::AllocatorStats;
+use crate::sys::file::BufferGauge;
 use std::cell::RefCell;
-use std::sync::OnceLock;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::{Arc, OnceLock};
 
 /// How often the estimate is set right against the allocator's statistics:
 /// every tick, and much more often while writes run close to the limit,
@@ -51,6 +52,17 @@ const MAX_EVICTIONS_PER_CALL: usize = 100_000;
 /// `allocator_frag_*`). Evicting more would not reduce it — a page is
 /// freed only when all its objects are — so counting it could evict a
 /// whole cache after a mass delete; it is reported instead.
+///
+/// Counted in `used_memory` but left out of the eviction decision, as
+/// Redis leaves out its AOF and replication buffers
+/// (`freeMemoryGetNotCountedMemory`): the buffers of the durability
+/// journal and of the cold tier's log (staged records, writes and reads in
+/// flight, a segment read whole for replay or cleaning). They are bounded
+/// (see `tier::log` and `durability`), come and go with the disk's pace,
+/// and evicting keys would not shrink them: counting them would evict a
+/// small cache whole each time a segment is read. INFO shows them
+/// (`mem_aof_buffer`, `strata_mem_cold_tier_buffer`,
+/// `mem_not_counted_for_evict`).
 #[derive(Default)]
 pub struct Budget {
     /// Bytes held in connection buffers (query and output).
@@ -63,10 +75,33 @@ pub struct Budget {
     calibrated_ms: AtomicU64,
     /// The process's RSS outside the allocator, measured once.
     process_base: OnceLock<u64>,
+    /// The logs' buffers (None: no such log).
+    journal_buffers: Option<Arc<BufferGauge>>,
+    cold_buffers: Option<Arc<BufferGauge>>,
+    /// What they held at the last calibration, when `correction` was set:
+    /// the part of `used` left out of the eviction decision (journal, cold).
+    not_counted: [AtomicU64; 2],
     pub defrag: defrag::ActiveDefrag,
 }
 
 impl Budget {
+    /// A budget that leaves the journal's and the cold tier's buffers out of
+    /// the eviction decision.
+    pub fn with_log_buffers(journal: Option<Arc<BufferGauge>>, cold: Option<Arc<BufferGauge>>) -> Budget {
+        Budget { journal_buffers: journal, cold_buffers: cold, ..Budget::default() }
+    }
+
+    /// Bytes in the (journal's, cold tier's) buffers at the last
+    /// calibration: the part of `used` they are (INFO, `/metrics`).
+    pub fn log_buffers(&self) -> (u64, u64) {
+        (self.not_counted[0].load(Relaxed), self.not_counted[1].load(Relaxed))
+    }
+
+    fn log_buffers_now(&self) -> [u64; 2] {
+        let read = |g: &Option<Arc<BufferGauge>>| g.as_ref().map_or(0, |g| g.bytes());
+        [read(&self.journal_buffers), read(&self.cold_buffers)]
+    }
+
     /// A connection's buffers grew (or shrank, negative) by `delta` bytes.
     pub fn add_connection_bytes(&self, delta: i64) {
         self.connections.fetch_add(delta, Relaxed);
@@ -87,6 +122,13 @@ impl Budget {
         (self.estimate(ks) + self.correction.load(Relaxed)).max(0) as u64
     }
 
+    /// What the eviction decision compares with `maxmemory`: `used` less
+    /// the logs' buffers it held at the last calibration.
+    pub fn used_for_eviction(&self, ks: &Keyspace) -> u64 {
+        let (journal, cold) = self.log_buffers();
+        self.used(ks).saturating_sub(journal + cold)
+    }
+
     /// Reads the allocator's statistics (plus the huge pages mapped outside
     /// it, see `sys::hugepages`) and resets the correction, at most every `CALIBRATE_EVERY_MS`
     /// (0: now). Near the limit `max`, pages the allocator freed but
@@ -102,7 +144,11 @@ impl Budget {
         if self.calibrated_ms.compare_exchange(last, now, Relaxed, Relaxed).is_err() && !force {
             return None; // another worker is calibrating
         }
+        // Read on both sides of the allocator's figures: a buffer that came
+        // or went meanwhile is not left out.
+        let before = self.log_buffers_now();
         let stats = crate::sys::alloc::stats();
+        let after = self.log_buffers_now();
         if stats.allocated == 0 {
             return Some(stats);
         }
@@ -112,8 +158,14 @@ impl Budget {
             + crate::sys::hugepages::mapped_bytes() as u64
             + base;
         self.correction.store(real as i64 - self.estimate(ks), Relaxed);
+        let mut apart = 0;
+        for (i, slot) in self.not_counted.iter().enumerate() {
+            let bytes = before[i].min(after[i]).min(real - apart);
+            slot.store(bytes, Relaxed);
+            apart += bytes;
+        }
         let dirty = stats.resident.saturating_sub(stats.active + stats.metadata);
-        if max > 0 && real + max / 8 > max && dirty > max / 64 {
+        if max > 0 && real - apart + max / 8 > max && dirty > max / 64 {
             crate::sys::alloc::purge();
         }
         Some(stats)
@@ -189,18 +241,18 @@ pub fn ensure_memory(
     if max == 0 {
         return true;
     }
-    let used = budget.used(ks);
+    let used = budget.used_for_eviction(ks);
     if used + max / 16 > max {
         budget.calibrate(ks, max, CALIBRATE_NEAR_LIMIT_MS);
     }
-    if budget.used(ks) <= max {
+    if budget.used_for_eviction(ks) <= max {
         return true;
     }
     // Dead data goes first, whatever the policy; only when some key's
     // deadline has passed since the last sweep.
     if let Some(now) = ks.expired_by_now() {
-        expiry.reclaim(ks, stats, now, RECLAIM_WINDOW, || budget.used(ks) <= max);
-        if budget.used(ks) <= max {
+        expiry.reclaim(ks, stats, now, RECLAIM_WINDOW, || budget.used_for_eviction(ks) <= max);
+        if budget.used_for_eviction(ks) <= max {
             return true;
         }
     }
@@ -224,18 +276,18 @@ pub fn ensure_memory(
         let pool = &mut pool.victims;
         let mut evicted = 0;
         while evicted < MAX_EVICTIONS_PER_CALL {
-            if budget.used(ks) <= target {
+            if budget.used_for_eviction(ks) <= target {
                 // The estimate says done; the allocator has the last word
                 // when its figures are older than a near-limit reading
                 // (a reading costs microseconds: not one per batch).
                 budget.calibrate(ks, max, CALIBRATE_NEAR_LIMIT_MS);
-                if budget.used(ks) <= target {
+                if budget.used_for_eviction(ks) <= target {
                     return true;
                 }
             }
             ks.eviction_victims(samples, samples, pool);
             if pool.is_empty() {
-                return budget.used(ks) <= max;
+                return budget.used_for_eviction(ks) <= max;
             }
             pool.sort_by_key(|(score, _)| *score);
             // Only keys already on disk found (they sort last): look again
@@ -263,7 +315,7 @@ pub fn ensure_memory(
             }
             pool.truncate(POOL);
         }
-        budget.used(ks) <= max
+        budget.used_for_eviction(ks) <= max
     })
 }
 
@@ -352,6 +404,28 @@ mod tests {
             assert!(used <= max + 4096, "{policy}: used {used} max {max}");
             assert_eq!(refused > n / 2, policy == "noeviction", "{policy}: {refused} refused");
         }
+    }
+
+    /// The logs' buffers are part of `used_memory` and left out of what
+    /// eviction compares with `maxmemory`, by what they held at the
+    /// calibration that measured them.
+    #[test]
+    fn log_buffers_count_in_used_memory_but_not_for_eviction() {
+        let gauge = Arc::new(BufferGauge::default());
+        let budget = Budget::with_log_buffers(Some(gauge.clone()), None);
+        let ks = Keyspace::new(16);
+        let buf = crate::sys::file::AlignedBuf::zeroed_in(8 << 20, &gauge);
+        budget.calibrate(&ks, 0, 0);
+        let (journal, cold) = budget.log_buffers();
+        assert!(journal >= 8 << 20 && cold == 0, "{journal} {cold}");
+        assert_eq!(budget.used(&ks) - budget.used_for_eviction(&ks), journal);
+        assert!(budget.used(&ks) >= journal);
+        drop(buf);
+        // Until the next calibration the figures stay those of the last one.
+        assert_eq!(budget.log_buffers().0, journal);
+        budget.calibrate(&ks, 0, 0);
+        assert_eq!(budget.log_buffers(), (0, 0));
+        assert_eq!(budget.used(&ks), budget.used_for_eviction(&ks));
     }
 
     #[test]

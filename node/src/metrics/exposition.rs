@@ -140,11 +140,18 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
     let mem = &s.memory;
     let mut m = enc.encode_descriptor(
         "strata_memory_used",
-        "Memory used: total is what the allocator holds (used_memory), keyspace and connections its parts.",
+        "Memory used: total is what the allocator holds (used_memory), keyspace, connections and the logs' \
+         buffers (journal_buffers, cold_tier_buffers: left out of the eviction decision) its parts.",
         Some(&Unit::Bytes),
         MetricType::Gauge,
     )?;
-    for (component, v) in [("keyspace", mem.keyspace), ("connections", mem.connections), ("total", mem.used)] {
+    for (component, v) in [
+        ("keyspace", mem.keyspace),
+        ("connections", mem.connections),
+        ("journal_buffers", mem.journal_buffers),
+        ("cold_tier_buffers", mem.cold_buffers),
+        ("total", mem.used),
+    ] {
         let labels = [("component", component)];
         ConstGauge::new(v).encode(m.encode_family(&labels)?)?;
     }
@@ -172,7 +179,7 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
     gauge(
         enc,
         "strata_hugepages",
-        "Memory mapped in huge pages for large tables (setting hugepages; part of used memory).",
+        "Memory mapped in huge pages for large tables and I/O buffers (setting hugepages; part of used memory).",
         Some(Unit::Bytes),
         s.hugepages.bytes,
     )?;

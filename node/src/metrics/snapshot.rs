@@ -192,6 +192,10 @@ pub struct MemoryFigures {
     pub keyspace: u64,
     /// Client query and output buffers.
     pub connections: u64,
+    /// The durability journal's and the cold tier's buffers: part of
+    /// `used_memory`, left out of the eviction decision.
+    pub journal_buffers: u64,
+    pub cold_buffers: u64,
     /// `used_memory`: what the allocator holds (the above and the rest).
     pub used: u64,
     pub peak: u64,

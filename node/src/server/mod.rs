@@ -398,7 +398,7 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     // the estimate (allocator metadata, buffers, defrag's moves) is evicted
     // here, not at the next write, which may never come.
     let max = shared.maxmemory();
-    if max > 0 && shared.used_memory() > max {
+    if max > 0 && shared.used_memory_for_eviction() > max {
         shared.ensure_memory(&metrics.store);
     }
     shared.memory.note_peak(shared.used_memory());

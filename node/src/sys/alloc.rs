@@ -83,6 +83,21 @@ pub fn stats() -> AllocatorStats {
     }
 }
 
+/// Bytes the allocator really hands out for a request of `size` bytes
+/// aligned to `align` (a power of two), as jemalloc computes it: for the
+/// large buffers of the logs, which may exceed `size` by up to a quarter.
+pub fn usable_size(size: usize, align: usize) -> usize {
+    if size == 0 {
+        return 0;
+    }
+    // MALLOCX_ALIGN(a) is log2(a).
+    let flags = align.max(1).trailing_zeros() as std::ffi::c_int;
+    // SAFETY: nallocx only computes a size: it allocates nothing and takes
+    // no pointer.
+    let n = unsafe { tikv_jemalloc_sys::nallocx(size, flags) };
+    if n == 0 { size } else { n }
+}
+
 /// The allocator's name and version, as INFO's `mem_allocator` shows it.
 pub fn name() -> String {
     match tikv_jemalloc_ctl::version::read() {

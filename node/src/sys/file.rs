@@ -1,7 +1,9 @@
 //! Files for the disk tier: buffers aligned for O_DIRECT, opening with or
 //! without O_DIRECT, and the eventfd that wakes the io_uring thread.
 
-use std::alloc::{self, Layout};
+use super::hugepages::HugeAlloc;
+use allocator_api2::alloc::{Allocator, Layout};
+use std::alloc;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::{Deref, DerefMut};
@@ -9,16 +11,56 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 /// Alignment of every buffer and every offset handed to O_DIRECT I/O: the
 /// page size, which covers any logical block size a disk reports.
 pub const IO_ALIGN: usize = 4096;
 
-/// A zero-initialised heap buffer whose address is `IO_ALIGN`-aligned, as
-/// O_DIRECT requires. Its length is fixed at creation.
+/// Bytes held by one owner's I/O buffers (a log's staging, write and read
+/// buffers), counted as they are allocated and freed: the memory budget
+/// reports them and leaves them out of the eviction decision, as Redis does
+/// with its AOF buffer.
+#[derive(Debug, Default)]
+pub struct BufferGauge {
+    bytes: AtomicUsize,
+    /// The most held at once.
+    peak: AtomicUsize,
+}
+
+impl BufferGauge {
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Relaxed) as u64
+    }
+
+    pub fn peak(&self) -> u64 {
+        self.peak.load(Relaxed) as u64
+    }
+
+    /// A buffer of the owner's grew from `before` to `after` bytes (or shrank).
+    pub fn resize(&self, before: usize, after: usize) {
+        if after > before {
+            let now = self.bytes.fetch_add(after - before, Relaxed) + (after - before);
+            self.peak.fetch_max(now, Relaxed);
+        } else if before > after {
+            self.bytes.fetch_sub(before - after, Relaxed);
+        }
+    }
+}
+
+/// A zero-initialised buffer whose address is `IO_ALIGN`-aligned, as
+/// O_DIRECT requires. Its length is fixed at creation. Buffers of a huge
+/// page or more come from huge pages when the `hugepages` setting is on
+/// (see `hugepages`: aligned to the page, never moved while the buffer
+/// lives, so the kernel may use it until an io_uring completion hands it
+/// back); smaller ones from the global allocator.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
+    /// Bytes of the block holding it (the mapping, for huge pages).
+    block: usize,
+    gauge: Option<Arc<BufferGauge>>,
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively (like a Box<[u8]>), so
@@ -28,19 +70,41 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    /// A buffer of `len` zero bytes (`len` may be 0).
+    /// A buffer of `len` zero bytes (`len` may be 0), counted nowhere.
     pub fn zeroed(len: usize) -> AlignedBuf {
+        Self::alloc(len, None)
+    }
+
+    /// A buffer of `len` zero bytes counted in `gauge` while it lives.
+    pub fn zeroed_in(len: usize, gauge: &Arc<BufferGauge>) -> AlignedBuf {
+        Self::alloc(len, Some(gauge.clone()))
+    }
+
+    fn alloc(len: usize, gauge: Option<Arc<BufferGauge>>) -> AlignedBuf {
         let layout = Self::layout(len);
-        // SAFETY: the layout has a non-zero size (at least IO_ALIGN) and a
-        // power-of-two alignment.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
+        // Fresh huge-page mappings and alloc_zeroed blocks read as zeros.
+        let block = HugeAlloc.allocate_zeroed(layout).unwrap_or_else(|_| alloc::handle_alloc_error(layout));
+        // The mapping's length for huge pages, the allocator's size class
+        // (up to a quarter more than asked) otherwise.
+        let bytes = block.len().max(super::alloc::usable_size(layout.size(), layout.align()));
+        if let Some(g) = &gauge {
+            g.resize(0, bytes);
+        }
+        AlignedBuf { ptr: block.cast(), len, block: bytes, gauge }
     }
 
     /// A buffer holding `bytes`, zero-padded up to a multiple of `IO_ALIGN`.
     pub fn padded_copy(bytes: &[u8]) -> AlignedBuf {
-        let mut buf = AlignedBuf::zeroed(bytes.len().next_multiple_of(IO_ALIGN));
+        Self::padded(bytes, None)
+    }
+
+    /// [`Self::padded_copy`], counted in `gauge`.
+    pub fn padded_copy_in(bytes: &[u8], gauge: &Arc<BufferGauge>) -> AlignedBuf {
+        Self::padded(bytes, Some(gauge.clone()))
+    }
+
+    fn padded(bytes: &[u8], gauge: Option<Arc<BufferGauge>>) -> AlignedBuf {
+        let mut buf = AlignedBuf::alloc(bytes.len().next_multiple_of(IO_ALIGN), gauge);
         buf[..bytes.len()].copy_from_slice(bytes);
         buf
     }
@@ -58,8 +122,11 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: ptr came from alloc_zeroed with exactly this layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+        if let Some(g) = &self.gauge {
+            g.resize(self.block, 0);
+        }
+        // SAFETY: ptr came from HugeAlloc::allocate_zeroed with exactly this layout.
+        unsafe { HugeAlloc.deallocate(self.ptr, Self::layout(self.len)) }
     }
 }
 

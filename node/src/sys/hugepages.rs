@@ -1,5 +1,5 @@
-//! Huge-page-backed memory for large arenas: the keyspace's tables today,
-//! I/O buffers when the disk tier lands. [`HugePool`] is an
+//! Huge-page-backed memory for large arenas: the keyspace's tables and the
+//! logs' I/O buffers (`sys::file::AlignedBuf`, the log's staging buffers). [`HugePool`] is an
 //! `allocator_api2` [`Allocator`], so `hashbrown::HashTable::new_in` and
 //! `allocator_api2::vec::Vec::new_in` take it (through the zero-sized
 //! [`HugeAlloc`] handle on the process-wide pool).
@@ -274,7 +274,7 @@ impl HugePool {
                 self.requested.fetch_add(layout.size(), Relaxed);
                 drop(regions);
                 if !self.announced.swap(true, Relaxed) {
-                    tracing::info!(hugepages = setting.name(), "large tables are backed by huge pages");
+                    tracing::info!(hugepages = setting.name(), "large tables and I/O buffers are backed by huge pages");
                 }
                 Some(NonNull::slice_from_raw_parts(ptr, len))
             }
@@ -301,14 +301,14 @@ impl HugePool {
                     return Err("transparent huge pages are disabled on this machine \
                                 (/sys/kernel/mm/transparent_hugepage/enabled is \"never\" or missing): \
                                 set it to \"madvise\", or use reserved pages (hugepages 2Mi), or hugepages off; \
-                                large tables use ordinary pages"
+                                large tables and I/O buffers use ordinary pages"
                         .into());
                 }
                 let page = base_page();
                 let len = round_up(size, page).ok_or("request too large")?;
                 map_transparent(len).map(|p| (p, len, page)).map_err(|e| {
                     format!(
-                        "could not map {} MiB for transparent huge pages ({e}): large tables use ordinary pages",
+                        "could not map {} MiB for transparent huge pages ({e}): large tables and I/O buffers use ordinary pages",
                         len / MIB
                     )
                 })
@@ -545,9 +545,11 @@ fn explain_hugetlb(setting: HugePages, len: usize, err: &std::io::Error) -> Stri
         }
         Some(libc::EINVAL) => format!(
             "this kernel offers no {label} huge pages ({err}): configure them (hugepagesz at boot, \
-             /sys/kernel/mm/hugepages) or use hugepages 2Mi, transparent or off; large tables use ordinary pages"
+             /sys/kernel/mm/hugepages) or use hugepages 2Mi, transparent or off; large tables and I/O buffers use ordinary pages"
         ),
-        _ => format!("mapping {size} of {label} huge pages failed ({err}); large tables use ordinary pages"),
+        _ => format!(
+            "mapping {size} of {label} huge pages failed ({err}); large tables and I/O buffers use ordinary pages"
+        ),
     }
 }
 

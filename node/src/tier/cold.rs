@@ -20,6 +20,7 @@ use super::record::{Record, RecordKind};
 use crate::metrics::IoHistogram;
 use crate::store::entry::ColdLoc;
 use crate::store::{ColdTier, Keyspace};
+use crate::sys::file::BufferGauge;
 use std::collections::VecDeque;
 use std::io;
 use std::path::Path;
@@ -82,7 +83,7 @@ pub struct ColdLog {
 impl ColdLog {
     /// Opens an empty cold tier in `dir` (created; old segment files
     /// removed) with `max_disk` bytes of segments.
-    pub fn open(dir: &Path, max_disk: u64, choice: EngineChoice) -> io::Result<ColdLog> {
+    pub fn open(dir: &Path, max_disk: u64, choice: EngineChoice, buffers: Arc<BufferGauge>) -> io::Result<ColdLog> {
         std::fs::create_dir_all(dir)?;
         for e in std::fs::read_dir(dir)? {
             let e = e?;
@@ -93,7 +94,8 @@ impl ColdLog {
         let (segment_size, max_segments) = Self::shape(max_disk);
         let (engine, reason) = probe(choice)?;
         let volume = std::sync::Arc::new(DirVolume::open(dir, true)?);
-        let config = LogConfig { segment_size, max_segments, sync: false, ..LogConfig::default() };
+        let config =
+            LogConfig { segment_size, max_segments, sync: false, buffers: buffers.clone(), ..LogConfig::default() };
         let (log, _) = SegmentLog::open(volume, engine, config, |_, _| {})?;
         Ok(ColdLog {
             log,

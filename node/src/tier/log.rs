@@ -19,7 +19,8 @@
 use super::io::{FileHandle, IoEngine, IoOp, Volume, run_blocking};
 use super::record::{self, OwnedRecord, Record, ScanStats};
 use crate::base::random::splitmix64;
-use crate::sys::file::{AlignedBuf, IO_ALIGN};
+use crate::sys::file::{AlignedBuf, BufferGauge, IO_ALIGN};
+use crate::sys::hugepages::HugeAlloc;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, mpsc};
@@ -30,8 +31,13 @@ const SEGMENT_VERSION: u32 = 1;
 pub const SEGMENT_HEADER: u64 = IO_ALIGN as u64;
 /// Segment ids beyond this are not ours (the table is indexed by id).
 const MAX_SEGMENT_ID: u32 = 1 << 20;
-/// Zero-fill writes of a new segment are this large.
-const FILL_CHUNK: u64 = 1 << 20;
+/// Zero-fill writes of a new segment and reads of a whole one are this
+/// large (a huge page: with `hugepages` on, each buffer is one)...
+const IO_CHUNK: u64 = 2 << 20;
+/// ...and this many are in flight at once: the buffers a segment's
+/// creation or read holds beside the segment itself stay within
+/// `IO_CHUNK` × this, whatever the segment size.
+const IO_WAVE: usize = 2;
 
 /// Where a record lives: enough to read it back alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +60,9 @@ pub struct LogConfig {
     /// fdatasync after each flush's writes (false for the cold tier: a
     /// cache that starts empty, whose records need only be readable).
     pub sync: bool,
+    /// Counts the log's buffers (staged records, writes and reads in
+    /// flight, a segment read whole): the memory budget reports them apart.
+    pub buffers: Arc<BufferGauge>,
     /// Test only: report records durable without syncing, to show that the
     /// crash tests catch it.
     #[cfg(test)]
@@ -67,6 +76,7 @@ impl Default for LogConfig {
             max_segments: 1024,
             seed: None,
             sync: true,
+            buffers: Arc::default(),
             #[cfg(test)]
             ack_before_sync: false,
         }
@@ -97,13 +107,58 @@ struct SegmentMeta {
     nonce: Option<u64>,
 }
 
+/// Record bytes staged for a flush, counted in the log's gauge; in huge
+/// pages once they grow to one (with `hugepages` on).
+struct Staged {
+    bytes: allocator_api2::vec::Vec<u8, HugeAlloc>,
+    gauge: Arc<BufferGauge>,
+}
+
+impl Staged {
+    fn new(gauge: &Arc<BufferGauge>) -> Staged {
+        Staged { bytes: allocator_api2::vec::Vec::new_in(HugeAlloc), gauge: gauge.clone() }
+    }
+
+    fn copy_of(bytes: &[u8], gauge: &Arc<BufferGauge>) -> Staged {
+        let mut s = Staged::new(gauge);
+        s.append(|b| b.extend_from_slice(bytes));
+        s
+    }
+
+    /// Runs `f` on the bytes, counting what their block changed by.
+    fn append(&mut self, f: impl FnOnce(&mut allocator_api2::vec::Vec<u8, HugeAlloc>)) {
+        let before = self.block();
+        f(&mut self.bytes);
+        self.gauge.resize(before, self.block());
+    }
+
+    /// Bytes of the block holding them: the allocator's size class of the
+    /// capacity (huge pages round to about the same).
+    fn block(&self) -> usize {
+        crate::sys::alloc::usable_size(self.bytes.capacity(), 1)
+    }
+}
+
+impl std::ops::Deref for Staged {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        self.gauge.resize(self.block(), 0);
+    }
+}
+
 /// Bytes waiting for the next flush, for one segment.
 struct Chunk {
     segment: u32,
     file: FileHandle,
     /// Block-aligned file offset of `bytes[0]`.
     start: u64,
-    bytes: Vec<u8>,
+    bytes: Staged,
 }
 
 struct Staging {
@@ -112,7 +167,7 @@ struct Staging {
     active: Option<(u32, u64)>,
     pos: u64,
     /// Bytes of the active segment's partial last block (already flushed).
-    tail: Vec<u8>,
+    tail: Staged,
     chunks: Vec<Chunk>,
     /// A zeroed segment ready to take over when the active one is full.
     spare: Option<u32>,
@@ -212,7 +267,7 @@ impl SegmentLog {
         let mut reads = Vec::with_capacity(ids.len());
         for &id in &ids {
             let file = volume.open(&segment_name(id))?;
-            reads.push((file.clone(), IoOp::Read { offset: 0, buf: AlignedBuf::zeroed(IO_ALIGN) }));
+            reads.push((file.clone(), IoOp::Read { offset: 0, buf: AlignedBuf::zeroed_in(IO_ALIGN, &config.buffers) }));
             segments[id as usize] = Some(SegmentMeta { file, nonce: None });
         }
         // Every header in one batch.
@@ -232,7 +287,7 @@ impl SegmentLog {
         for &(_, id, nonce) in &used {
             let meta = segments[id as usize].as_mut().expect("listed");
             meta.nonce = Some(nonce);
-            let data = Self::read_segment(&*engine, &meta.file, size)?;
+            let data = Self::read_segment(&*engine, &meta.file, size, &config.buffers)?;
             let (end, stats) = record::scan(&data, SEGMENT_HEADER as usize, nonce, |rec, offset| {
                 last_seq = last_seq.max(rec.seq);
                 let len = record::encoded_len(rec.key.len(), rec.value.len()) as u32;
@@ -243,7 +298,7 @@ impl SegmentLog {
             report.scan.skipped_bytes += stats.skipped_bytes;
             report.scan.torn_tail_bytes += stats.torn_tail_bytes;
             let block = end - end % IO_ALIGN;
-            resume = Some((id, nonce, end as u64, data[block..end].to_vec()));
+            resume = Some((id, nonce, end as u64, Staged::copy_of(&data[block..end], &config.buffers)));
         }
         report.free_segments = free.len() as u32;
         report.last_seq = last_seq;
@@ -254,7 +309,7 @@ impl SegmentLog {
         let next_order = used.last().map_or(1, |u| u.0 + 1);
         let (active, pos, tail) = match resume {
             Some((id, nonce, end, tail)) => (Some((id, nonce)), end, tail),
-            None => (None, 0, Vec::new()),
+            None => (None, 0, Staged::new(&config.buffers)),
         };
         let log = SegmentLog {
             volume,
@@ -280,24 +335,49 @@ impl SegmentLog {
         Ok((log, report))
     }
 
-    fn read_segment(engine: &dyn IoEngine, file: &FileHandle, size: u64) -> io::Result<Vec<u8>> {
-        let mut ops = Vec::new();
+    /// Segment `file` whole, read `IO_WAVE` chunks at a time into one
+    /// buffer: RAM for the segment plus the chunks in flight, no more.
+    fn read_segment(
+        engine: &dyn IoEngine,
+        file: &FileHandle,
+        size: u64,
+        gauge: &Arc<BufferGauge>,
+    ) -> io::Result<AlignedBuf> {
+        let mut data = AlignedBuf::zeroed_in(size as usize, gauge);
+        let mut spare: Vec<AlignedBuf> = Vec::new();
         let mut at = 0;
         while at < size {
-            let n = FILL_CHUNK.min(size - at);
-            ops.push((file.clone(), IoOp::Read { offset: at, buf: AlignedBuf::zeroed(n as usize) }));
-            at += n;
-        }
-        let mut data = Vec::with_capacity(size as usize);
-        for d in check(run_blocking(engine, ops))? {
-            let n = d.result.expect("checked");
-            let buf = d.buf.expect("read returns its buffer");
-            data.extend_from_slice(&buf[..n]);
-            if n < buf.len() {
-                break; // a short file: the rest reads as zeros
+            let mut ops = Vec::with_capacity(IO_WAVE);
+            while ops.len() < IO_WAVE && at < size {
+                let n = IO_CHUNK.min(size - at) as usize;
+                let buf = match spare.pop() {
+                    Some(b) if b.len() == n => b,
+                    _ => AlignedBuf::zeroed_in(n, gauge),
+                };
+                ops.push((file.clone(), IoOp::Read { offset: at, buf }));
+                at += n as u64;
+            }
+            let mut short = false;
+            let offsets: Vec<u64> = ops
+                .iter()
+                .map(|(_, op)| match op {
+                    IoOp::Read { offset, .. } => *offset,
+                    _ => unreachable!("reads only"),
+                })
+                .collect();
+            for (offset, d) in offsets.into_iter().zip(check(run_blocking(engine, ops))?) {
+                let n = d.result.expect("checked");
+                let buf = d.buf.expect("read returns its buffer");
+                let at = offset as usize;
+                data[at..at + n].copy_from_slice(&buf[..n]);
+                // A short file: the rest reads as zeros.
+                short |= n < buf.len();
+                spare.push(buf);
+            }
+            if short {
+                break;
             }
         }
-        data.resize(size as usize, 0);
         Ok(data)
     }
 
@@ -344,14 +424,14 @@ impl SegmentLog {
         if st.chunks.last().is_none_or(|c| c.segment != segment) {
             let file = self.shared.read().unwrap().segments[segment as usize].as_ref().expect("active").file.clone();
             let start = st.pos - st.pos % IO_ALIGN as u64;
-            let bytes = std::mem::take(&mut st.tail);
+            let bytes = std::mem::replace(&mut st.tail, Staged::new(&self.config.buffers));
             st.chunks.push(Chunk { segment, file, start, bytes });
         }
         let seq = st.next_seq;
         st.next_seq += 1;
         let offset = st.pos;
         let chunk = st.chunks.last_mut().expect("pushed above");
-        record::encode_with(&Record { seq, ..*rec }, nonce, payload_crc, &mut chunk.bytes);
+        chunk.bytes.append(|b| record::encode_with(&Record { seq, ..*rec }, nonce, payload_crc, b));
         st.pos += len;
         Ok((seq, RecordAddr { segment, offset: offset as u32, len: len as u32 }))
     }
@@ -377,12 +457,12 @@ impl SegmentLog {
         };
         st.active = Some((id, nonce));
         st.pos = SEGMENT_HEADER;
-        st.tail.clear();
+        st.tail = Staged::new(&self.config.buffers);
         st.chunks.push(Chunk {
             segment: id,
             file,
             start: 0,
-            bytes: header_block(order, nonce, self.config.segment_size),
+            bytes: Staged::copy_of(&header_block(order, nonce, self.config.segment_size), &self.config.buffers),
         });
         Ok(())
     }
@@ -407,7 +487,7 @@ impl SegmentLog {
             let chunks = std::mem::take(&mut st.chunks);
             if let Some(last) = chunks.last() {
                 let block = st.pos - st.pos % IO_ALIGN as u64;
-                st.tail = last.bytes[(block - last.start) as usize..].to_vec();
+                st.tail = Staged::copy_of(&last.bytes[(block - last.start) as usize..], &self.config.buffers);
             }
             // Visible to readers before the staging lock goes.
             *self.in_flight.lock().unwrap() = chunks;
@@ -424,7 +504,8 @@ impl SegmentLog {
             let chunks = self.in_flight.lock().unwrap();
             let mut ops = Vec::new();
             for c in chunks.iter() {
-                ops.push((c.file.clone(), IoOp::Write { offset: c.start, buf: AlignedBuf::padded_copy(&c.bytes) }));
+                let buf = AlignedBuf::padded_copy_in(&c.bytes, &self.config.buffers);
+                ops.push((c.file.clone(), IoOp::Write { offset: c.start, buf }));
             }
             #[cfg(test)]
             let sync = self.config.sync && !self.config.ack_before_sync;
@@ -499,16 +580,27 @@ impl SegmentLog {
             // writing zeros would hold up the flushes behind it.
             return Ok(file);
         }
+        // In waves of IO_WAVE writes of the same zeroed buffers (a write
+        // leaves them zero): the RAM a new segment costs is bounded.
         let size = self.config.segment_size;
-        let mut ops = Vec::new();
+        let mut zeros: Vec<AlignedBuf> = Vec::new();
         let mut at = 0;
         while at < size {
-            let n = FILL_CHUNK.min(size - at);
-            ops.push((file.clone(), IoOp::Write { offset: at, buf: AlignedBuf::zeroed(n as usize) }));
-            at += n;
+            let mut ops = Vec::with_capacity(IO_WAVE + 1);
+            while ops.len() < IO_WAVE && at < size {
+                let n = IO_CHUNK.min(size - at) as usize;
+                let buf = match zeros.pop() {
+                    Some(b) if b.len() == n => b,
+                    _ => AlignedBuf::zeroed_in(n, &self.config.buffers),
+                };
+                ops.push((file.clone(), IoOp::Write { offset: at, buf }));
+                at += n as u64;
+            }
+            if at >= size {
+                ops.push((file.clone(), IoOp::Sync));
+            }
+            zeros.extend(check(run_blocking(&*self.engine, ops))?.into_iter().filter_map(|d| d.buf));
         }
-        ops.push((file.clone(), IoOp::Sync));
-        check(run_blocking(&*self.engine, ops))?;
         self.volume.sync_dir()?;
         Ok(file)
     }
@@ -541,8 +633,10 @@ impl SegmentLog {
             }
             meta.file.clone()
         };
-        let ops =
-            vec![(file.clone(), IoOp::Write { offset: 0, buf: AlignedBuf::zeroed(IO_ALIGN) }), (file, IoOp::Sync)];
+        let ops = vec![
+            (file.clone(), IoOp::Write { offset: 0, buf: AlignedBuf::zeroed_in(IO_ALIGN, &self.config.buffers) }),
+            (file, IoOp::Sync),
+        ];
         if let Err(e) = check(run_blocking(&*self.engine, ops)) {
             self.shared.write().unwrap().poisoned = true;
             return Err(e);
@@ -568,7 +662,7 @@ impl SegmentLog {
         let want = addr.len as usize;
         self.engine.submit(vec![super::io::IoRequest {
             file,
-            op: IoOp::Read { offset: start, buf: AlignedBuf::zeroed((end - start) as usize) },
+            op: IoOp::Read { offset: start, buf: AlignedBuf::zeroed_in((end - start) as usize, &self.config.buffers) },
             on_done: Box::new(move |done| {
                 let result = done.result.and_then(|n| {
                     let buf = done.buf.expect("read returns its buffer");
@@ -613,7 +707,7 @@ impl SegmentLog {
         let Some(SegmentMeta { file, nonce: Some(nonce) }) = meta else {
             return Err(error(io::ErrorKind::NotFound, "segment not in use"));
         };
-        let data = Self::read_segment(&*self.engine, &file, self.config.segment_size)?;
+        let data = Self::read_segment(&*self.engine, &file, self.config.segment_size, &self.config.buffers)?;
         record::scan(&data, SEGMENT_HEADER as usize, nonce, |rec, offset| {
             let len = record::encoded_len(rec.key.len(), rec.value.len()) as u32;
             visit(rec, RecordAddr { segment: id, offset: offset as u32, len });
@@ -631,6 +725,11 @@ impl SegmentLog {
     /// The segment appends go to now, if any.
     pub fn active_segment(&self) -> Option<u32> {
         self.staging.lock().unwrap().active.map(|a| a.0)
+    }
+
+    /// Bytes the log's buffers hold now (see [`LogConfig::buffers`]).
+    pub fn buffer_bytes(&self) -> u64 {
+        self.config.buffers.bytes()
     }
 
     /// Bytes per segment.
@@ -832,6 +931,39 @@ mod tests {
         eprintln!("ack before fsync: {} of {ran} seeds failed, e.g. {:?}", failures.len(), failures.first());
         assert!(!failures.is_empty(), "{ran} seeds did not notice records acknowledged before fsync");
         assert!(failures.iter().any(|f| f.contains("acknowledged")), "{}", failures[0]);
+    }
+
+    /// The log's buffers are counted while they live and bounded: a new
+    /// segment's zero-fill holds `IO_WAVE` chunks whatever the segment
+    /// size, a flush gives its buffers back, and recovery holds one segment
+    /// plus the chunks being read.
+    #[test]
+    fn buffers_are_counted_bounded_and_given_back() {
+        let disk = SimDisk::new(21);
+        let segment = 16u64 << 20;
+        let config = LogConfig { segment_size: segment, max_segments: 8, seed: Some(21), ..LogConfig::default() };
+        let (log, _, _) = open(&disk, &config).unwrap();
+        let gauge = config.buffers.clone();
+        let waves = (IO_WAVE as u64) * IO_CHUNK;
+        assert!(gauge.peak() >= IO_CHUNK, "the zero-fill's buffers are counted: {}", gauge.peak());
+        assert!(gauge.peak() <= waves + (64 << 10), "creating a 16 MiB segment held {} bytes", gauge.peak());
+        assert_eq!(gauge.bytes(), 0);
+        let value = vec![7u8; 100_000];
+        for i in 0..30u64 {
+            let rec =
+                Record { kind: RecordKind::Set, db: 0, key: &i.to_le_bytes(), value: &value, expire_at_ms: 0, seq: 0 };
+            log.append(&rec).unwrap();
+        }
+        assert!(gauge.bytes() >= 3_000_000 && log.buffer_bytes() == gauge.bytes(), "staged: {}", gauge.bytes());
+        log.flush().unwrap();
+        assert!(gauge.bytes() <= IO_ALIGN as u64, "after the flush only the partial block is kept: {}", gauge.bytes());
+        drop(log);
+        let config = LogConfig { buffers: Arc::default(), ..config };
+        let (log, recovered, _) = open(&disk, &config).unwrap();
+        assert_eq!(recovered.len(), 30);
+        let peak = config.buffers.peak();
+        assert!(peak >= segment && peak <= segment + waves + (64 << 10), "recovery held {peak} bytes");
+        assert!(log.buffer_bytes() <= IO_ALIGN as u64, "{}", log.buffer_bytes());
     }
 
     #[test]

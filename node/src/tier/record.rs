@@ -110,28 +110,44 @@ pub fn payload_crc(key: &[u8], value: &[u8]) -> u32 {
 }
 
 /// Appends the encoded, padded record to `out`.
-pub fn encode(rec: &Record<'_>, nonce: u64, out: &mut Vec<u8>) {
+pub fn encode(rec: &Record<'_>, nonce: u64, out: &mut impl RecordSink) {
     encode_with(rec, nonce, payload_crc(rec.key, rec.value), out)
 }
 
 /// [`encode`] with the key and value's crc32c already computed.
-pub fn encode_with(rec: &Record<'_>, nonce: u64, payload_crc: u32, out: &mut Vec<u8>) {
-    let start = out.len();
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&MAGIC.to_le_bytes());
-    out.push(rec.kind as u8);
-    out.push(0);
-    out.extend_from_slice(&rec.db.to_le_bytes());
-    out.extend_from_slice(&(rec.key.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(rec.value.len() as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&rec.seq.to_le_bytes());
-    out.extend_from_slice(&rec.expire_at_ms.to_le_bytes());
-    let crc = finish_checksum(payload_crc, &out[start + 4..], nonce);
-    out.extend_from_slice(rec.key);
-    out.extend_from_slice(rec.value);
-    out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
-    out.resize(start + encoded_len(rec.key.len(), rec.value.len()), 0);
+pub fn encode_with(rec: &Record<'_>, nonce: u64, payload_crc: u32, out: &mut impl RecordSink) {
+    let mut header = [0u8; HEADER_LEN];
+    header[4..6].copy_from_slice(&MAGIC.to_le_bytes());
+    header[6] = rec.kind as u8;
+    header[8..12].copy_from_slice(&rec.db.to_le_bytes());
+    header[12..16].copy_from_slice(&(rec.key.len() as u32).to_le_bytes());
+    header[16..20].copy_from_slice(&(rec.value.len() as u32).to_le_bytes());
+    header[24..32].copy_from_slice(&rec.seq.to_le_bytes());
+    header[32..40].copy_from_slice(&rec.expire_at_ms.to_le_bytes());
+    let crc = finish_checksum(payload_crc, &header[4..], nonce);
+    header[..4].copy_from_slice(&crc.to_le_bytes());
+    let padding = encoded_len(rec.key.len(), rec.value.len()) - HEADER_LEN - rec.key.len() - rec.value.len();
+    for part in [&header[..], rec.key, rec.value, &[0; RECORD_ALIGN][..padding]] {
+        out.put(part);
+    }
+}
+
+/// Where records are encoded: a `Vec<u8>` in any allocator (the log
+/// stages them in huge-page-capable memory).
+pub trait RecordSink {
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl RecordSink for Vec<u8> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+impl<A: allocator_api2::alloc::Allocator> RecordSink for allocator_api2::vec::Vec<u8, A> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
 }
 
 /// Extends the key and value's crc with the header (after its crc field)

@@ -658,7 +658,7 @@ impl CallCtx<'_, '_> {
 
 fn over_memory(shared: &crate::commands::Node) -> bool {
     let max = shared.maxmemory();
-    max > 0 && shared.used_memory() > max
+    max > 0 && shared.used_memory_for_eviction() > max
 }
 
 /// An error `redis.call` raises: becomes the error table `{err=...}`.
