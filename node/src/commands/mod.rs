@@ -389,6 +389,14 @@ impl Ctx<'_> {
         &self.shared.config
     }
 
+    /// Publishes keyspace event `event` (of class `class`, see
+    /// `config::keyspace_events`) for `key` in the client's database, when
+    /// `notify-keyspace-events` enables it; one load otherwise.
+    #[inline]
+    pub fn notify(&self, class: u32, event: &str, key: &[u8]) {
+        self.keys.notify(class, event, key);
+    }
+
     /// Whether a blocking command may block now (not inside MULTI/EXEC).
     pub fn can_block(&self) -> bool {
         !self.in_exec

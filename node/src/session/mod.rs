@@ -4,5 +4,6 @@
 
 pub mod acl;
 pub mod client;
+pub mod notify;
 pub mod pubsub;
 pub mod tracking;
