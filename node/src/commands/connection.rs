@@ -180,6 +180,10 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     client.info.multi.store(u32::MAX, Relaxed);
     crate::commands::transactions::unwatch_all(ctx.shared, client);
     ctx.shared.pubsub.unsubscribe_all(client);
+    if client.monitor {
+        client.monitor = false;
+        ctx.shared.monitors.remove(client.info.id);
+    }
     let broadcasting = ctx.shared.tracking.disable(&client.info);
     ctx.shared.ks.set_broadcasting(broadcasting);
     client.resp3 = false;

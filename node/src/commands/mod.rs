@@ -21,6 +21,7 @@ pub mod hyperloglog;
 pub mod info;
 pub mod keys;
 pub mod lists;
+pub mod monitor;
 mod node;
 pub mod pause;
 pub mod pubsub;
@@ -467,6 +468,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         cluster::COMMANDS,
         scripting::COMMANDS,
         slowlog::COMMANDS,
+        monitor::COMMANDS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

@@ -38,6 +38,8 @@ pub struct Node {
     pub stat_reset_time: AtomicU64,
     /// Script cache, function libraries and the running script.
     pub scripts: super::scripting::Scripts,
+    /// MONITOR's clients.
+    pub monitors: crate::session::monitor::Monitors,
     /// The durability log (None with durability none): replayed at
     /// start-up, then journaling every change.
     pub persist: Option<Arc<Persistence>>,
@@ -111,6 +113,7 @@ impl Node {
             started: Instant::now(),
             stat_reset_time: AtomicU64::new(now_s),
             scripts: Default::default(),
+            monitors: Default::default(),
             persist,
             cold,
             slowlog: Default::default(),
