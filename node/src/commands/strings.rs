@@ -829,12 +829,14 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     } else {
         s[byte] &= !mask;
     }
-    if !grew && was == on {
+    let changed = grew || was != on;
+    if !changed {
         e.unchanged();
     }
     drop(e);
-    // Redis 7.0 announces every SETBIT, a bit set to what it was included.
-    ctx.notify(ev::STRING, "setbit", args[1]);
+    if changed {
+        ctx.notify(ev::STRING, "setbit", args[1]);
+    }
     out.int(was as i64);
     Ok(())
 }
