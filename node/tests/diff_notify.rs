@@ -468,3 +468,18 @@ fn a_script_and_a_transaction_announce_each_change() {
     ]);
     assert_eq!(events.len(), 8, "{events:?}");
 }
+
+#[test]
+fn subscriptions_are_confirmed_even_with_replies_off() {
+    let mut d = Diff::new();
+    d.exact(&["CONFIG", "SET", "notify-keyspace-events", "KA"]);
+    d.send_raw_both(b"CLIENT REPLY OFF\r\nPSUBSCRIBE *\r\nSUBSCRIBE x\r\nUNSUBSCRIBE x\r\n");
+    for _ in 0..3 {
+        d.compare_next(Mode::Exact);
+    }
+    d.send_raw_both(b"RESET\r\nCLIENT REPLY SKIP\r\nPSUBSCRIBE *\r\nPING\r\n");
+    for _ in 0..3 {
+        d.compare_next(Mode::Exact);
+    }
+    d.finish();
+}

@@ -115,8 +115,9 @@ fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
 }
 
 fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind) -> CmdResult {
-    // RESP3 confirmations are pushes: CLIENT REPLY OFF does not hold them back.
-    ctx.client.reply_always = out.resp3;
+    // Confirmations are pushes in Redis 7.0, in RESP2 too: CLIENT REPLY
+    // OFF/SKIP does not hold them back.
+    ctx.client.reply_always = true;
     let hub = (kind.hub)(&ctx.shared.pubsub);
     for name in names {
         if (kind.client)(ctx.client).insert(name.to_vec()) {
@@ -130,7 +131,7 @@ fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind
 
 /// Drops the named subscriptions, or every one of this kind when none is named.
 fn unsubscribe_from(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind) -> CmdResult {
-    ctx.client.reply_always = out.resp3;
+    ctx.client.reply_always = true;
     let names: Vec<Vec<u8>> = if names.is_empty() {
         (kind.client)(ctx.client).iter().cloned().collect()
     } else {
