@@ -159,3 +159,14 @@ fn unix_socket_clients_show_the_socket_path() {
     let path = strata.unixsocket().unwrap().to_str().unwrap().to_string();
     assert!(line.ends_with(&format!(" [0 unix:{path}] \"set\" \"a\" \"1\"")), "{line}");
 }
+
+#[test]
+fn monitor_is_described_as_in_redis() {
+    let mut d = Diff::new();
+    d.exact(&["COMMAND", "INFO", "monitor"]);
+    d.exact(&["COMMAND", "DOCS", "monitor"]);
+    d.exact(&["MULTI"]);
+    d.exact(&["MONITOR"]);
+    d.exact(&["EXEC"]);
+    d.finish();
+}
