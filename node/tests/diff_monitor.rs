@@ -170,3 +170,19 @@ fn monitor_is_described_as_in_redis() {
     d.exact(&["EXEC"]);
     d.finish();
 }
+
+#[test]
+fn client_list_flags_a_monitor_until_reset() {
+    let strata = Server::strata();
+    let mut monitor = strata.conn();
+    let mut other = strata.conn();
+    assert_eq!(monitor.cmd(&["MONITOR"]), Frame::ok());
+    let list = other.cmd(&["CLIENT", "LIST"]);
+    let list = list.as_str().expect("CLIENT LIST");
+    assert!(list.contains("flags=O "), "{list}");
+    assert_eq!(monitor.cmd(&["RESET"]), Frame::simple("RESET"));
+    let list = other.cmd(&["CLIENT", "LIST"]);
+    assert!(!list.as_str().unwrap().contains("flags=O"), "{list}");
+    // No longer a monitor: keys are allowed again, and nothing is streamed.
+    assert_eq!(monitor.cmd(&["SET", "k", "v"]), Frame::ok());
+}

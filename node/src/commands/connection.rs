@@ -652,6 +652,9 @@ pub(super) fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str
     let ssubs = info.ssubs.load(Relaxed);
     let multi = info.multi.load(Relaxed);
     let mut flags = String::new();
+    if shared.monitors.active() && shared.monitors.contains(info.id) {
+        flags.push('O');
+    }
     if subs + psubs + ssubs > 0 {
         flags.push('P');
     }

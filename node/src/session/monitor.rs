@@ -34,6 +34,11 @@ impl Monitors {
         self.count.store(clients.len(), Relaxed);
     }
 
+    /// Whether client `id` monitors (CLIENT LIST's `O` flag).
+    pub fn contains(&self, id: u64) -> bool {
+        self.clients.read().iter().any(|c| c.id == id)
+    }
+
     /// Sends `line` (a whole RESP simple string) to every monitor.
     pub fn feed(&self, line: &[u8]) {
         for c in self.clients.read().iter() {
