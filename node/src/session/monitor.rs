@@ -8,6 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
+/// Bytes a monitor may have queued: Redis's hard limit for its class
+/// (`client-output-buffer-limit replica 256mb`).
+pub const BACKLOG_LIMIT: usize = 256 << 20;
+
 #[derive(Default)]
 pub struct Monitors {
     /// How many clients monitor: the hot path's only check.
@@ -39,10 +43,20 @@ impl Monitors {
         self.clients.read().iter().any(|c| c.id == id)
     }
 
-    /// Sends `line` (a whole RESP simple string) to every monitor.
+    /// Sends `line` (a whole RESP simple string) to every monitor. A
+    /// monitor that stops reading is disconnected past `BACKLOG_LIMIT`
+    /// bytes queued, so it cannot make the server hold unbounded memory.
     pub fn feed(&self, line: &[u8]) {
         for c in self.clients.read().iter() {
-            c.pending_push.fetch_add(line.len(), Relaxed);
+            let pending = c.pending_push.fetch_add(line.len(), Relaxed) + line.len();
+            if pending > BACKLOG_LIMIT {
+                c.pending_push.fetch_sub(line.len(), Relaxed);
+                if !c.killed.load(Relaxed) {
+                    tracing::warn!(client = c.id, addr = %c.addr, "closing MONITOR client over its output buffer limit");
+                    c.kill();
+                }
+                continue;
+            }
             if !c.push(line.to_vec()) {
                 c.pending_push.fetch_sub(line.len(), Relaxed);
             }
