@@ -304,6 +304,7 @@ fn set_events_match_redis() {
         ["__keyspace@0__:s", "__keyevent@0__:spop", "__keyspace@0__:s", "__keyevent@0__:spop"]
     );
     let more = e.run(&[
+        &["DEL", "s"],
         &["SADD", "s", "b", "c"],
         &["SADD", "t", "x", "y"],
         &["SMOVE", "t", "s", "x"],
@@ -482,4 +483,51 @@ fn subscriptions_are_confirmed_even_with_replies_off() {
         d.compare_next(Mode::Exact);
     }
     d.finish();
+}
+
+#[test]
+fn read_misses_are_announced_with_m() {
+    let mut e = Events::new("Em");
+    let events = e.run(&[
+        &["GET", "nokey"],
+        &["SET", "k", "v"],
+        &["GET", "k"],
+        &["MGET", "a", "k", "b"],
+        &["EXISTS", "nokey"],
+        &["TYPE", "nokey"],
+        &["TTL", "nokey"],
+        &["STRLEN", "nokey"],
+        &["HGET", "nokey", "f"],
+        &["LRANGE", "nokey", "0", "-1"],
+        &["SMEMBERS", "nokey"],
+        &["ZSCORE", "nokey", "m"],
+        &["SET", "w", "v"],
+        &["DEL", "nokey"],
+        &["INCR", "counter"],
+        &["LLEN", "nokey"],
+        &["SCARD", "nokey"],
+        &["HGETALL", "nokey"],
+        &["GETRANGE", "nokey", "0", "1"],
+        &["BITCOUNT", "nokey"],
+        &["PFCOUNT", "nokey"],
+        &["SINTER", "nokey", "k2"],
+        &["SUNION", "nokey", "k2"],
+        &["ZUNION", "2", "nokey", "k2"],
+        &["XRANGE", "nokey", "-", "+"],
+        &["XLEN", "nokey"],
+        &["LINDEX", "nokey", "0"],
+        &["SISMEMBER", "nokey", "m"],
+        &["GETEX", "nokey"],
+        &["GETDEL", "nokey"],
+        &["DUMP", "nokey"],
+        &["TOUCH", "nokey"],
+        &["OBJECT", "ENCODING", "nokey"],
+        &["SORT", "nokey"],
+        &["LPOP", "nokey"],
+        &["COPY", "nokey", "dst"],
+        &["ZRANGE", "nokey", "0", "-1"],
+        &["HEXISTS", "nokey", "f"],
+        &["ZRANK", "nokey", "m"],
+    ]);
+    assert!(!events.is_empty(), "{events:?}");
 }

@@ -710,7 +710,7 @@ fn object(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         runtime.maxmemory.load(std::sync::atomic::Ordering::Relaxed) == 0 || !(lfu || policy.contains("lru"));
     let ks = ctx.keys.ks;
     let clock = ks.clock_secs();
-    let Some(e) = ctx.keys.get_notouch(args[2]) else {
+    let Some(e) = ctx.keys.get_notouch_quiet(args[2]) else {
         out.null();
         return Ok(());
     };
