@@ -1209,8 +1209,8 @@ fn signed_overflow(value: i64, incr: i64, bits: u32, policy: Overflow) -> Option
 
 /// Runs one SET or INCRBY on `s` (already grown to cover it) and replies with
 /// the old value (SET), the new one (INCRBY), or nil when OVERFLOW FAIL hits.
-/// True if the stored bits changed.
-fn bitfield_write(s: &mut [u8], c: &FieldCmd, out: &mut Reply) -> bool {
+/// None when OVERFLOW FAIL refused the write, else whether the stored bits changed.
+fn bitfield_write(s: &mut [u8], c: &FieldCmd, out: &mut Reply) -> Option<bool> {
     // (reply, old bits, new bits, overflowed)
     let (reply, old, new, overflowed) = if c.signed {
         let old = get_signed(s, c.offset, c.bits);
@@ -1235,11 +1235,11 @@ fn bitfield_write(s: &mut [u8], c: &FieldCmd, out: &mut Reply) -> bool {
     };
     if overflowed && c.overflow == Overflow::Fail {
         out.null();
-        return false;
+        return None;
     }
     out.int(reply);
     set_field(s, c.offset, c.bits, new);
-    old != new
+    Some(old != new)
 }
 
 fn bitfield_read(s: &[u8], c: &FieldCmd) -> i64 {
@@ -1277,21 +1277,19 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, read_onl
         s.resize(needed, 0);
     }
     out.array(cmds.len());
-    let mut writes = false;
     for c in &cmds {
         if c.op == FieldOp::Get {
             out.int(bitfield_read(s, c));
         } else {
-            let wrote = bitfield_write(s, c, out);
-            changed |= wrote;
-            writes |= wrote;
+            changed |= bitfield_write(s, c, out).unwrap_or(false);
         }
     }
     if !changed {
         e.unchanged();
     }
     drop(e);
-    if writes {
+    // Announced as Redis 7.0 does: only when the string grew or bits changed.
+    if changed {
         ctx.notify(ev::STRING, "setbit", key);
     }
     Ok(())
