@@ -363,7 +363,8 @@ impl CmdView {
     fn write_docs(&self, out: &mut Reply, container_group: Option<&'static str>) {
         let doc = DOCS.iter().find(|d| d.0 == self.name);
         let group = doc.map(|d| d.3).or(container_group).unwrap_or_else(|| self.derived_group());
-        let fields = if doc.is_some() { 4 } else { 1 } + usize::from(!self.subs.is_empty());
+        // Some commands (MONITOR) document no complexity.
+        let fields = doc.map_or(1, |d| if d.4.is_empty() { 3 } else { 4 }) + usize::from(!self.subs.is_empty());
         out.map(fields);
         if let Some(&(_, summary, since, _, _)) = doc {
             out.bulk(b"summary");
@@ -373,7 +374,9 @@ impl CmdView {
         }
         out.bulk(b"group");
         out.bulk(group.as_bytes());
-        if let Some(&(_, _, _, _, complexity)) = doc {
+        if let Some(&(_, _, _, _, complexity)) = doc
+            && !complexity.is_empty()
+        {
             out.bulk(b"complexity");
             out.bulk(complexity.as_bytes());
         }
@@ -424,6 +427,7 @@ const DOCS: &[(&str, &str, &str, &str, &str)] = &[
     ("select", "Change the selected database for the current connection", "1.0.0", "connection", "O(1)"),
     ("quit", "Close the connection", "1.0.0", "connection", "O(1)"),
     ("reset", "Reset the connection", "6.2.0", "connection", "O(1)"),
+    ("monitor", "Listen for all requests received by the server in real time", "1.0.0", "server", ""),
     ("client", "A container for client connection commands", "2.4.0", "connection", "Depends on subcommand."),
     ("client|caching", "Instruct the server about tracking or not keys in the next request", "6.0.0", "connection", "O(1)"),
     ("client|getname", "Get the current connection name", "2.6.9", "connection", "O(1)"),

@@ -180,6 +180,10 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     client.info.multi.store(u32::MAX, Relaxed);
     crate::commands::transactions::unwatch_all(ctx.shared, client);
     ctx.shared.pubsub.unsubscribe_all(client);
+    if client.monitor {
+        client.monitor = false;
+        ctx.shared.monitors.remove(client.info.id);
+    }
     let broadcasting = ctx.shared.tracking.disable(&client.info);
     ctx.shared.ks.set_broadcasting(broadcasting);
     client.resp3 = false;
@@ -648,6 +652,9 @@ pub(super) fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str
     let ssubs = info.ssubs.load(Relaxed);
     let multi = info.multi.load(Relaxed);
     let mut flags = String::new();
+    if shared.monitors.active() && shared.monitors.contains(info.id) {
+        flags.push('O');
+    }
     if subs + psubs + ssubs > 0 {
         flags.push('P');
     }

@@ -317,6 +317,14 @@ fn execute_request(
             return Outcome::Done;
         }
     }
+    if client.monitor && super::monitor::refuses(def.flags) {
+        if client.multi.is_some() {
+            client.multi_dirty = true;
+        }
+        reject(stat);
+        refuse(worker, out, super::monitor::REFUSED);
+        return Outcome::Done;
+    }
     // CLIENT PAUSE: as Redis, before queueing in MULTI too.
     let paused = shared.pause.mode(client.now_ms);
     if paused != PauseMode::Off
@@ -518,6 +526,7 @@ pub fn run(
     if block.is_none() {
         record_slow(shared, client, idx, args, nanos);
     }
+    feed_monitors(shared, client, def, args);
     match block {
         Some(b) => Outcome::Block(b),
         None => Outcome::Done,
@@ -563,6 +572,27 @@ pub fn track_keys<'k>(ctx: &mut Ctx<'_>, keys: impl Iterator<Item = &'k [u8]>) {
 fn single_key(first: i32, last: i32, step: i32, n: usize) -> bool {
     let last = if last < 0 { n as i32 + last } else { last };
     step > 0 && first > 0 && (first as usize) < n && last == first
+}
+
+/// MONITOR: shows a command that ran. Scripts show themselves when they
+/// start; admin commands never. One relaxed load while nobody monitors.
+#[inline]
+pub fn feed_monitors(shared: &Node, client: &Client, def: &CommandDef, args: &[&[u8]]) {
+    if shared.monitors.active() && !def.has(flags::RUNS_SCRIPT) && !is_admin(def, args) {
+        super::monitor::feed(shared, client, args, false);
+    }
+}
+
+/// Whether the command, or its subcommand (CONFIG GET, CLIENT KILL, ...), is an admin one.
+fn is_admin(def: &CommandDef, args: &[&[u8]]) -> bool {
+    if def.has(flags::ADMIN) {
+        return true;
+    }
+    if def.subcommands.is_empty() || args.len() < 2 {
+        return false;
+    }
+    let full = format!("{}|{}", def.name, String::from_utf8_lossy(args[1]).to_ascii_lowercase());
+    super::command_meta::sub_def(&full).is_some_and(|s| s.flags & flags::ADMIN != 0)
 }
 
 /// SLOWLOG and LATENCY: a command that ran `nanos`. Only relaxed loads of

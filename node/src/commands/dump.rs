@@ -4,6 +4,7 @@
 
 use super::{CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::eq_ic;
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::dump::{self, DumpError};
 
@@ -71,14 +72,15 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     };
     if expire_at != 0 && expire_at <= now {
         // Already expired: as Redis, the old key (with REPLACE) goes, nothing is added.
-        if replace {
-            ctx.keys.delete(key);
+        if replace && ctx.keys.delete(key) {
+            ctx.notify(ev::GENERIC, "del", key);
         }
         out.ok();
         return Ok(());
     }
     ctx.keys.delete(key);
     ctx.keys.set(key, value, expire_at, false);
+    ctx.notify(ev::GENERIC, "restore", key);
     out.ok();
     Ok(())
 }

@@ -8,6 +8,7 @@ use super::zsets::{parse_score, zadd};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::eq_ic;
 use crate::base::geohash::{self, Search, Shape};
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::Value;
 use crate::store::zset::{ScoreRange, ZSetValue};
@@ -374,7 +375,9 @@ fn geo_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, g: GeoArgs) -
     let Some(z) = z else {
         match store {
             Some(dst) => {
-                ctx.keys.delete(dst);
+                if ctx.keys.delete(dst) {
+                    ctx.notify(ev::GENERIC, "del", dst);
+                }
                 out.int(0);
             }
             None => out.array(0),
@@ -426,7 +429,9 @@ fn geo_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, g: GeoArgs) -
         return Ok(());
     };
     if found.is_empty() {
-        ctx.keys.delete(dst);
+        if ctx.keys.delete(dst) {
+            ctx.notify(ev::GENERIC, "del", dst);
+        }
     } else {
         let max_len = found.iter().map(|f| f.member.len()).max().unwrap_or(0);
         let mut result = ZSetValue::with_encoding_for(found.len(), max_len);
@@ -434,6 +439,8 @@ fn geo_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, g: GeoArgs) -
             result.insert(&f.member, if storedist { f.dist } else { f.score });
         }
         ctx.keys.set(dst, Value::ZSet(result), 0, false);
+        let event = if eq_ic(args[0], "geosearchstore") { "geosearchstore" } else { "georadiusstore" };
+        ctx.notify(ev::ZSET, event, dst);
     }
     out.int(found.len() as i64);
     Ok(())

@@ -11,6 +11,7 @@ use super::typed::{read_value, remove_members, value_mut};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::long_double::LongDouble;
 use crate::base::{eq_ic, parse_i64};
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::Value;
 use crate::store::hash::{Field, HashValue};
@@ -61,6 +62,8 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<i64, CmdError> {
     for pair in args[2..].chunks_exact(2) {
         created += hash.insert_slice(pair[0], pair[1]) as i64;
     }
+    drop(e);
+    ctx.notify(ev::HASH, "hset", args[1]);
     Ok(created)
 }
 
@@ -83,12 +86,18 @@ fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if !created {
         e.unchanged();
     }
+    drop(e);
+    if created {
+        ctx.notify(ev::HASH, "hset", args[1]);
+    }
     out.int(created as i64);
     Ok(())
 }
 
 fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    remove_members(ctx, args[1], &args[2..], out, |hash: &mut HashValue, field| hash.remove(field).is_some())
+    remove_members(ctx, args[1], &args[2..], out, (ev::HASH, "hdel"), |hash: &mut HashValue, field| {
+        hash.remove(field).is_some()
+    })
 }
 
 /// Applies `update` to the current value of a field (None when absent) and
@@ -97,6 +106,7 @@ fn update_field(
     ctx: &mut Ctx<'_>,
     key: &[u8],
     field: &[u8],
+    event: &str,
     update: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, CmdError>,
 ) -> Result<(), CmdError> {
     let mut e = ctx.keys.get_or_insert_with(key, new_hash);
@@ -104,6 +114,8 @@ fn update_field(
     match update(hash.get(field).map(Vec::as_slice)) {
         Ok(value) => {
             hash.insert(field, value);
+            drop(e);
+            ctx.notify(ev::HASH, event, key);
             Ok(())
         }
         Err(msg) => {
@@ -117,7 +129,7 @@ fn update_field(
 fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let incr = arg_i64(args[3])?;
     let mut result = 0;
-    update_field(ctx, args[1], args[2], |cur| {
+    update_field(ctx, args[1], args[2], "hincrby", |cur| {
         let cur = match cur {
             None => 0,
             Some(v) => parse_i64(v).ok_or(CmdError::from("ERR hash value is not an integer"))?,
@@ -135,7 +147,7 @@ fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
         return Err("ERR value is NaN or Infinity".into());
     }
     let mut text = String::new();
-    update_field(ctx, args[1], args[2], |cur| {
+    update_field(ctx, args[1], args[2], "hincrbyfloat", |cur| {
         let cur = match cur {
             None => LongDouble::ZERO,
             Some(v) => LongDouble::parse(v).ok_or(CmdError::from("ERR hash value is not a float"))?,

@@ -3,6 +3,7 @@
 
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err, flags};
 use crate::base::eq_ic;
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::hll::{self, Corrupt};
 use crate::store::{KeyAccess, Value, ValueRef};
@@ -97,6 +98,9 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         (Ok(updated), updated)
     })?
     .unwrap_or(false);
+    if updated {
+        ctx.notify(ev::STRING, "pfadd", key);
+    }
     out.int(i64::from(updated));
     Ok(())
 }
@@ -163,6 +167,7 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         hll::invalidate_cache(s);
         (Ok(()), true)
     })?;
+    ctx.notify(ev::STRING, "pfadd", dst);
     out.ok();
     Ok(())
 }

@@ -10,6 +10,7 @@
 
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::{eq_ic, glob_match};
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::{Entry, KeyAccess, NUM_DBS, ValueRef, fast_rand};
 
@@ -58,8 +59,14 @@ const INVALID_CURSOR: &str = "ERR invalid cursor";
 
 /// DEL and UNLINK (values are freed inline either way).
 fn del(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let removed = args[1..].iter().filter(|k| ctx.keys.delete(k)).count();
-    out.int(removed as i64);
+    let mut removed = 0;
+    for key in &args[1..] {
+        if ctx.keys.delete(key) {
+            ctx.notify(ev::GENERIC, "del", key);
+            removed += 1;
+        }
+    }
+    out.int(removed);
     Ok(())
 }
 
@@ -196,8 +203,11 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, form: Expi
         // A deadline already past deletes the key, as Redis does.
         drop(e);
         ctx.keys.delete(key);
+        ctx.notify(ev::GENERIC, "del", key);
     } else {
         e.set_expire(when as u64);
+        drop(e);
+        ctx.notify(ev::GENERIC, "expire", key);
     }
     out.int(1);
     Ok(())
@@ -268,6 +278,8 @@ fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.int(0);
     } else {
         e.set_expire(0);
+        drop(e);
+        ctx.notify(ev::GENERIC, "persist", args[1]);
         out.int(1);
     }
     Ok(())
@@ -342,6 +354,8 @@ fn rename_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, nx: bool) 
         return Err(err::NO_SUCH_KEY.into());
     };
     put_moved(&mut ctx.keys, dst, entry);
+    ctx.notify(ev::GENERIC, "rename_from", src);
+    ctx.notify(ev::GENERIC, "rename_to", dst);
     if nx {
         out.int(1)
     } else {
@@ -400,6 +414,7 @@ fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Ok(());
     };
     in_db(&mut ctx.keys, dst_db, |keys| keys.put_entry(dst, value, expire_at));
+    ctx.keys.ks.key_event(ev::GENERIC, "copy_to", dst_db, dst);
     out.int(1);
     Ok(())
 }
@@ -419,6 +434,8 @@ fn move_cmd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Ok(());
     };
     in_db(&mut ctx.keys, dst_db, |keys| put_moved(keys, key, entry));
+    ctx.notify(ev::GENERIC, "move_from", key);
+    ctx.keys.ks.key_event(ev::GENERIC, "move_to", dst_db, key);
     out.int(1);
     Ok(())
 }
@@ -693,7 +710,7 @@ fn object(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         runtime.maxmemory.load(std::sync::atomic::Ordering::Relaxed) == 0 || !(lfu || policy.contains("lru"));
     let ks = ctx.keys.ks;
     let clock = ks.clock_secs();
-    let Some(e) = ctx.keys.get_notouch(args[2]) else {
+    let Some(e) = ctx.keys.get_notouch_quiet(args[2]) else {
         out.null();
         return Ok(());
     };

@@ -13,6 +13,7 @@ use super::{
     BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
 };
 use crate::base::{eq_ic, parse_i64};
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::list::ListValue;
 use crate::store::{EntryMut, KeyAccess, Value, ValueRef};
@@ -211,14 +212,28 @@ fn rpushx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End, only_existing: bool) -> CmdResult {
     // The common case, an existing key, costs one lookup.
     if let Some(mut e) = ctx.keys.get_mut(args[1]) {
-        return push_into(&mut e, &args[2..], end, out);
-    }
-    if only_existing {
+        push_into(&mut e, &args[2..], end, out)?;
+    } else if only_existing {
         out.int(0);
         return Ok(());
+    } else {
+        let mut e = ctx.keys.get_or_insert_with(args[1], new_list);
+        push_into(&mut e, &args[2..], end, out)?;
     }
-    let mut e = ctx.keys.get_or_insert_with(args[1], new_list);
-    push_into(&mut e, &args[2..], end, out)
+    ctx.notify(ev::LIST, push_event(end), args[1]);
+    Ok(())
+}
+
+fn push_event(end: End) -> &'static str {
+    if end == End::Left { "lpush" } else { "rpush" }
+}
+
+/// A pop's events: `lpop`/`rpop`, then `del` when it emptied the list.
+fn notify_pop(keys: &KeyAccess<'_>, key: &[u8], end: End, emptied: bool) {
+    keys.notify(ev::LIST, if end == End::Left { "lpop" } else { "rpop" }, key);
+    if emptied {
+        keys.notify(ev::GENERIC, "del", key);
+    }
 }
 
 fn push_into(e: &mut EntryMut<'_>, values: &[&[u8]], end: End, out: &mut Reply) -> CmdResult {
@@ -257,10 +272,16 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End) -> CmdResul
         return Ok(());
     };
     let list = value_mut::<ListValue>(&mut e)?;
-    match count {
+    let popped = match count {
         None => match pop_at(list, end) {
-            Some(v) => out.bulk(&v),
-            None => out.null(),
+            Some(v) => {
+                out.bulk(&v);
+                true
+            }
+            None => {
+                out.null();
+                false
+            }
         },
         Some(n) => {
             let n = (n as u64).min(list.len() as u64) as usize;
@@ -270,10 +291,16 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End) -> CmdResul
                     out.bulk(&v);
                 }
             }
-            if n == 0 {
-                e.unchanged();
-            }
+            n > 0
         }
+    };
+    let emptied = list.is_empty();
+    if !popped && count.is_some() {
+        e.unchanged();
+    }
+    drop(e);
+    if popped {
+        notify_pop(&ctx.keys, args[1], end, emptied);
     }
     Ok(())
 }
@@ -312,6 +339,9 @@ fn mpop_from(
                 out.bulk(&v);
             }
         }
+        let emptied = list.is_empty();
+        drop(e);
+        notify_pop(access, key, end, emptied);
         return Ok(true);
     }
     Ok(false)
@@ -432,6 +462,9 @@ fn pop_with_key(
             out.array(2);
             out.bulk(key);
             out.bulk(&v);
+            let emptied = list.is_empty();
+            drop(e);
+            notify_pop(keys, key, end, emptied);
             Ok(true)
         }
         None => {
@@ -461,6 +494,9 @@ fn move_element(
         return match list.rotate(from == End::Left, to == End::Left) {
             Some(v) => {
                 out.bulk(v);
+                drop(e);
+                keys.notify(ev::LIST, push_event(to), dst);
+                notify_pop(keys, src, from, false);
                 Ok(true)
             }
             None => {
@@ -477,10 +513,10 @@ fn move_element(
     if keys.peek(dst).is_some_and(|e| !matches!(e.value(), ValueRef::List(_))) {
         return Err(err::WRONGTYPE.into());
     }
-    let value = {
+    let (value, emptied) = {
         let Some(mut e) = keys.get_mut(src) else { return Ok(false) };
         let popped = match e.value_mut() {
-            Value::List(list) => pop_at(list, from),
+            Value::List(list) => pop_at(list, from).map(|v| (v, list.is_empty())),
             _ => None,
         };
         match popped {
@@ -496,6 +532,10 @@ fn move_element(
     if let Value::List(list) = d.value_mut() {
         push_at(list, to, value);
     }
+    drop(d);
+    // Redis announces the push before the pop that fed it.
+    keys.notify(ev::LIST, push_event(to), dst);
+    notify_pop(keys, src, from, emptied);
     Ok(true)
 }
 
@@ -733,6 +773,8 @@ fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match slot {
         Ok(i) => {
             list.set(i, args[3].to_vec());
+            drop(e);
+            ctx.notify(ev::LIST, "lset", args[1]);
             out.ok();
             Ok(())
         }
@@ -751,8 +793,16 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     };
     let list = value_mut::<ListValue>(&mut e)?;
     let removed = list.remove_matching(args[3], count);
+    let emptied = list.is_empty();
     if removed == 0 {
         e.unchanged();
+    }
+    drop(e);
+    if removed > 0 {
+        ctx.notify(ev::LIST, "lrem", args[1]);
+        if emptied {
+            ctx.notify(ev::GENERIC, "del", args[1]);
+        }
     }
     out.int(removed as i64);
     Ok(())
@@ -768,6 +818,12 @@ fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let list = value_mut::<ListValue>(&mut e)?;
     // An empty selection empties the list; the key then goes away.
     list.retain_range(clamp_range(start, end, list.len()).unwrap_or(0..0));
+    let emptied = list.is_empty();
+    drop(e);
+    ctx.notify(ev::LIST, "ltrim", args[1]);
+    if emptied {
+        ctx.notify(ev::GENERIC, "del", args[1]);
+    }
     out.ok();
     Ok(())
 }
@@ -790,6 +846,8 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         Some(i) => {
             list.insert(i + after as usize, args[4].to_vec());
             out.int(list.len() as i64);
+            drop(e);
+            ctx.notify(ev::LIST, "linsert", args[1]);
         }
         None => {
             e.unchanged();

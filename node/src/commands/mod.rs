@@ -23,6 +23,7 @@ pub mod key_specs;
 mod key_specs_table;
 pub mod keys;
 pub mod lists;
+pub mod monitor;
 mod node;
 pub mod pause;
 pub mod pubsub;
@@ -391,6 +392,14 @@ impl Ctx<'_> {
         &self.shared.config
     }
 
+    /// Publishes keyspace event `event` (of class `class`, see
+    /// `config::keyspace_events`) for `key` in the client's database, when
+    /// `notify-keyspace-events` enables it; one load otherwise.
+    #[inline]
+    pub fn notify(&self, class: u32, event: &str, key: &[u8]) {
+        self.keys.notify(class, event, key);
+    }
+
     /// Whether a blocking command may block now (not inside MULTI/EXEC).
     pub fn can_block(&self) -> bool {
         !self.in_exec
@@ -461,6 +470,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         cluster::COMMANDS,
         scripting::COMMANDS,
         slowlog::COMMANDS,
+        monitor::COMMANDS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

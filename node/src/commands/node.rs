@@ -8,6 +8,7 @@ use crate::durability::persist::Persistence;
 use crate::memory::Budget;
 use crate::metrics::{DbFigures, Snapshot, StatsTotals, WorkerMetrics};
 use crate::session::client::ClientRegistry;
+use crate::session::notify::Notifier;
 use crate::session::pubsub::Hub;
 use crate::session::tracking::Tracking;
 use crate::store::expire::ActiveExpiry;
@@ -22,7 +23,7 @@ pub struct Node {
     pub ks: Keyspace,
     pub config: Config,
     pub clients: Arc<ClientRegistry>,
-    pub pubsub: Hub,
+    pub pubsub: Arc<Hub>,
     /// Client-side caching: who is told about changed keys.
     pub tracking: Arc<Tracking>,
     /// CLIENT PAUSE.
@@ -37,6 +38,8 @@ pub struct Node {
     pub stat_reset_time: AtomicU64,
     /// Script cache, function libraries and the running script.
     pub scripts: super::scripting::Scripts,
+    /// MONITOR's clients.
+    pub monitors: crate::session::monitor::Monitors,
     /// The durability log (None with durability none): replayed at
     /// start-up, then journaling every change.
     pub persist: Option<Arc<Persistence>>,
@@ -61,7 +64,7 @@ impl Node {
         let choice =
             crate::durability::persist::engine_choice(&sc.io_engine).unwrap_or(crate::tier::io::EngineChoice::Auto);
         let persist = Persistence::new(policy, sc.dir.clone(), choice);
-        let ks = match &persist {
+        let mut ks = match &persist {
             Some(p) => Keyspace::with_journal(sc.partitions, p.clone()),
             None => Keyspace::new(sc.partitions),
         };
@@ -94,13 +97,17 @@ impl Node {
         let clients = Arc::new(ClientRegistry::default());
         let tracking = Arc::new(Tracking::new(clients.clone()));
         ks.set_tracker(tracking.clone());
+        let workers: Vec<_> = (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.stat_slots()))).collect();
+        let pubsub = Arc::new(Hub::new(rt.obuf_limit_pubsub.clone(), workers.clone()));
+        let notify_flags = rt.notify_keyspace_events.clone();
+        ks.set_key_events(notify_flags.clone(), Arc::new(Notifier::new(pubsub.clone(), notify_flags)));
         Node {
             ks,
             clients,
             tracking,
             pause: Default::default(),
-            pubsub: Hub::default(),
-            workers: (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.stat_slots()))).collect(),
+            pubsub,
+            workers,
             table,
             expiry: ActiveExpiry::default(),
             // The logs' buffers: reported, left out of eviction (Redis's AOF buffer).
@@ -111,6 +118,7 @@ impl Node {
             started: Instant::now(),
             stat_reset_time: AtomicU64::new(now_s),
             scripts: Default::default(),
+            monitors: Default::default(),
             persist,
             cold,
             slowlog: Default::default(),

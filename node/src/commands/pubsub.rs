@@ -11,14 +11,13 @@
 //! `client-output-buffer-limit pubsub`), so a slow reader cannot make the
 //! server hold unbounded memory.
 
-use super::Node;
 use super::{CmdResult, CommandDef, Ctx, Keys, flags};
 use crate::base::glob_match;
 use crate::protocol::Reply;
-use crate::session::client::{Client, ClientInfo};
+use crate::session::client::Client;
+use crate::session::pubsub::encode;
 use crate::session::pubsub::{Hub, SubscriptionMap, set_counts};
 use std::collections::HashSet;
-use std::sync::atomic::Ordering::Relaxed;
 
 const PS: u32 = flags::PUBSUB | flags::NOSCRIPT | flags::LOADING | flags::STALE;
 
@@ -124,8 +123,9 @@ fn punsubscribe(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
 }
 
 fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind) -> CmdResult {
-    // RESP3 confirmations are pushes: CLIENT REPLY OFF does not hold them back.
-    ctx.client.reply_always = out.resp3;
+    // Confirmations are pushes in Redis 7.0, in RESP2 too: CLIENT REPLY
+    // OFF/SKIP does not hold them back.
+    ctx.client.reply_always = true;
     let hub = (kind.hub)(&ctx.shared.pubsub);
     for name in names {
         if (kind.client)(ctx.client).insert(name.to_vec()) {
@@ -139,7 +139,7 @@ fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind
 
 /// Drops the named subscriptions, or every one of this kind when none is named.
 fn unsubscribe_from(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind) -> CmdResult {
-    ctx.client.reply_always = out.resp3;
+    ctx.client.reply_always = true;
     let names: Vec<Vec<u8>> = if names.is_empty() {
         (kind.client)(ctx.client).iter().cloned().collect()
     } else {
@@ -158,79 +158,12 @@ fn unsubscribe_from(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &
     Ok(())
 }
 
-/// A message encoded for RESP2 and RESP3 subscribers.
-struct Encoded {
-    resp2: Vec<u8>,
-    resp3: Vec<u8>,
-}
-
-fn encode(parts: &[&[u8]]) -> Encoded {
-    let build = |resp3: bool| {
-        let mut r = Reply::new(resp3);
-        r.buf = Vec::with_capacity(parts.iter().map(|p| p.len() + 16).sum::<usize>() + 8);
-        r.push(parts.len());
-        for p in parts {
-            r.bulk(p);
-        }
-        r.buf
-    };
-    Encoded { resp2: build(false), resp3: build(true) }
-}
-
-/// Queues a message for a subscriber, disconnecting it if it fell too far behind.
-fn deliver(shared: &Node, sub: &ClientInfo, msg: &Encoded, me: &mut Client, out: &mut Reply) {
-    let bytes = if sub.resp.load(Relaxed) == 3 { &msg.resp3 } else { &msg.resp2 };
-    if sub.id == me.info.id {
-        // Our own subscription: Redis writes it before the PUBLISH reply.
-        out.raw(bytes);
-        return;
-    }
-    let limit = shared.config.runtime.obuf_limit_pubsub.load(Relaxed);
-    let pending = sub.pending_push.fetch_add(bytes.len(), Relaxed) + bytes.len();
-    if limit > 0 && pending > limit {
-        if !sub.killed.load(Relaxed) {
-            tracing::warn!(client = sub.id, addr = %sub.addr, "closing pub/sub client over its output buffer limit");
-            // Written from any publisher's thread, hence a real atomic add.
-            shared.workers[sub.worker.load(Relaxed)].server.output_buffer_disconnects.fetch_add(1, Relaxed);
-            sub.kill();
-        }
-        return;
-    }
-    if !sub.push(bytes.clone()) {
-        sub.pending_push.fetch_sub(bytes.len(), Relaxed);
-    }
-}
-
 fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let (channel, message) = (args[1], args[2]);
-    let shared = ctx.shared;
-    let mut receivers = 0i64;
     let mut self_msgs = Reply::new(out.resp3);
-    {
-        let channels = shared.pubsub.channels.read();
-        if let Some(subs) = channels.get(channel) {
-            let msg = encode(&[b"message", channel, message]);
-            for sub in subs.values() {
-                deliver(shared, sub, &msg, ctx.client, &mut self_msgs);
-                receivers += 1;
-            }
-        }
-    }
-    {
-        let patterns = shared.pubsub.patterns.read();
-        for (pattern, subs) in patterns.iter() {
-            if !glob_match(pattern, channel, false) {
-                continue;
-            }
-            let msg = encode(&[b"pmessage", pattern, channel, message]);
-            for sub in subs.values() {
-                deliver(shared, sub, &msg, ctx.client, &mut self_msgs);
-                receivers += 1;
-            }
-        }
-    }
+    let receivers = ctx.shared.pubsub.publish(channel, message, Some((ctx.client.id(), &mut self_msgs)));
     out.raw(&self_msgs.buf);
-    out.int(receivers);
+    out.int(receivers as i64);
     Ok(())
 }
 
@@ -244,7 +177,7 @@ fn spublish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         if let Some(subs) = channels.get(channel) {
             let msg = encode(&[b"smessage", channel, message]);
             for sub in subs.values() {
-                deliver(shared, sub, &msg, ctx.client, &mut self_msgs);
+                shared.pubsub.deliver(sub, &msg, Some((ctx.client.id(), &mut self_msgs)));
                 receivers += 1;
             }
         }

@@ -9,6 +9,7 @@
 use super::typed::{read_value, remove_members, value_mut};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::{eq_ic, glob_match};
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::fast_rand;
 use crate::store::set::{Member, SetValue};
@@ -81,12 +82,16 @@ fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if added == 0 {
         e.unchanged();
     }
+    drop(e);
+    if added > 0 {
+        ctx.notify(ev::SET, "sadd", args[1]);
+    }
     out.int(added as i64);
     Ok(())
 }
 
 fn srem(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    remove_members(ctx, args[1], &args[2..], out, |set: &mut SetValue, m| set.remove(m))
+    remove_members(ctx, args[1], &args[2..], out, (ev::SET, "srem"), |set: &mut SetValue, m| set.remove(m))
 }
 
 fn smembers(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -143,6 +148,9 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let slot = set.table().random_slot(fast_rand()).expect("stored sets are never empty");
         let member = set.remove_slot(slot).expect("live slot");
         out.bulk(&member);
+        let emptied = set.is_empty();
+        drop(e);
+        notify_spop(ctx, args[1], emptied);
         return Ok(());
     };
     let size = set.len();
@@ -164,7 +172,19 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             set.recheck_compact();
         }
     }
+    drop(e);
+    if count > 0 {
+        notify_spop(ctx, args[1], count >= size);
+    }
     Ok(())
+}
+
+/// SPOP's events: `spop`, then `del` when it emptied the set.
+fn notify_spop(ctx: &Ctx<'_>, key: &[u8], emptied: bool) {
+    ctx.notify(ev::SET, "spop", key);
+    if emptied {
+        ctx.notify(ev::GENERIC, "del", key);
+    }
 }
 
 fn srandmember(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -395,9 +415,17 @@ fn set_op_store(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, op: SetOp) -
     let result = compute(ctx, op, &args[2..], true)?;
     let len = result.len();
     if len == 0 {
-        ctx.keys.delete(args[1]);
+        if ctx.keys.delete(args[1]) {
+            ctx.notify(ev::GENERIC, "del", args[1]);
+        }
     } else {
         ctx.keys.set(args[1], Value::Set(result), 0, false);
+        let event = match op {
+            SetOp::Inter => "sinterstore",
+            SetOp::Union => "sunionstore",
+            SetOp::Diff => "sdiffstore",
+        };
+        ctx.notify(ev::SET, event, args[1]);
     }
     out.int(len as i64);
     Ok(())
@@ -479,16 +507,28 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.int((src == dst && src_has) as i64);
         return Ok(());
     }
+    let mut src_emptied = false;
     if let Some(mut e) = ctx.keys.get_mut(src)
         && let Value::Set(s) = e.value_mut()
     {
         s.remove(member);
+        src_emptied = s.is_empty();
+    }
+    ctx.notify(ev::SET, "srem", src);
+    if src_emptied {
+        ctx.notify(ev::GENERIC, "del", src);
     }
     let mut e = ctx.keys.get_or_insert_with(dst, new_set);
-    if let Value::Set(s) = e.value_mut()
-        && !s.insert(member)
-    {
+    let added = match e.value_mut() {
+        Value::Set(s) => s.insert(member),
+        _ => false,
+    };
+    if !added {
         e.unchanged();
+    }
+    drop(e);
+    if added {
+        ctx.notify(ev::SET, "sadd", dst);
     }
     out.int(1);
     Ok(())

@@ -106,7 +106,7 @@ impl SlowLog {
 }
 
 /// Arguments Redis shows as `(redacted)`: passwords.
-fn redacted_args(args: &[&[u8]]) -> Vec<usize> {
+pub(crate) fn redacted_args(args: &[&[u8]]) -> Vec<usize> {
     let cmd = args[0];
     if eq_ic(cmd, "auth") {
         return (1..args.len()).collect();
@@ -128,6 +128,24 @@ fn redacted_args(args: &[&[u8]]) -> Vec<usize> {
     // ACL SETUSER: the user name and every rule (passwords among them).
     if eq_ic(cmd, "acl") && args.len() > 2 && eq_ic(args[1], "setuser") {
         return (2..args.len()).collect();
+    }
+    // MIGRATE ... AUTH password / AUTH2 username password
+    if eq_ic(cmd, "migrate") {
+        let mut out = Vec::new();
+        let mut j = 6;
+        while j < args.len() {
+            if eq_ic(args[j], "auth") {
+                out.push(j + 1);
+                j += 2;
+            } else if eq_ic(args[j], "auth2") {
+                out.extend([j + 1, j + 2]);
+                j += 3;
+            } else {
+                j += 1;
+            }
+        }
+        out.retain(|&j| j < args.len());
+        return out;
     }
     if eq_ic(cmd, "config") && args.len() > 2 && eq_ic(args[1], "set") {
         return (2..args.len())

@@ -5,6 +5,7 @@
 use super::zsets::parse_sort_weight;
 use super::{CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::eq_ic;
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::list::ListValue;
 use crate::store::{KeyAccess, Value, ValueRef};
@@ -280,8 +281,10 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, readonly: bo
     }
     if outputlen > 0 {
         ctx.keys.set(dst, Value::List(list), 0, false);
-    } else {
-        ctx.keys.delete(dst);
+        // A list event in Redis, though SORT is a generic command.
+        ctx.notify(ev::LIST, "sortstore", dst);
+    } else if ctx.keys.delete(dst) {
+        ctx.notify(ev::GENERIC, "del", dst);
     }
     out.int(outputlen as i64);
     Ok(())

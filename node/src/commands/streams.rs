@@ -12,6 +12,7 @@ use super::args::{help, lossy};
 use super::typed::{TypedValue, read_value, value_mut};
 use super::{BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, err, flags};
 use crate::base::{eq_ic, parse_i64};
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::stream::{ENTRIES_READ_INVALID, Group, StreamId, StreamValue, Trim};
 use crate::store::{KeyAccess, Value, ValueRef};
@@ -366,7 +367,12 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let fields: Vec<Vec<u8>> = args[fields_at..].iter().map(|f| f.to_vec()).collect();
     s.append(id, fields, max_entries, max_bytes);
     bulk_id(out, id);
-    apply_trim(s, &a.trim, max_entries);
+    let trimmed = apply_trim(s, &a.trim, max_entries);
+    drop(e);
+    ctx.notify(ev::STREAM, "xadd", args[1]);
+    if trimmed > 0 {
+        ctx.notify(ev::STREAM, "xtrim", args[1]);
+    }
     Ok(())
 }
 
@@ -381,6 +387,10 @@ fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let removed = apply_trim(s, &a.trim, max_entries);
     if removed == 0 {
         e.unchanged();
+    }
+    drop(e);
+    if removed > 0 {
+        ctx.notify(ev::STREAM, "xtrim", args[1]);
     }
     out.int(removed as i64);
     Ok(())
@@ -444,6 +454,10 @@ fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if deleted == 0 {
         e.unchanged();
     }
+    drop(e);
+    if deleted > 0 {
+        ctx.notify(ev::STREAM, "xdel", args[1]);
+    }
     out.int(deleted as i64);
     Ok(())
 }
@@ -491,6 +505,8 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if !max_deleted.is_zero() {
         s.max_deleted_id = max_deleted;
     }
+    drop(e);
+    ctx.notify(ev::STREAM, "xsetid", args[1]);
     out.ok();
     Ok(())
 }
@@ -622,7 +638,13 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, group_cmd: b
             Some((group, consumer)) => {
                 let Some(mut e) = ctx.keys.get_mut(key) else { continue };
                 let s = value_mut::<StreamValue>(&mut e)?;
-                serve_group(s, key, group, consumer, ids[i], r.count, r.noack, now, true, &mut body)
+                let new_consumer = !has_consumer(s, group, consumer);
+                let n = serve_group(s, key, group, consumer, ids[i], r.count, r.noack, now, true, &mut body);
+                drop(e);
+                if new_consumer {
+                    ctx.notify(ev::STREAM, "xgroup-createconsumer", key);
+                }
+                n
             }
             None => {
                 let Some(s) = read_value::<StreamValue>(&mut ctx.keys, key)? else { continue };
@@ -793,7 +815,12 @@ impl BlockedOp for StreamWaiter {
                     out.error("NOGROUP the consumer group this client was blocked on no longer exists");
                     return;
                 }
+                let new_consumer = !has_consumer(s, group, consumer);
                 serve_group(s, key, group, consumer, NEW_ENTRIES, self.count, *noack, now, false, &mut body);
+                drop(e);
+                if new_consumer {
+                    keys.notify(ev::STREAM, "xgroup-createconsumer", key);
+                }
             }
         }
         open_streams_reply(out, 1);
@@ -880,6 +907,7 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Err(format!("NOGROUP No such consumer group '{}' for key name '{}'", lossy(group), lossy(key)).into());
     }
     let now = ctx.keys.now_ms;
+    let mut event = None;
     match sub {
         "create" if args.len() <= 8 => {
             let id = if args[4] == b"$" { None } else { Some(strict_id(args[4])?) };
@@ -891,6 +919,7 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             }
             let id = id.unwrap_or(s.last_id);
             s.groups.insert(group.to_vec(), Group::new(id, entries_read));
+            event = Some("xgroup-create");
             out.ok();
         }
         "setid" if args.len() == 5 || args.len() == 7 => {
@@ -924,13 +953,16 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             let g = s.groups.get_mut(group).expect("checked above");
             g.last_id = id;
             g.entries_read = entries_read;
+            event = Some("xgroup-setid");
             out.ok();
         }
         "destroy" if args.len() == 4 => {
             let mut e = ctx.keys.get_mut(key).expect("checked above");
             let s = value_mut::<StreamValue>(&mut e)?;
             let removed = s.groups.remove(group).is_some();
-            if !removed {
+            if removed {
+                event = Some("xgroup-destroy");
+            } else {
                 e.unchanged();
             }
             out.int(removed as i64);
@@ -939,7 +971,9 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             let mut e = ctx.keys.get_mut(key).expect("checked above");
             let s = value_mut::<StreamValue>(&mut e)?;
             let (_, created) = s.groups.get_mut(group).expect("checked above").consumer(args[4], now);
-            if !created {
+            if created {
+                event = Some("xgroup-createconsumer");
+            } else {
                 e.unchanged();
             }
             out.int(created as i64);
@@ -953,6 +987,7 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
                     for id in &c.pel {
                         g.pel.remove(id);
                     }
+                    event = Some("xgroup-delconsumer");
                     c.pel.len() as i64
                 }
                 None => {
@@ -964,7 +999,15 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         _ => return Err(subcommand_syntax("XGROUP", args[1])),
     }
+    if let Some(event) = event {
+        ctx.notify(ev::STREAM, event, key);
+    }
     Ok(())
+}
+
+/// Whether `consumer` exists in `group` (XREADGROUP creates it otherwise).
+fn has_consumer(s: &StreamValue, group: &[u8], consumer: &[u8]) -> bool {
+    s.groups.get(group).is_none_or(|g| g.consumers.contains_key(consumer))
 }
 
 fn nogroup(key: &[u8], group: &[u8]) -> CmdError {
@@ -1124,6 +1167,7 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if delivery_time < 0 || delivery_time > now {
         delivery_time = now;
     }
+    let (ks, db) = (ctx.keys.ks, ctx.keys.db);
     let mut e = ctx.keys.get_mut(key).expect("checked above");
     let s = value_mut::<StreamValue>(&mut e)?;
     {
@@ -1150,7 +1194,11 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             continue;
         }
         if !consumer_seen {
-            g.consumer(consumer, now as u64).0.seen_time = now as u64;
+            let (c, created) = g.consumer(consumer, now as u64);
+            c.seen_time = now as u64;
+            if created {
+                ks.key_event(ev::STREAM, "xgroup-createconsumer", db, key);
+            }
             consumer_seen = true;
         }
         let count = if retry_count >= 0 {
@@ -1201,6 +1249,7 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Err(nogroup(key, group));
     }
     let now = ctx.keys.now_ms;
+    let (ks, db) = (ctx.keys.ks, ctx.keys.db);
     let mut e = ctx.keys.get_mut(key).expect("checked above");
     let s = value_mut::<StreamValue>(&mut e)?;
     let mut attempts = count.saturating_mul(10);
@@ -1231,7 +1280,11 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             continue;
         }
         if !consumer_seen {
-            g.consumer(consumer, now).0.seen_time = now;
+            let (c, created) = g.consumer(consumer, now);
+            c.seen_time = now;
+            if created {
+                ks.key_event(ev::STREAM, "xgroup-createconsumer", db, key);
+            }
             consumer_seen = true;
         }
         g.assign(id, consumer, now, if justid { delivery_count } else { delivery_count + 1 });

@@ -10,6 +10,7 @@
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::long_double::LongDouble;
 use crate::base::{eq_ic, parse_i64};
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::{Value, ValueRef};
 use smallvec::SmallVec;
@@ -203,6 +204,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let (key, value) = (args[1], args[2]);
     if args.len() == 3 {
         ctx.keys.set_str(key, value, 0, false);
+        ctx.notify(ev::STRING, "set", key);
         out.ok();
         return Ok(());
     }
@@ -233,6 +235,7 @@ fn set(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Ok(());
     }
     ctx.keys.set_str(key, value, expire_at, o.keep_ttl);
+    notify_set(ctx, key, expire_at != 0);
     if !o.get {
         out.ok();
     }
@@ -244,14 +247,24 @@ fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.int(0);
     } else {
         ctx.keys.set_str(args[1], args[2], 0, false);
+        ctx.notify(ev::STRING, "set", args[1]);
         out.int(1);
     }
     Ok(())
 }
 
+/// SET's events: `set`, then `expire` when it gave the key a TTL.
+fn notify_set(ctx: &Ctx<'_>, key: &[u8], expires: bool) {
+    ctx.notify(ev::STRING, "set", key);
+    if expires {
+        ctx.notify(ev::GENERIC, "expire", key);
+    }
+}
+
 fn set_with_expire(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, unit: ExpireUnit, cmd: &str) -> CmdResult {
     let expire_at = expire_at_ms(unit, args[2], ctx.keys.now_ms, cmd)?;
     ctx.keys.set_str(args[1], args[3], expire_at, false);
+    notify_set(ctx, args[1], true);
     out.ok();
     Ok(())
 }
@@ -281,12 +294,14 @@ fn reply_string(ctx: &mut Ctx<'_>, key: &[u8], out: &mut Reply) -> Result<bool, 
 fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     reply_string(ctx, args[1], out)?;
     ctx.keys.set_str(args[1], args[2], 0, false);
+    ctx.notify(ev::STRING, "set", args[1]);
     Ok(())
 }
 
 fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if reply_string(ctx, args[1], out)? {
         ctx.keys.delete(args[1]);
+        ctx.notify(ev::GENERIC, "del", args[1]);
     }
     Ok(())
 }
@@ -309,19 +324,26 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         // An absolute time already past deletes the key, as Redis does.
         Some((unit, at)) if unit.is_absolute() && at <= ctx.keys.now_ms => {
             ctx.keys.delete(key);
+            ctx.notify(ev::GENERIC, "del", key);
         }
         Some((_, at)) => {
             if let Some(mut e) = ctx.keys.get_mut(key) {
                 e.set_expire(at);
             }
+            ctx.notify(ev::GENERIC, "expire", key);
         }
         None if o.persist => {
+            let mut persisted = false;
             if let Some(mut e) = ctx.keys.get_mut(key) {
                 if e.expire_at() == 0 {
                     e.unchanged();
                 } else {
                     e.set_expire(0);
+                    persisted = true;
                 }
+            }
+            if persisted {
+                ctx.notify(ev::GENERIC, "persist", key);
             }
         }
         None => {}
@@ -346,6 +368,7 @@ fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     }
     for pair in args[1..].chunks_exact(2) {
         ctx.keys.set_str(pair[0], pair[1], 0, false);
+        ctx.notify(ev::STRING, "set", pair[0]);
     }
     out.ok();
     Ok(())
@@ -361,6 +384,7 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     }
     for pair in args[1..].chunks_exact(2) {
         ctx.keys.set_str(pair[0], pair[1], 0, false);
+        ctx.notify(ev::STRING, "set", pair[0]);
     }
     out.int(1);
     Ok(())
@@ -374,6 +398,7 @@ fn add_to_integer(ctx: &mut Ctx<'_>, key: &[u8], delta: i64, out: &mut Reply) ->
         let mut buf = Vec::with_capacity(20);
         write_i64(&mut buf, delta);
         ctx.keys.set(key, Value::Str(buf), 0, false);
+        ctx.notify(ev::STRING, "incrby", key);
         out.int(delta);
         return Ok(());
     };
@@ -392,6 +417,8 @@ fn add_to_integer(ctx: &mut Ctx<'_>, key: &[u8], delta: i64, out: &mut Reply) ->
     };
     match result {
         Ok(n) => {
+            drop(e);
+            ctx.notify(ev::STRING, "incrby", key);
             out.int(n);
             Ok(())
         }
@@ -429,6 +456,7 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
         let text = float_sum(LongDouble::ZERO, args[2])?;
         out.bulk(text.as_bytes());
         ctx.keys.set(key, Value::Str(text.into_bytes()), 0, false);
+        ctx.notify(ev::STRING, "incrbyfloat", key);
         return Ok(());
     };
     let result = match e.value_mut() {
@@ -446,6 +474,8 @@ fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
         return Err(msg);
     }
     out.bulk(string_bytes(e.value())?);
+    drop(e);
+    ctx.notify(ev::STRING, "incrbyfloat", key);
     Ok(())
 }
 
@@ -465,6 +495,7 @@ fn append(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let max = max_string_len(ctx);
     let Some(mut e) = ctx.keys.get_mut(key) else {
         ctx.keys.set_str(key, tail, 0, false);
+        ctx.notify(ev::STRING, "append", key);
         out.int(tail.len() as i64);
         return Ok(());
     };
@@ -478,6 +509,8 @@ fn append(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     };
     match result {
         Ok(len) => {
+            drop(e);
+            ctx.notify(ev::STRING, "append", key);
             out.int(len as i64);
             Ok(())
         }
@@ -545,6 +578,7 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         s[offset as usize..].copy_from_slice(patch);
         out.int(s.len() as i64);
         ctx.keys.set(key, Value::Str(s), 0, false);
+        ctx.notify(ev::STRING, "setrange", key);
         return Ok(());
     };
     let result = match e.value_mut() {
@@ -561,7 +595,11 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         _ => Err(Err(err::WRONGTYPE)),
     };
     match result {
-        Ok(len) => out.int(len as i64),
+        Ok(len) => {
+            drop(e);
+            ctx.notify(ev::STRING, "setrange", key);
+            out.int(len as i64)
+        }
         // Nothing to write: the length as is, and the key is not modified.
         Err(Ok(len)) => {
             e.unchanged();
@@ -773,6 +811,7 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             s[byte] |= mask;
         }
         ctx.keys.set(args[1], Value::Str(s), 0, false);
+        ctx.notify(ev::STRING, "setbit", args[1]);
         out.int(0);
         return Ok(());
     };
@@ -790,8 +829,13 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     } else {
         s[byte] &= !mask;
     }
-    if !grew && was == on {
+    let changed = grew || was != on;
+    if !changed {
         e.unchanged();
+    }
+    drop(e);
+    if changed {
+        ctx.notify(ev::STRING, "setbit", args[1]);
     }
     out.int(was as i64);
     Ok(())
@@ -1004,8 +1048,9 @@ fn bitop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let len = res.len();
     if len > 0 {
         ctx.keys.set(args[2], Value::Str(res), 0, false);
-    } else {
-        ctx.keys.delete(args[2]);
+        ctx.notify(ev::STRING, "set", args[2]);
+    } else if ctx.keys.delete(args[2]) {
+        ctx.notify(ev::GENERIC, "del", args[2]);
     }
     out.int(len as i64);
     Ok(())
@@ -1164,8 +1209,8 @@ fn signed_overflow(value: i64, incr: i64, bits: u32, policy: Overflow) -> Option
 
 /// Runs one SET or INCRBY on `s` (already grown to cover it) and replies with
 /// the old value (SET), the new one (INCRBY), or nil when OVERFLOW FAIL hits.
-/// True if the stored bits changed.
-fn bitfield_write(s: &mut [u8], c: &FieldCmd, out: &mut Reply) -> bool {
+/// None when OVERFLOW FAIL refused the write, else whether the stored bits changed.
+fn bitfield_write(s: &mut [u8], c: &FieldCmd, out: &mut Reply) -> Option<bool> {
     // (reply, old bits, new bits, overflowed)
     let (reply, old, new, overflowed) = if c.signed {
         let old = get_signed(s, c.offset, c.bits);
@@ -1190,11 +1235,11 @@ fn bitfield_write(s: &mut [u8], c: &FieldCmd, out: &mut Reply) -> bool {
     };
     if overflowed && c.overflow == Overflow::Fail {
         out.null();
-        return false;
+        return None;
     }
     out.int(reply);
     set_field(s, c.offset, c.bits, new);
-    old != new
+    Some(old != new)
 }
 
 fn bitfield_read(s: &[u8], c: &FieldCmd) -> i64 {
@@ -1236,11 +1281,16 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, read_onl
         if c.op == FieldOp::Get {
             out.int(bitfield_read(s, c));
         } else {
-            changed |= bitfield_write(s, c, out);
+            changed |= bitfield_write(s, c, out).unwrap_or(false);
         }
     }
     if !changed {
         e.unchanged();
+    }
+    drop(e);
+    // Announced as Redis 7.0 does: only when the string grew or bits changed.
+    if changed {
+        ctx.notify(ev::STRING, "setbit", key);
     }
     Ok(())
 }

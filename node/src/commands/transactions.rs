@@ -211,6 +211,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let nanos = finish(ctx.shared, ctx.worker, ctx.client, q.cmd, &args, mark, result, out);
         // Redis logs the transaction's commands, not EXEC.
         record_slow(ctx.shared, ctx.client, q.cmd, &args, nanos);
+        super::dispatch::feed_monitors(ctx.shared, ctx.client, def, &args);
     }
     ctx.in_exec = false;
     Ok(())

@@ -2,6 +2,7 @@
 //! before it reads or writes — the value of its own type, or WRONGTYPE.
 
 use super::{CmdError, CmdResult, Ctx, err};
+use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::hash::HashValue;
 use crate::store::list::ListValue;
@@ -66,6 +67,7 @@ pub fn remove_members<T: TypedValue>(
     key: &[u8],
     members: &[&[u8]],
     out: &mut Reply,
+    event: (u32, &str),
     mut remove: impl FnMut(&mut T, &[u8]) -> bool,
 ) -> CmdResult {
     let Some(mut e) = ctx.keys.get_mut(key) else {
@@ -82,8 +84,16 @@ pub fn remove_members<T: TypedValue>(
             }
         }
     }
+    let emptied = value.is_empty();
     if removed == 0 {
         e.unchanged();
+    }
+    drop(e);
+    if removed > 0 {
+        ctx.notify(event.0, event.1, key);
+        if emptied {
+            ctx.notify(ev::GENERIC, "del", key);
+        }
     }
     out.int(removed);
     Ok(())

@@ -8,10 +8,11 @@ use super::{
     BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
 };
 use crate::base::{eq_ic, glob_match, parse_i64};
+use crate::config::keyspace_events as ev;
 use crate::protocol::{Reply, format_double};
 use crate::store::set::SetValue;
 use crate::store::zset::{LexBound, LexRange, ScoreRange, ZSetValue};
-use crate::store::{EntryMut, KeyAccess, Value, ValueRef, fast_rand};
+use crate::store::{EntryMut, KeyAccess, Keyspace, Value, ValueRef, fast_rand};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 
@@ -480,6 +481,10 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, zincrby: boo
     if added + updated == 0 {
         e.unchanged();
     }
+    drop(e);
+    if added + updated > 0 {
+        ctx.notify(ev::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
+    }
     if nan {
         return Err(ERR_NAN.into());
     }
@@ -501,8 +506,13 @@ fn zrem(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     };
     let z = zset_mut(&mut e);
     let removed = args[2..].iter().filter(|m| z.remove(m)).count();
+    let emptied = z.is_empty();
     if removed == 0 {
         e.unchanged();
+    }
+    drop(e);
+    if removed > 0 {
+        notify_removed(&ctx.keys, args[1], "zrem", emptied);
     }
     out.int(removed as i64);
     Ok(())
@@ -658,12 +668,7 @@ fn zrange_generic(
             }
         }
         let n = result.len();
-        let dst = args[1];
-        if n == 0 {
-            ctx.keys.delete(dst);
-        } else {
-            ctx.keys.set(dst, Value::ZSet(result), 0, false);
-        }
+        store_result(ctx, args[1], (n > 0).then_some(result), "zrangestore");
         out.int(n as i64);
         return Ok(());
     }
@@ -768,8 +773,18 @@ fn zremrange_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, sel: Se
         Selection::Lex(r) => z.first_in_lex_range(r).map(|first| (first, z.count_in_lex_range(r))),
     };
     let removed = span.map_or(0, |(first, count)| z.remove_rank_range(first, count));
+    let emptied = z.is_empty();
     if removed == 0 {
         e.unchanged();
+    }
+    drop(e);
+    if removed > 0 {
+        let event = match sel {
+            Selection::Rank { .. } => "zremrangebyrank",
+            Selection::Score(_) => "zremrangebyscore",
+            Selection::Lex(_) => "zremrangebylex",
+        };
+        notify_removed(&ctx.keys, args[1], event, emptied);
     }
     out.int(removed as i64);
     Ok(())
@@ -974,17 +989,21 @@ fn setop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, name: &str,
     if store {
         let dst = args[1];
         let n = result.len();
-        if n == 0 {
-            ctx.keys.delete(dst);
-        } else {
+        let stored = (n > 0).then(|| {
             // Redis stores the result as a listpack when it is small enough.
             let max_len = result.iter().map(|(m, _)| m.len()).max().unwrap_or(0);
             let mut z = ZSetValue::with_encoding_for(n, max_len);
             for (m, s) in &result {
                 z.insert(m, *s);
             }
-            ctx.keys.set(dst, Value::ZSet(z), 0, false);
-        }
+            z
+        });
+        let event = match op {
+            SetOp::Union => "zunionstore",
+            SetOp::Inter => "zinterstore",
+            SetOp::Diff => "zdiffstore",
+        };
+        store_result(ctx, dst, stored, event);
         out.int(n as i64);
         return Ok(());
     }
@@ -1081,11 +1100,52 @@ fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     zpop_generic(ctx, args, out, true)
 }
 
-/// Pops up to `count` members from the sorted set in `e`.
-fn pop_many(e: &mut EntryMut<'_>, max: bool, count: usize) -> Vec<(Box<[u8]>, f64)> {
-    let z = zset_mut(e);
+/// Pops up to `count` members from the sorted set at `key` (in `e`), and
+/// announces it (`zpopmin`/`zpopmax`, then `del` when it emptied the set).
+fn pop_many(
+    mut e: EntryMut<'_>,
+    keys_db: (&Keyspace, usize),
+    key: &[u8],
+    max: bool,
+    count: usize,
+) -> Vec<(Box<[u8]>, f64)> {
+    let z = zset_mut(&mut e);
     let n = count.min(z.len());
-    (0..n).filter_map(|_| z.pop(max)).collect()
+    let popped: Vec<_> = (0..n).filter_map(|_| z.pop(max)).collect();
+    let emptied = z.is_empty();
+    drop(e);
+    if !popped.is_empty() {
+        let (ks, db) = keys_db;
+        ks.key_event(ev::ZSET, if max { "zpopmax" } else { "zpopmin" }, db, key);
+        if emptied {
+            ks.key_event(ev::GENERIC, "del", db, key);
+        }
+    }
+    popped
+}
+
+/// A removal's events: `event`, then `del` when it emptied the set.
+fn notify_removed(keys: &KeyAccess<'_>, key: &[u8], event: &str, emptied: bool) {
+    keys.notify(ev::ZSET, event, key);
+    if emptied {
+        keys.notify(ev::GENERIC, "del", key);
+    }
+}
+
+/// Stores a *STORE command's result at `dst` and announces it, or deletes
+/// `dst` (announced as `del` when it existed) when the result is empty.
+fn store_result(ctx: &mut Ctx<'_>, dst: &[u8], result: Option<ZSetValue>, event: &str) {
+    match result {
+        Some(z) => {
+            ctx.keys.set(dst, Value::ZSet(z), 0, false);
+            ctx.notify(ev::ZSET, event, dst);
+        }
+        None => {
+            if ctx.keys.delete(dst) {
+                ctx.notify(ev::GENERIC, "del", dst);
+            }
+        }
+    }
 }
 
 fn zpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, max: bool) -> CmdResult {
@@ -1093,6 +1153,7 @@ fn zpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, max: bool) -
         return Err(err::SYNTAX.into());
     }
     let count = args.get(2).map(|a| arg_positive(a)).transpose()?;
+    let ks_db = (ctx.keys.ks, ctx.keys.db);
     let Some(mut e) = write_zset(&mut ctx.keys, args[1])? else {
         out.array(0);
         return Ok(());
@@ -1102,7 +1163,7 @@ fn zpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, max: bool) -
         out.array(0);
         return Ok(());
     }
-    let popped = pop_many(&mut e, max, count.unwrap_or(1) as usize);
+    let popped = pop_many(e, ks_db, args[1], max, count.unwrap_or(1) as usize);
     // RESP3 nests pairs when a count was given; otherwise one flat pair.
     let pairs = out.resp3 && count.is_some();
     out.array(if pairs { popped.len() } else { popped.len() * 2 });
@@ -1127,11 +1188,12 @@ fn bzpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn bzpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, max: bool) -> CmdResult {
     let deadline = parse_block_timeout(args[args.len() - 1], ctx.keys.now_ms)?;
     let keys = &args[1..args.len() - 1];
+    let ks_db = (ctx.keys.ks, ctx.keys.db);
     for key in keys {
-        let Some(mut e) = write_zset(&mut ctx.keys, key)? else {
+        let Some(e) = write_zset(&mut ctx.keys, key)? else {
             continue;
         };
-        if let Some((m, s)) = pop_many(&mut e, max, 1).pop() {
+        if let Some((m, s)) = pop_many(e, ks_db, key, max, 1).pop() {
             reply_bzpop(out, key, &m, s);
             return Ok(());
         }
@@ -1187,8 +1249,9 @@ impl BlockedOp for ZSetWaiter {
     }
 
     fn serve(&self, keys: &mut KeyAccess<'_>, key: &[u8], out: &mut Reply) {
-        let Ok(Some(mut e)) = write_zset(keys, key) else { return };
-        let popped = pop_many(&mut e, self.max, self.count.unwrap_or(1));
+        let ks_db = (keys.ks, keys.db);
+        let Ok(Some(e)) = write_zset(keys, key) else { return };
+        let popped = pop_many(e, ks_db, key, self.max, self.count.unwrap_or(1));
         match (self.count, popped.first()) {
             (None, Some((m, s))) => reply_bzpop(out, key, m, *s),
             (Some(_), _) => reply_zmpop(out, key, &popped),
@@ -1238,11 +1301,12 @@ fn zmpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, numkeys_idx
     }
     let deadline = if blocking { parse_block_timeout(args[1], ctx.keys.now_ms)? } else { 0 };
     let keys = &args[numkeys_idx + 1..where_idx];
+    let ks_db = (ctx.keys.ks, ctx.keys.db);
     for key in keys {
-        let Some(mut e) = write_zset(&mut ctx.keys, key)? else {
+        let Some(e) = write_zset(&mut ctx.keys, key)? else {
             continue;
         };
-        let popped = pop_many(&mut e, max, count.unwrap_or(1));
+        let popped = pop_many(e, ks_db, key, max, count.unwrap_or(1));
         reply_zmpop(out, key, &popped);
         return Ok(());
     }

@@ -8,6 +8,7 @@
 
 mod cli;
 pub mod file;
+pub mod keyspace_events;
 pub mod logging;
 pub mod params;
 pub mod values;
@@ -19,6 +20,7 @@ pub use values::{DURABILITY_MODES, Durability, EvictionPolicy, POLICIES, Protect
 use params::{IGNORED_DIRECTIVES, PARAMS, Param, Store};
 use parking_lot::RwLock;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use values::Origin;
 
@@ -115,7 +117,8 @@ pub struct RuntimeConfig {
     pub loglevel: RwLock<String>,
     /// Output buffer hard limits (bytes) for normal and pub/sub clients; 0 = none.
     pub obuf_limit_normal: AtomicUsize,
-    pub obuf_limit_pubsub: AtomicUsize,
+    /// Shared with the publisher of keyspace notifications.
+    pub obuf_limit_pubsub: Arc<AtomicUsize>,
     /// Grow and shrink the set of active workers with the load.
     pub adaptive_threads: AtomicBool,
     /// LFU counter growth (`lfu-log-factor`): higher = slower growth.
@@ -164,6 +167,9 @@ pub struct RuntimeConfig {
     pub active_defrag_max_scan_fields: AtomicI64,
     pub active_expire_effort: AtomicI64,
     pub activerehashing: AtomicBool,
+    /// `notify-keyspace-events` as [`keyspace_events`] flags; 0 = off. Shared
+    /// with the keyspace, whose writers test it with one load.
+    pub notify_keyspace_events: Arc<AtomicU32>,
 }
 
 impl RuntimeConfig {
@@ -182,7 +188,7 @@ impl RuntimeConfig {
             has_password: AtomicBool::new(false),
             loglevel: RwLock::new(String::new()),
             obuf_limit_normal: AtomicUsize::new(0),
-            obuf_limit_pubsub: AtomicUsize::new(32 * 1024 * 1024),
+            obuf_limit_pubsub: Arc::new(AtomicUsize::new(32 * 1024 * 1024)),
             adaptive_threads: AtomicBool::new(true),
             // Redis's defaults.
             lfu_log_factor: AtomicU32::new(10),
@@ -215,6 +221,7 @@ impl RuntimeConfig {
             active_defrag_max_scan_fields: AtomicI64::new(1000),
             active_expire_effort: AtomicI64::new(1),
             activerehashing: AtomicBool::new(true),
+            notify_keyspace_events: Arc::new(AtomicU32::new(0)),
         }
     }
 

@@ -5,7 +5,7 @@
 //! change it and CONFIG REWRITE writes it, and how CONFIG GET reads it.
 
 use super::values::{Kind, MB, Origin, Parsed, Protected, absolute_path, format_cpu_list, format_interval_us, yes_no};
-use super::{Config, DATABASES, HugePages};
+use super::{Config, DATABASES, HugePages, keyspace_events};
 use super::{RuntimeConfig, StartupConfig};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
@@ -517,6 +517,13 @@ pub static PARAMS: &[Param] = &[
         }),
         live: None, get: |c| c.startup.metrics_bind.clone(), rewrite: false, secret: false,
     },
+    Param {
+        name: "notify-keyspace-events", aliases: &[], group: "Clients",
+        help: "Keyspace notifications published through pub/sub, as Redis's letters (e.g. KEA; empty: off).",
+        default: None, kind: Kind::Custom(parse_notify_keyspace_events),
+        store: Store::Runtime(|rt, v| rt.notify_keyspace_events.store(v.int() as u32, Relaxed)), live: None,
+        get: |c| keyspace_events::format(c.runtime.notify_keyspace_events.load(Relaxed)), rewrite: true, secret: false,
+    },
 ];
 
 const LONG: Kind = Kind::Int { min: 0, max: i64::MAX };
@@ -635,7 +642,7 @@ pub static REDIS_COMPAT: &[Param] = &[
         },
         rewrite: false, secret: false,
     },
-    // No RDB, AOF or keyspace notifications: only their "off" values are accepted.
+    // No RDB or AOF: only their "off" values are accepted.
     Param {
         name: "save", aliases: &[], group: "Storage", help: "RDB snapshots: always off.",
         default: None, kind: Kind::Custom(parse_save), store: Store::Nowhere, live: Some(|_, _| {}),
@@ -645,11 +652,6 @@ pub static REDIS_COMPAT: &[Param] = &[
         name: "appendonly", aliases: &[], group: "Storage", help: "The append only file: always off.",
         default: None, kind: Kind::Custom(parse_appendonly), store: Store::Nowhere, live: Some(|_, _| {}),
         get: |_| "no".into(), rewrite: false, secret: false,
-    },
-    Param {
-        name: "notify-keyspace-events", aliases: &[], group: "Clients", help: "Keyspace notifications: always off.",
-        default: None, kind: Kind::Custom(parse_notify_keyspace_events), store: Store::Nowhere, live: Some(|_, _| {}),
-        get: |_| String::new(), rewrite: false, secret: false,
     },
     Param {
         name: "hz", aliases: &[], group: "Storage", help: "Background task frequency.",
@@ -812,11 +814,7 @@ pub fn trim_double(x: f64) -> String {
 }
 
 fn parse_notify_keyspace_events(v: &[u8]) -> Result<Parsed, String> {
-    if v.is_empty() {
-        Ok(Parsed::Nothing)
-    } else {
-        Err("keyspace notifications are not supported by this server".into())
-    }
+    keyspace_events::parse(v).map(|flags| Parsed::Int(flags as i64)).ok_or_else(|| keyspace_events::INVALID.into())
 }
 
 #[cfg(test)]

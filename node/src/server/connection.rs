@@ -174,6 +174,9 @@ impl ConnState {
         self.bufs.out.buf.clear();
         self.bufs.release();
         shared.pubsub.unsubscribe_all(&mut self.client);
+        if self.client.monitor {
+            shared.monitors.remove(self.info.id);
+        }
         if self.info.tracking.load(Relaxed) != 0 {
             let broadcasting = shared.tracking.disable(&self.info);
             shared.ks.set_broadcasting(broadcasting);

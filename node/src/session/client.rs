@@ -118,6 +118,8 @@ pub struct Client {
     pub shard_channels: HashSet<Vec<u8>>,
     pub no_touch: bool,
     pub no_evict: bool,
+    /// In MONITOR mode: sees every command, may not touch keys.
+    pub monitor: bool,
     /// Close the connection after writing the pending replies (QUIT).
     pub close_after_reply: bool,
     /// CLIENT REPLY OFF/SKIP support.
@@ -158,6 +160,7 @@ impl Client {
             shard_channels: HashSet::new(),
             no_touch: false,
             no_evict: false,
+            monitor: false,
             close_after_reply: false,
             reply_off: false,
             reply_skip_next: false,

@@ -4,5 +4,7 @@
 
 pub mod acl;
 pub mod client;
+pub mod monitor;
+pub mod notify;
 pub mod pubsub;
 pub mod tracking;

@@ -100,19 +100,28 @@ impl<'a> KeyAccess<'a> {
 
     /// Read lookup: counts a hit or miss and updates access metadata.
     pub fn get(&mut self, key: &[u8]) -> Option<&Entry> {
-        self.read(key, self.touch)
+        self.read(key, self.touch, true)
     }
 
     /// Read lookup that counts hit/miss but leaves access metadata alone
     /// (TYPE, TTL, OBJECT, EXISTS do this in Redis).
     pub fn get_notouch(&mut self, key: &[u8]) -> Option<&Entry> {
-        self.read(key, false)
+        self.read(key, false, true)
     }
 
-    fn read(&mut self, key: &[u8], touch: bool) -> Option<&Entry> {
+    /// `get_notouch` that announces no `keymiss` (OBJECT, as in Redis).
+    pub fn get_notouch_quiet(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.read(key, false, false)
+    }
+
+    fn read(&mut self, key: &[u8], touch: bool, announce_miss: bool) -> Option<&Entry> {
         let found = if self.ks.expiry_paused(self.now_ms) { self.locate_unexpired(key) } else { self.locate(key) };
         let Some(loc) = found else {
             StoreStats::bump(&self.stats.misses, 1);
+            // Redis announces a read miss where it counts one (`m`).
+            if announce_miss {
+                self.notify(crate::config::keyspace_events::KEY_MISS, "keymiss", key);
+            }
             return None;
         };
         StoreStats::bump(&self.stats.hits, 1);

@@ -13,6 +13,7 @@ mod defrag;
 pub mod dump;
 pub mod encoding;
 pub mod entry;
+pub mod events;
 mod evict;
 pub mod expire;
 mod expiry_index;
@@ -38,6 +39,7 @@ pub use access::{EntryMut, KeyAccess, clear_db};
 pub use cold::{ColdStats, ColdTier};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
+pub use events::KeyEvents;
 pub use evict::Victim;
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, NUM_DBS, Partition, Serve, Waiter};
@@ -95,6 +97,8 @@ pub struct Keyspace {
     /// Until this unix ms (CLIENT PAUSE) expired keys read as missing but
     /// are not deleted, and the active expiry does not run, as in Redis 7.0.
     expiry_paused_until: AtomicU64,
+    /// Keyspace notifications: the flags and who publishes (`events.rs`).
+    events: events::EventsState,
 }
 
 /// A field that writers on every core update, on cache lines of its own
@@ -145,6 +149,7 @@ impl Keyspace {
             cold_stats: ColdStats::default(),
             tracking: OwnLine(Default::default()),
             expiry_paused_until: AtomicU64::new(0),
+            events: Default::default(),
         }
     }
 

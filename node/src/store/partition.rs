@@ -451,6 +451,8 @@ impl Partition {
         self.mem += mem;
         ks.add_mem(mem);
         self.settle_write(ks, db, slot, ChangeKind::Write);
+        let key = self.dbs[db].entry(slot).key();
+        ks.key_event(crate::config::keyspace_events::NEW, "new", db, key);
         slot
     }
 
@@ -531,6 +533,9 @@ impl Partition {
         // Waiters learn that the key is gone (a stream group reader fails).
         self.signal_ready(db, entry.key());
         self.journal(ks, db, entry.key(), kind, None);
+        if let Some((class, event)) = super::events::removal_event(kind) {
+            ks.key_event(class, event, db, entry.key());
+        }
         entry
     }
 

@@ -646,6 +646,9 @@ impl CallCtx<'_, '_> {
         ctx.client.resp3 = resp3;
         let mut r = Reply { buf: Vec::new(), resp3 };
         let result = (def.handler)(ctx, &args, &mut r);
+        if shared.monitors.active() && cmd_flags & flags::ADMIN == 0 {
+            crate::commands::monitor::feed(shared, ctx.client, &args, true);
+        }
         if cmd_flags & flags::READONLY != 0 && crate::commands::dispatch::tracks_reads(ctx.client) {
             crate::commands::dispatch::track_keys(ctx, self.declared.iter().copied());
         }

@@ -323,6 +323,14 @@ fn evalsha_ro(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 const NOSCRIPT_ERR: &str = "NOSCRIPT No matching script. Please use EVAL.";
 const RO_WITH_WRITE: &str = "ERR Can not execute a script with write flag using *_ro command.";
 
+/// MONITOR shows a script command before the commands its script runs
+/// (once: not again when the client comes back for the result).
+fn feed_monitors(ctx: &Ctx<'_>, args: &[&[u8]]) {
+    if ctx.shared.monitors.active() {
+        super::monitor::feed(ctx.shared, ctx.client, args, false);
+    }
+}
+
 /// The reply of this client's script, run on the script thread, if it is done.
 fn collect_result(ctx: &mut Ctx<'_>, out: &mut Reply) -> Option<CmdResult> {
     let scripts = &ctx.shared.scripts;
@@ -359,6 +367,7 @@ fn eval_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, by_sha: bool
     if let Some(r) = collect_result(ctx, out) {
         return r;
     }
+    feed_monitors(ctx, args);
     let (keys, argv) = split_keys(args)?;
     let (sha, body) = if by_sha {
         let given = args[1];
@@ -569,6 +578,7 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, ro_cmd: boo
     if let Some(r) = collect_result(ctx, out) {
         return r;
     }
+    feed_monitors(ctx, args);
     let name = String::from_utf8_lossy(args[1]).into_owned();
     let Some((_lib, flags)) = functions::find_function(&ctx.shared.scripts, &name) else {
         return Err("ERR Function not found".into());
