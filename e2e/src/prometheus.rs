@@ -226,6 +226,9 @@ impl Prometheus {
         for (k, v) in vars {
             cmd.arg("--var").arg(format!("{k}={v}"));
         }
+        // The cluster's data fits in RAM: its tier exists but reads nothing, so the cold-read
+        // quantiles are NaN here (`make check` proves them against a node that does read).
+        cmd.arg("--idle-ok").arg("strata_tier_read_duration_seconds");
         run(&mut cmd, None)
     }
 }
