@@ -117,6 +117,12 @@ impl EvictionPolicy {
         Self::ALL.into_iter().find(|p| p.name().eq_ignore_ascii_case(s))
     }
 
+    /// Picks its victims at random: any one random candidate is as good as
+    /// the best of several, so one draw does.
+    pub fn is_random(self) -> bool {
+        matches!(self, EvictionPolicy::AllKeysRandom | EvictionPolicy::VolatileRandom)
+    }
+
     /// Evicts only keys with a TTL.
     pub fn is_volatile(self) -> bool {
         matches!(

@@ -82,7 +82,9 @@ impl Keyspace {
     pub fn eviction_victims(&self, samples: usize, keep: usize, out: &mut Vec<(u64, Victim)>) {
         let nparts = self.num_partitions() as u64;
         let clock = self.policy_clock();
-        let samples = samples.max(1);
+        // Random policies: one random draw is a uniform victim already
+        // (each further draw is another cache miss for nothing).
+        let samples = if self.policy_kind().is_random() { 1 } else { samples.max(1) };
         let mut search = Search { best: SmallVec::new(), keep: keep.clamp(1, samples), taken: 0, clock };
         // The candidates of one search come from as few random partitions
         // as the keyspace allows: a partition's keys are a uniform sample of
