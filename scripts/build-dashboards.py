@@ -601,7 +601,7 @@ def node_detail():
         "timeseries",
         "fsync latency p50 / p99",
         "Time of one log flush, write and fdatasync, from the node's histogram strata_log_fsync_duration_seconds "
-        "(buckets from 50 µs to 1 s), and the mean (rate of strata_log_fsync_seconds_total over "
+        "(buckets from 10 µs to 1 s), and the mean (rate of strata_log_fsync_seconds_total over "
         "strata_log_fsyncs_total). In sync mode every write waits for it; above 10 ms (yellow) the disk is slow.",
         [
             (quantile(0.5, "pod, le", NODE, "strata_log_fsync_duration_seconds_bucket"), "{{pod}} p50"),
