@@ -19,25 +19,7 @@ use support::*;
 
 const SEGMENT: &str = "1048576";
 
-struct Dir(PathBuf);
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("strata-dur-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn start(dir: &Dir, mode: &str, extra: &[&str]) -> Server {
+fn start(dir: &DataDir, mode: &str, extra: &[&str]) -> Server {
     let mut args = vec!["--dir", dir.path(), "--durability", mode];
     args.extend_from_slice(extra);
     let mut env = vec![("STRATA_SEGMENT_SIZE", SEGMENT)];
@@ -81,7 +63,7 @@ fn parse_counter(t: usize, v: &[u8]) -> Option<u64> {
 /// kills, lost acknowledged writes, lost beyond the allowed window,
 /// phantom values).
 fn crash_rounds(mode: &str, extra: &[&str], rounds: usize, window: Duration) -> (u64, usize, u64, u64, u64) {
-    let dir = Dir::new(mode);
+    let dir = DataDir::new(mode);
     let logs: Vec<Arc<Mutex<Vec<KeyLog>>>> =
         (0..THREADS).map(|_| Arc::new(Mutex::new(vec![KeyLog::default(); KEYS_PER_THREAD as usize]))).collect();
     let mut counters = [0u64; THREADS];
@@ -196,7 +178,7 @@ fn sorted(f: Frame) -> Frame {
 /// what was written; durability none with a dir keeps nothing.
 #[test]
 fn restart_keeps_every_type_and_ttl_and_none_keeps_nothing() {
-    let dir = Dir::new("types");
+    let dir = DataDir::new("types");
     let mut server = start(&dir, "sync", &[]);
     let mut c = server.conn();
     c.ok(&["SET", "s", "hello"]);
@@ -257,7 +239,7 @@ fn restart_keeps_every_type_and_ttl_and_none_keeps_nothing() {
     drop(server);
 
     // durability none: a cache; the dir is neither written nor replayed.
-    let none_dir = Dir::new("none");
+    let none_dir = DataDir::new("none");
     let mut server = start(&none_dir, "none", &[]);
     server.conn().ok(&["SET", "k", "v"]);
     server.kill();
@@ -270,7 +252,7 @@ fn restart_keeps_every_type_and_ttl_and_none_keeps_nothing() {
 /// a torn tail is dropped, and the node comes up with the rest.
 #[test]
 fn a_corrupted_log_file_never_crashes_the_node() {
-    let dir = Dir::new("corrupt");
+    let dir = DataDir::new("corrupt");
     let mut server = start(&dir, "sync", &[]);
     let mut c = server.conn();
     for i in 0..2000 {
@@ -311,7 +293,7 @@ fn find_segment_with_data(dir: &Path) -> PathBuf {
 /// first old segment is freed) loses no acknowledged write (sync).
 #[test]
 fn compaction_bounds_the_log_and_survives_a_crash_in_the_middle() {
-    let dir = Dir::new("compact");
+    let dir = DataDir::new("compact");
     let run = |env_crash: bool| {
         let mut env = vec![("STRATA_SEGMENT_SIZE", SEGMENT)];
         if env_crash {
@@ -460,7 +442,7 @@ fn dump_and_restore_match_redis() {
 /// Clients get -LOADING while the log is replayed, as from Redis.
 #[test]
 fn clients_get_loading_while_the_log_is_replayed() {
-    let dir = Dir::new("loading");
+    let dir = DataDir::new("loading");
     let mut server = start(&dir, "periodic", &[]);
     let mut c = server.conn();
     let big = "v".repeat(4000);
@@ -531,7 +513,7 @@ fn a_slow_disk_holds_writers_back_in_write_back_and_periodic() {
     // flush readies; that wait is not what this test measures.
     let slow = [("STRATA_TEST_FLUSH_DELAY_MS", "300")];
     let run = |mode: &str, extra: &[&str]| {
-        let dir = Dir::new(&format!("slow-{mode}-{}", extra.len()));
+        let dir = DataDir::new(&format!("slow-{mode}-{}", extra.len()));
         let metrics_port = free_port();
         let port = metrics_port.to_string();
         let mut args = vec!["--dir", dir.path(), "--durability", mode, "--metrics-port", &port];
@@ -572,7 +554,7 @@ fn a_slow_disk_holds_writers_back_in_write_back_and_periodic() {
 /// with a clear error and leaves the log as it was.
 #[test]
 fn replay_respects_maxmemory() {
-    let dir = Dir::new("replay-maxmemory");
+    let dir = DataDir::new("replay-maxmemory");
     let mut server = start(&dir, "periodic", &[]);
     let mut c = server.conn();
     // The budget: what an empty node uses, plus 12 MiB (the log holds ~30).
@@ -635,7 +617,7 @@ fn replay_respects_maxmemory() {
 /// and consumers, including changes made by a served blocked reader.
 #[test]
 fn streams_and_consumer_groups_survive_a_restart() {
-    let dir = Dir::new("streams");
+    let dir = DataDir::new("streams");
     let mut server = start(&dir, "sync", &[]);
     let mut c = server.conn();
     for i in 1..=30 {

@@ -8,29 +8,10 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 use support::*;
 
-struct Dir(PathBuf);
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("strata-replay-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn start(dir: &Dir, extra: &[&str]) -> Server {
+fn start(dir: &DataDir, extra: &[&str]) -> Server {
     let mut args = vec!["--dir", dir.path(), "--durability", "sync"];
     args.extend_from_slice(extra);
     let server = Server::strata_with_env(&args, &[("STRATA_SEGMENT_SIZE", "1048576")]);
@@ -225,7 +206,7 @@ fn write_mix(c: &mut RawConn) {
 }
 
 fn check_restarts(extra: &[&str], mix: impl FnOnce(&mut RawConn)) {
-    let dir = Dir::new(&format!("mix{}", extra.len()));
+    let dir = DataDir::new(&format!("mix{}", extra.len()));
     let mut server = start(&dir, extra);
     let mut c = server.conn();
     mix(&mut c);
@@ -269,7 +250,7 @@ fn every_write_command_replays_after_shutdown_and_kill_9() {
 /// FLUSHDB records move exactly the keys of the partition they name.
 #[test]
 fn swapdb_and_flushdb_replay_with_another_partition_count() {
-    let dir = Dir::new("parts");
+    let dir = DataDir::new("parts");
     let mut server = start(&dir, &["--partitions", "16"]);
     let mut c = server.conn();
     for db in 0..3 {
@@ -296,7 +277,7 @@ fn swapdb_and_flushdb_replay_with_another_partition_count() {
 /// Keys evicted under `maxmemory` stay evicted after a restart.
 #[test]
 fn evicted_keys_stay_evicted_after_a_restart() {
-    let dir = Dir::new("evict");
+    let dir = DataDir::new("evict");
     let mut server = start(&dir, &[]);
     let mut c = server.conn();
     w(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);

@@ -25,25 +25,6 @@ fn wrapper() -> Vec<String> {
     vec![PYTHON.to_string(), script.to_str().unwrap().to_string()]
 }
 
-/// A data dir that outlives one server (a restart reads it back).
-struct Dir(PathBuf);
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("strata-engine-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn value_of(i: usize) -> String {
     format!("value-{i}-").repeat(60)
 }
@@ -66,7 +47,7 @@ fn wait_loaded(server: &Server) {
 fn auto_serves_the_log_and_the_tier_with_threads_when_seccomp_refuses_io_uring() {
     let wrapper = wrapper();
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-    let dir = Dir::new("auto");
+    let dir = DataDir::new("auto");
     let args = [
         "--dir",
         dir.path(),
@@ -121,7 +102,7 @@ fn auto_serves_the_log_and_the_tier_with_threads_when_seccomp_refuses_io_uring()
 #[test]
 fn uring_chosen_explicitly_stops_the_node_and_says_what_to_do() {
     let wrapper = wrapper();
-    let dir = Dir::new("uring");
+    let dir = DataDir::new("uring");
     let started = Instant::now();
     let out = Command::new(&wrapper[0])
         .arg(&wrapper[1])

@@ -134,6 +134,29 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 }
 
 /// A running server process, killed on drop.
+/// A data directory that outlives one server (a restart reads it back),
+/// removed on drop.
+pub struct DataDir(pub PathBuf);
+
+impl DataDir {
+    pub fn new(name: &str) -> DataDir {
+        let p = std::env::temp_dir().join(format!("strata-data-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        DataDir(p)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().expect("temp dir is not UTF-8")
+    }
+}
+
+impl Drop for DataDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 pub struct Server {
     kind: ServerKind,
     child: Child,
