@@ -91,7 +91,10 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
                 format!("ERR Unknown option or number of arguments for CONFIG SET - '{}'", lossy(pair[0])).into()
             );
         };
-        if !p.mutable() {
+        // A start-up-only parameter set to the value it has is a no-op
+        // (tools write back what CONFIG GET * showed); any other value is
+        // refused as Redis refuses its immutable ones.
+        if !p.mutable() && !pair[1].eq_ignore_ascii_case((p.get)(&ctx.shared.config).as_bytes()) {
             return Err(failed(&lossy(pair[0]), "can't set immutable config"));
         }
         // As Redis 7.0: a name given twice is refused, a name and its alias
@@ -120,8 +123,10 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
         }
     }
     for (p, v) in params.iter().zip(&values) {
-        p.apply(&ctx.shared.config, v);
-        follow_change(ctx, p.name);
+        if p.mutable() {
+            p.apply(&ctx.shared.config, v);
+            follow_change(ctx, p.name);
+        }
     }
     if params.iter().any(|p| p.name == "maxmemory" || p.name == "maxmemory-policy") {
         evict_to_limit(ctx);
