@@ -412,7 +412,15 @@ fn config_set_maxmemory_evicts() {
     // Strata's immutable parameters.
     let e = c.cmd(&["CONFIG", "SET", "port", "1"]);
     assert_eq!(err_of(&e), "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config");
-    c.ok(&["CONFIG", "SET", "maxmemory", "0"]);
+    // ... which may be written back unchanged (what CONFIG GET * showed).
+    let threads = c.cmd(&["CONFIG", "GET", "threads"]);
+    let threads = threads.as_array().unwrap()[1].as_str().unwrap().to_string();
+    c.ok(&["CONFIG", "SET", "threads", &threads, "maxmemory", "0"]);
+    let e = c.cmd(&["CONFIG", "SET", "threads", "7"]);
+    assert_eq!(
+        err_of(&e),
+        "ERR CONFIG SET failed (possibly related to argument 'threads') - can't set immutable config"
+    );
 }
 
 /// A temporary directory for config files, removed on drop.
