@@ -594,9 +594,18 @@ fn replay_respects_maxmemory() {
     assert!(ok, "not loaded\n{}", server.logs());
     let keys = c.cmd(&["DBSIZE"]).as_int().unwrap();
     // The log's buffers are part of used_memory but not of the budget.
-    let memory = info(&mut c, Some("memory"));
-    let field = |name: &str| -> u64 { memory[name].parse().unwrap() };
-    let used = field("used_memory") - field("mem_not_counted_for_evict");
+    let mut used_now = || {
+        let memory = info(&mut c, Some("memory"));
+        let field = |name: &str| -> u64 { memory[name].parse().unwrap() };
+        field("used_memory") - field("mem_not_counted_for_evict")
+    };
+    // The allocator's figures are refreshed every few ms and the limit is
+    // held between writes by the tick's eviction: give it a moment.
+    let mut used = used_now();
+    wait_for(Duration::from_secs(3), || {
+        used = used_now();
+        used <= empty + (12 << 20)
+    });
     let persistence = info(&mut c, Some("persistence"));
     let evicted: u64 = persistence["strata_recovery_evicted_keys"].parse().unwrap();
     eprintln!(
