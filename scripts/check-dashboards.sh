@@ -118,27 +118,26 @@ export KUBECONFIG=$WORK/kubeconfig
 kubectl() { "$K8S_BIN/kubectl" "$@"; }
 
 # --- the node under load (meanwhile the API server starts) ----------------------------------
+# start_node NAME PORT METRICS ARGS...: a strata-node in $WORK/NAME (its data dir under it),
+# logging to $WORK/strata-node-NAME.log.
+start_node() {
+  local name=$1 port=$2 metrics=$3
+  shift 3
+  mkdir -p "$WORK/$name"
+  (cd "$WORK/$name" && exec "$BIN/strata-node" --port "$port" --metrics-port "$metrics" --threads 2 "$@") \
+    >"$WORK/strata-node-$name.log" 2>&1 &
+  PIDS+=($!)
+}
 NODE_PORT=$(free_port) NODE_METRICS=$(free_port) PROM_PORT=$(free_port)
-mkdir -p "$WORK/node"
-(cd "$WORK/node" && exec "$BIN/strata-node" --port "$NODE_PORT" --metrics-port "$NODE_METRICS" \
-  --maxmemory 16mb --maxmemory-policy allkeys-lru --threads 2) >"$WORK/strata-node.log" 2>&1 &
-PIDS+=($!)
-# The durable node, without maxmemory: its log's buffers count as used memory (about 15 MB idle,
-# more under writes), which would leave a small budget nothing to evict and refuse writes (OOM).
+start_node node "$NODE_PORT" "$NODE_METRICS" --maxmemory 16mb --maxmemory-policy allkeys-lru
+# The durable node: periodic fsyncs under a light SET/GET load (the durability row's series).
 DURABLE_PORT=$(free_port) DURABLE_METRICS=$(free_port)
-mkdir -p "$WORK/durable"
-(cd "$WORK/durable" && exec "$BIN/strata-node" --port "$DURABLE_PORT" --metrics-port "$DURABLE_METRICS" \
-  --threads 2 --dir "$WORK/durable/data" --durability periodic) \
-  >"$WORK/strata-node-durable.log" 2>&1 &
-PIDS+=($!)
+start_node durable "$DURABLE_PORT" "$DURABLE_METRICS" --dir "$WORK/durable/data" --durability periodic
 # The tiered node: a small maxmemory and a disk budget, so the policy's victims move to its disk
 # tier and reads bring them back (the tier panels' series).
 TIER_PORT=$(free_port) TIER_METRICS=$(free_port)
-mkdir -p "$WORK/tier"
-(cd "$WORK/tier" && exec "$BIN/strata-node" --port "$TIER_PORT" --metrics-port "$TIER_METRICS" \
-  --threads 2 --dir "$WORK/tier/data" --maxmemory 32mb --maxmemory-policy allkeys-lru --max-disk 256mb) \
-  >"$WORK/strata-node-tier.log" 2>&1 &
-PIDS+=($!)
+start_node tier "$TIER_PORT" "$TIER_METRICS" \
+  --dir "$WORK/tier/data" --maxmemory 32mb --maxmemory-policy allkeys-lru --max-disk 256mb
 wait_for "strata-node" 30 redis-cli -p "$NODE_PORT" ping
 wait_for "tiered strata-node" 30 redis-cli -p "$TIER_PORT" ping
 # Ready once its log is replayed (before that, writes get -LOADING).

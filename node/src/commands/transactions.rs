@@ -57,7 +57,12 @@ pub fn abort_while_busy(client: &mut Client) {
 
 /// Releases the WATCHes `abort_while_busy` set aside (no locks held).
 pub fn release_stale_watches(shared: &Node, client: &mut Client) {
-    for (db, key, _) in client.stale_watches.drain(..) {
+    unwatch_keys(shared, client.stale_watches.drain(..));
+}
+
+/// Drops WATCHes, locking each key's partition in turn.
+fn unwatch_keys(shared: &Node, watches: impl Iterator<Item = (usize, Vec<u8>, u64)>) {
+    for (db, key, _) in watches {
         shared.ks.lock(shared.ks.partition_of_key(&key)).unwatch(db, &key);
     }
 }
@@ -107,10 +112,7 @@ fn unwatch_locked(keys: &mut KeyAccess<'_>, client: &mut Client) {
 /// locks held by the caller).
 pub fn unwatch_all(shared: &Node, client: &mut Client) {
     release_stale_watches(shared, client);
-    for (db, key, _) in client.watched.drain(..) {
-        let idx = shared.ks.partition_of_key(&key);
-        shared.ks.lock(idx).unwatch(db, &key);
-    }
+    unwatch_keys(shared, client.watched.drain(..));
 }
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
