@@ -161,13 +161,22 @@ struct Chunk {
     bytes: Staged,
 }
 
-struct Staging {
-    next_seq: u64,
+/// An append head: records appended to it go to its own segment, so a
+/// user can keep apart records that will die together (the cold tier
+/// places them by expiry). Head 0 is the log's own; the journal uses only it.
+struct Head {
     /// The segment being appended to, its nonce, and the next free offset.
     active: Option<(u32, u64)>,
     pos: u64,
     /// Bytes of the active segment's partial last block (already flushed).
     tail: Staged,
+}
+
+struct Staging {
+    next_seq: u64,
+    heads: Vec<Head>,
+    /// At most one per segment: the bytes each head appended since the
+    /// last flush.
     chunks: Vec<Chunk>,
     /// A zeroed segment ready to take over when the active one is full.
     spare: Option<u32>,
@@ -317,9 +326,7 @@ impl SegmentLog {
             config,
             staging: Mutex::new(Staging {
                 next_seq: last_seq + 1,
-                active,
-                pos,
-                tail,
+                heads: vec![Head { active, pos, tail }],
                 chunks: Vec::new(),
                 spare: None,
                 next_order,
@@ -403,13 +410,32 @@ impl SegmentLog {
     /// StorageFull unless `reserve` more segments could still be had after
     /// it (free or not yet created): room kept for the cleaner's moves.
     pub fn append_leaving(&self, rec: &Record<'_>, reserve: u32) -> io::Result<(u64, RecordAddr)> {
+        self.append_at(0, rec, reserve)
+    }
+
+    /// Makes `count` append heads (at least; never fewer than there are):
+    /// see [`Self::append_at`].
+    pub fn set_heads(&self, count: usize) {
+        let mut st = self.staging.lock().unwrap();
+        while st.heads.len() < count {
+            st.heads.push(Head { active: None, pos: 0, tail: Staged::new(&self.config.buffers) });
+        }
+    }
+
+    /// [`Self::append_leaving`] to append head `head` (< [`Self::set_heads`]'s
+    /// count): each head fills a segment of its own.
+    pub fn append_at(&self, head: usize, rec: &Record<'_>, reserve: u32) -> io::Result<(u64, RecordAddr)> {
         let len = record::encoded_len(rec.key.len(), rec.value.len()) as u64;
         if len > self.config.segment_size - SEGMENT_HEADER {
             return Err(error(io::ErrorKind::InvalidInput, "record larger than a segment"));
         }
         let payload_crc = record::payload_crc(rec.key, rec.value);
-        let mut st = self.staging.lock().unwrap();
-        let fits = st.active.is_some() && st.pos + len <= self.config.segment_size;
+        let mut guard = self.staging.lock().unwrap();
+        let st = &mut *guard;
+        let Some(h) = st.heads.get(head) else {
+            return Err(error(io::ErrorKind::InvalidInput, "no such append head"));
+        };
+        let fits = h.active.is_some() && h.pos + len <= self.config.segment_size;
         if !fits {
             if reserve > 0 {
                 let shared = self.shared.read().unwrap();
@@ -418,27 +444,32 @@ impl SegmentLog {
                     return Err(error(io::ErrorKind::StorageFull, "the rest is reserved"));
                 }
             }
-            self.roll(&mut st)?;
+            self.roll(st, head)?;
         }
-        let (segment, nonce) = st.active.expect("rolled");
-        if st.chunks.last().is_none_or(|c| c.segment != segment) {
-            let file = self.shared.read().unwrap().segments[segment as usize].as_ref().expect("active").file.clone();
-            let start = st.pos - st.pos % IO_ALIGN as u64;
-            let bytes = std::mem::replace(&mut st.tail, Staged::new(&self.config.buffers));
-            st.chunks.push(Chunk { segment, file, start, bytes });
-        }
+        let h = &mut st.heads[head];
+        let (segment, nonce) = h.active.expect("rolled");
+        let at = match st.chunks.iter().rposition(|c| c.segment == segment) {
+            Some(at) => at,
+            None => {
+                let file =
+                    self.shared.read().unwrap().segments[segment as usize].as_ref().expect("active").file.clone();
+                let start = h.pos - h.pos % IO_ALIGN as u64;
+                let bytes = std::mem::replace(&mut h.tail, Staged::new(&self.config.buffers));
+                st.chunks.push(Chunk { segment, file, start, bytes });
+                st.chunks.len() - 1
+            }
+        };
         let seq = st.next_seq;
         st.next_seq += 1;
-        let offset = st.pos;
-        let chunk = st.chunks.last_mut().expect("pushed above");
-        chunk.bytes.append(|b| record::encode_with(&Record { seq, ..*rec }, nonce, payload_crc, b));
-        st.pos += len;
+        let offset = h.pos;
+        st.chunks[at].bytes.append(|b| record::encode_with(&Record { seq, ..*rec }, nonce, payload_crc, b));
+        h.pos += len;
         Ok((seq, RecordAddr { segment, offset: offset as u32, len: len as u32 }))
     }
 
-    /// Switches appends to the spare segment, whose header goes out with
-    /// its first records.
-    fn roll(&self, st: &mut Staging) -> io::Result<()> {
+    /// Switches `head`'s appends to the spare segment, whose header goes
+    /// out with its first records.
+    fn roll(&self, st: &mut Staging, head: usize) -> io::Result<()> {
         if self.shared.read().unwrap().poisoned {
             return Err(error(io::ErrorKind::Other, "the log failed a write or sync"));
         }
@@ -455,9 +486,8 @@ impl SegmentLog {
             meta.nonce = Some(nonce);
             meta.file.clone()
         };
-        st.active = Some((id, nonce));
-        st.pos = SEGMENT_HEADER;
-        st.tail = Staged::new(&self.config.buffers);
+        st.heads[head] =
+            Head { active: Some((id, nonce)), pos: SEGMENT_HEADER, tail: Staged::new(&self.config.buffers) };
         st.chunks.push(Chunk {
             segment: id,
             file,
@@ -485,9 +515,13 @@ impl SegmentLog {
         let upto = {
             let mut st = self.staging.lock().unwrap();
             let chunks = std::mem::take(&mut st.chunks);
-            if let Some(last) = chunks.last() {
-                let block = st.pos - st.pos % IO_ALIGN as u64;
-                st.tail = Staged::copy_of(&last.bytes[(block - last.start) as usize..], &self.config.buffers);
+            // Each head keeps its active segment's partial last block.
+            for h in st.heads.iter_mut() {
+                let Some((segment, _)) = h.active else { continue };
+                if let Some(c) = chunks.iter().find(|c| c.segment == segment) {
+                    let block = h.pos - h.pos % IO_ALIGN as u64;
+                    h.tail = Staged::copy_of(&c.bytes[(block - c.start) as usize..], &self.config.buffers);
+                }
             }
             // Visible to readers before the staging lock goes.
             *self.in_flight.lock().unwrap() = chunks;
@@ -618,7 +652,8 @@ impl SegmentLog {
         let file = {
             let _no_flush_in_flight = self.flushing.lock().unwrap();
             let st = self.staging.lock().unwrap();
-            if st.active.map(|a| a.0) == Some(id) || st.spare == Some(id) || st.chunks.iter().any(|c| c.segment == id) {
+            let active = st.heads.iter().any(|h| h.active.is_some_and(|a| a.0 == id));
+            if active || st.spare == Some(id) || st.chunks.iter().any(|c| c.segment == id) {
                 return Err(error(io::ErrorKind::InvalidInput, "segment in use"));
             }
             drop(st);
@@ -724,7 +759,12 @@ impl SegmentLog {
 
     /// The segment appends go to now, if any.
     pub fn active_segment(&self) -> Option<u32> {
-        self.staging.lock().unwrap().active.map(|a| a.0)
+        self.staging.lock().unwrap().heads[0].active.map(|a| a.0)
+    }
+
+    /// The segments some head appends to now.
+    pub fn active_segments(&self) -> Vec<u32> {
+        self.staging.lock().unwrap().heads.iter().filter_map(|h| h.active.map(|a| a.0)).collect()
     }
 
     /// Bytes the log's buffers hold now (see [`LogConfig::buffers`]).
@@ -999,6 +1039,68 @@ mod tests {
         assert_eq!((report.scan.bad_runs, report.scan.torn_tail_bytes), (0, 0));
         let (seq, _) = log.append(&written[0].0.as_record()).unwrap();
         assert_eq!(seq, 101);
+    }
+
+    /// Appends interleaved over several heads land in one segment per head
+    /// at a time, read back staged and flushed, survive a reopen, and a
+    /// head's active segment cannot be freed.
+    #[test]
+    fn append_heads_keep_their_records_apart() {
+        let disk = SimDisk::new(13);
+        let config = small_config(13);
+        let (log, _, _) = open(&disk, &config).unwrap();
+        log.set_heads(3);
+        assert_eq!(
+            log.append_at(
+                3,
+                &Record { kind: RecordKind::Set, db: 0, key: b"k", value: b"", expire_at_ms: 0, seq: 0 },
+                0
+            )
+            .unwrap_err()
+            .kind(),
+            io::ErrorKind::InvalidInput
+        );
+        let mut written = Vec::new();
+        for i in 0..120u64 {
+            let head = (i % 3) as usize;
+            let value = vec![head as u8; 200 + (i as usize * 31) % 700];
+            let key = format!("h{head}:{i}");
+            let rec =
+                Record { kind: RecordKind::Set, db: 0, key: key.as_bytes(), value: &value, expire_at_ms: 0, seq: 0 };
+            // One spare segment is ready at a time (the user's maintenance
+            // prepares the next).
+            log.ensure_spare().unwrap();
+            let (seq, addr) = log.append_at(head, &rec, 0).unwrap();
+            let owned = OwnedRecord { seq, ..rec.to_owned() };
+            assert_eq!(log.read_staged(addr).as_ref(), Some(&owned), "a staged record reads back");
+            written.push((head, owned, addr));
+            if i % 5 == 4 {
+                log.flush().unwrap();
+            }
+        }
+        log.flush().unwrap();
+        let mut owner: HashMap<u32, usize> = HashMap::new();
+        for (head, rec, addr) in &written {
+            assert_eq!(
+                *owner.entry(addr.segment).or_insert(*head),
+                *head,
+                "segment {} shared by two heads",
+                addr.segment
+            );
+            assert_eq!(&log.read(*addr).unwrap(), rec);
+        }
+        assert!(owner.len() >= 6, "each head rolled over several segments: {owner:?}");
+        let active = log.active_segments();
+        assert_eq!(active.len(), 3);
+        for s in active {
+            assert!(log.free_segment(s).is_err(), "segment {s} is some head's active one");
+        }
+        drop(log);
+        let (_, recovered, _) = open(&disk, &config).unwrap();
+        let mut got: Vec<_> = recovered.into_iter().map(|(r, a)| (r.seq, r, a)).collect();
+        got.sort_by_key(|g| g.0);
+        let want: Vec<_> = written.into_iter().map(|(_, r, a)| (r.seq, r, a)).collect();
+        assert_eq!(got, want);
     }
 
     #[test]
