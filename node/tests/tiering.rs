@@ -217,3 +217,73 @@ fn the_tier_starts_empty_and_says_so() {
     fill(&mut p, "k", 10_000, 800);
     assert!(field(&mut p, "evicted_keys") > 0);
 }
+
+/// Short-lived values fill the disk budget several times over and expire:
+/// their segments (placed apart from long-lived values by expiry) are
+/// recycled without a read, the cleaner never has to evict, and every
+/// long-lived key stays readable.
+#[test]
+fn expiring_values_make_room_without_reads_or_evictions() {
+    // 24 MiB of disk: 8 segments of 3 MiB, one head for values without a
+    // TTL and one for those with.
+    let server = tiered(8 << 20, "24mb", "1");
+    let mut c = server.conn();
+    let long = 3_000;
+    fill(&mut c, "long", long, 2000);
+    // Four rounds of 8 MB that live 2 s: 32 MB through 24 MiB of disk.
+    for round in 0..4 {
+        for chunk in (0..4_000).collect::<Vec<_>>().chunks(200) {
+            for &i in chunk {
+                c.send(&["SET", &format!("short{round}:{i}"), &value_of(i, 2000), "EX", "2"]);
+            }
+            for _ in chunk {
+                assert_eq!(c.read_frame(), Frame::ok());
+            }
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while field(&mut c, "tier_freed_unread_segments") < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let freed_unread = field(&mut c, "tier_freed_unread_segments");
+    let segment_reads = field(&mut c, "tier_segment_reads");
+    eprintln!(
+        "freed unread {freed_unread}, segments read {segment_reads}, demoted {}, evicted {}",
+        field(&mut c, "tier_demoted"),
+        field(&mut c, "evicted_keys")
+    );
+    assert!(freed_unread >= 3, "expired segments are recycled without a read: {freed_unread}");
+    assert!(segment_reads <= freed_unread, "{segment_reads} segments read to clean, {freed_unread} unread");
+    assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0, "no value on disk was evicted");
+    assert!(field(&mut c, "tier_disk_bytes") <= field(&mut c, "tier_max_disk_bytes"));
+    assert!(field(&mut c, "tier_demoted") > long as u64, "long-lived values went to disk");
+    // Every long-lived key reads back; a demotion refused on a loaded
+    // machine (the flusher behind) evicts instead, and is counted.
+    let mut missing = 0;
+    for i in 0..long {
+        match c.cmd(&["GET", &format!("long{i}")]) {
+            Frame::Nil => missing += 1,
+            got => assert_eq!(got, Frame::bulk(value_of(i, 2000)), "long{i}"),
+        }
+    }
+    assert_eq!(field(&mut c, "tier_read_errors"), 0);
+    assert!(missing as u64 <= field(&mut c, "evicted_keys"), "{missing} long-lived keys missing");
+    assert!(missing <= long / 100, "{missing} long-lived keys missing");
+}
+
+/// `tier-admission` is a runtime parameter: `all` by default, `frequent`
+/// accepted, anything else refused with Redis's error for enumerations.
+#[test]
+fn tier_admission_is_a_runtime_setting() {
+    let server = tiered(8 << 20, "24mb", "1");
+    let mut c = server.conn();
+    assert_eq!(c.cmd(&["CONFIG", "GET", "tier-admission"]), Frame::bulks(&["tier-admission", "all"]));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "tier-admission", "FREQUENT"]), Frame::ok());
+    assert_eq!(c.cmd(&["CONFIG", "GET", "tier-admission"]), Frame::bulks(&["tier-admission", "frequent"]));
+    match c.cmd(&["CONFIG", "SET", "tier-admission", "some"]) {
+        Frame::Error(e) => assert!(e.contains("must be one of the following: all, frequent"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(field(&mut c, "tier_not_admitted"), 0);
+}

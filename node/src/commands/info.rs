@@ -323,6 +323,9 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
     field!(t, "tier_dead_bytes", "{}", f.dead_bytes);
     field!(t, "tier_cleaned_segments", "{}", f.cleaned_segments);
     field!(t, "tier_moved_records", "{}", f.moved_records);
+    field!(t, "tier_segment_reads", "{}", f.segment_reads);
+    field!(t, "tier_freed_unread_segments", "{}", f.freed_unread_segments);
+    field!(t, "tier_not_admitted", "{}", f.not_admitted);
 }
 
 fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {

@@ -74,7 +74,8 @@ impl Node {
         let cold_buffers = Arc::<crate::sys::file::BufferGauge>::default();
         let cold = (sc.max_disk > 0).then(|| {
             let dir = sc.dir.join("cold");
-            match crate::tier::cold::ColdLog::open(&dir, sc.max_disk, choice, cold_buffers.clone()) {
+            let opened = crate::tier::cold::ColdLog::open(&dir, sc.max_disk, choice, cold_buffers.clone());
+            match opened.map(|c| c.with_admission(config.runtime.tier_admission_frequent.clone())) {
                 Ok(c) => {
                     tracing::info!(dir = %dir.display(), max_disk = sc.max_disk, engine = %c.engine, "cold tier open");
                     let c = Arc::new(c);

@@ -141,6 +141,10 @@ pub struct RuntimeConfig {
     pub acllog_max_len: AtomicU64,
     /// New users start with every channel (`acl-pubsub-default allchannels`).
     pub acl_pubsub_allchannels: AtomicBool,
+    /// `tier-admission frequent`: while the disk tier is full of live data,
+    /// values used once or never are evicted rather than demoted. Shared
+    /// with the tier.
+    pub tier_admission_frequent: Arc<AtomicBool>,
     /// Milliseconds an event lasts before LATENCY records it; 0 = never.
     pub latency_monitor_threshold: AtomicU64,
     /// Redis's per-command latency histograms (`latency-tracking`).
@@ -201,6 +205,7 @@ impl RuntimeConfig {
             slowlog_max_len: AtomicU64::new(128),
             acllog_max_len: AtomicU64::new(128),
             acl_pubsub_allchannels: AtomicBool::new(false),
+            tier_admission_frequent: Arc::new(AtomicBool::new(false)),
             latency_monitor_threshold: AtomicU64::new(0),
             latency_tracking: AtomicBool::new(true),
             latency_percentiles: RwLock::new(vec![50.0, 99.0, 99.9]),

@@ -399,6 +399,16 @@ pub static PARAMS: &[Param] = &[
         live: None, get: |c| c.startup.max_disk.to_string(), rewrite: false, secret: false,
     },
     Param {
+        name: "tier-admission", aliases: &[], group: "Storage",
+        help: "Which values leaving RAM the cold tier writes while it is full of live data (its cleaner evicts): \
+               all; or frequent, which evicts values used once or never since they were written instead \
+               (OBJECT FREQ at most one step above its start), sparing the disk writes of one-hit values.",
+        default: Some("all"), kind: Kind::Custom(parse_tier_admission),
+        store: Store::Runtime(|rt, v| rt.tier_admission_frequent.store(v.int() != 0, Relaxed)), live: None,
+        get: |c| if c.runtime.tier_admission_frequent.load(Relaxed) { "frequent" } else { "all" }.into(),
+        rewrite: true, secret: false,
+    },
+    Param {
         name: "partitions", aliases: &[], group: "Storage",
         help: "Keyspace partitions (power of two); more means less lock contention.",
         default: Some("1024"), kind: Kind::Int { min: 0, max: i64::MAX },
@@ -754,6 +764,16 @@ fn parse_pubsub_default(v: &[u8]) -> Result<Parsed, String> {
         Ok(Parsed::Int(0))
     } else {
         Err("argument(s) must be one of the following: allchannels, resetchannels".into())
+    }
+}
+
+fn parse_tier_admission(v: &[u8]) -> Result<Parsed, String> {
+    if v.eq_ignore_ascii_case(b"frequent") {
+        Ok(Parsed::Int(1))
+    } else if v.eq_ignore_ascii_case(b"all") {
+        Ok(Parsed::Int(0))
+    } else {
+        Err("argument(s) must be one of the following: all, frequent".into())
     }
 }
 

@@ -264,6 +264,27 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
             None,
             t.cleaned_segments,
         )?;
+        counter(
+            enc,
+            "strata_tier_segment_reads",
+            "Cold-tier segments the cleaner read whole to move their live records.",
+            None,
+            t.segment_reads,
+        )?;
+        counter(
+            enc,
+            "strata_tier_freed_unread_segments",
+            "Cold-tier segments recycled without a read (nothing live, or every record expired).",
+            None,
+            t.freed_unread_segments,
+        )?;
+        counter(
+            enc,
+            "strata_tier_not_admitted",
+            "Values used once or never evicted rather than written to the full cold tier (tier-admission frequent).",
+            None,
+            t.not_admitted,
+        )?;
     }
 
     let mut m = enc.encode_descriptor("strata_keys", "Keys per database.", None, MetricType::Gauge)?;

@@ -121,6 +121,13 @@ pub struct TierFigures {
     pub dead_bytes: u64,
     pub cleaned_segments: u64,
     pub moved_records: u64,
+    /// Segments the cleaner read whole, and those it freed without a read
+    /// (nothing live in them, or every record expired).
+    pub segment_reads: u64,
+    pub freed_unread_segments: u64,
+    /// Values used once or never evicted instead of demoted while the tier
+    /// was full of live data (`tier-admission frequent`).
+    pub not_admitted: u64,
 }
 
 /// One worker thread's load.

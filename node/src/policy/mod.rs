@@ -52,6 +52,32 @@ impl EntryState {
     }
 }
 
+/// Roughly how often an entry was used since it was written, as its state
+/// tells, for the disk tier's admission: a value leaving RAM that was used
+/// once or never is hardly worth a disk write when the tier is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hits {
+    /// No use since it was written.
+    None,
+    /// One use, or a few: Redis's logarithmic counter takes its first step
+    /// for sure and the next ones by chance (1 in 11 at the default
+    /// `lfu-log-factor` 10; exact at 0).
+    Few,
+    Many,
+}
+
+/// [`Hits`] from the LFU counter every policy keeps (OBJECT FREQ), not
+/// decayed: a victim is idle by definition, and decay would count every
+/// idle value as unused. (SIEVE's visited bit tells nothing here: the hand
+/// clears it before it picks a victim.)
+pub fn hits_hint(s: &EntryState) -> Hits {
+    match s.freq {
+        f if f <= LFU_INIT => Hits::None,
+        f if f == LFU_INIT + 1 => Hits::Few,
+        _ => Hits::Many,
+    }
+}
+
 /// Time and tuning the hooks need, read once per command by the caller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Clock {
@@ -275,6 +301,22 @@ impl Policy for AnyPolicy {
 mod tests {
     use super::*;
     use sim::SimTable;
+
+    #[test]
+    fn hits_hint_follows_the_lfu_counter_of_every_policy() {
+        // Factor 0: each use steps the counter.
+        let clock = Clock { lfu_log_factor: 0, ..Clock::at(0) };
+        for k in PolicyKind::ALL {
+            let mut p = AnyPolicy::new(k);
+            let mut t = SimTable::default();
+            let slot = t.insert(1, 10, 0, &mut p, &clock);
+            assert_eq!(hits_hint(t.state(slot)), Hits::None, "{k}");
+            p.on_access(&mut t, slot, &clock);
+            assert_eq!(hits_hint(t.state(slot)), Hits::Few, "{k}");
+            p.on_access(&mut t, slot, &clock);
+            assert_eq!(hits_hint(t.state(slot)), Hits::Many, "{k}");
+        }
+    }
 
     #[test]
     fn entry_state_is_16_bytes() {

@@ -83,6 +83,9 @@ impl Shared {
                     dead_bytes: l.dead_bytes.load(Relaxed),
                     cleaned_segments: l.cleaned_segments.load(Relaxed),
                     moved_records: l.moved_records.load(Relaxed),
+                    segment_reads: l.segment_reads.load(Relaxed),
+                    freed_unread_segments: l.freed_unread.load(Relaxed),
+                    not_admitted: l.not_admitted.load(Relaxed),
                 }
             }),
         }

@@ -47,6 +47,15 @@ pub trait ColdTier: Send + Sync {
     /// The record at `loc` is no longer any key's value (promoted,
     /// overwritten, deleted): its bytes are dead for the cleaner.
     fn forget(&self, loc: ColdLoc);
+    /// Whether a value used once or never since it was written
+    /// ([`crate::policy::Hits`]) is worth a disk write now; false while the
+    /// tier is full of live data and its admission setting says so: such a
+    /// value is evicted instead of demoted.
+    fn admits_rarely_used(&self) -> bool {
+        true
+    }
+    /// A value was evicted instead of demoted by that rule (counted).
+    fn not_admitted(&self) {}
 }
 
 /// Counters of the tier as the keyspace sees it (INFO, metrics).
@@ -120,6 +129,10 @@ impl Keyspace {
         let tier = self.cold()?;
         let e = part.dbs[db].entry(slot);
         if e.is_cold() {
+            return None;
+        }
+        if crate::policy::hits_hint(&e.meta) != crate::policy::Hits::Many && !tier.admits_rarely_used() {
+            tier.not_admitted();
             return None;
         }
         let kind = ValueKind::of(e.value());

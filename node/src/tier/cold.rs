@@ -8,12 +8,19 @@
 //! - Demotion appends a record (the value in `store::dump`'s encoding, with
 //!   key, database and expiry) and the entry keeps its address. A record
 //!   not yet written is read from the log's staging buffer.
-//! - Cleaning: when the log nears its budget, the oldest segment's records
-//!   that are still some key's value move to the head of the log and the
-//!   segment is recycled; records of keys deleted, overwritten, expired or
-//!   promoted since are dropped. When even that cannot make room, the keys
-//!   are evicted (their values were the coldest).
+//! - Placement by expiry: values without a TTL go to one append head,
+//!   those with one to a head per bucket of remaining TTL (as many as the
+//!   budget's segments allow), so a segment's records expire together.
+//! - Cleaning ([`super::cleaning`] keeps the per-segment figures): a
+//!   segment with nothing live left, or whose every record expired, is
+//!   freed without a read, at once. When the log nears its budget, the
+//!   segment with the most (dead + expired) bytes × age per live byte is
+//!   read, its records that are still some key's value move to the head
+//!   for their expiry, and it is recycled; records of keys deleted,
+//!   overwritten, expired or promoted since are dropped. When even that
+//!   cannot make room, the keys are evicted (their values were the coldest).
 
+use super::cleaning::{self, Segments, Victim};
 use super::io::{DirVolume, EngineChoice, probe};
 use super::log::{LogConfig, RecordAddr, SegmentLog};
 use super::record::{Record, RecordKind};
@@ -21,10 +28,10 @@ use crate::metrics::IoHistogram;
 use crate::store::entry::ColdLoc;
 use crate::store::{ColdTier, Keyspace};
 use crate::sys::file::BufferGauge;
-use std::collections::VecDeque;
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,6 +48,11 @@ const MAX_UNFLUSHED: u64 = 1 << 20;
 const FLUSH_WAIT: Duration = Duration::from_millis(200);
 /// The longest it waits for the cleaner to free a segment.
 const FULL_WAIT: Duration = Duration::from_secs(1);
+/// The tier counts as full of live data for this long after its cleaner
+/// evicted a live value or found no segment less than `FULL_LIVE_SHARE`
+/// live (admission then turns rarely used values away, if so set).
+const PRESSURE_MS: u64 = 10_000;
+const FULL_LIVE_SHARE: f64 = 0.9;
 
 /// Counters for INFO and metrics.
 #[derive(Default)]
@@ -53,8 +65,14 @@ pub struct ColdLogStats {
     pub cleaned_segments: AtomicU64,
     pub moved_records: AtomicU64,
     pub evicted_keys: AtomicU64,
+    /// Segments read whole by the cleaner, and those it freed without a
+    /// read (nothing live, or every record expired).
+    pub segment_reads: AtomicU64,
+    pub freed_unread: AtomicU64,
     /// Demotions refused (no room yet): those keys were evicted.
     pub refused: AtomicU64,
+    /// Values used once or never evicted instead of demoted, by admission.
+    pub not_admitted: AtomicU64,
     /// Disk reads issued.
     pub disk_reads: AtomicU64,
     /// Reads served from the staging buffer.
@@ -64,11 +82,25 @@ pub struct ColdLogStats {
     pub read_latency: Arc<IoHistogram>,
 }
 
+/// Unix time in ms (a test's simulated clock, or the system's).
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
 pub struct ColdLog {
     log: SegmentLog,
     max_segments: u32,
-    /// Segments in the order appends first went to them (oldest first).
-    order: Mutex<VecDeque<u32>>,
+    /// Append heads: 0 for values without a TTL, then by expiry bucket.
+    heads: usize,
+    segments: Segments,
+    clock: Clock,
+    /// `tier-admission frequent` (shared with the configuration).
+    admission_frequent: Arc<std::sync::atomic::AtomicBool>,
+    /// Until when (clock ms) the tier counts as full of live data.
+    pressured_until: AtomicU64,
+    /// Appends in progress by parity of `generation`: the cleaner waits
+    /// for those begun before it looked at which segments are active
+    /// ([`Self::settle`]).
+    appending: [AtomicU64; 2],
+    generation: AtomicU64,
     /// Wakes the flusher early (appends waiting for a flush).
     kick: (Mutex<bool>, Condvar),
     /// Record bytes appended and not yet written (an estimate from above),
@@ -84,6 +116,17 @@ impl ColdLog {
     /// Opens an empty cold tier in `dir` (created; old segment files
     /// removed) with `max_disk` bytes of segments.
     pub fn open(dir: &Path, max_disk: u64, choice: EngineChoice, buffers: Arc<BufferGauge>) -> io::Result<ColdLog> {
+        Self::open_with_clock(dir, max_disk, choice, buffers, Arc::new(crate::sys::clock::now_ms))
+    }
+
+    /// [`Self::open`] with the clock expiry and ages are judged by.
+    pub fn open_with_clock(
+        dir: &Path,
+        max_disk: u64,
+        choice: EngineChoice,
+        buffers: Arc<BufferGauge>,
+        clock: Clock,
+    ) -> io::Result<ColdLog> {
         std::fs::create_dir_all(dir)?;
         for e in std::fs::read_dir(dir)? {
             let e = e?;
@@ -97,10 +140,18 @@ impl ColdLog {
         let config =
             LogConfig { segment_size, max_segments, sync: false, buffers: buffers.clone(), ..LogConfig::default() };
         let (log, _) = SegmentLog::open(volume, engine, config, |_, _| {})?;
+        let heads = Self::heads_for(max_segments);
+        log.set_heads(heads);
         Ok(ColdLog {
             log,
             max_segments,
-            order: Mutex::new(VecDeque::new()),
+            heads,
+            segments: Segments::new(max_segments),
+            clock,
+            admission_frequent: Arc::default(),
+            pressured_until: AtomicU64::new(0),
+            appending: [AtomicU64::new(0), AtomicU64::new(0)],
+            generation: AtomicU64::new(0),
             kick: (Mutex::new(false), Condvar::new()),
             unflushed: AtomicU64::new(0),
             flushed: (Mutex::new(()), Condvar::new()),
@@ -109,13 +160,30 @@ impl ColdLog {
         })
     }
 
+    /// Follows the `tier-admission` setting in `frequent`.
+    pub fn with_admission(self, frequent: Arc<std::sync::atomic::AtomicBool>) -> ColdLog {
+        ColdLog { admission_frequent: frequent, ..self }
+    }
+
+    /// The tier is full of live data: for a while, admission applies.
+    fn pressured(&self) {
+        self.pressured_until.fetch_max((self.clock)() + PRESSURE_MS, Relaxed);
+    }
+
     /// Segment size and count for a budget: at least 8 segments (so the
     /// cleaner's headroom is a small share), 1–8 MiB each (the cleaner
     /// reads a whole one at a time).
     fn shape(max_disk: u64) -> (u64, u32) {
         let size = (max_disk / 8).clamp(1 << 20, 8 << 20) / 4096 * 4096;
-        let count = (max_disk / size).max(HEADROOM_SEGMENTS as u64 + 2) as u32;
+        let count = (max_disk / size).clamp(HEADROOM_SEGMENTS as u64 + 2, 1 << cleaning::EPOCH_SHIFT) as u32;
         (size, count)
+    }
+
+    /// Append heads for a budget of `segments`: each holds a segment open,
+    /// so one per four segments, up to one per expiry bucket and one for
+    /// values without a TTL.
+    fn heads_for(segments: u32) -> usize {
+        (segments as usize / 4).clamp(1, 1 + cleaning::TTL_BUCKETS)
     }
 
     /// Bytes of segments in use.
@@ -128,29 +196,49 @@ impl ColdLog {
         u64::from(self.max_segments) * self.log.segment_size()
     }
 
-    fn note_segment(&self, addr: RecordAddr) {
-        let mut order = self.order.lock().unwrap();
-        if order.back() != Some(&addr.segment) {
-            order.retain(|&s| s != addr.segment);
-            order.push_back(addr.segment);
-        }
-    }
-
     fn wake(&self) {
         let (m, cv) = &self.kick;
         *m.lock().unwrap() = true;
         cv.notify_one();
     }
 
-    /// Appends a record; a demotion (`reserve` 1) leaves a segment for the
-    /// cleaner, whose moves (`reserve` 0) may take the last one.
+    /// Appends a record to the head for its expiry; a demotion (reserve
+    /// one) leaves a segment for the cleaner, whose moves (reserve none)
+    /// may take the last one. The address has its segment tagged (the
+    /// form the keyspace keeps).
     fn append(&self, db: usize, key: &[u8], expire_at: u64, value: &[u8], reserve: u32) -> io::Result<RecordAddr> {
+        // Counted in the generation current once counted: one that `settle`
+        // ended meanwhile would not wait for it.
+        let g = loop {
+            let current = self.generation.load(SeqCst);
+            let g = (current & 1) as usize;
+            self.appending[g].fetch_add(1, SeqCst);
+            if self.generation.load(SeqCst) == current {
+                break g;
+            }
+            self.appending[g].fetch_sub(1, SeqCst);
+        };
+        let appended = self.append_counted(db, key, expire_at, value, reserve);
+        self.appending[g].fetch_sub(1, SeqCst);
+        appended
+    }
+
+    fn append_counted(
+        &self,
+        db: usize,
+        key: &[u8],
+        expire_at: u64,
+        value: &[u8],
+        reserve: u32,
+    ) -> io::Result<RecordAddr> {
+        let now = (self.clock)();
         let rec = Record { kind: RecordKind::Set, db: db as u32, key, value, expire_at_ms: expire_at, seq: 0 };
-        let (_, addr) = self.log.append_leaving(&rec, reserve)?;
+        let head = cleaning::head_for(expire_at, now, self.heads);
+        let (_, addr) = self.log.append_at(head, &rec, reserve)?;
         self.unflushed.fetch_add(u64::from(addr.len), Relaxed);
-        self.note_segment(addr);
+        self.segments.appended(addr.segment, addr.len, expire_at, now);
         self.stats.written_bytes.fetch_add(u64::from(addr.len), Relaxed);
-        Ok(addr)
+        Ok(RecordAddr { segment: self.segments.tag(addr.segment), ..addr })
     }
 
     /// The flusher thread's loop body: waits up to `idle` for appends, then
@@ -196,49 +284,110 @@ impl ColdLog {
         true
     }
 
-    /// The maintenance thread's loop body: keeps a spare segment ready and
-    /// cleans while the log is near its budget.
+    /// The maintenance thread's loop body: keeps a spare segment ready,
+    /// frees what needs no read, and cleans while the log is near its
+    /// budget. (Only this thread prepares spares: see
+    /// [`Segments::end_use`].)
     pub fn maintain(&self, ks: &Keyspace) {
         let _ = self.log.ensure_spare();
-        while self.log.segments_in_use() + HEADROOM_SEGMENTS > self.max_segments {
-            if !self.clean_oldest(ks) {
+        while let Some(v) = self.pick(true) {
+            if !self.free_unread(v) {
+                break;
+            }
+        }
+        // A bound: moves may fill as much as a cleaning frees.
+        for _ in 0..self.max_segments {
+            if self.log.segments_in_use() + HEADROOM_SEGMENTS <= self.max_segments {
+                break;
+            }
+            let Some(victim) = self.pick(false) else { break };
+            let appended = victim.live + victim.dead;
+            if !victim.unread && victim.live as f64 >= FULL_LIVE_SHARE * appended as f64 {
+                self.pressured();
+            }
+            let cleaned = if victim.unread { self.free_unread(victim) } else { self.clean(ks, victim.segment) };
+            if !cleaned {
                 break;
             }
         }
     }
 
-    /// Moves the live records of the oldest segment forward and recycles
-    /// it; false when there is nothing to clean.
-    fn clean_oldest(&self, ks: &Keyspace) -> bool {
-        let active = self.log.active_segment();
-        let Some(victim) = self.order.lock().unwrap().iter().copied().find(|&s| Some(s) != active) else {
-            return false;
-        };
+    /// The next segment to clean (`unread_only`: only one freeable without
+    /// a read).
+    fn pick(&self, unread_only: bool) -> Option<Victim> {
+        let active = self.log.active_segments();
+        self.settle();
+        self.segments.pick(&active, (self.clock)()).filter(|v| v.unread || !unread_only)
+    }
+
+    /// Waits for the appends in progress to be counted: a record lands in
+    /// its segment a moment before it is counted there, and a segment no
+    /// head appends to any more must not look emptier than it is (it could
+    /// be freed unread). Appends begun after this cannot go to a segment
+    /// that was not active before it.
+    fn settle(&self) {
+        let g = (self.generation.fetch_add(1, SeqCst) & 1) as usize;
+        while self.appending[g].load(SeqCst) != 0 {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Recycles a segment and ends its use; false if it could not be freed
+    /// (records of it still staged: try again later).
+    fn recycle(&self, victim: u32) -> bool {
+        match self.log.free_segment(victim) {
+            Ok(()) => {
+                let dead = self.segments.end_use(victim);
+                let _ = self.stats.dead_bytes.fetch_update(Relaxed, Relaxed, |d| Some(d.saturating_sub(dead)));
+                self.stats.cleaned_segments.fetch_add(1, Relaxed);
+                true
+            }
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => false,
+            Err(e) => {
+                tracing::error!(segment = victim, "cold tier: cannot recycle a segment: {e}");
+                false
+            }
+        }
+    }
+
+    /// Frees a segment holding nothing a key may still read.
+    fn free_unread(&self, v: Victim) -> bool {
+        let freed = self.recycle(v.segment);
+        if freed {
+            self.stats.freed_unread.fetch_add(1, Relaxed);
+        }
+        freed
+    }
+
+    /// Moves the live records of `victim` forward and recycles it.
+    fn clean(&self, ks: &Keyspace, victim: u32) -> bool {
+        let tagged = self.segments.tag(victim);
+        let now = (self.clock)();
         let mut live = Vec::new();
+        self.stats.segment_reads.fetch_add(1, Relaxed);
         if let Err(e) = self.log.scan_segment(victim, |rec, addr| {
-            if rec.kind == RecordKind::Set {
+            // Expired (the keyspace drops it when it meets it): not moved.
+            let expired = rec.expire_at_ms != 0 && rec.expire_at_ms.saturating_add(cleaning::EXPIRY_GRACE_MS) <= now;
+            if rec.kind == RecordKind::Set && !expired {
                 live.push((rec.to_owned(), addr));
             }
         }) {
             tracing::error!(segment = victim, "cold tier: cannot read a segment to clean it: {e}");
             return false;
         }
-        let scanned: u64 = live.iter().map(|(_, a)| u64::from(a.len)).sum();
-        let mut moved_bytes = 0u64;
         for (rec, addr) in live {
-            let from = (addr.segment, addr.offset);
-            let moved = ks.relocate_cold(rec.db as usize, &rec.key, from, || {
+            let moved = ks.relocate_cold(rec.db as usize, &rec.key, (tagged, addr.offset), || {
                 match self.append(rec.db as usize, &rec.key, rec.expire_at_ms, &rec.value, 0) {
                     Ok(a) => Some((a.segment, a.offset, a.len)),
                     Err(_) => None,
                 }
             });
-            if moved == Some(true) {
-                moved_bytes += u64::from(addr.len);
-            }
             match moved {
                 Some(true) => self.stats.moved_records.fetch_add(1, Relaxed),
-                Some(false) => self.stats.evicted_keys.fetch_add(1, Relaxed),
+                Some(false) => {
+                    self.pressured();
+                    self.stats.evicted_keys.fetch_add(1, Relaxed)
+                }
                 None => 0,
             };
         }
@@ -247,25 +396,12 @@ impl ColdLog {
             tracing::error!("cold tier: write failed while cleaning: {e}");
             return false;
         }
-        match self.log.free_segment(victim) {
-            Ok(()) => {
-                self.order.lock().unwrap().retain(|&s| s != victim);
-                self.stats.cleaned_segments.fetch_add(1, Relaxed);
-                // Every record there was moved (live elsewhere now) or dead.
-                let reclaimed = scanned - moved_bytes;
-                let _ = self.stats.dead_bytes.fetch_update(Relaxed, Relaxed, |d| Some(d.saturating_sub(reclaimed)));
-                true
-            }
-            Err(e) => {
-                tracing::error!(segment = victim, "cold tier: cannot recycle a segment: {e}");
-                false
-            }
-        }
+        self.recycle(victim)
     }
 }
 
 fn addr_of(loc: ColdLoc) -> RecordAddr {
-    RecordAddr { segment: loc.segment, offset: loc.offset, len: loc.len }
+    RecordAddr { segment: Segments::untag(loc.segment), offset: loc.offset, len: loc.len }
 }
 
 impl ColdTier for ColdLog {
@@ -287,6 +423,7 @@ impl ColdTier for ColdLog {
                 }
                 Err(_) => {
                     self.stats.refused.fetch_add(1, Relaxed);
+                    self.pressured();
                     self.wake();
                     return None;
                 }
@@ -325,6 +462,175 @@ impl ColdTier for ColdLog {
     }
 
     fn forget(&self, loc: ColdLoc) {
-        self.stats.dead_bytes.fetch_add(u64::from(loc.len), Relaxed);
+        if self.segments.forget(loc.segment, loc.len) {
+            self.stats.dead_bytes.fetch_add(u64::from(loc.len), Relaxed);
+        }
+    }
+
+    fn admits_rarely_used(&self) -> bool {
+        !self.admission_frequent.load(Relaxed) || (self.clock)() >= self.pressured_until.load(Relaxed)
+    }
+
+    fn not_admitted(&self) {
+        self.stats.not_admitted.fetch_add(1, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    /// A cold log of 8 one-MiB segments (two heads) in a scratch directory,
+    /// on a clock the test moves.
+    struct Rig {
+        log: ColdLog,
+        now: Arc<AtomicU64>,
+        dir: std::path::PathBuf,
+    }
+
+    impl Rig {
+        fn new(name: &str) -> Rig {
+            Rig::with_admission(name, Arc::default())
+        }
+
+        fn with_admission(name: &str, frequent: Arc<std::sync::atomic::AtomicBool>) -> Rig {
+            let dir = std::env::temp_dir().join(format!("strata-cold-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let now = Arc::new(AtomicU64::new(T0));
+            let clock = now.clone();
+            let log = ColdLog::open_with_clock(
+                &dir,
+                8 << 20,
+                EngineChoice::Threads,
+                Arc::default(),
+                Arc::new(move || clock.load(Relaxed)),
+            )
+            .unwrap()
+            .with_admission(frequent);
+            assert_eq!((log.max_segments, log.heads), (8, 2));
+            Rig { log, now, dir }
+        }
+
+        /// Demotes `n` values of about 1 KiB expiring at `expire_at`,
+        /// writing them out as it goes; their addresses.
+        fn demote(&self, n: usize, expire_at: u64) -> Vec<ColdLoc> {
+            let value = vec![7u8; 1000];
+            (0..n)
+                .map(|i| {
+                    if i % 256 == 0 {
+                        // The flusher's and the maintenance thread's work.
+                        self.log.flush_step(Duration::ZERO);
+                        self.log.log.ensure_spare().unwrap();
+                    }
+                    let key = format!("k{expire_at}:{i}");
+                    let (segment, offset, len) = self.log.demote(0, key.as_bytes(), expire_at, &value).unwrap();
+                    ColdLoc { segment, offset, len, kind: crate::store::entry::ValueKind::Str }
+                })
+                .collect()
+        }
+
+        fn segments_of(locs: &[ColdLoc]) -> std::collections::BTreeSet<u32> {
+            locs.iter().map(|l| Segments::untag(l.segment)).collect()
+        }
+    }
+
+    impl Drop for Rig {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    #[test]
+    fn segments_of_expired_records_are_recycled_without_a_read() {
+        let rig = Rig::new("expired");
+        let ks = Keyspace::new(4);
+        let forever = rig.demote(1500, 0);
+        let short = rig.demote(3000, T0 + 30_000);
+        rig.log.flush_step(Duration::ZERO);
+        let (forever_segs, short_segs) = (Rig::segments_of(&forever), Rig::segments_of(&short));
+        assert!(forever_segs.is_disjoint(&short_segs), "placed by expiry: {forever_segs:?} {short_segs:?}");
+        assert!(short_segs.len() >= 3, "{short_segs:?}");
+        // Before they expire, nothing is freed.
+        rig.log.maintain(&ks);
+        assert_eq!(rig.log.stats.freed_unread.load(Relaxed), 0);
+        rig.now.store(T0 + 30_000 + cleaning::EXPIRY_GRACE_MS, Relaxed);
+        let in_use = rig.log.log.segments_in_use();
+        rig.log.maintain(&ks);
+        // Every full segment of short-lived values goes (the head's own
+        // segment stays until it fills), and not one is read.
+        let freed = rig.log.stats.freed_unread.load(Relaxed);
+        assert_eq!(freed, short_segs.len() as u64 - 1);
+        assert_eq!(rig.log.log.segments_in_use(), in_use - freed as u32);
+        assert_eq!(rig.log.stats.segment_reads.load(Relaxed), 0);
+        assert_eq!(rig.log.stats.disk_reads.load(Relaxed), 0);
+        // Long-lived values are untouched and read back.
+        let loc = forever[10];
+        assert_eq!(rig.log.read_blocking(loc).unwrap(), vec![7u8; 1000]);
+        // A key of a freed segment deleted later is no dead byte of its
+        // next use.
+        let dead_before = rig.log.stats.dead_bytes.load(Relaxed);
+        rig.log.forget(short[0]);
+        assert_eq!(rig.log.stats.dead_bytes.load(Relaxed), dead_before);
+    }
+
+    #[test]
+    fn admission_turns_rarely_used_values_away_only_under_pressure() {
+        let frequent = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let rig = Rig::with_admission("admission", frequent.clone());
+        let ks = Keyspace::new(4);
+        assert!(rig.log.admits_rarely_used(), "tier-admission all");
+        frequent.store(true, Relaxed);
+        assert!(rig.log.admits_rarely_used(), "frequent, but the tier has room");
+        // Fill the budget with values no key refers to, then with live ones
+        // (none dead): the cleaner reads a segment of live data.
+        rig.demote(6000, 0);
+        rig.log.flush_step(Duration::ZERO);
+        assert!(rig.log.log.segments_in_use() + HEADROOM_SEGMENTS > rig.log.max_segments);
+        rig.log.maintain(&ks);
+        assert!(rig.log.stats.segment_reads.load(Relaxed) > 0);
+        assert!(!rig.log.admits_rarely_used(), "the cleaner found nothing but live data");
+        frequent.store(false, Relaxed);
+        assert!(rig.log.admits_rarely_used(), "tier-admission all admits everything, always");
+        frequent.store(true, Relaxed);
+        rig.now.fetch_add(PRESSURE_MS, Relaxed);
+        assert!(rig.log.admits_rarely_used(), "pressure passes");
+        rig.log.not_admitted();
+        assert_eq!(rig.log.stats.not_admitted.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn cost_benefit_prefers_dead_bytes_over_age_and_frees_dead_segments_unread() {
+        let rig = Rig::new("cost-benefit");
+        let ks = Keyspace::new(4);
+        let old = rig.demote(1000, 0); // about one segment, all live
+        rig.now.fetch_add(60_000, Relaxed);
+        let newer = rig.demote(2000, 0);
+        rig.now.fetch_add(1_000, Relaxed);
+        rig.demote(1200, 0); // moves the head on
+        rig.log.flush_step(Duration::ZERO);
+        let old_seg = Segments::untag(old[0].segment);
+        let newer_seg = Segments::untag(newer[newer.len() / 2].segment);
+        assert_ne!(old_seg, newer_seg);
+        // Most of the newer segment dies (overwritten, deleted, promoted).
+        let in_newer: Vec<_> = newer.iter().filter(|l| Segments::untag(l.segment) == newer_seg).collect();
+        for l in in_newer.iter().skip(in_newer.len() / 10) {
+            rig.log.forget(**l);
+        }
+        rig.now.fetch_add(10_000, Relaxed);
+        let v = rig.log.pick(false).unwrap();
+        assert_eq!(v.segment, newer_seg, "{v:?}: the segment of mostly dead bytes, not the oldest");
+        assert!(!v.unread);
+        assert!(v.dead > 8 * v.live, "{v:?}");
+        // With nothing live left it is freed without a read.
+        for l in in_newer.iter().take(in_newer.len() / 10) {
+            rig.log.forget(**l);
+        }
+        rig.log.maintain(&ks);
+        assert_eq!(rig.log.stats.freed_unread.load(Relaxed), 1);
+        assert_eq!(rig.log.stats.segment_reads.load(Relaxed), 0);
+        assert_eq!(rig.log.pick(false).map(|v| v.segment), Some(old_seg), "then the oldest");
     }
 }

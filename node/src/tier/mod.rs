@@ -21,6 +21,9 @@
 //!   The journal hook appends each mutation through the durability layer's
 //!   group commit, which flushes.
 
+#[cfg(test)]
+mod admission_sim;
+pub mod cleaning;
 pub mod cold;
 pub mod io;
 pub mod log;

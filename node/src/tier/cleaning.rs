@@ -1,0 +1,234 @@
+//! What the cold tier's cleaner knows of each segment, and what it decides
+//! from it: the append head a record goes to (by expiry, so that a
+//! segment's records expire together) and the segment to clean next.
+//!
+//! - Per segment, for its current use: bytes appended (and those with a
+//!   TTL, with their earliest and latest expiry), bytes dead (`forget`), and
+//!   when it was last appended to. Atomics: `forget` runs on workers.
+//! - Addresses the keyspace keeps carry the segment's use number in the
+//!   high bits of their segment id ([`Segments::tag`]), so a `forget` that
+//!   arrives after its segment was recycled (a key that expired in a
+//!   segment freed unread is deleted later) is not counted against the
+//!   segment's next use: dead bytes never exceed what really died there,
+//!   and "nothing live" is safe to act on without reading.
+//! - The victim maximises (dead + expired bytes) × age / live bytes; a
+//!   segment with nothing live, or whose every record expired, is freed
+//!   without a read.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Segment ids take the low bits of a tagged id, the use number the rest.
+pub const EPOCH_SHIFT: u32 = 20;
+const ID_MASK: u32 = (1 << EPOCH_SHIFT) - 1;
+const EPOCH_MASK: u64 = (1 << (32 - EPOCH_SHIFT)) - 1;
+/// `epoch_dead` keeps the use number above this many bits of dead bytes.
+const DEAD_BITS: u32 = 48;
+const DEAD_MASK: u64 = (1 << DEAD_BITS) - 1;
+
+/// How long after its last record's expiry a segment may be freed unread:
+/// the keyspace judges expiry by its own reading of the clock, which may
+/// lag the cleaner's (a command's time is read once, a script's is frozen).
+pub const EXPIRY_GRACE_MS: u64 = 5_000;
+
+/// Upper bounds of remaining TTL per expiry bucket (ms); past the last,
+/// one more bucket.
+const TTL_BUCKETS_MS: [u64; 4] = [60_000, 600_000, 3_600_000, 86_400_000];
+/// Buckets, and so the most append heads: one per bucket and one for
+/// values without a TTL.
+pub const TTL_BUCKETS: usize = TTL_BUCKETS_MS.len() + 1;
+
+/// One segment's current use.
+struct SegmentUse {
+    /// Use number (high bits) and dead bytes (low `DEAD_BITS`) in one word:
+    /// a `forget` checks the one and adds to the other atomically.
+    epoch_dead: AtomicU64,
+    appended: AtomicU64,
+    ttl_bytes: AtomicU64,
+    min_expire: AtomicU64,
+    max_expire: AtomicU64,
+    last_append_ms: AtomicU64,
+}
+
+impl SegmentUse {
+    fn new() -> SegmentUse {
+        SegmentUse {
+            epoch_dead: AtomicU64::new(0),
+            appended: AtomicU64::new(0),
+            ttl_bytes: AtomicU64::new(0),
+            min_expire: AtomicU64::new(u64::MAX),
+            max_expire: AtomicU64::new(0),
+            last_append_ms: AtomicU64::new(0),
+        }
+    }
+}
+
+/// What cleaning a segment would give, for the victim choice and tests.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Victim {
+    pub segment: u32,
+    /// Nothing in it can be some key's value: free it without reading.
+    pub unread: bool,
+    pub live: u64,
+    pub dead: u64,
+}
+
+/// Per-segment accounting of the cold log, indexed by segment id.
+pub struct Segments {
+    uses: Box<[SegmentUse]>,
+}
+
+impl Segments {
+    /// For segment ids below `count` (at most 2^EPOCH_SHIFT).
+    pub fn new(count: u32) -> Segments {
+        assert!(count <= 1 << EPOCH_SHIFT, "segment ids must fit below the use number");
+        Segments { uses: (0..count).map(|_| SegmentUse::new()).collect() }
+    }
+
+    /// The id the keyspace keeps for a record in `segment` now.
+    pub fn tag(&self, segment: u32) -> u32 {
+        let epoch = self.uses[segment as usize].epoch_dead.load(Relaxed) >> DEAD_BITS;
+        segment | ((epoch as u32) << EPOCH_SHIFT)
+    }
+
+    /// The segment id within a tagged one.
+    pub fn untag(tagged: u32) -> u32 {
+        tagged & ID_MASK
+    }
+
+    /// A record of `len` bytes expiring at `expire_at` (0: never) was
+    /// appended to `segment` at `now_ms`.
+    pub fn appended(&self, segment: u32, len: u32, expire_at: u64, now_ms: u64) {
+        let u = &self.uses[segment as usize];
+        u.appended.fetch_add(u64::from(len), Relaxed);
+        if expire_at != 0 {
+            u.ttl_bytes.fetch_add(u64::from(len), Relaxed);
+            u.min_expire.fetch_min(expire_at, Relaxed);
+            u.max_expire.fetch_max(expire_at, Relaxed);
+        }
+        u.last_append_ms.fetch_max(now_ms, Relaxed);
+    }
+
+    /// The record of `len` bytes at tagged segment `tagged` died; false when
+    /// that use of the segment is over (nothing counted).
+    pub fn forget(&self, tagged: u32, len: u32) -> bool {
+        let Some(u) = self.uses.get(Self::untag(tagged) as usize) else { return false };
+        let epoch = u64::from(tagged >> EPOCH_SHIFT);
+        u.epoch_dead
+            .fetch_update(Relaxed, Relaxed, |v| {
+                (v >> DEAD_BITS == epoch).then(|| (v & !DEAD_MASK) | ((v & DEAD_MASK) + u64::from(len)).min(DEAD_MASK))
+            })
+            .is_ok()
+    }
+
+    /// Ends the segment's current use (it was freed); its dead bytes. Only
+    /// the cleaner calls it, for a segment no head appends to and before
+    /// anything can take it from the free list (the cleaner's thread is
+    /// the one that prepares spares).
+    pub fn end_use(&self, segment: u32) -> u64 {
+        let u = &self.uses[segment as usize];
+        let next = ((u.epoch_dead.load(Relaxed) >> DEAD_BITS) + 1) & EPOCH_MASK;
+        let old = u.epoch_dead.swap(next << DEAD_BITS, Relaxed);
+        u.appended.store(0, Relaxed);
+        u.ttl_bytes.store(0, Relaxed);
+        u.min_expire.store(u64::MAX, Relaxed);
+        u.max_expire.store(0, Relaxed);
+        u.last_append_ms.store(0, Relaxed);
+        old & DEAD_MASK
+    }
+
+    /// Dead bytes of the segment's current use.
+    pub fn dead(&self, segment: u32) -> u64 {
+        self.uses[segment as usize].epoch_dead.load(Relaxed) & DEAD_MASK
+    }
+
+    /// The segment worth cleaning most at `now_ms`, skipping `active` ones
+    /// (heads append there) and unused ones: one freeable without a read
+    /// if any, else the highest (dead + expired) × age / live, the oldest
+    /// among equals (when nothing is reclaimable the oldest goes, its live
+    /// records moved forward or evicted).
+    pub fn pick(&self, active: &[u32], now_ms: u64) -> Option<Victim> {
+        let mut best: Option<(f64, u64, Victim)> = None;
+        for (id, u) in self.uses.iter().enumerate() {
+            let id = id as u32;
+            let appended = u.appended.load(Relaxed);
+            if appended == 0 || active.contains(&id) {
+                continue;
+            }
+            let dead = (u.epoch_dead.load(Relaxed) & DEAD_MASK).min(appended);
+            let live = appended - dead;
+            let ttl = u.ttl_bytes.load(Relaxed);
+            let (min, max) = (u.min_expire.load(Relaxed), u.max_expire.load(Relaxed));
+            let all_expired = ttl == appended && max.saturating_add(EXPIRY_GRACE_MS) <= now_ms;
+            if live == 0 || all_expired {
+                return Some(Victim { segment: id, unread: true, live, dead });
+            }
+            // Expired bytes among the live ones, supposing expiries spread
+            // evenly over [min, max] and dead bytes spread like the rest.
+            let expired_share = if ttl == 0 || now_ms <= min {
+                0.0
+            } else if now_ms >= max {
+                1.0
+            } else {
+                (now_ms - min) as f64 / (max - min) as f64
+            };
+            let expired = live as f64 * (ttl as f64 / appended as f64) * expired_share;
+            let age = now_ms.saturating_sub(u.last_append_ms.load(Relaxed)) + 1;
+            let score = (dead as f64 + expired) * age as f64 / live as f64;
+            if best.as_ref().is_none_or(|(s, a, _)| score > *s || (score == *s && age > *a)) {
+                best = Some((score, age, Victim { segment: id, unread: false, live, dead }));
+            }
+        }
+        best.map(|b| b.2)
+    }
+}
+
+/// The append head for a record expiring at `expire_at` (0: never) at
+/// `now_ms`, among `heads`: head 0 takes values without a TTL (and every
+/// value when there is one head); the others share the TTL buckets in
+/// order, nearest expiry first.
+pub fn head_for(expire_at: u64, now_ms: u64, heads: usize) -> usize {
+    if expire_at == 0 || heads <= 1 {
+        return 0;
+    }
+    let left = expire_at.saturating_sub(now_ms);
+    let bucket = TTL_BUCKETS_MS.iter().position(|&b| left < b).unwrap_or(TTL_BUCKETS_MS.len());
+    1 + bucket * (heads - 1) / TTL_BUCKETS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_late_forget_never_counts_against_the_next_use() {
+        let s = Segments::new(4);
+        s.appended(2, 100, 0, 10);
+        let old = s.tag(2);
+        assert!(s.forget(old, 40));
+        assert_eq!(s.dead(2), 40);
+        assert_eq!(s.end_use(2), 40);
+        s.appended(2, 100, 0, 20);
+        assert_ne!(s.tag(2), old);
+        assert!(!s.forget(old, 60), "a forget of the previous use");
+        assert_eq!(s.dead(2), 0);
+        assert!(s.forget(s.tag(2), 60));
+        assert_eq!(s.dead(2), 60);
+        assert_eq!(Segments::untag(s.tag(2)), 2);
+        assert!(!s.forget(77, 1), "an id out of range is ignored");
+    }
+
+    #[test]
+    fn heads_by_expiry() {
+        assert_eq!(head_for(0, 1000, 6), 0);
+        assert_eq!(head_for(5000, 1000, 1), 0);
+        assert_eq!(head_for(1000 + 59_000, 1000, 6), 1);
+        assert_eq!(head_for(1000 + 120_000, 1000, 6), 2);
+        assert_eq!(head_for(1000 + 90_000_000, 1000, 6), 5);
+        // Fewer heads: buckets share them, all TTL heads in 1..heads.
+        for ttl in [1u64, 70_000, 700_000, 4_000_000, 100_000_000] {
+            let h = head_for(1000 + ttl, 1000, 3);
+            assert!((1..3).contains(&h), "{ttl}: {h}");
+        }
+        assert_eq!(head_for(1000 + 1, 1000, 2), 1);
+    }
+}
