@@ -226,12 +226,13 @@ fn the_tier_starts_empty_and_says_so() {
 fn expiring_values_make_room_without_reads_or_evictions() {
     // 24 MiB of disk: 8 segments of 3 MiB, one head for values without a
     // TTL and one for those with.
-    let server = tiered(8 << 20, "24mb", "1");
+    let server = tiered(4 << 20, "24mb", "1");
     let mut c = server.conn();
     let long = 3_000;
     fill(&mut c, "long", long, 2000);
-    // Four rounds of 8 MB that live 2 s: 32 MB through 24 MiB of disk.
-    for round in 0..4 {
+    // Six rounds of 8 MB that live 2 s, most of each demoted: more through
+    // the 24 MiB of disk than it holds, never more live than it holds.
+    for round in 0..6 {
         for chunk in (0..4_000).collect::<Vec<_>>().chunks(200) {
             for &i in chunk {
                 c.send(&["SET", &format!("short{round}:{i}"), &value_of(i, 2000), "EX", "2"]);
@@ -240,10 +241,10 @@ fn expiring_values_make_room_without_reads_or_evictions() {
                 assert_eq!(c.read_frame(), Frame::ok());
             }
         }
-        std::thread::sleep(Duration::from_secs(3));
+        std::thread::sleep(Duration::from_secs(2));
     }
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while field(&mut c, "tier_freed_unread_segments") < 3 && Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while field(&mut c, "tier_freed_unread_segments") < 4 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
     let freed_unread = field(&mut c, "tier_freed_unread_segments");
@@ -253,7 +254,7 @@ fn expiring_values_make_room_without_reads_or_evictions() {
         field(&mut c, "tier_demoted"),
         field(&mut c, "evicted_keys")
     );
-    assert!(freed_unread >= 3, "expired segments are recycled without a read: {freed_unread}");
+    assert!(freed_unread >= 4, "expired segments are recycled without a read: {freed_unread}");
     assert!(segment_reads <= freed_unread, "{segment_reads} segments read to clean, {freed_unread} unread");
     assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0, "no value on disk was evicted");
     assert!(field(&mut c, "tier_disk_bytes") <= field(&mut c, "tier_max_disk_bytes"));
@@ -270,6 +271,69 @@ fn expiring_values_make_room_without_reads_or_evictions() {
     assert_eq!(field(&mut c, "tier_read_errors"), 0);
     assert!(missing as u64 <= field(&mut c, "evicted_keys"), "{missing} long-lived keys missing");
     assert!(missing <= long / 100, "{missing} long-lived keys missing");
+}
+
+/// Under `tier-admission frequent`, once the disk is full of live data,
+/// values never read since they were written are evicted instead of
+/// written; values read since are still demoted and read back.
+#[test]
+fn frequent_admission_spares_the_disk_values_nobody_read() {
+    let server = Server::strata_with(&[
+        "--maxmemory-policy",
+        "allkeys-lru",
+        "--max-disk",
+        "24mb",
+        "--dir",
+        "{dir}",
+        "--threads",
+        "1",
+        "--tier-admission",
+        "frequent",
+    ]);
+    limit(&server, 8 << 20);
+    let mut c = server.conn();
+    // Every use steps OBJECT FREQ: "read twice" is exact.
+    assert_eq!(c.cmd(&["CONFIG", "SET", "lfu-log-factor", "0"]), Frame::ok());
+    // 40 MB written once and never read: RAM and then the disk fill with
+    // live values, and the cleaner has to evict some.
+    fill(&mut c, "cold", 20_000, 2000);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while field(&mut c, "tier_not_admitted") == 0 && Instant::now() < deadline {
+        fill(&mut c, "more", 1_000, 2000);
+    }
+    let refused = field(&mut c, "tier_not_admitted");
+    assert!(refused > 0, "values never read are turned away from a full tier");
+    // Values read twice (OBJECT FREQ two steps up) still go to disk. (A
+    // few are evicted before they are read: sampled LRU is approximate.)
+    fill(&mut c, "hot", 1_000, 2000);
+    let read_twice: Vec<usize> = (0..1_000)
+        .filter(|i| {
+            (0..2).all(|_| match c.cmd(&["GET", &format!("hot{i}")]) {
+                Frame::Nil => false,
+                got => {
+                    assert_eq!(got, Frame::bulk(value_of(*i, 2000)), "hot{i}");
+                    true
+                }
+            })
+        })
+        .collect();
+    assert!(read_twice.len() >= 500, "{} of 1000 values read twice", read_twice.len());
+    let demoted = field(&mut c, "tier_demoted");
+    fill(&mut c, "push", 6_000, 2000);
+    assert!(field(&mut c, "tier_demoted") > demoted, "read values are demoted");
+    let disk_keys = field(&mut c, "tier_disk_keys");
+    let mut kept = 0;
+    for &i in &read_twice {
+        match c.cmd(&["GET", &format!("hot{i}")]) {
+            Frame::Nil => {}
+            got => {
+                assert_eq!(got, Frame::bulk(value_of(i, 2000)), "hot{i}");
+                kept += 1;
+            }
+        }
+    }
+    eprintln!("not admitted {refused}, disk keys {disk_keys}, read twice {}, kept {kept}", read_twice.len());
+    assert!(kept * 10 >= read_twice.len() * 9, "{kept} of {} values read twice kept", read_twice.len());
 }
 
 /// `tier-admission` is a runtime parameter: `all` by default, `frequent`

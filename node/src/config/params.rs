@@ -402,7 +402,8 @@ pub static PARAMS: &[Param] = &[
         name: "tier-admission", aliases: &[], group: "Storage",
         help: "Which values leaving RAM the cold tier writes while it is full of live data (its cleaner evicts): \
                all; or frequent, which evicts values used once or never since they were written instead \
-               (OBJECT FREQ at most one step above its start), sparing the disk writes of one-hit values.",
+               (OBJECT FREQ at most one step above its start), sparing the disk writes of one-hit values at a \
+               cost in disk hits where RAM is too small for the counter to see reuse.",
         default: Some("all"), kind: Kind::Custom(parse_tier_admission),
         store: Store::Runtime(|rt, v| rt.tier_admission_frequent.store(v.int() != 0, Relaxed)), live: None,
         get: |c| if c.runtime.tier_admission_frequent.load(Relaxed) { "frequent" } else { "all" }.into(),
