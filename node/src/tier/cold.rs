@@ -576,6 +576,63 @@ mod tests {
         assert_eq!(rig.log.stats.dead_bytes.load(Relaxed), dead_before);
     }
 
+    /// Workers demote and forget while the maintenance thread frees dead
+    /// and expired segments: every record still live reads back.
+    #[test]
+    fn freeing_unread_while_demoting_never_frees_a_live_record() {
+        let rig = Arc::new(Rig::new("concurrent"));
+        let ks = Keyspace::new(4);
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let workers: Vec<_> = (0..3u8)
+            .map(|w| {
+                let rig = rig.clone();
+                std::thread::spawn(move || {
+                    let mut kept = Vec::new();
+                    for i in 0..1000u32 {
+                        // Half expire soon; of the rest, one in ten lives on.
+                        let expire_at = if i % 2 == 0 { T0 + 1_000 } else { 0 };
+                        let value = vec![w ^ (i as u8); 1000];
+                        let key = format!("w{w}:{i}");
+                        let Some((segment, offset, len)) = rig.log.demote(0, key.as_bytes(), expire_at, &value) else {
+                            continue;
+                        };
+                        let loc = ColdLoc { segment, offset, len, kind: crate::store::entry::ValueKind::Str };
+                        if expire_at == 0 && i % 10 == 1 {
+                            kept.push((loc, value));
+                        } else if expire_at == 0 {
+                            rig.log.forget(loc);
+                        }
+                    }
+                    kept
+                })
+            })
+            .collect();
+        let maintainer = {
+            let (rig, done) = (rig.clone(), done.clone());
+            std::thread::spawn(move || {
+                while !done.load(Relaxed) {
+                    rig.log.flush_step(Duration::ZERO);
+                    rig.log.maintain(&ks);
+                    // Half way, the values with a TTL expire (those
+                    // demoted since are expired at once).
+                    if rig.log.stats.written_bytes.load(Relaxed) > 1_500_000 {
+                        rig.now.store(T0 + 1_000 + cleaning::EXPIRY_GRACE_MS, Relaxed);
+                    }
+                }
+                rig.log.flush_step(Duration::ZERO);
+                rig.log.maintain(&ks);
+            })
+        };
+        let kept: Vec<_> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        done.store(true, Relaxed);
+        maintainer.join().unwrap();
+        assert!(kept.len() >= 250, "{} values kept (demotions refused?)", kept.len());
+        assert!(rig.log.stats.freed_unread.load(Relaxed) > 0, "dead and expired segments were freed");
+        for (loc, value) in &kept {
+            assert_eq!(&rig.log.read_blocking(*loc).unwrap(), value, "{loc:?}");
+        }
+    }
+
     #[test]
     fn admission_turns_rarely_used_values_away_only_under_pressure() {
         let frequent = Arc::new(std::sync::atomic::AtomicBool::new(false));
