@@ -77,7 +77,12 @@ fn data_larger_than_ram_stays_readable() {
     // About 3× the memory limit in strings.
     let n = 30_000;
     fill(&mut c, "key:", n, 1000);
-    assert_eq!(c.cmd(&["DBSIZE"]), Frame::int((n + 100) as i64), "no key was lost");
+    let dbsize = c.cmd(&["DBSIZE"]);
+    if dbsize != Frame::int((n + 100) as i64) {
+        println!("{:?}", c.cmd(&["INFO", "tier"]));
+        println!("{:?}", c.cmd(&["INFO", "stats"]));
+    }
+    assert_eq!(dbsize, Frame::int((n + 100) as i64), "no key was lost");
     let disk_keys = field(&mut c, "tier_disk_keys");
     assert!(disk_keys > (n / 2) as u64, "most values went to disk: {disk_keys}");
     assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0);
@@ -99,18 +104,20 @@ fn data_larger_than_ram_stays_readable() {
     assert_eq!(field(&mut c, "tier_read_errors"), 0);
     // SCAN's TYPE filter sees cold keys' types without reading them.
     let mut cursor = "0".to_string();
-    let mut hashes = 0;
+    // (SCAN may return a key twice: one that moved between RAM's index and
+    // the disk's during the iteration.)
+    let mut hashes = std::collections::HashSet::new();
     loop {
         let reply = c.cmd(&["SCAN", &cursor, "TYPE", "hash", "COUNT", "1000"]);
         let Frame::Array(parts) = reply else { panic!("{reply:?}") };
         cursor = String::from_utf8(parts[0].as_bytes().unwrap().to_vec()).unwrap();
         let Frame::Array(keys) = &parts[1] else { panic!() };
-        hashes += keys.len();
+        hashes.extend(keys.iter().map(|k| k.as_bytes().unwrap().to_vec()));
         if cursor == "0" {
             break;
         }
     }
-    assert_eq!(hashes, 50);
+    assert_eq!(hashes.len(), 50);
 }
 
 #[test]
@@ -216,4 +223,66 @@ fn the_tier_starts_empty_and_says_so() {
     assert_eq!(field(&mut p, "tier_enabled"), 0);
     fill(&mut p, "k", 10_000, 800);
     assert!(field(&mut p, "evicted_keys") > 0);
+}
+
+/// Keys on disk only leave their key on disk too ("keyless"): RAM keeps a
+/// 16-byte slot per key, and every command still finds them: reads, blind
+/// writes, DBSIZE, SCAN, KEYS, RANDOMKEY, FLUSHALL.
+#[test]
+fn keys_on_disk_only_cost_a_slot_of_ram_and_stay_found() {
+    let server = tiered(8 << 20, "512mb", "2");
+    let mut c = server.conn();
+    let n = 150_000;
+    fill(&mut c, "key:", n, 128);
+    assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(n as i64), "no key was lost");
+    let keyless = field(&mut c, "tier_keyless_keys");
+    assert!(keyless > (n / 2) as u64, "most keys are on disk only, key and all: {keyless}");
+    let index = field(&mut c, "tier_keyless_index_bytes");
+    let per_key = index as f64 / keyless as f64;
+    println!("{keyless} keys on disk only, {per_key:.1} bytes of RAM each");
+    assert!(per_key <= 32.0, "{per_key:.1} bytes per key on disk only");
+    let (used, max) = (field(&mut c, "used_memory"), field(&mut c, "maxmemory"));
+    assert!(used <= max + (256 << 10), "used_memory {used} above maxmemory {max}");
+    assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0);
+
+    for i in (0..n).step_by(97) {
+        assert_eq!(c.cmd(&["GET", &format!("key:{i}")]), Frame::bulk(value_of(i, 128)), "key:{i}");
+    }
+    assert_eq!(c.cmd(&["GET", "key:absent"]), Frame::Nil);
+    // Blind writes and deletes of keys on disk only leave no older copy.
+    for i in (1..n).step_by(1009) {
+        assert_eq!(c.cmd(&["SET", &format!("key:{i}"), "new"]), Frame::ok());
+    }
+    assert_eq!(c.cmd(&["DEL", "key:2", "key:3"]), Frame::int(2));
+    assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(n as i64 - 2));
+    assert_eq!(c.cmd(&["GET", "key:1010"]), Frame::bulk("new"));
+    assert_eq!(c.cmd(&["EXISTS", "key:2"]), Frame::int(0));
+
+    // SCAN returns every key at least once; KEYS every match.
+    let mut cursor = "0".to_string();
+    let mut seen = std::collections::HashSet::new();
+    loop {
+        let reply = c.cmd(&["SCAN", &cursor, "COUNT", "1000"]);
+        let Frame::Array(parts) = reply else { panic!("{reply:?}") };
+        cursor = String::from_utf8(parts[0].as_bytes().unwrap().to_vec()).unwrap();
+        for k in parts[1].as_array().unwrap() {
+            seen.insert(k.as_bytes().unwrap().to_vec());
+        }
+        if cursor == "0" {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), n - 2, "SCAN saw every key");
+    let keys = c.cmd(&["KEYS", "key:1234*"]);
+    let want = (0..n).filter(|i| i.to_string().starts_with("1234")).count();
+    assert_eq!(keys.as_array().unwrap().len(), want);
+    let Frame::Bulk(random) = c.cmd(&["RANDOMKEY"]) else { panic!("RANDOMKEY") };
+    assert_eq!(c.cmd(&["EXISTS", std::str::from_utf8(&random).unwrap()]), Frame::int(1));
+    assert_eq!(field(&mut c, "tier_read_errors"), 0);
+
+    assert_eq!(c.cmd(&["FLUSHALL"]), Frame::ok());
+    assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(0));
+    assert_eq!(field(&mut c, "tier_disk_keys"), 0);
+    assert_eq!(field(&mut c, "tier_keyless_keys"), 0);
+    assert_eq!(c.cmd(&["GET", "key:5"]), Frame::Nil);
 }

@@ -18,8 +18,8 @@ use super::io::{DirVolume, EngineChoice, probe};
 use super::log::{LogConfig, RecordAddr, SegmentLog};
 use super::record::{Record, RecordKind};
 use crate::metrics::IoHistogram;
-use crate::store::entry::ColdLoc;
-use crate::store::{ColdTier, Keyspace};
+use crate::store::entry::{ColdLoc, ValueKind};
+use crate::store::{ColdRecord, ColdTier, Keyspace};
 use crate::sys::file::BufferGauge;
 use std::collections::VecDeque;
 use std::io;
@@ -294,11 +294,11 @@ impl ColdTier for ColdLog {
         }
     }
 
-    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<Vec<u8>>) + Send>) {
+    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>) {
         let addr = addr_of(loc);
         if let Some(rec) = self.log.read_staged(addr) {
             self.stats.staged_reads.fetch_add(1, Relaxed);
-            return done(Ok(rec.value));
+            return done(Ok(ColdRecord { key: rec.key, value: rec.value }));
         }
         self.stats.disk_reads.fetch_add(1, Relaxed);
         let (latency, started) = (self.stats.read_latency.clone(), Instant::now());
@@ -306,22 +306,40 @@ impl ColdTier for ColdLog {
             addr,
             Box::new(move |r| {
                 latency.record(started.elapsed().as_micros() as u64);
-                done(r.map(|rec| rec.value))
+                done(r.map(|rec| ColdRecord { key: rec.key, value: rec.value }))
             }),
         );
     }
 
-    fn read_blocking(&self, loc: ColdLoc) -> io::Result<Vec<u8>> {
+    fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord> {
         let addr = addr_of(loc);
         if let Some(rec) = self.log.read_staged(addr) {
             self.stats.staged_reads.fetch_add(1, Relaxed);
-            return Ok(rec.value);
+            return Ok(ColdRecord { key: rec.key, value: rec.value });
         }
         self.stats.disk_reads.fetch_add(1, Relaxed);
         let started = Instant::now();
         let read = self.log.read(addr);
         self.stats.read_latency.record(started.elapsed().as_micros() as u64);
-        read.map(|rec| rec.value)
+        read.map(|rec| ColdRecord { key: rec.key, value: rec.value })
+    }
+
+    fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8])) {
+        // Records still staged are written first, so the scan sees them.
+        if let Err(e) = self.log.flush_staged() {
+            tracing::error!("cold tier: write failed before a scan: {e}");
+        }
+        let segments: Vec<u32> = self.order.lock().unwrap().iter().copied().collect();
+        for segment in segments {
+            // A segment recycled meanwhile has nothing of interest left.
+            let _ = self.log.scan_segment(segment, |rec, addr| {
+                if rec.kind == RecordKind::Set {
+                    let loc =
+                        ColdLoc { segment: addr.segment, offset: addr.offset, len: addr.len, kind: ValueKind::Other };
+                    visit(loc, rec.key);
+                }
+            });
+        }
     }
 
     fn forget(&self, loc: ColdLoc) {
