@@ -286,3 +286,45 @@ fn keys_on_disk_only_cost_a_slot_of_ram_and_stay_found() {
     assert_eq!(field(&mut c, "tier_keyless_keys"), 0);
     assert_eq!(c.cmd(&["GET", "key:5"]), Frame::Nil);
 }
+
+/// Keys with a TTL go to disk only too, and keep their exact deadline.
+#[test]
+fn keys_on_disk_only_keep_their_ttl() {
+    let server = tiered(8 << 20, "512mb", "2");
+    let mut c = server.conn();
+    let started = Instant::now();
+    let set_all = |c: &mut RawConn, prefix: &str, n: usize, ttl: &[&str]| {
+        for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
+            for &i in chunk {
+                let key = format!("{prefix}{i}");
+                let value = value_of(i, 128);
+                let mut args = vec!["SET", &key, &value];
+                args.extend_from_slice(ttl);
+                c.send(&args);
+            }
+            for _ in chunk {
+                assert_eq!(c.read_frame(), Frame::ok());
+            }
+        }
+    };
+    set_all(&mut c, "short:", 5_000, &["PX", "2500"]);
+    set_all(&mut c, "long:", 20_000, &["EX", "3600"]);
+    fill(&mut c, "key:", 100_000, 128);
+    let keyless = field(&mut c, "tier_keyless_keys");
+    assert!(keyless > 20_000, "keys with a TTL went to disk only too: {keyless}");
+    let keyspace = info_field(&mut c, "db0").expect("db0 in INFO keyspace");
+    let expires: u64 = keyspace.split(',').find_map(|p| p.strip_prefix("expires=")).unwrap().parse().unwrap();
+    assert!(expires >= 20_000, "keys on disk only count in expires: {keyspace}");
+    for i in (0..20_000).step_by(101) {
+        let Frame::Integer(ttl) = c.cmd(&["TTL", &format!("long:{i}")]) else { panic!("TTL") };
+        assert!((3000..=3600).contains(&ttl), "long:{i} TTL {ttl}");
+        assert_eq!(c.cmd(&["GET", &format!("long:{i}")]), Frame::bulk(value_of(i, 128)));
+    }
+    // The short deadlines pass: the exact one in the record decides.
+    std::thread::sleep(Duration::from_millis(3000).saturating_sub(started.elapsed()));
+    for i in (0..5_000).step_by(53) {
+        assert_eq!(c.cmd(&["GET", &format!("short:{i}")]), Frame::Nil, "short:{i} expired");
+        assert_eq!(c.cmd(&["EXISTS", &format!("short:{i}")]), Frame::int(0));
+    }
+    assert_eq!(field(&mut c, "tier_read_errors"), 0);
+}

@@ -387,10 +387,10 @@ impl Persistence {
         for idx in 0..ks.num_partitions() as u32 {
             let part = ks.lock(idx);
             for db in 0..crate::store::NUM_DBS {
-                // Keys on disk only, key and all (read back, no TTL), then
+                // Keys on disk only, key and all (read back), then
                 // the index's keys.
                 let forgotten: Vec<_> = part.forgotten_records(ks, db).into_iter().filter_map(Result::ok).collect();
-                let forgotten = forgotten.iter().map(|r| (&r.key[..], 0, Some(&r.value[..])));
+                let forgotten = forgotten.iter().map(|r| (&r.key[..], r.expire_at, Some(&r.value[..])));
                 let indexed = part.entries(db).map(|(_, e)| (e.key(), e.expire_at(), None));
                 for (key, expire_at, value) in forgotten.chain(indexed) {
                     if expire_at != 0 && expire_at <= now {

@@ -41,12 +41,12 @@ struct Loc {
 /// `key`'s slot in the slab, after resolving any forgotten key that may be
 /// it (read now: the pending path resolves declared keys beforehand).
 #[inline]
-fn find_or_recall(ks: &Keyspace, part: &mut Partition, db: usize, key: &[u8], hash: u64) -> Option<u32> {
+fn find_or_recall(ks: &Keyspace, part: &mut Partition, db: usize, key: &[u8], hash: u64, now: u64) -> Option<u32> {
     match part.dbs[db].find(hash, key) {
         Some(slot) => Some(slot),
         None if part.dbs[db].forgotten.is_empty() => None,
         None => {
-            if part.recall_now(ks, db, key, hash) {
+            if part.recall_now(ks, db, key, hash, now) {
                 part.dbs[db].find(hash, key)
             } else {
                 None
@@ -90,7 +90,7 @@ impl<'a> KeyAccess<'a> {
         let stats = self.stats;
         let ks = self.ks;
         let (part_idx, part) = self.part_mut(key);
-        let slot = find_or_recall(ks, part, db, key, hash)?;
+        let slot = find_or_recall(ks, part, db, key, hash, now)?;
         let exp = part.dbs[db].entry(slot).expire_at();
         if exp != 0 && exp <= now {
             part.remove_entry(ks, db, slot, None, ChangeKind::Expired);
@@ -110,7 +110,7 @@ impl<'a> KeyAccess<'a> {
     fn locate_unexpired(&mut self, key: &[u8]) -> Option<Loc> {
         let (db, now, ks) = (self.db, self.now_ms, self.ks);
         let (part_idx, part) = self.part_mut(key);
-        let slot = find_or_recall(ks, part, db, key, hash_bytes(key))?;
+        let slot = find_or_recall(ks, part, db, key, hash_bytes(key), now)?;
         let exp = part.dbs[db].entry(slot).expire_at();
         (exp == 0 || exp > now).then_some(Loc { part: part_idx, slot })
     }
@@ -397,6 +397,7 @@ impl<'a> KeyAccess<'a> {
             part.remove_entry(ks, db, slot, None, ChangeKind::Expired);
             n += 1;
         }
+        n += part.expire_forgotten_due(ks, db, now);
         if n > 0 {
             StoreStats::bump(&stats.expired, n);
         }

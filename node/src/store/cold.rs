@@ -58,6 +58,8 @@ pub trait ColdTier: Send + Sync {
 pub struct ColdRecord {
     pub key: Vec<u8>,
     pub value: Vec<u8>,
+    /// The key's deadline when the record was written (unix ms, 0: none).
+    pub expire_at: u64,
 }
 
 /// Counters of the tier as the keyspace sees it (INFO, metrics).
@@ -406,9 +408,9 @@ pub(super) mod tests {
     }
 
     impl ColdTier for HeldTier {
-        fn demote(&self, _: usize, key: &[u8], _: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
+        fn demote(&self, _: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
             let mut r = self.records.lock();
-            r.push(ColdRecord { key: key.to_vec(), value: encoded.to_vec() });
+            r.push(ColdRecord { key: key.to_vec(), value: encoded.to_vec(), expire_at });
             Some((0, r.len() as u32 - 1, encoded.len() as u32 + 1))
         }
         fn read(&self, loc: ColdLoc, done: Done) {

@@ -347,8 +347,8 @@ impl Entry {
 
     /// An entry for a key whose value is at `loc` on disk only (a
     /// forgotten key brought back to the index without its value).
-    pub(super) fn new_cold(key: &[u8], loc: ColdLoc, meta: Meta) -> Entry {
-        let mut e = Entry::new_string(key, &[], 0, meta);
+    pub(super) fn new_cold(key: &[u8], loc: ColdLoc, expire_at: u64, meta: Meta) -> Entry {
+        let mut e = Entry::new_string(key, &[], expire_at, meta);
         e.make_cold(loc);
         e
     }

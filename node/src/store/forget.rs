@@ -3,8 +3,8 @@
 //! entry (~100 B).
 //!
 //! - **Forgetting.** A victim demoted at the memory limit is forgotten at
-//!   once when it can be (no TTL, an address a slot can hold), and so is a
-//!   cold entry drawn as a victim later. The tables of forgotten keys may
+//!   once when it can be (an address and a deadline a slot can hold), and
+//!   so is a cold entry drawn as a victim later. The tables of forgotten keys may
 //!   take at most half of `maxmemory` (`Keyspace::set_forget_limit`);
 //!   beyond that cold entries are evicted, as before.
 //! - **Finding one.** A lookup that misses the slab checks the database's
@@ -18,16 +18,24 @@
 //!   while an older copy of it may hide in the table.
 //! - **Whole-keyspace commands** (KEYS, SCAN, RANDOMKEY) need keys: they
 //!   recall a partition's forgotten keys (one read each) before walking it.
+//! - **Expiry.** A slot keeps the key's deadline rounded up to the minute;
+//!   the record keeps it exact and a recalled key gets it back. A key whose
+//!   slot says it has certainly expired goes without a read, on lookup or
+//!   in the active expiry's sweep (which skips a table before its soonest
+//!   deadline); its record is read only when someone listens for the
+//!   `expired` event or tracks keys. Until the minute ends a lookup reads
+//!   the record, and the exact deadline decides.
 //! - Nothing here is a change of a key: forgetting and recalling write no
 //!   journal record, bump no WATCH and keep per-slot counts. A forgotten
-//!   key that goes (the cleaner evicts its record, FLUSHDB) settles like
-//!   any removed key, with the key from its record where one is needed.
+//!   key that goes (the cleaner evicts its record, FLUSHDB, expiry)
+//!   settles like any removed key, with the key from its record where one
+//!   is needed.
 
 use super::Keyspace;
 use super::cold::{ColdRecord, ColdState, decode};
 use super::entry::Entry;
 use super::journal::ChangeKind;
-use super::keyless::{Forgotten, hash32};
+use super::keyless::{Forgotten, deadline_of, hash32};
 use super::partition::Partition;
 use crate::base::hash::hash_bytes;
 use crate::base::slot::key_slot;
@@ -86,14 +94,15 @@ impl Partition {
     pub(super) fn forget_key(&mut self, ks: &Keyspace, db: usize, slot: u32) -> Option<usize> {
         let e = self.dbs[db].entry(slot);
         let loc = e.cold_loc()?;
-        if e.expire_at() != 0 || !Forgotten::fits(&loc) {
+        let deadline = deadline_of(e.expire_at())?;
+        if !Forgotten::fits(&loc) {
             return None;
         }
         if ks.cold_stats.forgotten_bytes.load(Relaxed) >= ks.forget_limit.load(Relaxed) || !ks.may_forget() {
             return None;
         }
         let hash = hash_bytes(e.key());
-        let f = Forgotten { hash: hash32(hash), key_slot: key_slot(e.key()), loc };
+        let f = Forgotten { hash: hash32(hash), key_slot: key_slot(e.key()), loc, deadline };
         let d = &mut self.dbs[db];
         let (tables, keyless) = (d.table.overhead_bytes() as i64, d.forgotten.bytes() as i64);
         let entry_mem = d.remove(slot).mem() as i64;
@@ -110,11 +119,16 @@ impl Partition {
     /// Resolves every candidate for `key` now, reading their records
     /// (keys a command did not declare, blind writes). True when any was
     /// found: the key may be in the slab now.
-    pub(super) fn recall_now(&mut self, ks: &Keyspace, db: usize, key: &[u8], hash: u64) -> bool {
+    pub(super) fn recall_now(&mut self, ks: &Keyspace, db: usize, key: &[u8], hash: u64, now: u64) -> bool {
         let h = hash32(hash);
         let mut any = false;
         while let Some(pos) = self.dbs[db].forgotten.first_candidate(h) {
-            let loc = self.dbs[db].forgotten.get(pos).loc;
+            let f = self.dbs[db].forgotten.get(pos);
+            if f.expired_by(now) {
+                self.expire_forgotten(ks, db, f);
+                continue;
+            }
+            let loc = f.loc;
             let id = (db as u8, Box::<[u8]>::from(key));
             let shared = self.cold_reads.remove(&id).filter(|r| r.loc == loc && r.finished());
             let result = match shared.and_then(|r| r.result.lock().take()) {
@@ -133,11 +147,16 @@ impl Partition {
     /// The pending path's check of a key missing from the slab: Ready when
     /// no forgotten key may be it (any candidates resolved already), or the
     /// read to wait for. Partition locked.
-    pub(super) fn forgotten_check(&mut self, ks: &Keyspace, db: usize, key: &[u8], hash: u64) -> ColdState {
+    pub(super) fn forgotten_check(&mut self, ks: &Keyspace, db: usize, key: &[u8], hash: u64, now: u64) -> ColdState {
         let h = hash32(hash);
         loop {
             let Some(pos) = self.dbs[db].forgotten.first_candidate(h) else { return ColdState::Ready };
-            let loc = self.dbs[db].forgotten.get(pos).loc;
+            let f = self.dbs[db].forgotten.get(pos);
+            if f.expired_by(now) {
+                self.expire_forgotten(ks, db, f);
+                continue;
+            }
+            let loc = f.loc;
             let id = (db as u8, Box::<[u8]>::from(key));
             if let Some(read) = self.cold_reads.get(&id).cloned() {
                 if read.loc == loc && !read.finished() {
@@ -178,7 +197,7 @@ impl Partition {
                 return Err(io::Error::new(io::ErrorKind::InvalidData, "the record holds a key of another hash"));
             }
             let value = if wanted == Some(&rec.key[..]) { Some(decode(&rec.value)?) } else { None };
-            Ok((rec.key, hash, value))
+            Ok((rec.key, hash, value, rec.expire_at))
         });
         let keyless = self.dbs[db].forgotten.bytes() as i64;
         self.dbs[db].forgotten.remove(pos);
@@ -186,13 +205,16 @@ impl Partition {
         add_signed(&ks.cold_stats.forgotten_bytes, keyless_delta);
         ks.cold_stats.forgotten.fetch_sub(1, Relaxed);
         match rec {
-            Ok((key, hash, value)) => {
+            Ok((key, hash, value, expire_at)) => {
                 let clock = ks.policy_clock();
                 let warm = value.is_some();
                 let entry = match value {
-                    Some(v) => Entry::new(&key, v, 0, EntryState::new(&clock)),
-                    None => Entry::new_cold(&key, f.loc, EntryState::new(&clock)),
+                    Some(v) => Entry::new(&key, v, expire_at, EntryState::new(&clock)),
+                    None => Entry::new_cold(&key, f.loc, expire_at, EntryState::new(&clock)),
                 };
+                if expire_at != 0 {
+                    ks.note_deadline(expire_at);
+                }
                 let mem = entry.mem() as i64;
                 let d = &mut self.dbs[db];
                 let tables = d.table.overhead_bytes() as i64;
@@ -220,6 +242,44 @@ impl Partition {
                 None
             }
         }
+    }
+
+    /// Removes the forgotten key `f`, which has certainly expired. Its
+    /// record is read for the key only when the key must be named (the
+    /// `expired` event, client tracking).
+    pub(super) fn expire_forgotten(&mut self, ks: &Keyspace, db: usize, f: Forgotten) {
+        let t = &mut self.dbs[db].forgotten;
+        let Some(pos) = t.find_loc(f.hash, f.loc.segment, f.loc.offset) else { return };
+        let keyless = t.bytes() as i64;
+        t.remove(pos);
+        let keyless_delta = t.bytes() as i64 - keyless;
+        self.account(ks, keyless_delta);
+        add_signed(&ks.cold_stats.forgotten_bytes, keyless_delta);
+        ks.cold_stats.forgotten.fetch_sub(1, Relaxed);
+        let named = ks.key_events_on(crate::config::keyspace_events::EXPIRED)
+            || !self.tracked.is_empty()
+            || ks.is_broadcasting();
+        let key = if named { read_blocking(ks, f.loc).ok().map(|r| r.key) } else { None };
+        ks.forget_cold(f.loc);
+        self.count_key_slot(f.key_slot, -1);
+        self.bump_watches_matching(db, |h| h == f.hash);
+        if let Some(key) = key.filter(|k| hash32(hash_bytes(k)) == f.hash) {
+            self.tracked_key_changed(ks, &key);
+            ks.key_event(crate::config::keyspace_events::EXPIRED, "expired", db, &key);
+        }
+    }
+
+    /// Removes the forgotten keys of `db` that have certainly expired by
+    /// `now` (the active expiry); returns how many.
+    pub fn expire_forgotten_due(&mut self, ks: &Keyspace, db: usize, now: u64) -> u64 {
+        if !self.dbs[db].forgotten.may_have_expired(now) {
+            return 0;
+        }
+        let due = self.dbs[db].forgotten.expired(now);
+        for &f in &due {
+            self.expire_forgotten(ks, db, f);
+        }
+        due.len() as u64
     }
 
     /// Recalls every forgotten key of database `db` (KEYS, SCAN,
@@ -349,7 +409,7 @@ mod tests {
     use super::super::cold::tests::{HeldTier, access, demote, value};
     use super::super::entry::ColdLoc;
     use super::*;
-    use crate::store::StoreStats;
+    use crate::store::{KeyAccess, StoreStats};
     use std::sync::Arc;
 
     /// A keyspace with a held tier, forgetting allowed.
@@ -525,17 +585,41 @@ mod tests {
         warm_only.flush_mem();
         let per_key = (with_both - warm_only.used_memory()) as f64 / n as f64;
         assert!(per_key <= 32.0, "{per_key:.1} bytes of RAM per key on disk only");
-        assert_eq!(ks.cold_stats().forgotten.load(Relaxed), n as u64);
+        // A new key whose 24 hash bits match a forgotten one's recalls that
+        // one (about one insert in 3,000 here, 5,000 keys per table).
+        let recalled = ks.cold_stats().recalls.load(Relaxed);
+        assert!(recalled <= n as u64 / 200, "{recalled} recalled");
+        assert_eq!(ks.cold_stats().forgotten.load(Relaxed) + recalled, n as u64);
     }
 
     #[test]
-    fn keys_with_a_ttl_and_a_full_budget_are_not_forgotten() {
-        let (_tier, ks, stats) = setup();
-        access(&ks, &stats, b"t").set_str(b"t", b"v", crate::store::now_ms() + 100_000, false);
-        demote(&ks, b"t");
-        let idx = ks.partition_of_key(b"t");
-        let slot = ks.lock(idx).dbs[0].find(hash_bytes(b"t"), b"t").unwrap();
-        assert!(ks.lock(idx).forget_key(&ks, 0, slot).is_none(), "a TTL stays exact in the index");
+    fn a_forgotten_key_keeps_its_exact_ttl_and_expires_without_a_read() {
+        let (tier, ks, stats) = setup();
+        let now = crate::store::now_ms();
+        let at = now + 600_000 + 7;
+        access(&ks, &stats, b"t").set_str(b"t", b"v", at, false);
+        forget(&ks, b"t");
+        let mut figures = vec![crate::metrics::DbFigures::default(); crate::store::NUM_DBS];
+        ks.lock(ks.partition_of_key(b"t")).add_db_figures(now, &mut figures);
+        assert_eq!((figures[0].keys, figures[0].expires), (1, 1), "counted with its TTL");
+        assert!(access(&ks, &stats, b"t").pending([&b"t"[..]]).is_some());
+        tier.complete_all();
+        assert!(access(&ks, &stats, b"t").pending([&b"t"[..]]).is_none());
+        assert_eq!(access(&ks, &stats, b"t").get(b"t").unwrap().expire_at(), at, "the record's exact deadline");
+
+        // Certainly expired (its minute is over): gone without a read.
+        access(&ks, &stats, b"x").set_str(b"x", b"v", now + 1_000, false);
+        forget(&ks, b"x");
+        let reads = tier.reads.lock().len();
+        let idx = ks.partition_of_key(b"x");
+        let later = now + 3 * 60_000;
+        KeyAccess::purge_expired(&ks, &mut ks.lock(idx), 0, later, &stats);
+        assert_eq!(tier.reads.lock().len(), reads, "no read");
+        assert_eq!(ks.lock(idx).db_len(0), if idx == ks.partition_of_key(b"t") { 1 } else { 0 });
+        assert_eq!(ks.cold_stats().forgotten.load(Relaxed), 0);
+        assert_eq!(stats.expired.load(Relaxed), 1);
+
+        // Over the tables' limit: the key stays in the slab.
         access(&ks, &stats, b"n").set_str(b"n", b"v", 0, false);
         demote(&ks, b"n");
         ks.set_forget_limit(0);

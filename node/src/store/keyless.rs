@@ -3,28 +3,37 @@
 //!
 //! A cold entry in the slab still holds its key (~100 B of RAM per key with
 //! the slab's slot and index). A forgotten key keeps only what finds its
-//! record again: 32 bits of its hash, the record's address and length, the
-//! value's type and the key's cluster slot (for per-slot counts), in one
-//! open-addressing slot with linear probing. The key itself is checked
-//! when the record is read back: a lookup that matches a slot's hash bits
-//! is a *candidate*, resolved by reading the record (see `forget.rs`).
+//! record again: 24 bits of its hash, the record's address and length, the
+//! value's type, the key's cluster slot (for per-slot counts) and its
+//! deadline rounded up to the minute, in one open-addressing slot with
+//! linear probing. The key itself is checked when the record is read back:
+//! a lookup that matches a slot's hash bits is a *candidate*, resolved by
+//! reading the record (see `forget.rs`), which also holds the exact
+//! deadline. 24 bits make a false candidate (one extra read) about one
+//! lookup of a missing key in ten million per key probed.
 //!
 //! Layout of a slot (`[u64; 2]`):
-//! - word 0: hash bits (32) | record length (29) | value kind (3)
-//! - word 1: record offset (32) | segment (18) | cluster slot (14)
+//! - word 0: hash bits (24) | record length (23) | value kind (3) | cluster slot (14)
+//! - word 1: record offset (24) | segment (16) | deadline, minutes since 2025 (24; 0: none)
 //!
 //! A slot is empty when its length is 0 (records are never empty). The
 //! bucket is the hash bits masked by the capacity, so growing needs no key.
-//! Deletion shifts the following run back (no tombstones). Keys with a TTL
-//! are never forgotten (their expiry must stay exact and in the expiry
-//! index), so there is no expiry here.
+//! Deletion shifts the following run back (no tombstones). A key whose
+//! record or deadline a slot cannot hold stays in the slab.
 
 use super::entry::{ColdLoc, ValueKind};
 
-/// The longest record a slot can address.
-const MAX_LEN: u32 = (1 << 29) - 1;
-/// The highest segment id a slot can address.
-const MAX_SEGMENT: u32 = (1 << 18) - 1;
+/// The longest record a slot can address (the disk tier's segments are
+/// at most 8 MiB).
+const MAX_LEN: u32 = (1 << 23) - 1;
+/// The highest offset and segment id a slot can address.
+const MAX_OFFSET: u32 = (1 << 24) - 1;
+const MAX_SEGMENT: u32 = (1 << 16) - 1;
+const HASH_BITS: u32 = (1 << 24) - 1;
+/// Deadlines count minutes from 2025-01-01 (24 bits: until 2056).
+const DEADLINE_BASE_MS: u64 = 1_735_689_600_000;
+const MINUTE_MS: u64 = 60_000;
+const MAX_DEADLINE: u32 = (1 << 24) - 1;
 
 const MIN_CAPACITY: usize = 16;
 
@@ -36,45 +45,84 @@ pub struct Forgotten {
     /// The key's cluster hash slot (0..16384).
     pub key_slot: u16,
     pub loc: ColdLoc,
+    /// The key's deadline rounded up to the minute (`deadline_of`); 0: no
+    /// TTL.
+    pub deadline: u32,
 }
 
-/// The 32 hash bits a forgotten key is found by: the top half of its
+/// The hash bits a forgotten key is found by: 24 bits from the top of its
 /// 64-bit hash (the slab index uses the bottom bits for its buckets).
 #[inline]
 pub fn hash32(hash: u64) -> u32 {
-    (hash >> 32) as u32
+    (hash >> 40) as u32
+}
+
+/// A deadline (unix ms, 0: none) as a slot keeps it: minutes since 2025,
+/// rounded up, so a slot's deadline is never before the key's. None when
+/// a slot cannot hold it.
+pub fn deadline_of(expire_at: u64) -> Option<u32> {
+    if expire_at == 0 {
+        return Some(0);
+    }
+    let minutes = expire_at.checked_sub(DEADLINE_BASE_MS)?.div_ceil(MINUTE_MS).max(1);
+    u32::try_from(minutes).ok().filter(|&m| m <= MAX_DEADLINE)
+}
+
+fn deadline_ms(deadline: u32) -> u64 {
+    DEADLINE_BASE_MS + u64::from(deadline) * MINUTE_MS
 }
 
 impl Forgotten {
     /// Whether a table slot can hold this location.
     pub fn fits(loc: &ColdLoc) -> bool {
-        loc.len != 0 && loc.len <= MAX_LEN && loc.segment <= MAX_SEGMENT
+        loc.len != 0 && loc.len <= MAX_LEN && loc.offset <= MAX_OFFSET && loc.segment <= MAX_SEGMENT
+    }
+
+    /// True when the key has certainly expired by `now_ms` (its exact
+    /// deadline, in its record, is at or before the slot's).
+    pub fn expired_by(&self, now_ms: u64) -> bool {
+        self.deadline != 0 && deadline_ms(self.deadline) <= now_ms
     }
 
     fn encode(&self) -> [u64; 2] {
-        debug_assert!(Self::fits(&self.loc));
-        let w0 = u64::from(self.hash) | u64::from(self.loc.len) << 32 | (self.loc.kind as u64) << 61;
-        let w1 = u64::from(self.loc.offset) | u64::from(self.loc.segment) << 32 | u64::from(self.key_slot) << 50;
+        debug_assert!(Self::fits(&self.loc) && self.deadline <= MAX_DEADLINE);
+        let w0 = u64::from(self.hash & HASH_BITS)
+            | u64::from(self.loc.len) << 24
+            | (self.loc.kind as u64) << 47
+            | u64::from(self.key_slot) << 50;
+        let w1 = u64::from(self.loc.offset) | u64::from(self.loc.segment) << 24 | u64::from(self.deadline) << 40;
         [w0, w1]
     }
 
     fn decode(w: [u64; 2]) -> Forgotten {
-        let len = (w[0] >> 32) as u32 & MAX_LEN;
-        let kind = ValueKind::from_byte((w[0] >> 61) as u8);
-        let loc = ColdLoc { segment: (w[1] >> 32) as u32 & MAX_SEGMENT, offset: w[1] as u32, len, kind };
-        Forgotten { hash: w[0] as u32, key_slot: (w[1] >> 50) as u16, loc }
+        let loc = ColdLoc {
+            segment: (w[1] >> 24) as u32 & MAX_SEGMENT,
+            offset: w[1] as u32 & MAX_OFFSET,
+            len: (w[0] >> 24) as u32 & MAX_LEN,
+            kind: ValueKind::from_byte((w[0] >> 47) as u8 & 7),
+        };
+        Forgotten { hash: hash_of(&w), key_slot: (w[0] >> 50) as u16, loc, deadline: (w[1] >> 40) as u32 }
     }
 }
 
 #[inline]
 fn is_empty(w: &[u64; 2]) -> bool {
-    (w[0] >> 32) as u32 & MAX_LEN == 0
+    (w[0] >> 24) as u32 & MAX_LEN == 0
+}
+
+#[inline]
+fn hash_of(w: &[u64; 2]) -> u32 {
+    w[0] as u32 & HASH_BITS
 }
 
 #[derive(Default)]
 pub struct KeylessTable {
     slots: Vec<[u64; 2]>,
     len: usize,
+    /// Keys with a deadline, and a lower bound of their deadlines (the
+    /// active expiry skips the table before it).
+    expiring: usize,
+    soonest: u32,
 }
 
 impl KeylessTable {
@@ -96,6 +144,21 @@ impl KeylessTable {
         self.slots.len() - 1
     }
 
+    /// Keys with a deadline.
+    pub fn expiring(&self) -> usize {
+        self.expiring
+    }
+
+    /// Whether some key may have expired by `now_ms`.
+    pub fn may_have_expired(&self, now_ms: u64) -> bool {
+        self.expiring != 0 && deadline_ms(self.soonest) <= now_ms
+    }
+
+    /// The soonest deadline (unix ms, a lower bound), if any key has one.
+    pub fn soonest_deadline(&self) -> Option<u64> {
+        (self.expiring != 0).then(|| deadline_ms(self.soonest))
+    }
+
     /// Adds a forgotten key (the caller knows the key is in no other
     /// index of its database).
     pub fn insert(&mut self, f: Forgotten) {
@@ -104,11 +167,31 @@ impl KeylessTable {
         }
         self.place(f.encode());
         self.len += 1;
+        if f.deadline != 0 {
+            self.soonest = if self.expiring == 0 { f.deadline } else { self.soonest.min(f.deadline) };
+            self.expiring += 1;
+        }
+    }
+
+    /// The keys that have certainly expired by `now_ms`; the table's
+    /// soonest deadline is exact again after this walk (for the others).
+    pub fn expired(&mut self, now_ms: u64) -> Vec<Forgotten> {
+        let mut soonest = u32::MAX;
+        let mut out = Vec::new();
+        for (_, f) in self.iter() {
+            if f.expired_by(now_ms) {
+                out.push(f);
+            } else if f.deadline != 0 {
+                soonest = soonest.min(f.deadline);
+            }
+        }
+        self.soonest = soonest;
+        out
     }
 
     fn place(&mut self, w: [u64; 2]) {
         let mask = self.mask();
-        let mut i = w[0] as u32 as usize & mask;
+        let mut i = hash_of(&w) as usize & mask;
         while !is_empty(&self.slots[i]) {
             i = (i + 1) & mask;
         }
@@ -128,7 +211,7 @@ impl KeylessTable {
     /// key with that hash, to be checked against their records.
     pub fn candidates(&self, hash: u32) -> impl Iterator<Item = usize> + '_ {
         let mask = if self.slots.is_empty() { 0 } else { self.mask() };
-        let start = hash as usize & mask;
+        let start = (hash & HASH_BITS) as usize & mask;
         let mut i = start;
         let mut done = self.slots.is_empty();
         std::iter::from_fn(move || {
@@ -143,7 +226,7 @@ impl KeylessTable {
                 if i == start {
                     done = true;
                 }
-                if w[0] as u32 == hash {
+                if hash_of(&w) == hash & HASH_BITS {
                     return Some(at);
                 }
             }
@@ -192,7 +275,7 @@ impl KeylessTable {
             if is_empty(&w) {
                 break;
             }
-            let home = w[0] as u32 as usize & mask;
+            let home = hash_of(&w) as usize & mask;
             // The entry at i may fill the hole when its home is not in the
             // cyclic range (hole, i].
             if (i.wrapping_sub(home) & mask) >= (i.wrapping_sub(hole) & mask) {
@@ -203,6 +286,9 @@ impl KeylessTable {
         }
         self.slots[hole] = [0; 2];
         self.len -= 1;
+        if removed.deadline != 0 {
+            self.expiring -= 1;
+        }
         if self.len == 0 {
             self.slots = Vec::new();
         } else if self.slots.len() > MIN_CAPACITY && self.len * 8 < self.slots.len() {
@@ -235,8 +321,7 @@ impl KeylessTable {
     /// Empties the table, returning what it held.
     pub fn take_all(&mut self) -> Vec<Forgotten> {
         let all = self.iter().map(|(_, f)| f).collect();
-        self.slots = Vec::new();
-        self.len = 0;
+        *self = KeylessTable::default();
         all
     }
 }
@@ -248,23 +333,60 @@ mod tests {
 
     fn f(hash: u32, segment: u32, offset: u32) -> Forgotten {
         Forgotten {
-            hash,
+            hash: hash & HASH_BITS,
             key_slot: (hash % 16384) as u16,
             loc: ColdLoc { segment, offset, len: 40, kind: ValueKind::Hash },
+            deadline: 0,
         }
     }
 
     #[test]
     fn a_slot_keeps_every_field() {
         let x = Forgotten {
-            hash: 0xdead_beef,
+            hash: HASH_BITS,
             key_slot: 16383,
-            loc: ColdLoc { segment: MAX_SEGMENT, offset: u32::MAX, len: MAX_LEN, kind: ValueKind::Stream },
+            loc: ColdLoc { segment: MAX_SEGMENT, offset: MAX_OFFSET, len: MAX_LEN, kind: ValueKind::Stream },
+            deadline: MAX_DEADLINE,
         };
         assert_eq!(Forgotten::decode(x.encode()), x);
+        let y = Forgotten {
+            hash: 1,
+            key_slot: 1,
+            loc: ColdLoc { segment: 1, offset: 1, len: 1, kind: ValueKind::Str },
+            deadline: 1,
+        };
+        assert_eq!(Forgotten::decode(y.encode()), y);
+        assert!(!Forgotten::fits(&ColdLoc { segment: 0, offset: MAX_OFFSET + 1, len: 1, kind: ValueKind::Str }));
         assert!(!Forgotten::fits(&ColdLoc { segment: MAX_SEGMENT + 1, offset: 0, len: 1, kind: ValueKind::Str }));
         assert!(!Forgotten::fits(&ColdLoc { segment: 0, offset: 0, len: MAX_LEN + 1, kind: ValueKind::Str }));
         assert_eq!(std::mem::size_of::<[u64; 2]>(), 16);
+    }
+
+    #[test]
+    fn deadlines_round_up_and_expire_certainly() {
+        let at = DEADLINE_BASE_MS + 10 * MINUTE_MS + 1;
+        let d = deadline_of(at).unwrap();
+        assert_eq!(d, 11);
+        let x = Forgotten { deadline: d, ..f(1, 1, 1) };
+        assert!(!x.expired_by(at), "not before the minute ends");
+        assert!(!x.expired_by(DEADLINE_BASE_MS + 11 * MINUTE_MS - 1));
+        assert!(x.expired_by(DEADLINE_BASE_MS + 11 * MINUTE_MS));
+        assert_eq!(deadline_of(0), Some(0));
+        assert_eq!(deadline_of(DEADLINE_BASE_MS - 1), None);
+        assert_eq!(deadline_of(DEADLINE_BASE_MS + (MAX_DEADLINE as u64 + 1) * MINUTE_MS), None);
+        let mut t = KeylessTable::default();
+        t.insert(x);
+        t.insert(Forgotten { deadline: 20, ..f(2, 2, 2) });
+        t.insert(f(3, 3, 3));
+        assert_eq!(t.expiring(), 2);
+        assert!(!t.may_have_expired(DEADLINE_BASE_MS + 10 * MINUTE_MS));
+        assert!(t.may_have_expired(DEADLINE_BASE_MS + 11 * MINUTE_MS));
+        assert_eq!(t.expired(DEADLINE_BASE_MS + 11 * MINUTE_MS), vec![x]);
+        let pos = t.find_loc(1, 1, 1).unwrap();
+        t.remove(pos);
+        assert_eq!(t.expiring(), 1);
+        assert!(!t.may_have_expired(DEADLINE_BASE_MS + 19 * MINUTE_MS));
+        assert!(t.may_have_expired(DEADLINE_BASE_MS + 20 * MINUTE_MS));
     }
 
     #[test]
@@ -292,7 +414,7 @@ mod tests {
         for step in 0..200_000u32 {
             r = crate::base::random::splitmix64(r);
             // Few hash values in the small phase force long runs and collisions.
-            let hash = if step < 50_000 { (r % 64) as u32 } else { (r >> 16) as u32 };
+            let hash = if step < 50_000 { (r % 64) as u32 } else { (r >> 16) as u32 & HASH_BITS };
             match r % 7 {
                 0..=3 => {
                     let x = f(hash, step % 1000, step);

@@ -163,10 +163,15 @@ impl Db {
         slot
     }
 
-    /// Inserts a cold entry (no TTL) that stays out of the policy's queues.
+    /// Inserts a cold entry that stays out of the policy's queues.
     pub(super) fn insert_unlinked(&mut self, hash: u64, entry: Entry) -> u32 {
-        debug_assert!(entry.is_cold() && entry.expire_at() == 0);
-        self.table.insert_new(hash, entry)
+        debug_assert!(entry.is_cold());
+        let expire_at = entry.expire_at();
+        let slot = self.table.insert_new(hash, entry);
+        if expire_at != 0 {
+            self.expires.insert(expire_at, slot);
+        }
+        slot
     }
 
     /// Removes the entry in `slot` from the policy, expiry set and index.
@@ -365,7 +370,7 @@ impl Partition {
     pub fn add_db_figures(&self, now_ms: u64, out: &mut [DbFigures]) {
         for (f, d) in out.iter_mut().zip(self.dbs.iter()) {
             f.keys += d.key_count() as u64;
-            f.expires += d.expires.len() as u64;
+            f.expires += (d.expires.len() + d.forgotten.expiring()) as u64;
             f.index_bytes += (d.table.overhead_bytes() + d.forgotten.bytes()) as u64;
             f.ttl_sum_ms +=
                 d.expires.live_pairs(&d.table).map(|(at, _)| at.saturating_sub(now_ms) as u128).sum::<u128>();

@@ -84,7 +84,7 @@ impl KeyAccess<'_> {
             let hash = hash_bytes(key);
             let mut slot = part.dbs[db].find(hash, key);
             if slot.is_none() && forgotten && !part.dbs[db].forgotten.is_empty() {
-                match part.forgotten_check(ks, db, key, hash) {
+                match part.forgotten_check(ks, db, key, hash, self.now_ms) {
                     ColdState::Wait(read) => {
                         if !reads.iter().any(|r| Arc::ptr_eq(r, &read)) {
                             reads.push(read);

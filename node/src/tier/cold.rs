@@ -298,7 +298,7 @@ impl ColdTier for ColdLog {
         let addr = addr_of(loc);
         if let Some(rec) = self.log.read_staged(addr) {
             self.stats.staged_reads.fetch_add(1, Relaxed);
-            return done(Ok(ColdRecord { key: rec.key, value: rec.value }));
+            return done(Ok(ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms }));
         }
         self.stats.disk_reads.fetch_add(1, Relaxed);
         let (latency, started) = (self.stats.read_latency.clone(), Instant::now());
@@ -306,7 +306,7 @@ impl ColdTier for ColdLog {
             addr,
             Box::new(move |r| {
                 latency.record(started.elapsed().as_micros() as u64);
-                done(r.map(|rec| ColdRecord { key: rec.key, value: rec.value }))
+                done(r.map(|rec| ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms }))
             }),
         );
     }
@@ -315,13 +315,13 @@ impl ColdTier for ColdLog {
         let addr = addr_of(loc);
         if let Some(rec) = self.log.read_staged(addr) {
             self.stats.staged_reads.fetch_add(1, Relaxed);
-            return Ok(ColdRecord { key: rec.key, value: rec.value });
+            return Ok(ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms });
         }
         self.stats.disk_reads.fetch_add(1, Relaxed);
         let started = Instant::now();
         let read = self.log.read(addr);
         self.stats.read_latency.record(started.elapsed().as_micros() as u64);
-        read.map(|rec| ColdRecord { key: rec.key, value: rec.value })
+        read.map(|rec| ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms })
     }
 
     fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8])) {
