@@ -819,4 +819,32 @@ async fn no_acknowledged_write_lost_after_pod_deletion() {
     })
     .await
     .expect("every acknowledged write survived the pod's deletion");
+    drop(pf);
+
+    step("a rolling update of the durable cluster (new eviction policy): the pod comes back warm");
+    let generation = cache_cluster(&env).unwrap()["metadata"]["generation"].as_i64().unwrap();
+    let old_uid = pods(&env)[&format!("{CC}-0")].uid.clone();
+    let patch = json!({ "spec": { "evictionPolicy": "allkeys-lfu" } });
+    env.kubectl(&["-n", NS, "patch", "cachecluster", CC, "--type=merge", "-p", &patch.to_string()])
+        .ok("patching the spec");
+    eventually(WAIT, "the rollout to finish", || async {
+        let cc = cache_cluster(&env)?;
+        let replaced =
+            pods(&env).get(&format!("{CC}-0")).is_some_and(|p| p.uid != old_uid && p.ready && !p.terminating);
+        (replaced
+            && cc["status"]["observedGeneration"].as_i64() > Some(generation)
+            && condition(&cc, "Progressing").is_some_and(|c| c["status"] == "False"))
+        .then_some(())
+    })
+    .await;
+    let pf = redis_port_forward(&env, &format!("pod/{CC}-0"));
+    let port = pf.port;
+    blocking(move || {
+        let mut c = client::connect("127.0.0.1", port).unwrap();
+        let policy: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("maxmemory-policy").query(&mut c).unwrap();
+        assert_eq!(policy, ["maxmemory-policy", "allkeys-lfu"], "the pod runs the new spec");
+        client::verify(&mut c, KEYS, "durable")
+    })
+    .await
+    .expect("every acknowledged write survived the rolling update");
 }

@@ -306,6 +306,10 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
     };
     field!(t, "tier_enabled", "1");
     field!(t, "tier_disk_keys", "{}", f.disk_keys);
+    field!(t, "tier_keyless_keys", "{}", f.forgotten_keys);
+    field!(t, "tier_keyless_index_bytes", "{}", f.forgotten_index_bytes);
+    field!(t, "tier_keys_forgotten", "{}", f.forgets);
+    field!(t, "tier_keys_recalled", "{}", f.recalls);
     field!(t, "tier_demoted", "{}", f.demoted);
     field!(t, "tier_demoted_bytes", "{}", f.demoted_bytes);
     field!(t, "tier_promoted", "{}", f.promoted);

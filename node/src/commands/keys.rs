@@ -481,18 +481,36 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let mut found = Reply { buf: Vec::new(), resp3: out.resp3 };
     let mut n = 0;
     let mut batch = KeyBatch::default();
-    for part in 0..ks.num_partitions() as u32 {
-        ctx.keys.with_partition(part, |p| {
-            KeyAccess::purge_expired(ks, p, db, now, stats);
-            for (_, e) in p.entries(db) {
-                batch.push(e.key());
-            }
+    // Keys on disk only, key and all, are read from the disk tier in one
+    // pass first; none is forgotten during the walk, and one brought back
+    // to RAM meanwhile is listed once.
+    ks.without_forgetting(|| {
+        let mut on_disk = std::collections::HashSet::new();
+        ks.for_each_forgotten_key(db, |key| {
+            on_disk.insert(key.to_vec());
         });
+        for part in 0..ks.num_partitions() as u32 {
+            ctx.keys.with_partition(part, |p| {
+                KeyAccess::purge_expired(ks, p, db, now, stats);
+                for (_, e) in p.entries(db) {
+                    if on_disk.is_empty() || !on_disk.contains(e.key()) {
+                        batch.push(e.key());
+                    }
+                }
+            });
+            batch.drain_matching(pattern, |key| {
+                found.bulk(key);
+                n += 1;
+            });
+        }
+        for key in &on_disk {
+            batch.push(key);
+        }
         batch.drain_matching(pattern, |key| {
             found.bulk(key);
             n += 1;
         });
-    }
+    });
     out.array(n);
     out.raw(&found.buf);
     Ok(())
@@ -567,6 +585,20 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
     while part < parts {
         let stopped_at = keys.with_partition(part as u32, |p| {
             KeyAccess::purge_expired(ks, p, db, now, stats);
+            // Keys on disk only come back to the index first. They may land
+            // in slots the cursor has passed, so they are returned now (and
+            // maybe again later: SCAN may repeat, never miss).
+            for key in p.recall_all(ks, db) {
+                let hash = crate::store::hash_bytes(&key);
+                let Some(at) = p.find_slot(db, hash, &key) else { continue };
+                // The walk below returns those at or past the cursor.
+                if (at as usize) < slot {
+                    examined += 1;
+                    if opts.wants_type(p.entry_at(db, at).expect("recalled")) {
+                        batch.push(&key);
+                    }
+                }
+            }
             while slot < p.slot_count(db) {
                 if examined >= opts.count || probes >= max_probes {
                     return Some(slot as u32);
@@ -617,7 +649,8 @@ fn random_key_in(keys: &mut KeyAccess<'_>, idx: u32) -> Option<Vec<u8>> {
     let (ks, stats, db, now) = (keys.ks, keys.stats, keys.db, keys.now_ms);
     keys.with_partition(idx, |p| {
         KeyAccess::purge_expired(ks, p, db, now, stats);
-        p.random_entry(db, fast_rand()).map(|e| e.key().to_vec())
+        let r = fast_rand();
+        p.recall_random(ks, db, r).or_else(|| p.random_entry(db, r).map(|e| e.key().to_vec()))
     })
 }
 

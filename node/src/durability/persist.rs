@@ -387,21 +387,32 @@ impl Persistence {
         for idx in 0..ks.num_partitions() as u32 {
             let part = ks.lock(idx);
             for db in 0..crate::store::NUM_DBS {
-                for (_, e) in part.entries(db) {
-                    if e.expire_at() != 0 && e.expire_at() <= now {
+                // Keys on disk only, key and all (read back), then
+                // the index's keys.
+                let forgotten: Vec<_> = part.forgotten_records(ks, db).into_iter().filter_map(Result::ok).collect();
+                let forgotten = forgotten.iter().map(|r| (&r.key[..], r.expire_at, Some(&r.value[..])));
+                let indexed = part.entries(db).map(|(_, e)| (e.key(), e.expire_at(), None));
+                for (key, expire_at, value) in forgotten.chain(indexed) {
+                    if expire_at != 0 && expire_at <= now {
                         continue;
                     }
                     buf.clear();
-                    // A value on disk only (cold tier) is read back for the rewrite.
-                    if !ks.encode_entry_value(e, &mut buf) {
-                        continue;
+                    match value {
+                        Some(v) => buf.extend_from_slice(v),
+                        None => {
+                            let e = part.find_entry(db, key).expect("indexed");
+                            // A value on disk only (cold tier) is read back for the rewrite.
+                            if !ks.encode_entry_value(e, &mut buf) {
+                                continue;
+                            }
+                        }
                     }
                     let rec = Record {
                         kind: RecordKind::Set,
                         db: db as u32,
-                        key: e.key(),
+                        key,
                         value: &buf,
-                        expire_at_ms: e.expire_at(),
+                        expire_at_ms: expire_at,
                         seq: 0,
                     };
                     let deadline = Instant::now() + Duration::from_secs(10);
@@ -501,9 +512,10 @@ fn apply(ks: &Keyspace, rec: &Record<'_>, now: u64, nparts: u32, stats: &StoreSt
             let of_slots = |d: usize| -> Vec<Vec<u8>> {
                 let mut keys = Vec::new();
                 for idx in 0..ks.num_partitions() as u32 {
+                    let mut part = ks.lock(idx);
+                    part.recall_all(ks, d);
                     keys.extend(
-                        ks.lock(idx)
-                            .entries(d)
+                        part.entries(d)
                             .filter(|(_, e)| (crate::base::slot::key_slot(e.key()) as u64 & mask) == p as u64)
                             .map(|(_, e)| e.key().to_vec()),
                     );
@@ -544,12 +556,14 @@ fn apply(ks: &Keyspace, rec: &Record<'_>, now: u64, nparts: u32, stats: &StoreSt
             // Partitioned differently then: the keys of that partition's slots.
             let mask = n.max(1) as u64 - 1;
             for idx in 0..ks.num_partitions() as u32 {
-                let keys: Vec<Vec<u8>> = ks
-                    .lock(idx)
+                let mut part = ks.lock(idx);
+                part.recall_all(ks, db);
+                let keys: Vec<Vec<u8>> = part
                     .entries(db)
                     .filter(|(_, e)| (crate::base::slot::key_slot(e.key()) as u64 & mask) == p as u64)
                     .map(|(_, e)| e.key().to_vec())
                     .collect();
+                drop(part);
                 for k in keys {
                     with_key(ks, db, now, stats, &k, |a| {
                         a.delete(&k);

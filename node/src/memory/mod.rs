@@ -264,6 +264,8 @@ pub fn ensure_memory(
         // CONFIG SET changed the policy inside EXEC: the keyspace follows now.
         ks.set_policy(kind);
     }
+    // Keys on disk only may keep half the budget for their index.
+    ks.set_forget_limit(max / 2);
     let samples = rt.maxmemory_samples.load(Relaxed);
     let target = max - headroom(max);
     EVICTION_POOL.with_borrow_mut(|pool| {

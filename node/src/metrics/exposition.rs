@@ -193,6 +193,28 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
 
     if let Some(t) = &s.tier {
         gauge(enc, "strata_tier_disk_keys", "Keys whose value is on disk only (cold tier).", None, t.disk_keys)?;
+        gauge(
+            enc,
+            "strata_tier_keyless_keys",
+            "Keys on disk only whose key is on disk too: RAM keeps a 16-byte slot for each.",
+            None,
+            t.forgotten_keys,
+        )?;
+        gauge(
+            enc,
+            "strata_tier_keyless_index",
+            "RAM the index of keys on disk only takes (their tables).",
+            Some(Unit::Bytes),
+            t.forgotten_index_bytes,
+        )?;
+        counter(enc, "strata_tier_keys_forgotten", "Cold keys whose key left RAM too.", None, t.forgets)?;
+        counter(
+            enc,
+            "strata_tier_keys_recalled",
+            "Keys on disk only brought back to the index without their value (SCAN, KEYS, a hash match of another key).",
+            None,
+            t.recalls,
+        )?;
         counter(
             enc,
             "strata_tier_demotions",

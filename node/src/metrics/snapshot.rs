@@ -95,6 +95,12 @@ pub struct RecoveryFigures {
 pub struct TierFigures {
     /// Keys whose value is on disk only.
     pub disk_keys: u64,
+    /// Of those, keys whose key is on disk only too, and the RAM their
+    /// index takes; keys forgotten and recalled since start.
+    pub forgotten_keys: u64,
+    pub forgotten_index_bytes: u64,
+    pub forgets: u64,
+    pub recalls: u64,
     pub demoted: u64,
     pub demoted_bytes: u64,
     pub promoted: u64,

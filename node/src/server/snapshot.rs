@@ -65,6 +65,10 @@ impl Shared {
                 let l = &c.stats;
                 TierFigures {
                     disk_keys: k.keys.load(Relaxed),
+                    forgotten_keys: k.forgotten.load(Relaxed),
+                    forgotten_index_bytes: k.forgotten_bytes.load(Relaxed),
+                    forgets: k.forgets.load(Relaxed),
+                    recalls: k.recalls.load(Relaxed),
                     demoted: k.demoted.load(Relaxed),
                     demoted_bytes: k.demoted_bytes.load(Relaxed),
                     promoted: k.promoted.load(Relaxed),

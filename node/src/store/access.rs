@@ -38,6 +38,23 @@ struct Loc {
     slot: u32,
 }
 
+/// `key`'s slot in the slab, after resolving any forgotten key that may be
+/// it (read now: the pending path resolves declared keys beforehand).
+#[inline]
+fn find_or_recall(ks: &Keyspace, part: &mut Partition, db: usize, key: &[u8], hash: u64, now: u64) -> Option<u32> {
+    match part.dbs[db].find(hash, key) {
+        Some(slot) => Some(slot),
+        None if part.dbs[db].forgotten.is_empty() => None,
+        None => {
+            if part.recall_now(ks, db, key, hash, now) {
+                part.dbs[db].find(hash, key)
+            } else {
+                None
+            }
+        }
+    }
+}
+
 impl<'a> KeyAccess<'a> {
     #[inline]
     fn part_mut(&mut self, key: &[u8]) -> (u32, &mut Partition) {
@@ -73,7 +90,7 @@ impl<'a> KeyAccess<'a> {
         let stats = self.stats;
         let ks = self.ks;
         let (part_idx, part) = self.part_mut(key);
-        let slot = part.dbs[db].find(hash, key)?;
+        let slot = find_or_recall(ks, part, db, key, hash, now)?;
         let exp = part.dbs[db].entry(slot).expire_at();
         if exp != 0 && exp <= now {
             part.remove_entry(ks, db, slot, None, ChangeKind::Expired);
@@ -91,9 +108,9 @@ impl<'a> KeyAccess<'a> {
     /// A live key, leaving an expired one in place (reads while CLIENT
     /// PAUSE holds deletions back).
     fn locate_unexpired(&mut self, key: &[u8]) -> Option<Loc> {
-        let (db, now) = (self.db, self.now_ms);
+        let (db, now, ks) = (self.db, self.now_ms, self.ks);
         let (part_idx, part) = self.part_mut(key);
-        let slot = part.dbs[db].find(hash_bytes(key), key)?;
+        let slot = find_or_recall(ks, part, db, key, hash_bytes(key), now)?;
         let exp = part.dbs[db].entry(slot).expire_at();
         (exp == 0 || exp > now).then_some(Loc { part: part_idx, slot })
     }
@@ -380,6 +397,7 @@ impl<'a> KeyAccess<'a> {
             part.remove_entry(ks, db, slot, None, ChangeKind::Expired);
             n += 1;
         }
+        n += part.expire_forgotten_due(ks, db, now);
         if n > 0 {
             StoreStats::bump(&stats.expired, n);
         }

@@ -39,11 +39,14 @@ pub trait ColdTier: Send + Sync {
     /// None when the tier cannot take it now (full, failing): the key is
     /// then evicted instead.
     fn demote(&self, db: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)>;
-    /// Reads a value back; `done` runs on an I/O thread with the encoded
-    /// bytes.
-    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<Vec<u8>>) + Send>);
+    /// Reads a record back; `done` runs on an I/O thread with its key and
+    /// encoded value.
+    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>);
     /// [`Self::read`], waiting (the synchronous fallback).
-    fn read_blocking(&self, loc: ColdLoc) -> io::Result<Vec<u8>>;
+    fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord>;
+    /// Every record on disk now, oldest segment first, with its address
+    /// and key (KEYS lists keys on disk only this way: sequential reads).
+    fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8]));
     /// The record at `loc` is no longer any key's value (promoted,
     /// overwritten, deleted): its bytes are dead for the cleaner.
     fn forget(&self, loc: ColdLoc);
@@ -58,11 +61,30 @@ pub trait ColdTier: Send + Sync {
     fn not_admitted(&self) {}
 }
 
+/// A record read back: the key it was written for (checked against the
+/// key a command looks for) and the value in `store::dump`'s encoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColdRecord {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    /// The key's deadline when the record was written (unix ms, 0: none).
+    pub expire_at: u64,
+}
+
 /// Counters of the tier as the keyspace sees it (INFO, metrics).
 #[derive(Default)]
 pub struct ColdStats {
-    /// Keys whose value is on disk only, now.
+    /// Keys whose value is on disk only, now (forgotten ones included).
     pub keys: AtomicU64,
+    /// Of those, keys whose key is on disk only too (`forget.rs`), and the
+    /// bytes of the tables that index them.
+    pub forgotten: AtomicU64,
+    pub forgotten_bytes: AtomicU64,
+    /// Keys forgotten, and forgotten keys brought back to the index by a
+    /// read of their record (a lookup, SCAN/KEYS, a hash-bits match that
+    /// was another key).
+    pub forgets: AtomicU64,
+    pub recalls: AtomicU64,
     /// Values demoted, and the RAM bytes that freed.
     pub demoted: AtomicU64,
     pub demoted_bytes: AtomicU64,
@@ -83,16 +105,16 @@ pub struct ColdStats {
 
 /// One read of a cold value, shared by every command waiting for it.
 pub struct ColdRead {
-    loc: ColdLoc,
+    pub(super) loc: ColdLoc,
     /// The bytes read, until the first command to run again promotes them.
-    result: Mutex<Option<io::Result<Vec<u8>>>>,
+    pub(super) result: Mutex<Option<io::Result<ColdRecord>>>,
     /// Set once the read is over (the result may be taken since).
     over: std::sync::atomic::AtomicBool,
     done: Notify,
 }
 
 impl ColdRead {
-    fn finished(&self) -> bool {
+    pub(super) fn finished(&self) -> bool {
         self.over.load(std::sync::atomic::Ordering::Acquire)
     }
 
@@ -165,12 +187,14 @@ impl Keyspace {
         let hash = super::hash_bytes(key);
         // The record names the database the key was in when it was demoted;
         // SWAPDB may have moved it since.
-        let (db, slot, loc) =
-            std::iter::once(db).chain(0..super::NUM_DBS).filter(|&d| d < super::NUM_DBS).find_map(|d| {
-                let slot = part.dbs[d].find(hash, key)?;
-                let loc = part.dbs[d].entry(slot).cold_loc().filter(|l| (l.segment, l.offset) == from)?;
-                Some((d, slot, loc))
-            })?;
+        let found = std::iter::once(db).chain(0..super::NUM_DBS).filter(|&d| d < super::NUM_DBS).find_map(|d| {
+            let slot = part.dbs[d].find(hash, key)?;
+            let loc = part.dbs[d].entry(slot).cold_loc().filter(|l| (l.segment, l.offset) == from)?;
+            Some((d, slot, loc))
+        });
+        let Some((db, slot, loc)) = found else {
+            return part.relocate_forgotten(self, db, key, from, move_to);
+        };
         match move_to() {
             Some((segment, offset, len)) => {
                 part.dbs[db].entry_mut(slot).make_cold(ColdLoc { segment, offset, len, ..loc });
@@ -195,8 +219,8 @@ impl Keyspace {
                 true
             }
             Some(loc) => match self.cold().map(|t| t.read_blocking(loc)) {
-                Some(Ok(bytes)) => {
-                    out.extend_from_slice(&bytes);
+                Some(Ok(rec)) if rec.key == e.key() => {
+                    out.extend_from_slice(&rec.value);
                     true
                 }
                 _ => false,
@@ -211,6 +235,11 @@ impl Keyspace {
             t.forget(loc);
         }
     }
+}
+
+/// A value in `store::dump`'s encoding, decoded.
+pub(super) fn decode(bytes: &[u8]) -> io::Result<super::Value> {
+    dump::decode_value(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}")))
 }
 
 thread_local! {
@@ -247,7 +276,21 @@ impl Partition {
             // A read of an older address (the key was promoted and demoted
             // again, or moved by the cleaner, since): start over.
         }
-        let Some(tier) = ks.cold() else { return ColdState::Ready };
+        match self.start_cold_read(ks, id, loc) {
+            Some(read) => ColdState::Wait(read),
+            None => ColdState::Ready,
+        }
+    }
+
+    /// Starts the read of the record at `loc` for the key `id`, which the
+    /// key's commands share until one of them takes the result.
+    pub(super) fn start_cold_read(
+        &mut self,
+        ks: &Keyspace,
+        id: super::partition::DbKey,
+        loc: ColdLoc,
+    ) -> Option<Arc<ColdRead>> {
+        let tier = ks.cold()?;
         let read = Arc::new(ColdRead {
             loc,
             result: Mutex::new(None),
@@ -265,7 +308,7 @@ impl Partition {
                 r.done.notify_waiters();
             }),
         );
-        ColdState::Wait(read)
+        Some(read)
     }
 
     /// Reads a cold key now, waiting (keys a command did not declare).
@@ -295,11 +338,15 @@ impl Partition {
         db: usize,
         slot: u32,
         loc: ColdLoc,
-        result: io::Result<Vec<u8>>,
+        result: io::Result<ColdRecord>,
         stats: &StoreStats,
     ) -> bool {
-        let value = result.and_then(|bytes| {
-            dump::decode_value(&bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}")))
+        let key = self.dbs[db].entry(slot).key();
+        let value = result.and_then(|rec| {
+            if rec.key != key {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "the record holds another key"));
+            }
+            decode(&rec.value)
         });
         match value {
             Ok(value) => {
@@ -349,22 +396,23 @@ impl Partition {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::store::{KeyAccess, Locked, ValueRef};
     use smallvec::SmallVec;
 
-    type Done = Box<dyn FnOnce(io::Result<Vec<u8>>) + Send>;
+    type Done = Box<dyn FnOnce(io::Result<ColdRecord>) + Send>;
 
     /// A disk tier in RAM whose reads complete when the test says so.
     #[derive(Default)]
-    struct HeldTier {
-        records: Mutex<Vec<Vec<u8>>>,
-        reads: Mutex<Vec<(ColdLoc, Done)>>,
+    pub(in crate::store) struct HeldTier {
+        pub records: Mutex<Vec<ColdRecord>>,
+        pub reads: Mutex<Vec<(ColdLoc, Done)>>,
+        pub forgotten: Mutex<Vec<ColdLoc>>,
     }
 
     impl HeldTier {
-        fn complete_all(&self) {
+        pub fn complete_all(&self) {
             let reads: Vec<_> = self.reads.lock().drain(..).collect();
             for (loc, done) in reads {
                 done(Ok(self.records.lock()[loc.offset as usize].clone()));
@@ -373,34 +421,44 @@ mod tests {
     }
 
     impl ColdTier for HeldTier {
-        fn demote(&self, _: usize, _: &[u8], _: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
+        fn demote(&self, _: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
             let mut r = self.records.lock();
-            r.push(encoded.to_vec());
-            Some((0, r.len() as u32 - 1, encoded.len() as u32))
+            r.push(ColdRecord { key: key.to_vec(), value: encoded.to_vec(), expire_at });
+            Some((0, r.len() as u32 - 1, encoded.len() as u32 + 1))
         }
-        fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<Vec<u8>>) + Send>) {
+        fn read(&self, loc: ColdLoc, done: Done) {
             self.reads.lock().push((loc, done));
         }
-        fn read_blocking(&self, loc: ColdLoc) -> io::Result<Vec<u8>> {
+        fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord> {
             Ok(self.records.lock()[loc.offset as usize].clone())
         }
-        fn forget(&self, _: ColdLoc) {}
+        fn forget(&self, loc: ColdLoc) {
+            self.forgotten.lock().push(loc);
+        }
+        fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8])) {
+            let records = self.records.lock().clone();
+            for (i, r) in records.iter().enumerate() {
+                let loc =
+                    ColdLoc { segment: 0, offset: i as u32, len: r.value.len() as u32 + 1, kind: ValueKind::Other };
+                visit(loc, &r.key);
+            }
+        }
     }
 
-    fn access<'a>(ks: &'a Keyspace, stats: &'a StoreStats, key: &[u8]) -> KeyAccess<'a> {
+    pub(in crate::store) fn access<'a>(ks: &'a Keyspace, stats: &'a StoreStats, key: &[u8]) -> KeyAccess<'a> {
         let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![ks.partition_of_key(key)];
         let locked: Locked<'a> = ks.lock_set(&mut parts);
         KeyAccess { ks, locked, db: 0, now_ms: 1, touch: true, stats }
     }
 
-    fn demote(ks: &Keyspace, key: &[u8]) {
+    pub(in crate::store) fn demote(ks: &Keyspace, key: &[u8]) {
         let mut part = ks.lock(ks.partition_of_key(key));
         let slot = part.dbs[0].find(super::super::hash_bytes(key), key).unwrap();
         assert!(ks.try_demote(&mut part, 0, slot).is_some());
         assert!(part.dbs[0].entry(slot).is_cold());
     }
 
-    fn value(ks: &Keyspace, stats: &StoreStats, key: &[u8]) -> Vec<u8> {
+    pub(in crate::store) fn value(ks: &Keyspace, stats: &StoreStats, key: &[u8]) -> Vec<u8> {
         let mut a = access(ks, stats, key);
         let e = a.get(key).unwrap();
         match e.value() {

@@ -65,7 +65,7 @@ impl ValueKind {
         }
     }
 
-    fn from_byte(b: u8) -> ValueKind {
+    pub(super) fn from_byte(b: u8) -> ValueKind {
         match b {
             0 => ValueKind::Str,
             1 => ValueKind::List,
@@ -343,6 +343,14 @@ impl Entry {
         packed.extend_from_slice(&loc.encode());
         packed[0] |= COLD;
         self.body = Body::Packed(packed.into_boxed_slice());
+    }
+
+    /// An entry for a key whose value is at `loc` on disk only (a
+    /// forgotten key brought back to the index without its value).
+    pub(super) fn new_cold(key: &[u8], loc: ColdLoc, expire_at: u64, meta: Meta) -> Entry {
+        let mut e = Entry::new_string(key, &[], expire_at, meta);
+        e.make_cold(loc);
+        e
     }
 
     /// Promotion: the value read back from disk replaces the location.

@@ -161,13 +161,18 @@ impl Keyspace {
         {
             return None;
         }
-        // With a disk tier the victim's value moves there instead.
+        // With a disk tier the victim's value moves there instead, and its
+        // key too when it can (`forget.rs`).
         if let Some(freed) = self.try_demote(&mut part, v.db, v.slot) {
-            return Some(freed);
+            return Some(freed + part.forget_key(self, v.db, v.slot).unwrap_or(0));
         }
         if part.dbs[v.db].table.get(v.slot).is_some_and(Entry::is_cold) {
-            if !v.cold {
+            // A walk of every key (KEYS) holds cold keys where they are.
+            if !v.cold || !self.may_forget() {
                 return None;
+            }
+            if let Some(freed) = part.forget_key(self, v.db, v.slot) {
+                return Some(freed);
             }
             self.cold_stats().evicted_cold.fetch_add(1, Relaxed);
         }

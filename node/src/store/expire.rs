@@ -97,6 +97,11 @@ impl ActiveExpiry {
                 continue;
             };
             for db in 0..NUM_DBS {
+                // Keys on disk only, key and all (`forget.rs`).
+                removed += part.expire_forgotten_due(ks, db, now_ms);
+                if let Some(at) = part.dbs[db].forgotten.soonest_deadline() {
+                    soonest = soonest.min(at);
+                }
                 let mut budget = MAX_PER_PARTITION;
                 loop {
                     match part.dbs[db].expires.soonest() {

@@ -17,9 +17,11 @@ pub mod events;
 mod evict;
 pub mod expire;
 mod expiry_index;
+mod forget;
 pub mod hash;
 pub mod hll;
 pub mod journal;
+pub mod keyless;
 pub mod list;
 pub mod listpack;
 pub mod partition;
@@ -36,7 +38,7 @@ pub use crate::base::hash::hash_bytes;
 pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{EntryMut, KeyAccess, clear_db};
-pub use cold::{ColdStats, ColdTier};
+pub use cold::{ColdRecord, ColdStats, ColdTier};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
 pub use events::KeyEvents;
@@ -90,6 +92,10 @@ pub struct Keyspace {
     /// The disk tier values are demoted to, if any (`cold.rs`).
     cold: std::sync::OnceLock<Arc<dyn ColdTier>>,
     cold_stats: ColdStats,
+    /// The most bytes the tables of forgotten keys may take (`forget.rs`).
+    forget_limit: AtomicU64,
+    /// KEYS walks in progress: no key is forgotten meanwhile.
+    walks: AtomicU32,
     /// Client-side caching: the tracker and the tracking table's totals,
     /// on lines of their own: their counters change on tracked reads, while
     /// every write reads the broadcast flag.
@@ -147,6 +153,8 @@ impl Keyspace {
             dbs_used: AtomicU64::new(0),
             cold: std::sync::OnceLock::new(),
             cold_stats: ColdStats::default(),
+            forget_limit: AtomicU64::new(0),
+            walks: AtomicU32::new(0),
             tracking: OwnLine(Default::default()),
             expiry_paused_until: AtomicU64::new(0),
             events: Default::default(),

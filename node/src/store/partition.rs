@@ -5,6 +5,7 @@
 use super::entry::Entry;
 use super::expiry_index::ExpiryIndex;
 use super::journal::{Change, ChangeKind};
+use super::keyless::KeylessTable;
 use super::slab_table::{Keyed, SlabTable};
 use super::{KeyAccess, Keyspace};
 use crate::base::hash::hash_bytes;
@@ -33,6 +34,8 @@ pub struct Db {
     pub(super) expires: ExpiryIndex,
     /// The eviction policy's instance for this table: owns its queues.
     policy: AnyPolicy,
+    /// Keys whose key and value are both on disk only (`forget.rs`).
+    pub(super) forgotten: KeylessTable,
 }
 
 /// What the policy sees of a database: its entries' states, sampling and
@@ -104,7 +107,12 @@ impl Entries for DbEntries<'_> {
 
 impl Db {
     pub fn new(policy: PolicyKind, seed: u64) -> Self {
-        Db { table: SlabTable::default(), expires: ExpiryIndex::default(), policy: AnyPolicy::with_seed(policy, seed) }
+        Db {
+            table: SlabTable::default(),
+            expires: ExpiryIndex::default(),
+            policy: AnyPolicy::with_seed(policy, seed),
+            forgotten: KeylessTable::default(),
+        }
     }
 
     /// Splits the database into its policy and the policy's view of it.
@@ -113,12 +121,18 @@ impl Db {
         (&mut self.policy, DbEntries { table: &mut self.table, expires: &self.expires })
     }
 
+    /// Keys in the slab (forgotten ones not included: see `key_count`).
     pub fn len(&self) -> usize {
         self.table.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.table.is_empty()
+    }
+
+    /// Every key of the database, forgotten ones included (DBSIZE).
+    pub fn key_count(&self) -> usize {
+        self.table.len() + self.forgotten.len()
     }
 
     #[inline]
@@ -143,6 +157,17 @@ impl Db {
         let slot = self.table.insert_new(hash, entry);
         let (policy, mut entries) = self.policy_and_entries();
         policy.on_insert(&mut entries, slot, clock);
+        if expire_at != 0 {
+            self.expires.insert(expire_at, slot);
+        }
+        slot
+    }
+
+    /// Inserts a cold entry that stays out of the policy's queues.
+    pub(super) fn insert_unlinked(&mut self, hash: u64, entry: Entry) -> u32 {
+        debug_assert!(entry.is_cold());
+        let expire_at = entry.expire_at();
+        let slot = self.table.insert_new(hash, entry);
         if expire_at != 0 {
             self.expires.insert(expire_at, slot);
         }
@@ -344,9 +369,9 @@ impl Partition {
     /// database to `out` (INFO keyspace, `strata_keys`).
     pub fn add_db_figures(&self, now_ms: u64, out: &mut [DbFigures]) {
         for (f, d) in out.iter_mut().zip(self.dbs.iter()) {
-            f.keys += d.len() as u64;
-            f.expires += d.expires.len() as u64;
-            f.index_bytes += d.table.overhead_bytes() as u64;
+            f.keys += d.key_count() as u64;
+            f.expires += (d.expires.len() + d.forgotten.expiring()) as u64;
+            f.index_bytes += (d.table.overhead_bytes() + d.forgotten.bytes()) as u64;
             f.ttl_sum_ms +=
                 d.expires.live_pairs(&d.table).map(|(at, _)| at.saturating_sub(now_ms) as u128).sum::<u128>();
         }
@@ -354,7 +379,7 @@ impl Partition {
 
     /// Keys of database `db` in this partition.
     pub fn db_len(&self, db: usize) -> usize {
-        self.dbs[db].len()
+        self.dbs[db].key_count()
     }
 
     /// Live entries of database `db`, with their slots (KEYS).
@@ -376,6 +401,11 @@ impl Partition {
     pub fn random_entry(&self, db: usize, rand: u64) -> Option<&Entry> {
         let table = &self.dbs[db].table;
         table.get(table.random_slot(rand)?)
+    }
+
+    /// `key`'s slot in database `db`'s slab, if it is there.
+    pub fn find_slot(&self, db: usize, hash: u64, key: &[u8]) -> Option<u32> {
+        self.dbs[db].find(hash, key)
     }
 
     /// `key`'s entry in database `db`, expired or not (MEMORY USAGE).
@@ -419,8 +449,24 @@ impl Partition {
 
     #[inline]
     fn count_key(&mut self, key: &[u8], delta: i32) {
-        let i = self.slot_index(key_slot(key));
+        self.count_key_slot(key_slot(key), delta);
+    }
+
+    #[inline]
+    pub(super) fn count_key_slot(&mut self, slot: u16, delta: i32) {
+        let i = self.slot_index(slot);
         self.slot_keys[i] = self.slot_keys[i].wrapping_add_signed(delta);
+    }
+
+    /// Bumps the WATCH version of every watched key of `db` whose 32 hash
+    /// bits `matches` says may be among keys that went without their key
+    /// being known (forgotten keys flushed).
+    pub(super) fn bump_watches_matching(&mut self, db: usize, matches: impl Fn(u32) -> bool) {
+        for ((d, key), w) in self.watched.iter_mut() {
+            if *d as usize == db && matches(super::keyless::hash32(hash_bytes(key))) {
+                w.version += 1;
+            }
+        }
     }
 
     // The mutation funnel. Every change to the keyspace goes through one of
@@ -527,26 +573,35 @@ impl Partition {
         let mem = accounted.unwrap_or_else(|| entry.mem()) as i64 + shrunk;
         self.mem -= mem;
         ks.add_mem(-mem);
-        self.count_key(entry.key(), -1);
-        bump_watch(&mut self.watched, db, entry.key());
-        self.tracked_key_changed(ks, entry.key());
-        // Waiters learn that the key is gone (a stream group reader fails).
-        self.signal_ready(db, entry.key());
-        self.journal(ks, db, entry.key(), kind, None);
-        if let Some((class, event)) = super::events::removal_event(kind) {
-            ks.key_event(class, event, db, entry.key());
-        }
+        self.key_removed(ks, db, entry.key(), kind);
         entry
+    }
+
+    /// Per-slot counts, WATCH, tracking, waiters, the journal and keyspace
+    /// events after `key` left database `db`.
+    pub(super) fn key_removed(&mut self, ks: &Keyspace, db: usize, key: &[u8], kind: ChangeKind) {
+        self.count_key(key, -1);
+        bump_watch(&mut self.watched, db, key);
+        self.tracked_key_changed(ks, key);
+        // Waiters learn that the key is gone (a stream group reader fails).
+        self.signal_ready(db, key);
+        self.journal(ks, db, key, kind, None);
+        if let Some((class, event)) = super::events::removal_event(kind) {
+            ks.key_event(class, event, db, key);
+        }
     }
 
     /// Empties database `db` of this partition (FLUSHDB, FLUSHALL);
     /// returns the keys removed. As Redis 7.0, WATCH is invalidated only for
     /// watched keys that existed.
     pub fn clear_db(&mut self, ks: &Keyspace, db: usize) -> usize {
-        let n = self.dbs[db].len();
+        let n = self.dbs[db].key_count();
         if n == 0 {
             return 0;
         }
+        let (_, keyless_bytes) = self.clear_forgotten(ks, db);
+        self.mem -= keyless_bytes;
+        ks.add_mem(-keyless_bytes);
         let fresh = Db::new(self.dbs[db].policy_kind(), policy_seed(self.index, db));
         let old = std::mem::replace(&mut self.dbs[db], fresh);
         let mut mem = old.table.overhead_bytes() as i64;
@@ -577,7 +632,12 @@ impl Partition {
         let Partition { dbs, watched, blocked, .. } = self;
         for ((d, key), w) in watched.iter_mut() {
             let d = *d as usize;
-            if (d == a || d == b) && [a, b].iter().any(|&x| dbs[x].find(hash_bytes(key), key).is_some()) {
+            let exists = |x: usize| {
+                let hash = hash_bytes(key);
+                dbs[x].find(hash, key).is_some()
+                    || dbs[x].forgotten.first_candidate(super::keyless::hash32(hash)).is_some()
+            };
+            if (d == a || d == b) && (exists(a) || exists(b)) {
                 w.version += 1;
             }
         }

@@ -63,6 +63,9 @@ impl KeyAccess<'_> {
         let mut reads: Vec<Arc<ColdRead>> = Vec::new();
         let (ks, db, stats) = (self.ks, self.db, self.stats);
         let cold = reads_values && ks.cold_stats.keys.load(Relaxed) != 0;
+        // A forgotten key may be any key missing from the slab: resolved
+        // even for a blind write (an older copy must not hide there).
+        let forgotten = ks.cold_stats.forgotten.load(Relaxed) != 0;
         for key in keys {
             let idx = ks.partition_of_key(key);
             if !self.locked.holds(idx) {
@@ -75,7 +78,23 @@ impl KeyAccess<'_> {
                 ks.delayed_keys.fetch_sub(1, Relaxed);
                 longest = longest.max(Some(ms));
             }
-            if cold && let Some(slot) = part.dbs[db].find(hash_bytes(key), key) {
+            if !cold && !forgotten {
+                continue;
+            }
+            let hash = hash_bytes(key);
+            let mut slot = part.dbs[db].find(hash, key);
+            if slot.is_none() && forgotten && !part.dbs[db].forgotten.is_empty() {
+                match part.forgotten_check(ks, db, key, hash, self.now_ms) {
+                    ColdState::Wait(read) => {
+                        if !reads.iter().any(|r| Arc::ptr_eq(r, &read)) {
+                            reads.push(read);
+                        }
+                        continue;
+                    }
+                    ColdState::Ready => slot = part.dbs[db].find(hash, key),
+                }
+            }
+            if cold && let Some(slot) = slot {
                 let exp = part.dbs[db].entry(slot).expire_at();
                 if (exp == 0 || exp > self.now_ms)
                     && let ColdState::Wait(read) = part.cold_check(ks, db, slot, stats)

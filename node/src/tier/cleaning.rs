@@ -26,9 +26,12 @@ const DEAD_BITS: u32 = 48;
 const DEAD_MASK: u64 = (1 << DEAD_BITS) - 1;
 
 /// How long after its last record's expiry a segment may be freed unread:
-/// the keyspace judges expiry by its own reading of the clock, which may
-/// lag the cleaner's (a command's time is read once, a script's is frozen).
-pub const EXPIRY_GRACE_MS: u64 = 5_000;
+/// a key on disk only (`store::forget`) keeps its deadline rounded up to
+/// the minute, and until that minute ends a lookup reads its record for
+/// the exact one; then a few seconds, as the keyspace judges expiry by its
+/// own reading of the clock (a command's time is read once, a script's is
+/// frozen).
+pub const EXPIRY_GRACE_MS: u64 = 65_000;
 
 /// Upper bounds of remaining TTL per expiry bucket (ms); past the last,
 /// one more bucket.
@@ -141,12 +144,22 @@ impl Segments {
         self.uses[segment as usize].epoch_dead.load(Relaxed) & DEAD_MASK
     }
 
+    /// Segments in use, least recently appended to first.
+    pub fn in_use(&self) -> Vec<u32> {
+        let mut used: Vec<(u64, u32)> = (self.uses.iter().enumerate())
+            .filter(|(_, u)| u.appended.load(Relaxed) > 0)
+            .map(|(id, u)| (u.last_append_ms.load(Relaxed), id as u32))
+            .collect();
+        used.sort_unstable();
+        used.into_iter().map(|(_, id)| id).collect()
+    }
+
     /// The segment worth cleaning most at `now_ms`, skipping `active` ones
     /// (heads append there) and unused ones: one freeable without a read
-    /// if any, else the highest (dead + expired) × age / live, the oldest
+    /// (`free_expired`: a segment of expired records counts) if any, else the highest (dead + expired) × age / live, the oldest
     /// among equals (when nothing is reclaimable the oldest goes, its live
     /// records moved forward or evicted).
-    pub fn pick(&self, active: &[u32], now_ms: u64) -> Option<Victim> {
+    pub fn pick(&self, active: &[u32], now_ms: u64, free_expired: bool) -> Option<Victim> {
         let mut best: Option<(f64, u64, Victim)> = None;
         for (id, u) in self.uses.iter().enumerate() {
             let id = id as u32;
@@ -158,7 +171,7 @@ impl Segments {
             let live = appended - dead;
             let ttl = u.ttl_bytes.load(Relaxed);
             let (min, max) = (u.min_expire.load(Relaxed), u.max_expire.load(Relaxed));
-            let all_expired = ttl == appended && max.saturating_add(EXPIRY_GRACE_MS) <= now_ms;
+            let all_expired = free_expired && ttl == appended && max.saturating_add(EXPIRY_GRACE_MS) <= now_ms;
             if live == 0 || all_expired {
                 return Some(Victim { segment: id, unread: true, live, dead });
             }

@@ -25,8 +25,8 @@ use super::io::{DirVolume, EngineChoice, probe};
 use super::log::{LogConfig, RecordAddr, SegmentLog};
 use super::record::{Record, RecordKind};
 use crate::metrics::IoHistogram;
-use crate::store::entry::ColdLoc;
-use crate::store::{ColdTier, Keyspace};
+use crate::store::entry::{ColdLoc, ValueKind};
+use crate::store::{ColdRecord, ColdTier, Keyspace};
 use crate::sys::file::BufferGauge;
 use std::io;
 use std::path::Path;
@@ -96,6 +96,9 @@ pub struct ColdLog {
     admission_frequent: Arc<std::sync::atomic::AtomicBool>,
     /// Until when (clock ms) the tier counts as full of live data.
     pressured_until: AtomicU64,
+    /// The keyspace reads the records of keys it expires (to name them):
+    /// segments of expired records are not freed unread meanwhile.
+    names_expired_keys: std::sync::atomic::AtomicBool,
     /// Appends in progress by parity of `generation`: the cleaner waits
     /// for those begun before it looked at which segments are active
     /// ([`Self::settle`]).
@@ -150,6 +153,7 @@ impl ColdLog {
             clock,
             admission_frequent: Arc::default(),
             pressured_until: AtomicU64::new(0),
+            names_expired_keys: std::sync::atomic::AtomicBool::new(false),
             appending: [AtomicU64::new(0), AtomicU64::new(0)],
             generation: AtomicU64::new(0),
             kick: (Mutex::new(false), Condvar::new()),
@@ -290,6 +294,8 @@ impl ColdLog {
     /// [`Segments::end_use`].)
     pub fn maintain(&self, ks: &Keyspace) {
         let _ = self.log.ensure_spare();
+        let named = ks.key_events_on(crate::config::keyspace_events::EXPIRED) || ks.is_broadcasting();
+        self.names_expired_keys.store(named, Relaxed);
         while let Some(v) = self.pick(true) {
             if !self.free_unread(v) {
                 break;
@@ -317,7 +323,10 @@ impl ColdLog {
     fn pick(&self, unread_only: bool) -> Option<Victim> {
         let active = self.log.active_segments();
         self.settle();
-        self.segments.pick(&active, (self.clock)()).filter(|v| v.unread || !unread_only)
+        // While the keyspace names the keys it expires (the `expired`
+        // event, broadcast tracking), their records must stay readable.
+        let free_expired = !self.names_expired_keys.load(Relaxed);
+        self.segments.pick(&active, (self.clock)(), free_expired).filter(|v| v.unread || !unread_only)
     }
 
     /// Waits for the appends in progress to be counted: a record lands in
@@ -431,11 +440,11 @@ impl ColdTier for ColdLog {
         }
     }
 
-    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<Vec<u8>>) + Send>) {
+    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>) {
         let addr = addr_of(loc);
         if let Some(rec) = self.log.read_staged(addr) {
             self.stats.staged_reads.fetch_add(1, Relaxed);
-            return done(Ok(rec.value));
+            return done(Ok(ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms }));
         }
         self.stats.disk_reads.fetch_add(1, Relaxed);
         let (latency, started) = (self.stats.read_latency.clone(), Instant::now());
@@ -443,22 +452,40 @@ impl ColdTier for ColdLog {
             addr,
             Box::new(move |r| {
                 latency.record(started.elapsed().as_micros() as u64);
-                done(r.map(|rec| rec.value))
+                done(r.map(|rec| ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms }))
             }),
         );
     }
 
-    fn read_blocking(&self, loc: ColdLoc) -> io::Result<Vec<u8>> {
+    fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord> {
         let addr = addr_of(loc);
         if let Some(rec) = self.log.read_staged(addr) {
             self.stats.staged_reads.fetch_add(1, Relaxed);
-            return Ok(rec.value);
+            return Ok(ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms });
         }
         self.stats.disk_reads.fetch_add(1, Relaxed);
         let started = Instant::now();
         let read = self.log.read(addr);
         self.stats.read_latency.record(started.elapsed().as_micros() as u64);
-        read.map(|rec| rec.value)
+        read.map(|rec| ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms })
+    }
+
+    fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8])) {
+        // Records still staged are written first, so the scan sees them.
+        if let Err(e) = self.log.flush_staged() {
+            tracing::error!("cold tier: write failed before a scan: {e}");
+        }
+        for segment in self.segments.in_use() {
+            // A segment recycled meanwhile has nothing of interest left
+            // (its next use's records carry another tag: no key's address).
+            let tagged = self.segments.tag(segment);
+            let _ = self.log.scan_segment(segment, |rec, addr| {
+                if rec.kind == RecordKind::Set {
+                    let loc = ColdLoc { segment: tagged, offset: addr.offset, len: addr.len, kind: ValueKind::Other };
+                    visit(loc, rec.key);
+                }
+            });
+        }
     }
 
     fn forget(&self, loc: ColdLoc) {
@@ -568,7 +595,7 @@ mod tests {
         assert_eq!(rig.log.stats.disk_reads.load(Relaxed), 0);
         // Long-lived values are untouched and read back.
         let loc = forever[10];
-        assert_eq!(rig.log.read_blocking(loc).unwrap(), vec![7u8; 1000]);
+        assert_eq!(rig.log.read_blocking(loc).unwrap().value, vec![7u8; 1000]);
         // A key of a freed segment deleted later is no dead byte of its
         // next use.
         let dead_before = rig.log.stats.dead_bytes.load(Relaxed);
@@ -629,7 +656,7 @@ mod tests {
         assert!(kept.len() >= 250, "{} values kept (demotions refused?)", kept.len());
         assert!(rig.log.stats.freed_unread.load(Relaxed) > 0, "dead and expired segments were freed");
         for (loc, value) in &kept {
-            assert_eq!(&rig.log.read_blocking(*loc).unwrap(), value, "{loc:?}");
+            assert_eq!(&rig.log.read_blocking(*loc).unwrap().value, value, "{loc:?}");
         }
     }
 
