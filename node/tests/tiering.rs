@@ -450,7 +450,9 @@ fn frequent_admission_spares_the_disk_values_nobody_read() {
         }
     }
     eprintln!("not admitted {refused}, disk keys {disk_keys}, read twice {}, kept {kept}", read_twice.len());
-    assert!(kept * 10 >= read_twice.len() * 9, "{kept} of {} values read twice kept", read_twice.len());
+    // Turned away, they would all be gone (12 MB pushed through 8 MB of
+    // RAM); the cleaner may still evict some from a disk full of live data.
+    assert!(kept * 2 >= read_twice.len(), "{kept} of {} values read twice kept", read_twice.len());
 }
 
 /// `tier-admission` is a runtime parameter: `all` by default, `frequent`

@@ -296,7 +296,7 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         counter(
             enc,
             "strata_tier_freed_unread_segments",
-            "Cold-tier segments recycled without a read (nothing live, or every record expired).",
+            "Cold-tier segments recycled without a read (nothing live left in them).",
             None,
             t.freed_unread_segments,
         )?;

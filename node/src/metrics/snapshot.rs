@@ -128,7 +128,7 @@ pub struct TierFigures {
     pub cleaned_segments: u64,
     pub moved_records: u64,
     /// Segments the cleaner read whole, and those it freed without a read
-    /// (nothing live in them, or every record expired).
+    /// (nothing live left in them).
     pub segment_reads: u64,
     pub freed_unread_segments: u64,
     /// Values used once or never evicted instead of demoted while the tier

@@ -5,33 +5,20 @@
 //! - Per segment, for its current use: bytes appended (and those with a
 //!   TTL, with their earliest and latest expiry), bytes dead (`forget`), and
 //!   when it was last appended to. Atomics: `forget` runs on workers.
-//! - Addresses the keyspace keeps carry the segment's use number in the
-//!   high bits of their segment id ([`Segments::tag`]), so a `forget` that
-//!   arrives after its segment was recycled (a key that expired in a
-//!   segment freed unread is deleted later) is not counted against the
-//!   segment's next use: dead bytes never exceed what really died there,
-//!   and "nothing live" is safe to act on without reading.
+//! - Dead bytes are exact: a record is forgotten once, by the keyspace,
+//!   when no key refers to it any more (deleted, overwritten, promoted,
+//!   expired and removed), and the cleaner never recycles a segment some
+//!   key still refers to (it moves or evicts those keys first, or frees a
+//!   segment unread only when nothing in it is live). So no `forget` of a
+//!   previous use reaches a segment's next one, and "nothing live" is safe
+//!   to act on without reading.
 //! - The victim maximises (dead + expired bytes) × age / live bytes; a
-//!   segment with nothing live, or whose every record expired, is freed
-//!   without a read.
+//!   segment with nothing live is freed without a read. Records expire
+//!   from the keyspace's side (its expiry removes the keys and forgets
+//!   their records), so placement by expiry makes whole segments die
+//!   together and go unread.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-/// Segment ids take the low bits of a tagged id, the use number the rest.
-pub const EPOCH_SHIFT: u32 = 20;
-const ID_MASK: u32 = (1 << EPOCH_SHIFT) - 1;
-const EPOCH_MASK: u64 = (1 << (32 - EPOCH_SHIFT)) - 1;
-/// `epoch_dead` keeps the use number above this many bits of dead bytes.
-const DEAD_BITS: u32 = 48;
-const DEAD_MASK: u64 = (1 << DEAD_BITS) - 1;
-
-/// How long after its last record's expiry a segment may be freed unread:
-/// a key on disk only (`store::forget`) keeps its deadline rounded up to
-/// the minute, and until that minute ends a lookup reads its record for
-/// the exact one; then a few seconds, as the keyspace judges expiry by its
-/// own reading of the clock (a command's time is read once, a script's is
-/// frozen).
-pub const EXPIRY_GRACE_MS: u64 = 65_000;
 
 /// Upper bounds of remaining TTL per expiry bucket (ms); past the last,
 /// one more bucket.
@@ -42,9 +29,7 @@ pub const TTL_BUCKETS: usize = TTL_BUCKETS_MS.len() + 1;
 
 /// One segment's current use.
 struct SegmentUse {
-    /// Use number (high bits) and dead bytes (low `DEAD_BITS`) in one word:
-    /// a `forget` checks the one and adds to the other atomically.
-    epoch_dead: AtomicU64,
+    dead: AtomicU64,
     appended: AtomicU64,
     ttl_bytes: AtomicU64,
     min_expire: AtomicU64,
@@ -55,7 +40,7 @@ struct SegmentUse {
 impl SegmentUse {
     fn new() -> SegmentUse {
         SegmentUse {
-            epoch_dead: AtomicU64::new(0),
+            dead: AtomicU64::new(0),
             appended: AtomicU64::new(0),
             ttl_bytes: AtomicU64::new(0),
             min_expire: AtomicU64::new(u64::MAX),
@@ -81,21 +66,9 @@ pub struct Segments {
 }
 
 impl Segments {
-    /// For segment ids below `count` (at most 2^EPOCH_SHIFT).
+    /// For segment ids below `count`.
     pub fn new(count: u32) -> Segments {
-        assert!(count <= 1 << EPOCH_SHIFT, "segment ids must fit below the use number");
         Segments { uses: (0..count).map(|_| SegmentUse::new()).collect() }
-    }
-
-    /// The id the keyspace keeps for a record in `segment` now.
-    pub fn tag(&self, segment: u32) -> u32 {
-        let epoch = self.uses[segment as usize].epoch_dead.load(Relaxed) >> DEAD_BITS;
-        segment | ((epoch as u32) << EPOCH_SHIFT)
-    }
-
-    /// The segment id within a tagged one.
-    pub fn untag(tagged: u32) -> u32 {
-        tagged & ID_MASK
     }
 
     /// A record of `len` bytes expiring at `expire_at` (0: never) was
@@ -111,16 +84,12 @@ impl Segments {
         u.last_append_ms.fetch_max(now_ms, Relaxed);
     }
 
-    /// The record of `len` bytes at tagged segment `tagged` died; false when
-    /// that use of the segment is over (nothing counted).
-    pub fn forget(&self, tagged: u32, len: u32) -> bool {
-        let Some(u) = self.uses.get(Self::untag(tagged) as usize) else { return false };
-        let epoch = u64::from(tagged >> EPOCH_SHIFT);
-        u.epoch_dead
-            .fetch_update(Relaxed, Relaxed, |v| {
-                (v >> DEAD_BITS == epoch).then(|| (v & !DEAD_MASK) | ((v & DEAD_MASK) + u64::from(len)).min(DEAD_MASK))
-            })
-            .is_ok()
+    /// The record of `len` bytes in `segment` died; false for an id out of
+    /// range (nothing counted).
+    pub fn forget(&self, segment: u32, len: u32) -> bool {
+        let Some(u) = self.uses.get(segment as usize) else { return false };
+        u.dead.fetch_add(u64::from(len), Relaxed);
+        true
     }
 
     /// Ends the segment's current use (it was freed); its dead bytes. Only
@@ -129,19 +98,18 @@ impl Segments {
     /// the one that prepares spares).
     pub fn end_use(&self, segment: u32) -> u64 {
         let u = &self.uses[segment as usize];
-        let next = ((u.epoch_dead.load(Relaxed) >> DEAD_BITS) + 1) & EPOCH_MASK;
-        let old = u.epoch_dead.swap(next << DEAD_BITS, Relaxed);
+        let dead = u.dead.swap(0, Relaxed);
         u.appended.store(0, Relaxed);
         u.ttl_bytes.store(0, Relaxed);
         u.min_expire.store(u64::MAX, Relaxed);
         u.max_expire.store(0, Relaxed);
         u.last_append_ms.store(0, Relaxed);
-        old & DEAD_MASK
+        dead
     }
 
     /// Dead bytes of the segment's current use.
     pub fn dead(&self, segment: u32) -> u64 {
-        self.uses[segment as usize].epoch_dead.load(Relaxed) & DEAD_MASK
+        self.uses[segment as usize].dead.load(Relaxed)
     }
 
     /// Segments in use, least recently appended to first.
@@ -156,10 +124,10 @@ impl Segments {
 
     /// The segment worth cleaning most at `now_ms`, skipping `active` ones
     /// (heads append there) and unused ones: one freeable without a read
-    /// (`free_expired`: a segment of expired records counts) if any, else the highest (dead + expired) × age / live, the oldest
+    /// if any, else the highest (dead + expired) × age / live, the oldest
     /// among equals (when nothing is reclaimable the oldest goes, its live
     /// records moved forward or evicted).
-    pub fn pick(&self, active: &[u32], now_ms: u64, free_expired: bool) -> Option<Victim> {
+    pub fn pick(&self, active: &[u32], now_ms: u64) -> Option<Victim> {
         let mut best: Option<(f64, u64, Victim)> = None;
         for (id, u) in self.uses.iter().enumerate() {
             let id = id as u32;
@@ -167,12 +135,11 @@ impl Segments {
             if appended == 0 || active.contains(&id) {
                 continue;
             }
-            let dead = (u.epoch_dead.load(Relaxed) & DEAD_MASK).min(appended);
+            let dead = u.dead.load(Relaxed).min(appended);
             let live = appended - dead;
             let ttl = u.ttl_bytes.load(Relaxed);
             let (min, max) = (u.min_expire.load(Relaxed), u.max_expire.load(Relaxed));
-            let all_expired = free_expired && ttl == appended && max.saturating_add(EXPIRY_GRACE_MS) <= now_ms;
-            if live == 0 || all_expired {
+            if live == 0 {
                 return Some(Victim { segment: id, unread: true, live, dead });
             }
             // Expired bytes among the live ones, supposing expiries spread
@@ -213,21 +180,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_late_forget_never_counts_against_the_next_use() {
+    fn a_segment_with_nothing_live_goes_unread_and_its_next_use_starts_clean() {
         let s = Segments::new(4);
-        s.appended(2, 100, 0, 10);
-        let old = s.tag(2);
-        assert!(s.forget(old, 40));
-        assert_eq!(s.dead(2), 40);
-        assert_eq!(s.end_use(2), 40);
+        s.appended(1, 100, 0, 10);
         s.appended(2, 100, 0, 20);
-        assert_ne!(s.tag(2), old);
-        assert!(!s.forget(old, 60), "a forget of the previous use");
-        assert_eq!(s.dead(2), 0);
-        assert!(s.forget(s.tag(2), 60));
-        assert_eq!(s.dead(2), 60);
-        assert_eq!(Segments::untag(s.tag(2)), 2);
+        assert!(s.forget(2, 100));
         assert!(!s.forget(77, 1), "an id out of range is ignored");
+        let v = s.pick(&[], 30).unwrap();
+        assert_eq!((v.segment, v.unread, v.live, v.dead), (2, true, 0, 100));
+        assert_eq!(s.pick(&[2], 30).map(|v| (v.segment, v.unread)), Some((1, false)), "active segments are skipped");
+        assert_eq!(s.end_use(2), 100);
+        assert_eq!(s.dead(2), 0);
+        assert!(!s.in_use().contains(&2));
+        s.appended(2, 50, 0, 40);
+        assert_eq!(s.in_use(), [1, 2], "least recently appended to first");
     }
 
     #[test]

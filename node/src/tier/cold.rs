@@ -12,8 +12,10 @@
 //!   those with one to a head per bucket of remaining TTL (as many as the
 //!   budget's segments allow), so a segment's records expire together.
 //! - Cleaning ([`super::cleaning`] keeps the per-segment figures): a
-//!   segment with nothing live left, or whose every record expired, is
-//!   freed without a read, at once. When the log nears its budget, the
+//!   segment with nothing live left (its keys deleted, overwritten,
+//!   promoted, or expired and removed by the keyspace's expiry) is freed
+//!   without a read, at once; placement by expiry makes that the fate of
+//!   whole segments of short-lived values. When the log nears its budget, the
 //!   segment with the most (dead + expired) bytes × age per live byte is
 //!   read, its records that are still some key's value move to the head
 //!   for their expiry, and it is recycled; records of keys deleted,
@@ -66,7 +68,7 @@ pub struct ColdLogStats {
     pub moved_records: AtomicU64,
     pub evicted_keys: AtomicU64,
     /// Segments read whole by the cleaner, and those it freed without a
-    /// read (nothing live, or every record expired).
+    /// read (nothing live left in them).
     pub segment_reads: AtomicU64,
     pub freed_unread: AtomicU64,
     /// Demotions refused (no room yet): those keys were evicted.
@@ -96,9 +98,6 @@ pub struct ColdLog {
     admission_frequent: Arc<std::sync::atomic::AtomicBool>,
     /// Until when (clock ms) the tier counts as full of live data.
     pressured_until: AtomicU64,
-    /// The keyspace reads the records of keys it expires (to name them):
-    /// segments of expired records are not freed unread meanwhile.
-    names_expired_keys: std::sync::atomic::AtomicBool,
     /// Appends in progress by parity of `generation`: the cleaner waits
     /// for those begun before it looked at which segments are active
     /// ([`Self::settle`]).
@@ -153,7 +152,6 @@ impl ColdLog {
             clock,
             admission_frequent: Arc::default(),
             pressured_until: AtomicU64::new(0),
-            names_expired_keys: std::sync::atomic::AtomicBool::new(false),
             appending: [AtomicU64::new(0), AtomicU64::new(0)],
             generation: AtomicU64::new(0),
             kick: (Mutex::new(false), Condvar::new()),
@@ -179,7 +177,7 @@ impl ColdLog {
     /// reads a whole one at a time).
     fn shape(max_disk: u64) -> (u64, u32) {
         let size = (max_disk / 8).clamp(1 << 20, 8 << 20) / 4096 * 4096;
-        let count = (max_disk / size).clamp(HEADROOM_SEGMENTS as u64 + 2, 1 << cleaning::EPOCH_SHIFT) as u32;
+        let count = (max_disk / size).max(HEADROOM_SEGMENTS as u64 + 2) as u32;
         (size, count)
     }
 
@@ -208,8 +206,7 @@ impl ColdLog {
 
     /// Appends a record to the head for its expiry; a demotion (reserve
     /// one) leaves a segment for the cleaner, whose moves (reserve none)
-    /// may take the last one. The address has its segment tagged (the
-    /// form the keyspace keeps).
+    /// may take the last one.
     fn append(&self, db: usize, key: &[u8], expire_at: u64, value: &[u8], reserve: u32) -> io::Result<RecordAddr> {
         // Counted in the generation current once counted: one that `settle`
         // ended meanwhile would not wait for it.
@@ -242,7 +239,7 @@ impl ColdLog {
         self.unflushed.fetch_add(u64::from(addr.len), Relaxed);
         self.segments.appended(addr.segment, addr.len, expire_at, now);
         self.stats.written_bytes.fetch_add(u64::from(addr.len), Relaxed);
-        Ok(RecordAddr { segment: self.segments.tag(addr.segment), ..addr })
+        Ok(addr)
     }
 
     /// The flusher thread's loop body: waits up to `idle` for appends, then
@@ -294,8 +291,6 @@ impl ColdLog {
     /// [`Segments::end_use`].)
     pub fn maintain(&self, ks: &Keyspace) {
         let _ = self.log.ensure_spare();
-        let named = ks.key_events_on(crate::config::keyspace_events::EXPIRED) || ks.is_broadcasting();
-        self.names_expired_keys.store(named, Relaxed);
         while let Some(v) = self.pick(true) {
             if !self.free_unread(v) {
                 break;
@@ -323,10 +318,7 @@ impl ColdLog {
     fn pick(&self, unread_only: bool) -> Option<Victim> {
         let active = self.log.active_segments();
         self.settle();
-        // While the keyspace names the keys it expires (the `expired`
-        // event, broadcast tracking), their records must stay readable.
-        let free_expired = !self.names_expired_keys.load(Relaxed);
-        self.segments.pick(&active, (self.clock)(), free_expired).filter(|v| v.unread || !unread_only)
+        self.segments.pick(&active, (self.clock)()).filter(|v| v.unread || !unread_only)
     }
 
     /// Waits for the appends in progress to be counted: a record lands in
@@ -370,14 +362,12 @@ impl ColdLog {
 
     /// Moves the live records of `victim` forward and recycles it.
     fn clean(&self, ks: &Keyspace, victim: u32) -> bool {
-        let tagged = self.segments.tag(victim);
-        let now = (self.clock)();
         let mut live = Vec::new();
         self.stats.segment_reads.fetch_add(1, Relaxed);
         if let Err(e) = self.log.scan_segment(victim, |rec, addr| {
-            // Expired (the keyspace drops it when it meets it): not moved.
-            let expired = rec.expire_at_ms != 0 && rec.expire_at_ms.saturating_add(cleaning::EXPIRY_GRACE_MS) <= now;
-            if rec.kind == RecordKind::Set && !expired {
+            // Expired ones too while their key still refers to them: the
+            // keyspace's expiry removes the key (and so forgets the record).
+            if rec.kind == RecordKind::Set {
                 live.push((rec.to_owned(), addr));
             }
         }) {
@@ -385,7 +375,7 @@ impl ColdLog {
             return false;
         }
         for (rec, addr) in live {
-            let moved = ks.relocate_cold(rec.db as usize, &rec.key, (tagged, addr.offset), || {
+            let moved = ks.relocate_cold(rec.db as usize, &rec.key, (victim, addr.offset), || {
                 match self.append(rec.db as usize, &rec.key, rec.expire_at_ms, &rec.value, 0) {
                     Ok(a) => Some((a.segment, a.offset, a.len)),
                     Err(_) => None,
@@ -410,7 +400,7 @@ impl ColdLog {
 }
 
 fn addr_of(loc: ColdLoc) -> RecordAddr {
-    RecordAddr { segment: Segments::untag(loc.segment), offset: loc.offset, len: loc.len }
+    RecordAddr { segment: loc.segment, offset: loc.offset, len: loc.len }
 }
 
 impl ColdTier for ColdLog {
@@ -476,12 +466,10 @@ impl ColdTier for ColdLog {
             tracing::error!("cold tier: write failed before a scan: {e}");
         }
         for segment in self.segments.in_use() {
-            // A segment recycled meanwhile has nothing of interest left
-            // (its next use's records carry another tag: no key's address).
-            let tagged = self.segments.tag(segment);
+            // A segment recycled meanwhile has nothing of interest left.
             let _ = self.log.scan_segment(segment, |rec, addr| {
                 if rec.kind == RecordKind::Set {
-                    let loc = ColdLoc { segment: tagged, offset: addr.offset, len: addr.len, kind: ValueKind::Other };
+                    let loc = ColdLoc { segment, offset: addr.offset, len: addr.len, kind: ValueKind::Other };
                     visit(loc, rec.key);
                 }
             });
@@ -560,7 +548,7 @@ mod tests {
         }
 
         fn segments_of(locs: &[ColdLoc]) -> std::collections::BTreeSet<u32> {
-            locs.iter().map(|l| Segments::untag(l.segment)).collect()
+            locs.iter().map(|l| l.segment).collect()
         }
     }
 
@@ -583,7 +571,12 @@ mod tests {
         // Before they expire, nothing is freed.
         rig.log.maintain(&ks);
         assert_eq!(rig.log.stats.freed_unread.load(Relaxed), 0);
-        rig.now.store(T0 + 30_000 + cleaning::EXPIRY_GRACE_MS, Relaxed);
+        // They expire: the keyspace's expiry removes the keys and forgets
+        // their records.
+        rig.now.store(T0 + 30_000, Relaxed);
+        for l in &short {
+            rig.log.forget(*l);
+        }
         let in_use = rig.log.log.segments_in_use();
         rig.log.maintain(&ks);
         // Every full segment of short-lived values goes (the head's own
@@ -596,15 +589,14 @@ mod tests {
         // Long-lived values are untouched and read back.
         let loc = forever[10];
         assert_eq!(rig.log.read_blocking(loc).unwrap().value, vec![7u8; 1000]);
-        // A key of a freed segment deleted later is no dead byte of its
-        // next use.
-        let dead_before = rig.log.stats.dead_bytes.load(Relaxed);
-        rig.log.forget(short[0]);
-        assert_eq!(rig.log.stats.dead_bytes.load(Relaxed), dead_before);
+        // The dead bytes of the freed segments left the count with them.
+        let head_segment = *short_segs.last().unwrap();
+        let dead_left: u64 = short.iter().filter(|l| l.segment == head_segment).map(|l| u64::from(l.len)).sum();
+        assert_eq!(rig.log.stats.dead_bytes.load(Relaxed), dead_left);
     }
 
-    /// Workers demote and forget while the maintenance thread frees dead
-    /// and expired segments: every record still live reads back.
+    /// Workers demote and forget while the maintenance thread frees the
+    /// segments with nothing live left: every record still live reads back.
     #[test]
     fn freeing_unread_while_demoting_never_frees_a_live_record() {
         let rig = Arc::new(Rig::new("concurrent"));
@@ -616,7 +608,8 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut kept = Vec::new();
                     for i in 0..1000u32 {
-                        // Half expire soon; of the rest, one in ten lives on.
+                        // Half have a TTL and soon expire (forgotten); of the
+                        // rest, one in five lives on.
                         let expire_at = if i % 2 == 0 { T0 + 1_000 } else { 0 };
                         let value = vec![w ^ (i as u8); 1000];
                         let key = format!("w{w}:{i}");
@@ -626,7 +619,7 @@ mod tests {
                         let loc = ColdLoc { segment, offset, len, kind: crate::store::entry::ValueKind::Str };
                         if expire_at == 0 && i % 10 == 1 {
                             kept.push((loc, value));
-                        } else if expire_at == 0 {
+                        } else {
                             rig.log.forget(loc);
                         }
                     }
@@ -640,11 +633,6 @@ mod tests {
                 while !done.load(Relaxed) {
                     rig.log.flush_step(Duration::ZERO);
                     rig.log.maintain(&ks);
-                    // Half way, the values with a TTL expire (those
-                    // demoted since are expired at once).
-                    if rig.log.stats.written_bytes.load(Relaxed) > 1_500_000 {
-                        rig.now.store(T0 + 1_000 + cleaning::EXPIRY_GRACE_MS, Relaxed);
-                    }
                 }
                 rig.log.flush_step(Duration::ZERO);
                 rig.log.maintain(&ks);
@@ -695,11 +683,11 @@ mod tests {
         rig.now.fetch_add(1_000, Relaxed);
         rig.demote(1200, 0); // moves the head on
         rig.log.flush_step(Duration::ZERO);
-        let old_seg = Segments::untag(old[0].segment);
-        let newer_seg = Segments::untag(newer[newer.len() / 2].segment);
+        let old_seg = old[0].segment;
+        let newer_seg = newer[newer.len() / 2].segment;
         assert_ne!(old_seg, newer_seg);
         // Most of the newer segment dies (overwritten, deleted, promoted).
-        let in_newer: Vec<_> = newer.iter().filter(|l| Segments::untag(l.segment) == newer_seg).collect();
+        let in_newer: Vec<_> = newer.iter().filter(|l| l.segment == newer_seg).collect();
         for l in in_newer.iter().skip(in_newer.len() / 10) {
             rig.log.forget(**l);
         }
