@@ -135,11 +135,14 @@ impl Segments {
             if appended == 0 || active.contains(&id) {
                 continue;
             }
-            let dead = u.dead.load(Relaxed).min(appended);
+            let counted = u.dead.load(Relaxed);
+            let dead = counted.min(appended);
             let live = appended - dead;
             let ttl = u.ttl_bytes.load(Relaxed);
             let (min, max) = (u.min_expire.load(Relaxed), u.max_expire.load(Relaxed));
-            if live == 0 {
+            // Exactly all: more would mean a record forgotten twice, and
+            // then the count is not to be trusted without a read.
+            if counted == appended {
                 return Some(Victim { segment: id, unread: true, live, dead });
             }
             // Expired bytes among the live ones, supposing expiries spread
@@ -194,6 +197,12 @@ mod tests {
         assert!(!s.in_use().contains(&2));
         s.appended(2, 50, 0, 40);
         assert_eq!(s.in_use(), [1, 2], "least recently appended to first");
+        // Forgotten beyond what was written: read before recycling.
+        s.appended(3, 10, 0, 5);
+        s.forget(3, 10);
+        s.forget(3, 10);
+        let v = s.pick(&[1, 2], 50).unwrap();
+        assert_eq!((v.segment, v.unread), (3, false));
     }
 
     #[test]
