@@ -338,7 +338,7 @@ fn keys_on_disk_only_keep_their_ttl() {
 fn expiring_values_make_room_without_reads_or_evictions() {
     // 48 MiB of disk: 8 segments of 6 MiB, one head for values without a
     // TTL and one for those with.
-    let server = tiered(4 << 20, "48mb", "1");
+    let server = tiered(6 << 20, "48mb", "1");
     let mut c = server.conn();
     let long = 3_000;
     fill(&mut c, "long", long, 2000);
