@@ -30,7 +30,8 @@ Env vars:
   LOAD              loadgen options, default: -t 4 -c 50 -d 256 --ratio 1:0 --key-maximum 999999
   THREADS=nproc     strata-node worker threads
   DIR               where the data dirs go (default: a temp dir; pick the disk to measure)
-  STRATA_ARGS       more strata-node options (e.g. "--fsync-interval 1s --io-engine threads")
+  STRATA_ARGS       more strata-node options, every mode (e.g. "--io-engine threads")
+  FSYNC_INTERVAL    strata's --fsync-interval in periodic (default: the node's, 10ms; 1s is everysec)
   REDIS_ARGS        more redis-server options
   STRATA_BIN, LOADGEN   binaries (default: the release builds, built unless --no-build)
   RESULTS_DIR       default bench/results/durability-<timestamp>
@@ -92,9 +93,11 @@ start() {
   local log=$RESULTS_DIR/logs/$server-$mode-$PORT.log
   if [[ $server == strata ]]; then
     MPORT=$(free_port)
+    local interval=()
+    [[ $mode == periodic && -n ${FSYNC_INTERVAL:-} ]] && interval=(--fsync-interval "$FSYNC_INTERVAL")
     # shellcheck disable=SC2086 # STRATA_ARGS is split into words on purpose
     "$STRATA_BIN" --port "$PORT" --threads "$THREADS" --metrics-port "$MPORT" --metrics-bind 127.0.0.1 \
-      --durability "$mode" --dir "$dir" ${STRATA_ARGS:-} >"$log" 2>&1 &
+      --durability "$mode" --dir "$dir" "${interval[@]}" ${STRATA_ARGS:-} >"$log" 2>&1 &
   else
     # shellcheck disable=SC2046,SC2086
     redis-server --port "$PORT" --save '' --daemonize no --dir "$dir" $(redis_args "$mode") ${REDIS_ARGS:-} \
@@ -149,7 +152,7 @@ col() {
 
 {
   echo "bench/durability.sh  SECONDS_EACH=$SECONDS_EACH REPEAT=$REPEAT THREADS=$THREADS LOAD='$LOAD'"
-  echo "  STRATA_ARGS='${STRATA_ARGS:-}' REDIS_ARGS='${REDIS_ARGS:-}' data on $(df -P "$DATA" | awk 'NR == 2 { print $1 }') $(date -u +%FT%TZ)"
+  echo "  STRATA_ARGS='${STRATA_ARGS:-}' FSYNC_INTERVAL='${FSYNC_INTERVAL:-}' REDIS_ARGS='${REDIS_ARGS:-}' data on $(df -P "$DATA" | awk 'NR == 2 { print $1 }') $(date -u +%FT%TZ)"
   echo "medians of $REPEAT; ratios strata / redis"
   printf '%-10s %-22s | %9s %7s %7s | %9s %7s %7s | %6s %6s %6s\n' \
     strata redis-server ops/s p50ms p99ms ops/s p50ms p99ms ops p50 p99
