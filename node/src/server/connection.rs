@@ -524,7 +524,12 @@ fn process(
                 client.reply_skip_next = skip_this;
                 return Step::Pending(wait);
             }
-            record_read(shared, metrics, client, started, std::mem::take(&mut waited_on_disk));
+            // Only the batch's first request can have waited.
+            let from_disk = std::mem::take(&mut waited_on_disk);
+            if matches!(outcome, Outcome::Done) {
+                // A blocked one (XREAD BLOCK) has not replied yet.
+                record_read(shared, metrics, client, started, from_disk);
+            }
             quiet = skip_this || client.reply_off;
             if quiet && !std::mem::take(&mut client.reply_always) {
                 bufs.out.truncate(reply_mark);
