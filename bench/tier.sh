@@ -22,7 +22,7 @@ difference of two /metrics scrapes) and the RAM a key whose value is on disk onl
 with RAM per warm key measured first on WARM_KEYS keys without a limit.
 
 Env vars:
-  MAXMEMORY=64mb  VALUE=256  DATA_RATIO=10  KEYS (default DATA_RATIO x maxmemory / VALUE)
+  MAXMEMORY=64mb  VALUE=1024  DATA_RATIO=10  KEYS (default DATA_RATIO x maxmemory / VALUE)
   RATIO=1:10  ZIPF=0.99  CLIENTS="-t 4 -c 50"  SECONDS_EACH=20  REPEAT=3  WARM_KEYS=200000
   THREADS=nproc   strata-node worker threads
   MAX_DISK        default: the larger of 4 GiB and 3 x KEYS x VALUE
@@ -53,7 +53,7 @@ to_bytes() {
 }
 
 MAXMEMORY=${MAXMEMORY:-64mb}
-VALUE=${VALUE:-256}
+VALUE=${VALUE:-1024}
 DATA_RATIO=${DATA_RATIO:-10}
 KEYS=${KEYS:-$(($(to_bytes "$MAXMEMORY") * DATA_RATIO / VALUE))}
 RATIO=${RATIO:-1:10}
