@@ -419,3 +419,23 @@ fn read_latency_is_reported_by_tier() {
     assert!(info_p50("disk") > info_p50("ram"));
     assert!(field(&mut c, "tier_disk_read_commands") >= disk_count as u64);
 }
+
+/// The check: data 10× the memory budget, every key readable.
+#[test]
+fn data_ten_times_the_budget_is_all_readable() {
+    let server = tiered(8 << 20, "1gb", "2");
+    let mut c = server.conn();
+    let max = field(&mut c, "maxmemory");
+    let len = 1024;
+    let n = (10 * max / len as u64) as usize + 1;
+    fill(&mut c, "k", n, len);
+    assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(n as i64), "no key was lost");
+    assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0);
+    let (used, max) = (field(&mut c, "used_memory"), field(&mut c, "maxmemory"));
+    assert!(used <= max + (256 << 10), "used_memory {used} above maxmemory {max}");
+    println!("{n} keys of {len} B ({} MB) in {} MB of RAM", n * len >> 20, max >> 20);
+    for i in (0..n).step_by(37) {
+        assert_eq!(c.cmd(&["GET", &format!("k{i}")]), Frame::bulk(value_of(i, len)), "k{i}");
+    }
+    assert_eq!(field(&mut c, "tier_read_errors"), 0);
+}
