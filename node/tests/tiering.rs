@@ -433,7 +433,7 @@ fn data_ten_times_the_budget_is_all_readable() {
     assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0);
     let (used, max) = (field(&mut c, "used_memory"), field(&mut c, "maxmemory"));
     assert!(used <= max + (256 << 10), "used_memory {used} above maxmemory {max}");
-    println!("{n} keys of {len} B ({} MB) in {} MB of RAM", n * len >> 20, max >> 20);
+    println!("{n} keys of {len} B ({} MB) in {} MB of RAM", (n * len) >> 20, max >> 20);
     for i in (0..n).step_by(37) {
         assert_eq!(c.cmd(&["GET", &format!("k{i}")]), Frame::bulk(value_of(i, len)), "k{i}");
     }
