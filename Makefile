@@ -7,7 +7,7 @@ ifdef STRATA_CACHE
 export CARGO_TARGET_DIR ?= $(STRATA_CACHE)/target
 endif
 
-.PHONY: help deps build run test check lint fmt bench crds chart manifests dashboards dashboards-check dashboards-png k8s-tools images e2e clean redis-tests
+.PHONY: help deps build run test check lint fmt bench crds chart manifests dashboards dashboards-check dashboards-png k8s-tools images e2e clean redis-tests diff-tier
 
 help: ## List targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -34,8 +34,17 @@ test: check e2e ## Every test: `check`, then the e2e suite on a real cluster
 
 check: deps lint k8s-tools chart ## Every test but e2e: lint, chart, unit, integration, differential, operator vs a real API server, dashboards vs a real Prometheus, Redis's own suite
 	$(CARGO) test --workspace --no-fail-fast
+	$(MAKE) diff-tier
 	./scripts/check-dashboards.sh
 	./scripts/redis-tests.sh
+
+# The families whose tests open no second connection of their own to
+# compare: the tier mode's demoting connection would show in CLIENT LIST,
+# INFO commandstats and LATENCY (diff_server, diff_introspection).
+TIER_DIFFS := smoke strings keys lists hashes sets zsets streams hll geo sort transactions scripting notify tracking monitor slowlog client_control
+
+diff-tier: ## The differential tests again with every key moved to the disk tier before each command (STRATA_TEST_TIER=1)
+	STRATA_TEST_TIER=1 $(CARGO) test -p strata-node --no-fail-fast $(foreach t,$(TIER_DIFFS),--test diff_$(t))
 
 redis-tests: ## Redis 7.0.15's own test suite against strata-node (when ../shared/redis-tests is there), held to a floor
 	./scripts/redis-tests.sh

@@ -329,6 +329,117 @@ fn keys_on_disk_only_keep_their_ttl() {
     assert_eq!(field(&mut c, "tier_read_errors"), 0);
 }
 
+/// `/metrics` of a node started with `--metrics-port <port>`.
+fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics port");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+/// The cumulative buckets (le, count) of the read-command histogram's `tier` series.
+fn read_buckets(text: &str, tier: &str) -> Vec<(f64, f64)> {
+    let prefix = "strata_read_command_duration_seconds_bucket{le=\"";
+    let suffix = format!("\",tier=\"{tier}\"}}");
+    text.lines()
+        .filter_map(|l| {
+            let (series, value) = l.split_once(' ')?;
+            let le = series.strip_prefix(prefix)?.strip_suffix(&suffix)?;
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            Some((le, value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The median of cumulative buckets, interpolated inside its bucket.
+fn median(buckets: &[(f64, f64)]) -> f64 {
+    let count = buckets.last().expect("buckets").1;
+    let (mut lo, mut below) = (0.0, 0.0);
+    for &(le, n) in buckets {
+        if n >= count / 2.0 && n > below {
+            return if le.is_finite() { lo + (le - lo) * (count / 2.0 - below) / (n - below) } else { lo };
+        }
+        (lo, below) = (le, n);
+    }
+    lo
+}
+
+#[test]
+fn read_latency_is_reported_by_tier() {
+    let port = free_port();
+    let server = Server::strata_with(&[
+        "--maxmemory-policy",
+        "allkeys-lru",
+        "--max-disk",
+        "128mb",
+        "--dir",
+        "{dir}",
+        "--metrics-port",
+        &port.to_string(),
+        "--metrics-bind",
+        "127.0.0.1",
+    ]);
+    limit(&server, 6 << 20);
+    let mut c = server.conn();
+    let n = 20_000;
+    fill(&mut c, "k", n, 800);
+    assert!(field(&mut c, "tier_disk_keys") > 5000);
+    let before = scrape(port);
+    assert_eq!(read_buckets(&before, "disk").last(), Some(&(f64::INFINITY, 0.0)), "no read waited yet");
+    // The newest keys are in RAM; the oldest are on disk only, and each
+    // GET of one waits for its read.
+    for _ in 0..3 {
+        for i in n - 200..n {
+            assert_eq!(c.cmd(&["GET", &format!("k{i}")]), Frame::bulk(value_of(i, 800)));
+        }
+    }
+    let reads = field(&mut c, "tier_reads");
+    for i in 0..300 {
+        assert_eq!(c.cmd(&["GET", &format!("k{i}")]), Frame::bulk(value_of(i, 800)));
+    }
+    let waited = field(&mut c, "tier_reads") - reads;
+    assert!(waited > 200, "{waited} of 300 GETs of cold keys waited for a read");
+
+    let text = scrape(port);
+    let (ram, disk) = (read_buckets(&text, "ram"), read_buckets(&text, "disk"));
+    assert_eq!((ram.len(), disk.len()), (21, 21), "{text}");
+    let (ram_count, disk_count) = (ram[20].1, disk[20].1);
+    assert!(ram_count >= 600.0, "{ram_count} reads from RAM");
+    assert!(disk_count >= waited as f64 && disk_count <= 300.0, "{disk_count} reads from disk, {waited} waited");
+    let (ram_p50, disk_p50) = (median(&ram), median(&disk));
+    eprintln!("reads: {ram_count} from RAM, p50 {ram_p50:e} s; {disk_count} from disk, p50 {disk_p50:e} s");
+    assert!(disk_p50 > ram_p50, "p50 disk {disk_p50} s, ram {ram_p50} s");
+    // INFO tier reports the same histograms.
+    let mut info_p50 = |tier: &str| -> f64 {
+        info_field(&mut c, &format!("tier_{tier}_read_p50_usec")).expect("p50 in INFO tier").parse().unwrap()
+    };
+    assert!(info_p50("disk") > info_p50("ram"));
+    assert!(field(&mut c, "tier_disk_read_commands") >= disk_count as u64);
+}
+
+/// The issue's check: data 10× the memory budget, every key readable.
+#[test]
+fn data_ten_times_the_budget_is_all_readable() {
+    let server = tiered(8 << 20, "1gb", "2");
+    let mut c = server.conn();
+    let max = field(&mut c, "maxmemory");
+    let len = 1024;
+    let n = (10 * max / len as u64) as usize + 1;
+    fill(&mut c, "k", n, len);
+    assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(n as i64), "no key was lost");
+    assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0);
+    let (used, max) = (field(&mut c, "used_memory"), field(&mut c, "maxmemory"));
+    assert!(used <= max + (256 << 10), "used_memory {used} above maxmemory {max}");
+    println!("{n} keys of {len} B ({} MB) in {} MB of RAM", (n * len) >> 20, max >> 20);
+    for i in (0..n).step_by(37) {
+        assert_eq!(c.cmd(&["GET", &format!("k{i}")]), Frame::bulk(value_of(i, len)), "k{i}");
+    }
+    assert_eq!(field(&mut c, "tier_read_errors"), 0);
+}
+
 /// Short-lived values fill the disk budget and expire: their segments
 /// (placed apart from long-lived values by expiry) are recycled without a
 /// read once they certainly expired (a key on disk only keeps its deadline

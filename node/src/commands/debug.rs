@@ -38,6 +38,9 @@ const DEBUG_HELP: &[&str] = &[
     "PENDING-DELAY <milliseconds> <key> [<key> ...]",
     "    Make the next command on each key wait that long before it runs, as",
     "    a read from disk would, without holding up other clients (Strata only).",
+    "DEMOTE",
+    "    Move every value to the disk tier now, keys too where they can go",
+    "    (tests: every command then runs on keys on disk) (Strata only).",
     "HELP",
     "    Prints this help.",
 ];
@@ -81,6 +84,14 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let n = n.map_err(|e| CmdError::from(format!("ERR {e}")))?.int();
         ctx.server.set_active_threads(n as usize);
         out.ok();
+    } else if eq_ic(sub, "demote") && args.len() == 2 {
+        if ctx.keys.ks.cold().is_none() {
+            return Err("ERR no disk tier: start with --max-disk".into());
+        }
+        let ks = ctx.keys.ks;
+        let mut n = 0;
+        ctx.keys.for_each_partition(|part| n += part.demote_all(ks));
+        out.int(n as i64);
     } else if eq_ic(sub, "pending-delay") && args.len() >= 4 {
         let ms = Kind::Int { min: 0, max: i32::MAX as i64 }.parse(args[2], Origin::ConfigSet);
         let ms = ms.map_err(|e| CmdError::from(format!("ERR {e}")))?.int();
@@ -186,7 +197,11 @@ fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             // Like Redis, a plain lookup: no expiry check, no statistics.
             let (key, db) = (args[2], ctx.keys.db);
             let idx = ctx.keys.ks.partition_of_key(key);
-            let mem = ctx.keys.with_partition(idx, |part| part.find_entry(db, key).map(|e| e.usage()));
+            let ks = ctx.keys.ks;
+            let mem = ctx.keys.with_partition(idx, |part| {
+                part.recall_key(ks, db, key);
+                part.find_entry(db, key).map(|e| e.usage())
+            });
             match mem {
                 Some(bytes) => out.int(bytes as i64),
                 None => out.null(),

@@ -330,6 +330,13 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
     field!(t, "tier_segment_reads", "{}", f.segment_reads);
     field!(t, "tier_freed_unread_segments", "{}", f.freed_unread_segments);
     field!(t, "tier_not_admitted", "{}", f.not_admitted);
+    // Read commands on keys, by where their values came from (the same
+    // histograms as /metrics' strata_read_command_duration_seconds).
+    for (tier, h) in [("ram", &snap.reads.ram), ("disk", &snap.reads.disk)] {
+        field!(t, format_args!("tier_{tier}_read_commands"), "{}", h.count());
+        field!(t, format_args!("tier_{tier}_read_p50_usec"), "{:.3}", h.quantile_ns(0.5) / 1e3);
+        field!(t, format_args!("tier_{tier}_read_p99_usec"), "{:.3}", h.quantile_ns(0.99) / 1e3);
+    }
 }
 
 fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {

@@ -486,9 +486,12 @@ fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     // to RAM meanwhile is listed once.
     ks.without_forgetting(|| {
         let mut on_disk = std::collections::HashSet::new();
-        ks.for_each_forgotten_key(db, |key| {
-            on_disk.insert(key.to_vec());
-        });
+        for (loc, key) in ks.forgotten_key_candidates(now) {
+            let idx = ks.partition_of_key(&key);
+            if ctx.keys.with_partition(idx, |p| p.is_forgotten_at(db, &key, loc)) {
+                on_disk.insert(key);
+            }
+        }
         for part in 0..ks.num_partitions() as u32 {
             ctx.keys.with_partition(part, |p| {
                 KeyAccess::purge_expired(ks, p, db, now, stats);
@@ -584,11 +587,12 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
     let mut batch = KeyBatch::default();
     while part < parts {
         let stopped_at = keys.with_partition(part as u32, |p| {
-            KeyAccess::purge_expired(ks, p, db, now, stats);
             // Keys on disk only come back to the index first. They may land
             // in slots the cursor has passed, so they are returned now (and
             // maybe again later: SCAN may repeat, never miss).
-            for key in p.recall_all(ks, db) {
+            let recalled = p.recall_all(ks, db);
+            KeyAccess::purge_expired(ks, p, db, now, stats);
+            for key in recalled {
                 let hash = crate::store::hash_bytes(&key);
                 let Some(at) = p.find_slot(db, hash, &key) else { continue };
                 // The walk below returns those at or past the cursor.
@@ -648,9 +652,10 @@ fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn random_key_in(keys: &mut KeyAccess<'_>, idx: u32) -> Option<Vec<u8>> {
     let (ks, stats, db, now) = (keys.ks, keys.stats, keys.db, keys.now_ms);
     keys.with_partition(idx, |p| {
-        KeyAccess::purge_expired(ks, p, db, now, stats);
         let r = fast_rand();
-        p.recall_random(ks, db, r).or_else(|| p.random_entry(db, r).map(|e| e.key().to_vec()))
+        let recalled = p.recall_random(ks, db, r);
+        KeyAccess::purge_expired(ks, p, db, now, stats);
+        recalled.filter(|k| p.find_entry(db, k).is_some()).or_else(|| p.random_entry(db, r).map(|e| e.key().to_vec()))
     })
 }
 

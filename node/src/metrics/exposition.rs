@@ -7,7 +7,7 @@
 //! `Collector` rather than registered `Counter`s.
 
 use super::snapshot::{CmdTotals, DurabilityFigures, Snapshot};
-use super::{IO_BUCKETS_US, IoHistogramFigures, LATENCY_BUCKETS};
+use super::{IO_BUCKETS_US, IoHistogramFigures, LATENCY_BUCKETS, READ_BUCKETS_NS, ReadLatencyFigures};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -43,6 +43,7 @@ impl Collector for StrataCollector {
         encode_commands(&mut enc, &s.commands)?;
         encode_server(&mut enc, &s)?;
         encode_store(&mut enc, &s)?;
+        encode_reads(&mut enc, &s.reads)?;
         if let Some(d) = &s.durability {
             encode_durability(&mut enc, d)?;
         }
@@ -318,6 +319,29 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
     Ok(())
 }
 
+/// Read commands on keys by where their values came from, labelled `tier`:
+/// `ram`, or `disk` when the command waited for a cold-tier read.
+pub fn encode_reads(enc: &mut DescriptorEncoder, r: &ReadLatencyFigures) -> fmt::Result {
+    let mut m = enc.encode_descriptor(
+        "strata_read_command_duration",
+        "Time of a read command on keys, first attempt to reply, by where its values came from: ram, or disk \
+         (it waited on the pending path for a cold-tier read).",
+        Some(&Unit::Seconds),
+        MetricType::Histogram,
+    )?;
+    for (tier, h) in [("ram", &r.ram), ("disk", &r.disk)] {
+        let buckets: Vec<(f64, u64)> =
+            READ_BUCKETS_NS.iter().map(|&ns| ns as f64 / 1e9).chain([f64::INFINITY]).zip(h.buckets).collect();
+        m.encode_family(&[("tier", tier)])?.encode_histogram::<NoLabelSet>(
+            h.sum_ns as f64 / 1e9,
+            h.count(),
+            &buckets,
+            None,
+        )?;
+    }
+    Ok(())
+}
+
 /// The durability log (absent under durability none).
 fn encode_durability(enc: &mut DescriptorEncoder, d: &DurabilityFigures) -> fmt::Result {
     let r = &d.recovery;
@@ -551,6 +575,40 @@ mod tests {
         let sum = sample(&text, "strata_log_fsync_duration_seconds_sum").unwrap();
         assert!((sum - 2.00308).abs() < 1e-9, "{sum}");
         assert!(text.contains("# TYPE strata_log_fsync_duration_seconds histogram\n"));
+    }
+
+    #[derive(Debug)]
+    struct Reads(ReadLatencyFigures);
+
+    impl Collector for Reads {
+        fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+            encode_reads(&mut enc, &self.0)
+        }
+    }
+
+    #[test]
+    fn read_latency_by_tier() {
+        let w = crate::metrics::WorkerMetrics::new(1);
+        w.reads.ram.record(800); // le=0.000001
+        w.reads.ram.record(1_200); // le=0.000002
+        w.reads.disk.record(150_000); // le=0.0002
+        let figures = ReadLatencyFigures::sum(&[std::sync::Arc::new(w)]);
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Reads(figures)));
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        let bucket = |le: &str, tier: &str| {
+            sample(&text, &format!("strata_read_command_duration_seconds_bucket{{le=\"{le}\",tier=\"{tier}\"}}"))
+        };
+        assert_eq!(bucket("0.000001", "ram"), Some(1.0), "{text}");
+        assert_eq!(bucket("0.000002", "ram"), Some(2.0));
+        assert_eq!(bucket("0.0001", "disk"), Some(0.0));
+        assert_eq!(bucket("0.0002", "disk"), Some(1.0));
+        assert_eq!(bucket("+Inf", "disk"), Some(1.0));
+        assert_eq!(sample(&text, "strata_read_command_duration_seconds_count{tier=\"ram\"}"), Some(2.0));
+        let sum = sample(&text, "strata_read_command_duration_seconds_sum{tier=\"disk\"}").unwrap();
+        assert!((sum - 0.00015).abs() < 1e-12, "{sum}");
+        assert!(text.contains("# TYPE strata_read_command_duration_seconds histogram\n"));
     }
 
     #[test]

@@ -50,6 +50,117 @@ impl IoHistogram {
     }
 }
 
+/// Upper bounds (ns) of the read-command latency buckets: a 1-2-5 series
+/// from a RAM hit's half µs to a stalled disk's second, fine enough at both
+/// ends for p50 and p99 by interpolation.
+pub const READ_BUCKETS_NS: [u64; 20] = [
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    20_000_000,
+    50_000_000,
+    100_000_000,
+    200_000_000,
+    500_000_000,
+    1_000_000_000,
+];
+
+/// One worker's latency of read commands on keys (first attempt to reply),
+/// by where their values came from: RAM, or a wait on the pending path for
+/// a cold-tier read. Only its worker writes (load + store, no locked add).
+#[derive(Default)]
+pub struct ReadLatency {
+    pub ram: ReadHistogram,
+    pub disk: ReadHistogram,
+}
+
+/// Per bucket of `READ_BUCKETS_NS` (not cumulative; the last counts what is
+/// slower than all) and the total time.
+#[derive(Default)]
+pub struct ReadHistogram {
+    buckets: [AtomicU64; READ_BUCKETS_NS.len() + 1],
+    sum_ns: AtomicU64,
+}
+
+impl ReadHistogram {
+    /// Single writer: its worker.
+    #[inline]
+    pub fn record(&self, nanos: u64) {
+        bump(&self.buckets[READ_BUCKETS_NS.partition_point(|&b| b < nanos)], 1);
+        bump(&self.sum_ns, nanos);
+    }
+
+    pub fn add_to(&self, f: &mut ReadHistogramFigures) {
+        for (t, b) in f.buckets.iter_mut().zip(&self.buckets) {
+            *t += b.load(Relaxed);
+        }
+        f.sum_ns += self.sum_ns.load(Relaxed);
+    }
+}
+
+/// What [`ReadHistogram`]s held, summed over workers.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReadHistogramFigures {
+    pub buckets: [u64; READ_BUCKETS_NS.len() + 1],
+    pub sum_ns: u64,
+}
+
+impl ReadHistogramFigures {
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The `q` quantile in ns, interpolated linearly inside its bucket as
+    /// Prometheus's `histogram_quantile` does (the overflow bucket reports
+    /// the last bound); 0 when empty.
+    pub fn quantile_ns(&self, q: f64) -> f64 {
+        let count = self.count();
+        if count == 0 {
+            return 0.0;
+        }
+        let rank = q.clamp(0.0, 1.0) * count as f64;
+        let mut below = 0u64;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            if n > 0 && (below + n) as f64 >= rank {
+                let Some(&hi) = READ_BUCKETS_NS.get(i) else { break };
+                let lo = if i == 0 { 0 } else { READ_BUCKETS_NS[i - 1] };
+                return lo as f64 + (hi - lo) as f64 * ((rank - below as f64) / n as f64).max(0.0);
+            }
+            below += n;
+        }
+        READ_BUCKETS_NS[READ_BUCKETS_NS.len() - 1] as f64
+    }
+}
+
+/// Read-command latency by tier, summed over workers.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLatencyFigures {
+    pub ram: ReadHistogramFigures,
+    pub disk: ReadHistogramFigures,
+}
+
+impl ReadLatencyFigures {
+    pub fn sum(workers: &[Arc<WorkerMetrics>]) -> Self {
+        let mut f = ReadLatencyFigures::default();
+        for w in workers {
+            w.reads.ram.add_to(&mut f.ram);
+            w.reads.disk.add_to(&mut f.disk);
+        }
+        f
+    }
+}
+
 /// Upper bounds (seconds) of the command latency histogram buckets.
 pub const LATENCY_BUCKETS: [f64; 14] =
     [0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0];
@@ -260,6 +371,7 @@ pub struct WorkerMetrics {
     pub server: ServerStats,
     pub store: Arc<StoreStats>,
     pub errors: ErrorStats,
+    pub reads: ReadLatency,
 }
 
 impl WorkerMetrics {
@@ -269,6 +381,7 @@ impl WorkerMetrics {
             server: ServerStats::default(),
             store: Arc::new(StoreStats::default()),
             errors: ErrorStats::default(),
+            reads: ReadLatency::default(),
         }
     }
 }
@@ -319,6 +432,40 @@ mod tests {
             assert_eq!(histogram_step(nanos), step, "{nanos} ns");
         }
         assert_eq!(histogram_step(u64::MAX), 20);
+    }
+
+    #[test]
+    fn read_histogram_buckets_and_quantiles() {
+        let h = ReadHistogram::default();
+        let mut f = ReadHistogramFigures::default();
+        h.add_to(&mut f);
+        assert_eq!((f.count(), f.quantile_ns(0.5)), (0, 0.0));
+        // 100 reads of 1.5 µs (bucket 1-2 µs), 100 of 3 ms (2-5 ms), 2 of 3 s (overflow).
+        for _ in 0..100 {
+            h.record(1_500);
+            h.record(3_000_000);
+        }
+        h.record(3_000_000_000);
+        h.record(3_000_000_000);
+        let mut f = ReadHistogramFigures::default();
+        h.add_to(&mut f);
+        assert_eq!(f.count(), 202);
+        assert_eq!(f.buckets[2], 100);
+        assert_eq!(f.buckets[12], 100);
+        assert_eq!(f.buckets[READ_BUCKETS_NS.len()], 2);
+        assert_eq!(f.sum_ns, 100 * 1_500 + 100 * 3_000_000 + 6_000_000_000);
+        // Rank 50.5 of 100 in 1-2 µs; rank 101 is the first of 2-5 ms.
+        assert!((f.quantile_ns(0.25) - 1_505.0).abs() < 1e-6, "{}", f.quantile_ns(0.25));
+        let p50 = f.quantile_ns(0.5);
+        assert!((2_000_000.0..2_100_000.0).contains(&p50), "{p50}");
+        assert_eq!(f.quantile_ns(1.0), 1e9);
+        // A bound is inclusive, as Prometheus's `le`.
+        let h = ReadHistogram::default();
+        h.record(500);
+        h.record(501);
+        let mut f = ReadHistogramFigures::default();
+        h.add_to(&mut f);
+        assert_eq!(&f.buckets[..2], &[1, 1]);
     }
 
     #[test]

@@ -39,6 +39,9 @@ pub struct Snapshot {
     pub durability: Option<DurabilityFigures>,
     /// The cold tier (`max-disk`); None without one.
     pub tier: Option<TierFigures>,
+    /// Latency of read commands on keys, served from RAM or after a wait
+    /// for the cold tier.
+    pub reads: super::ReadLatencyFigures,
 }
 
 /// The durability log: replay at start-up, group commit, lag.

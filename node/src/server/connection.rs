@@ -5,7 +5,7 @@
 
 use super::{NewConn, Shared};
 use crate::commands::dispatch::{self, Outcome};
-use crate::commands::{BlockRequest, Woken};
+use crate::commands::{BlockRequest, Keys, Woken, flags};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, is_cross_protocol_attack, parse_request};
 use crate::session::client::{Client, ClientInfo, PushMsg};
@@ -375,9 +375,9 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
         bufs.take_out();
         // A command that waited (a script, a disk read) counts its wait in
         // its duration (INFO, SLOWLOG, LATENCY): it restarts from its mark.
-        let mut resume_mark: Option<u64> = None;
+        let mut resume: Option<Resume> = None;
         loop {
-            let step = process(shared, metrics, client, bufs, &mut req, resume_mark.take());
+            let step = process(shared, metrics, client, bufs, &mut req, resume.take());
             match step {
                 Step::NeedMore => break,
                 Step::Flush => {
@@ -390,7 +390,8 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                     break 'conn;
                 }
                 Step::Pending(wait) => {
-                    resume_mark = Some(client.clock_mark_ns);
+                    // No cold value and no test delay: the wait is a pause or a script's.
+                    resume = Some(Resume { mark: client.clock_mark_ns, disk: shared.ks.may_pend() });
                     // Replies of the requests before it go out meanwhile.
                     if flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
                         break 'conn;
@@ -436,6 +437,14 @@ fn deliver_push(info: &ClientInfo, out: &mut Reply, msg: PushMsg) {
     out.raw(&msg);
 }
 
+/// The first request of a batch ran before and waited (`Step::Pending`).
+struct Resume {
+    /// When it was first attempted.
+    mark: u64,
+    /// Whether it may have waited for a cold-tier read.
+    disk: bool,
+}
+
 /// Parses and executes every complete request in the read buffer.
 fn process(
     shared: &Shared,
@@ -443,15 +452,17 @@ fn process(
     client: &mut Client,
     bufs: &mut Buffers,
     req: &mut Request,
-    resume_mark: Option<u64>,
+    resume: Option<Resume>,
 ) -> Step {
     let rt = &shared.config.runtime;
     client.begin_batch();
     // As Redis's query buffer while it runs a batch: CLIENT LIST shows the
     // requests being executed (`qbuf=26` for its own CLIENT LIST).
     client.info.qbuf.store(bufs.rbuf.len(), Relaxed);
-    if let Some(mark) = resume_mark {
-        client.clock_mark_ns = mark;
+    let mut waited_on_disk = false;
+    if let Some(r) = resume {
+        client.clock_mark_ns = r.mark;
+        waited_on_disk = r.disk;
     }
     let mut limits = Limits { max_bulk_len: rt.proto_max_bulk_len.load(Relaxed), ..Limits::default() };
     // client-output-buffer-limit normal <hard>: replies not yet written.
@@ -506,11 +517,18 @@ fn process(
             // CLIENT REPLY SKIP applies to the command after the one that set it.
             let skip_this = std::mem::take(&mut client.reply_skip_next);
             client.reply_always = false;
+            let started = client.clock_mark_ns;
             outcome = dispatch::execute(&shared.node, shared, metrics, client, &args, &mut bufs.out);
             if let Outcome::Pending(wait) = outcome {
                 // Not run: it runs again from the start after the wait.
                 client.reply_skip_next = skip_this;
                 return Step::Pending(wait);
+            }
+            // Only the batch's first request can have waited.
+            let from_disk = std::mem::take(&mut waited_on_disk);
+            if matches!(outcome, Outcome::Done) {
+                // A blocked one (XREAD BLOCK) has not replied yet.
+                record_read(shared, metrics, client, started, from_disk);
             }
             quiet = skip_this || client.reply_off;
             if quiet && !std::mem::take(&mut client.reply_always) {
@@ -540,6 +558,22 @@ fn process(
         if bufs.out.len() >= OUT_FLUSH_AT {
             return Step::Flush;
         }
+    }
+}
+
+/// Read commands on keys: time from first attempt to reply, by where the
+/// values came from. The command's own recording (`dispatch::finish`) moved
+/// the clock mark to its end; a command refused, queued or unknown left it.
+#[inline]
+fn record_read(shared: &Shared, metrics: &WorkerMetrics, client: &Client, started: u64, from_disk: bool) {
+    let end = client.clock_mark_ns;
+    if end == started {
+        return;
+    }
+    let def = shared.table.get(client.last_lookup);
+    if def.has(flags::READONLY) && !matches!(def.keys, Keys::None | Keys::All) {
+        let tier = if from_disk { &metrics.reads.disk } else { &metrics.reads.ram };
+        tier.record(end.saturating_sub(started));
     }
 }
 

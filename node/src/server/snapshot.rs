@@ -60,6 +60,7 @@ impl Shared {
                 .filter(|(_, t)| t.is_active())
                 .collect(),
             durability: self.persist.as_ref().map(|p| p.figures()),
+            reads: crate::metrics::ReadLatencyFigures::sum(&self.workers),
             tier: self.cold.as_ref().map(|c| {
                 let k = self.ks.cold_stats();
                 let l = &c.stats;

@@ -35,7 +35,8 @@ use tokio::sync::Notify;
 
 /// The disk tier, as the keyspace uses it.
 pub trait ColdTier: Send + Sync {
-    /// Writes a value about to leave RAM (`encoded`: `dump::encode_value`);
+    /// Writes a value about to leave RAM (`encoded`: `cold::encode`, flags
+    /// then the DUMP encoding);
     /// None when the tier cannot take it now (full, failing): the key is
     /// then evicted instead.
     fn demote(&self, db: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)>;
@@ -44,9 +45,10 @@ pub trait ColdTier: Send + Sync {
     fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>);
     /// [`Self::read`], waiting (the synchronous fallback).
     fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord>;
-    /// Every record on disk now, oldest segment first, with its address
-    /// and key (KEYS lists keys on disk only this way: sequential reads).
-    fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8]));
+    /// Every record on disk now, oldest segment first, with its address,
+    /// key and deadline (KEYS lists keys on disk only this way: sequential
+    /// reads).
+    fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8], u64));
     /// The record at `loc` is no longer any key's value (promoted,
     /// overwritten, deleted): its bytes are dead for the cleaner.
     fn forget(&self, loc: ColdLoc);
@@ -161,7 +163,7 @@ impl Keyspace {
         let (segment, offset, len) = ENCODE_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
             buf.clear();
-            dump::encode_value(e.value(), &mut buf);
+            encode(e.value(), &mut buf);
             tier.demote(db, e.key(), e.expire_at(), &buf)
         })?;
         let freed = part.demote_entry(self, db, slot, ColdLoc { segment, offset, len, kind });
@@ -220,7 +222,7 @@ impl Keyspace {
             }
             Some(loc) => match self.cold().map(|t| t.read_blocking(loc)) {
                 Some(Ok(rec)) if rec.key == e.key() => {
-                    out.extend_from_slice(&rec.value);
+                    out.extend_from_slice(dump_bytes(&rec.value));
                     true
                 }
                 _ => false,
@@ -237,9 +239,43 @@ impl Keyspace {
     }
 }
 
-/// A value in `store::dump`'s encoding, decoded.
+/// A cold record's value: a byte of flags, then the value in
+/// `store::dump`'s encoding. The flags keep what DUMP does not: a
+/// collection that took its large encoding keeps it (Redis never converts
+/// one back), so OBJECT ENCODING reads the same after a trip to disk.
+const EXPANDED: u8 = 1;
+
+/// The cold record's value for `v`.
+pub(super) fn encode(v: super::ValueRef<'_>, out: &mut Vec<u8>) {
+    let expanded = match v {
+        super::ValueRef::Hash(h) => !h.is_compact(),
+        super::ValueRef::Set(s) => !s.is_compact(),
+        super::ValueRef::ZSet(z) => !z.is_listpack(),
+        _ => false,
+    };
+    out.push(if expanded { EXPANDED } else { 0 });
+    dump::encode_value(v, out);
+}
+
+/// The value's DUMP encoding in a cold record's value (flags dropped).
+pub(super) fn dump_bytes(bytes: &[u8]) -> &[u8] {
+    bytes.get(1..).unwrap_or_default()
+}
+
+/// A cold record's value, decoded.
 pub(super) fn decode(bytes: &[u8]) -> io::Result<super::Value> {
-    dump::decode_value(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}")))
+    let bad = |e| io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}"));
+    let (&flags, dumped) = bytes.split_first().ok_or_else(|| bad(dump::DumpError::Format))?;
+    let mut value = dump::decode_value(dumped).map_err(bad)?;
+    if flags & EXPANDED != 0 {
+        match &mut value {
+            super::Value::Hash(h) => h.expand_encoding(),
+            super::Value::Set(s) => s.expand_encoding(),
+            super::Value::ZSet(z) => z.expand_encoding(),
+            _ => {}
+        }
+    }
+    Ok(value)
 }
 
 thread_local! {
@@ -435,12 +471,12 @@ pub(super) mod tests {
         fn forget(&self, loc: ColdLoc) {
             self.forgotten.lock().push(loc);
         }
-        fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8])) {
+        fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8], u64)) {
             let records = self.records.lock().clone();
             for (i, r) in records.iter().enumerate() {
                 let loc =
                     ColdLoc { segment: 0, offset: i as u32, len: r.value.len() as u32 + 1, kind: ValueKind::Other };
-                visit(loc, &r.key);
+                visit(loc, &r.key, r.expire_at);
             }
         }
     }

@@ -61,21 +61,22 @@ impl Keyspace {
         self.walks.load(Relaxed) == 0
     }
 
-    pub fn for_each_forgotten_key(&self, db: usize, mut f: impl FnMut(&[u8])) {
+    /// The records on disk that may be forgotten keys (KEYS), read in one
+    /// pass with no partition lock taken: (address, key) of each record
+    /// whose deadline has not passed by `now`. Which are live forgotten keys
+    /// of a database is for `Partition::is_forgotten_at` to say.
+    pub fn forgotten_key_candidates(&self, now: u64) -> Vec<(super::entry::ColdLoc, Vec<u8>)> {
+        let mut out = Vec::new();
         if self.cold_stats.forgotten.load(Relaxed) == 0 {
-            return;
+            return out;
         }
-        let Some(tier) = self.cold() else { return };
-        tier.scan_records(&mut |loc, key| {
-            let hash = hash32(hash_bytes(key));
-            let live = self.lock(self.partition_of_key(key)).dbs[db]
-                .forgotten
-                .find_loc(hash, loc.segment, loc.offset)
-                .is_some();
-            if live {
-                f(key);
+        let Some(tier) = self.cold() else { return out };
+        tier.scan_records(&mut |loc, key, expire_at| {
+            if expire_at == 0 || expire_at > now {
+                out.push((loc, key.to_vec()));
             }
         });
+        out
     }
 
     /// The most RAM the tables of forgotten keys may take (half of
@@ -282,6 +283,28 @@ impl Partition {
         due.len() as u64
     }
 
+    /// Demotes every value of this partition to the disk tier and forgets
+    /// every key that can be (DEBUG DEMOTE: tests run commands on keys on
+    /// disk only). Returns the values demoted.
+    pub fn demote_all(&mut self, ks: &Keyspace) -> usize {
+        let mut n = 0;
+        for db in 0..super::NUM_DBS {
+            let slots: Vec<u32> = self.dbs[db].table.iter().map(|(slot, _)| slot).collect();
+            for slot in slots {
+                if ks.try_demote(self, db, slot).is_some() {
+                    n += 1;
+                }
+                if self.dbs[db].entry(slot).is_cold() && ks.may_forget() {
+                    // Beyond the tables' budget too: this is a test's request.
+                    let limit = ks.forget_limit.swap(u64::MAX, Relaxed);
+                    self.forget_key(ks, db, slot);
+                    ks.forget_limit.store(limit, Relaxed);
+                }
+            }
+        }
+        n
+    }
+
     /// Recalls every forgotten key of database `db` (KEYS, SCAN,
     /// RANDOMKEY: they need keys); returns the keys recalled.
     pub fn recall_all(&mut self, ks: &Keyspace, db: usize) -> Vec<Vec<u8>> {
@@ -300,6 +323,7 @@ impl Partition {
 
     /// Recalls one forgotten key of `db`, drawn at random, when a draw over
     /// all of the database's keys lands on one (RANDOMKEY).
+    /// The key may have expired: the caller purges before it answers.
     pub fn recall_random(&mut self, ks: &Keyspace, db: usize, rand: u64) -> Option<Vec<u8>> {
         let d = &self.dbs[db];
         let total = (d.len() + d.forgotten.len()) as u64;
@@ -359,9 +383,12 @@ impl Partition {
     }
 
     /// Forgotten keys' records of database `db`, read now (the journal's
-    /// compaction rewrites them): (key, encoded value) pairs.
+    /// compaction rewrites them), values in `store::dump`'s encoding.
     pub fn forgotten_records(&self, ks: &Keyspace, db: usize) -> Vec<io::Result<ColdRecord>> {
-        self.dbs[db].forgotten.iter().map(|(_, f)| read_blocking(ks, f.loc)).collect()
+        let read = |f: Forgotten| {
+            read_blocking(ks, f.loc).map(|r| ColdRecord { value: super::cold::dump_bytes(&r.value).to_vec(), ..r })
+        };
+        self.dbs[db].forgotten.iter().map(|(_, f)| read(f)).collect()
     }
 
     /// Empties database `db`'s keyless table (FLUSHDB): the keys removed,
@@ -378,6 +405,19 @@ impl Partition {
         add_signed(&ks.cold_stats.forgotten_bytes, -bytes);
         ks.cold_stats.forgotten.fetch_sub(all.len() as u64, Relaxed);
         (all.len(), bytes)
+    }
+
+    /// Brings `key` back to the slab if it is a forgotten key of `db`
+    /// (commands that look a key up outside `KeyAccess`: MEMORY USAGE).
+    pub fn recall_key(&mut self, ks: &Keyspace, db: usize, key: &[u8]) {
+        if !self.dbs[db].forgotten.is_empty() {
+            self.recall_now(ks, db, key, hash_bytes(key), crate::store::now_ms());
+        }
+    }
+
+    /// Whether `key` is a forgotten key of `db` whose record is at `loc`.
+    pub fn is_forgotten_at(&self, db: usize, key: &[u8], loc: super::entry::ColdLoc) -> bool {
+        self.dbs[db].forgotten.find_loc(hash32(hash_bytes(key)), loc.segment, loc.offset).is_some()
     }
 
     /// Whether database `db` may hold `key` as a forgotten key (a

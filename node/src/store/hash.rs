@@ -71,6 +71,11 @@ impl HashValue {
     pub fn is_compact(&self) -> bool {
         self.compact
     }
+    /// Takes the hashtable encoding for good (a value read back from the
+    /// disk tier keeps the encoding it had).
+    pub fn expand_encoding(&mut self) {
+        self.compact = false;
+    }
     fn cost(name: &[u8], value: &[u8]) -> usize {
         name.len() + value.len() + FIELD_OVERHEAD
     }

@@ -68,6 +68,10 @@ impl SetValue {
     pub fn is_compact(&self) -> bool {
         self.compact
     }
+    /// Takes the hashtable encoding for good (see `HashValue`).
+    pub fn expand_encoding(&mut self) {
+        self.compact = false;
+    }
     /// Re-derives the encoding from the members, as Redis's SPOP does when
     /// it rebuilds a set from the members that remain.
     pub fn recheck_compact(&mut self) {

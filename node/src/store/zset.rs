@@ -214,6 +214,10 @@ impl ZSetValue {
     pub fn encoding(&self) -> &'static str {
         if self.listpack { "listpack" } else { "skiplist" }
     }
+    /// Takes the skiplist encoding for good (see `HashValue`).
+    pub fn expand_encoding(&mut self) {
+        self.listpack = false;
+    }
     pub fn is_listpack(&self) -> bool {
         self.listpack
     }

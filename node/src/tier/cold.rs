@@ -460,7 +460,7 @@ impl ColdTier for ColdLog {
         read.map(|rec| ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms })
     }
 
-    fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8])) {
+    fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8], u64)) {
         // Records still staged are written first, so the scan sees them.
         if let Err(e) = self.log.flush_staged() {
             tracing::error!("cold tier: write failed before a scan: {e}");
@@ -470,7 +470,7 @@ impl ColdTier for ColdLog {
             let _ = self.log.scan_segment(segment, |rec, addr| {
                 if rec.kind == RecordKind::Set {
                     let loc = ColdLoc { segment, offset: addr.offset, len: addr.len, kind: ValueKind::Other };
-                    visit(loc, rec.key);
+                    visit(loc, rec.key, rec.expire_at_ms);
                 }
             });
         }

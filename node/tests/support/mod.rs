@@ -592,6 +592,16 @@ pub struct Diff {
     b: Side,
     step: usize,
     history: VecDeque<(usize, String)>,
+    /// With `STRATA_TEST_TIER=1`: a second connection to strata that moves
+    /// every value (and key) to the disk tier before each step, so that
+    /// every command is compared on keys on disk only.
+    demoter: Option<RawConn>,
+}
+
+/// `STRATA_TEST_TIER=1`: differential tests run strata with a disk tier and
+/// demote every key before each command (`make test-tier`).
+pub fn tier_mode() -> bool {
+    std::env::var("STRATA_TEST_TIER").is_ok_and(|v| v == "1")
 }
 
 const HISTORY: usize = 8;
@@ -605,6 +615,13 @@ impl Default for Diff {
 impl Diff {
     /// Starts a strata and a redis server; RESP2.
     pub fn new() -> Diff {
+        if tier_mode() {
+            let strata = Server::strata_with(&["--max-disk", "64mb", "--dir", "{dir}"]);
+            let demoter = strata.conn();
+            let mut d = Self::with_servers(strata, Server::redis());
+            d.demoter = Some(demoter);
+            return d;
+        }
         Self::with_servers(Server::strata(), Server::redis())
     }
 
@@ -635,7 +652,7 @@ impl Diff {
     }
 
     fn from_sides(a: Side, b: Side) -> Diff {
-        Diff { a, b, step: 0, history: VecDeque::new() }
+        Diff { a, b, step: 0, history: VecDeque::new(), demoter: None }
     }
 
     /// Sends `HELLO 3` on both connections; both must reply with a map (the
@@ -684,6 +701,10 @@ impl Diff {
         cmp: impl FnOnce(&Frame, &Frame) -> Result<(), String>,
     ) -> (Frame, Frame) {
         let command = display_command(args);
+        if let Some(demoter) = self.demoter.as_mut() {
+            let reply = demoter.cmd(&["DEBUG", "DEMOTE"]);
+            assert!(matches!(reply, Frame::Integer(_)), "DEBUG DEMOTE: {reply:?}");
+        }
         self.a.conn.send(args);
         self.b.conn.send(args);
         self.finish_step(command, cmp)

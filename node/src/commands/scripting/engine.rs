@@ -634,14 +634,9 @@ impl CallCtx<'_, '_> {
         if cmd_flags & flags::WRITE != 0 {
             self.run.wrote.store(true, SeqCst);
         }
-        if shared.ks.may_pend() {
-            let keys = def.key_positions(&args).into_iter().map(|i| args[i]);
-            if ctx.keys.pending(keys).is_some() {
-                return Err("ERR a key this script accessed is on disk and was not declared in KEYS; declare it so \
-                            that it is read before the script runs"
-                    .into());
-            }
-        }
+        // A key on disk only that the script did not declare is read
+        // synchronously by the lookup (declared ones were read before the
+        // script started): correct, at the cost of one wait of this worker.
         ctx.keys.db = ctx.client.db;
         ctx.client.resp3 = resp3;
         let mut r = Reply { buf: Vec::new(), resp3 };
