@@ -100,7 +100,7 @@ pub(super) fn replay<R>(ctx: &ReplayCtx<'_>, threads: usize, scan: impl FnOnce(&
                 }
             });
             match spawned {
-                Ok(_) => lanes.push(Lane { tx, batch: Batch::default() }),
+                Ok(_) => lanes.push(Lane { tx, batch: Batch::sized() }),
                 // No thread to be had: the ones started (or this one) do it all.
                 Err(e) => {
                     tracing::warn!("cannot start a replay thread: {e}");
@@ -140,7 +140,7 @@ impl Dispatcher<'_, '_> {
                 let lane = &mut self.lanes[p as usize % n];
                 lane.batch.push(rec);
                 if lane.batch.bytes.len() >= BATCH_BYTES || lane.batch.metas.len() >= BATCH_RECORDS {
-                    let _ = lane.tx.send(std::mem::take(&mut lane.batch));
+                    let _ = lane.tx.send(std::mem::replace(&mut lane.batch, Batch::sized()));
                 }
             }
             None => {
@@ -189,6 +189,11 @@ struct Meta {
 }
 
 impl Batch {
+    /// Room for a full batch of small records (no regrowth on the way).
+    fn sized() -> Batch {
+        Batch { bytes: Vec::with_capacity(BATCH_BYTES + 4096), metas: Vec::with_capacity(BATCH_RECORDS), done: None }
+    }
+
     fn push(&mut self, rec: &Record<'_>) {
         self.bytes.extend_from_slice(rec.key);
         self.bytes.extend_from_slice(rec.value);

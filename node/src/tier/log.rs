@@ -31,8 +31,8 @@ const SEGMENT_VERSION: u32 = 1;
 pub const SEGMENT_HEADER: u64 = IO_ALIGN as u64;
 /// Segment ids beyond this are not ours (the table is indexed by id).
 const MAX_SEGMENT_ID: u32 = 1 << 20;
-/// Zero-fill writes of a new segment and reads of a whole one are this
-/// large (a huge page: with `hugepages` on, each buffer is one)...
+/// Zero-fill writes of a new segment are this large (a huge page: with
+/// `hugepages` on, each buffer is one)...
 const IO_CHUNK: u64 = 2 << 20;
 /// ...and this many are in flight at once: the buffers a segment's
 /// creation holds stay within `IO_CHUNK` × this, whatever the segment size.
