@@ -12,9 +12,15 @@ use std::time::Duration;
 use support::*;
 
 fn start(dir: &DataDir, extra: &[&str]) -> Server {
+    start_with_env(dir, extra, &[])
+}
+
+fn start_with_env(dir: &DataDir, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let mut args = vec!["--dir", dir.path(), "--durability", "sync"];
     args.extend_from_slice(extra);
-    let server = Server::strata_with_env(&args, &[("STRATA_SEGMENT_SIZE", "1048576")]);
+    let mut vars = vec![("STRATA_SEGMENT_SIZE", "1048576")];
+    vars.extend_from_slice(env);
+    let server = Server::strata_with_env(&args, &vars);
     let mut c = server.conn();
     let ok = wait_for(Duration::from_secs(20), || !c.cmd(&["EXISTS", "probe"]).is_error());
     assert!(ok, "still loading after 20 s\n{}", server.logs());
@@ -244,6 +250,44 @@ fn check_restarts(extra: &[&str], mix: impl FnOnce(&mut RawConn)) {
 #[test]
 fn every_write_command_replays_after_shutdown_and_kill_9() {
     check_restarts(&[], write_mix);
+}
+
+/// The replay applies records on several threads, each owning a share of
+/// the partitions: with any number of them (0: all on the recovery thread)
+/// the dataset comes back the same, FLUSHALL, SWAPDB and FLUSHDB included.
+#[test]
+fn the_dataset_is_the_same_whatever_the_number_of_replay_threads() {
+    let dir = DataDir::new("threads");
+    let mut server = start(&dir, &["--partitions", "16"]);
+    let mut c = server.conn();
+    write_mix(&mut c);
+    // Many keys over every partition: set, overwritten, some deleted, some
+    // given a TTL, a database flushed and refilled in between.
+    for round in 0..2 {
+        for i in 0..1500 {
+            w(&mut c, &["SET", &format!("k{i}"), &format!("{round}-{i}")]);
+        }
+        for i in (0..1500).step_by(7) {
+            w(&mut c, &["DEL", &format!("k{i}")]);
+        }
+        w(&mut c, &["SELECT", "3"]);
+        w(&mut c, &["FLUSHDB"]);
+        w(&mut c, &["SET", &format!("in3-{round}"), "x"]);
+        w(&mut c, &["SELECT", "0"]);
+    }
+    for i in (1..1500).step_by(5) {
+        w(&mut c, &["PEXPIRE", &format!("k{i}"), "600000"]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before = dataset(&mut c);
+    assert!(before.len() > 1300, "{}", before.len());
+    server.kill();
+    for threads in ["0", "1", "3", "8"] {
+        let mut server = start_with_env(&dir, &["--partitions", "16"], &[("STRATA_REPLAY_THREADS", threads)]);
+        let mut c = server.conn();
+        assert_same(&before, &dataset(&mut c), &format!("with {threads} replay threads"));
+        server.kill();
+    }
 }
 
 /// Replayed with another number of keyspace partitions, SWAPDB and

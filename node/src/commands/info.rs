@@ -243,6 +243,25 @@ const NO_RDB_AOF: &[(&str, &str)] = &[
     ("aof_last_write_status", "ok"),
 ];
 
+/// Redis's fields of a load in progress, from the replay's progress (the
+/// bytes of the log's segments in use: there is no RDB, so
+/// loading_rdb_used_mem is 0); the percentage and ETA as Redis computes them.
+fn loading_fields(p: &crate::metrics::snapshot::LoadingFigures, now_secs: u64, t: &mut String) {
+    let loaded = p.loaded_bytes.min(p.total_bytes);
+    let (perc, remaining) = match p.total_bytes {
+        0 => (0.0, 1),
+        total => (loaded as f64 / total as f64 * 100.0, total - loaded),
+    };
+    let elapsed = now_secs.saturating_sub(p.start_time);
+    let eta = if elapsed == 0 { 1 } else { (elapsed as u128 * remaining as u128 / (loaded as u128 + 1)) as u64 };
+    field!(t, "loading_start_time", "{}", p.start_time);
+    field!(t, "loading_total_bytes", "{}", p.total_bytes);
+    field!(t, "loading_rdb_used_mem", "0");
+    field!(t, "loading_loaded_bytes", "{loaded}");
+    field!(t, "loading_loaded_perc", "{perc:.2}");
+    field!(t, "loading_eta_seconds", "{eta}");
+}
+
 fn info_persistence(shared: &Node, snap: &Snapshot, t: &mut String) {
     // There is no RDB or AOF; `loading` is the replay of the durability log.
     let loading = snap.durability.as_ref().is_some_and(|d| d.loading);
@@ -253,6 +272,10 @@ fn info_persistence(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "rdb_last_save_time", "{}", start_time(shared));
     for (name, value) in NO_RDB_AOF {
         field!(t, name, "{value}");
+    }
+    if let Some(d) = snap.durability.as_ref().filter(|d| d.loading) {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        loading_fields(&d.loading_progress, now, t);
     }
     // Strata's own: the durability mode asked for, and what this build does.
     field!(t, "strata_durability", "{}", shared.config.startup.durability.name());
@@ -441,6 +464,27 @@ fn info_keyspace(snap: &Snapshot, t: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loading_fields_as_redis_computes_them() {
+        let p =
+            crate::metrics::snapshot::LoadingFigures { start_time: 1000, total_bytes: 4 << 20, loaded_bytes: 1 << 20 };
+        let mut t = String::new();
+        loading_fields(&p, 1010, &mut t);
+        assert_eq!(
+            t,
+            "loading_start_time:1000\r\nloading_total_bytes:4194304\r\nloading_rdb_used_mem:0\r\n\
+             loading_loaded_bytes:1048576\r\nloading_loaded_perc:25.00\r\nloading_eta_seconds:29\r\n"
+        );
+        // In the first second Redis says 1; before the total is known, 0%.
+        let mut t = String::new();
+        loading_fields(
+            &crate::metrics::snapshot::LoadingFigures { start_time: 1000, ..Default::default() },
+            1000,
+            &mut t,
+        );
+        assert!(t.contains("loading_loaded_perc:0.00\r\nloading_eta_seconds:1\r\n"), "{t}");
+    }
 
     #[test]
     fn human_bytes_like_redis() {

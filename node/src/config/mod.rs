@@ -29,7 +29,20 @@ use values::Origin;
 pub const DEFAULT_FSYNC_INTERVAL_US: u64 = 10_000;
 /// How late durability write-back's log may run behind RAM, by default.
 pub const DEFAULT_WRITE_BACK_MAX_LAG_US: u64 = 1_000_000;
+/// durability write-back's byte bound when none is given: maxmemory/16
+/// within these (the log's buffers can hold about three times the bound
+/// beyond maxmemory, which a pod's memory margin must cover), and the
+/// upper one without maxmemory.
 pub const DEFAULT_WRITE_BACK_MAX_BYTES: u64 = 64 << 20;
+pub const MIN_DEFAULT_WRITE_BACK_MAX_BYTES: u64 = 4 << 20;
+
+/// The `write-back-max-bytes` a node with `maxmemory` (0: none) gets by default.
+pub fn default_write_back_max_bytes(maxmemory: u64) -> u64 {
+    match maxmemory {
+        0 => DEFAULT_WRITE_BACK_MAX_BYTES,
+        m => (m / 16).clamp(MIN_DEFAULT_WRITE_BACK_MAX_BYTES, DEFAULT_WRITE_BACK_MAX_BYTES),
+    }
+}
 
 /// Number of logical databases (SELECT 0..15), fixed as in Redis.
 pub const DATABASES: usize = 16;
@@ -303,6 +316,9 @@ impl Config {
             // Unset: as exposed as the Redis port, no more.
             startup.metrics_bind = startup.binds.first().cloned().unwrap_or_else(|| "127.0.0.1".into());
         }
+        if !given.contains(&"write-back-max-bytes") {
+            startup.write_back_max_bytes = default_write_back_max_bytes(runtime.maxmemory.load(Relaxed));
+        }
         if given.contains(&"fsync-interval") && startup.durability != Durability::Periodic {
             return Err("fsync-interval applies only to durability periodic".into());
         }
@@ -376,6 +392,21 @@ mod tests {
             assert_eq!(parse_interval_us(bad), None, "{bad}");
         }
         assert_eq!(parse_interval_us("250us"), Some(250));
+    }
+
+    #[test]
+    fn write_back_max_bytes_defaults_to_a_sixteenth_of_maxmemory_within_bounds() {
+        let parse = |args: &[&str]| {
+            let mut argv = vec!["strata-node"];
+            argv.extend_from_slice(args);
+            Config::from_cli(Cli::parse_from(argv)).unwrap().startup.write_back_max_bytes
+        };
+        assert_eq!(parse(&[]), 64 << 20, "no maxmemory: the upper bound");
+        assert_eq!(parse(&["--maxmemory", "480mb"]), 30 << 20);
+        assert_eq!(parse(&["--maxmemory", "16mb"]), 4 << 20, "at least 4mb");
+        assert_eq!(parse(&["--maxmemory", "8gb"]), 64 << 20, "at most 64mb");
+        assert_eq!(parse(&["--maxmemory", "16mb", "--write-back-max-bytes", "1mb"]), 1 << 20, "given wins");
+        assert_eq!(parse(&["--maxmemory", "8gb", "--write-back-max-bytes", "200mb"]), 200 << 20, "given wins");
     }
 
     #[test]

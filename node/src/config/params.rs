@@ -472,8 +472,10 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "write-back-max-bytes", aliases: &[], group: "Storage",
         help: "durability write-back: the most log bytes not yet on disk, e.g. 64mb. The log is flushed at half \
-               of it; past it, replies wait for the flush (back-pressure), as in sync.",
-        default: Some("64mb"), kind: Kind::Memory { min: 4096, max: i64::MAX as u64 },
+               of it; past it, replies wait for the flush (back-pressure), as in sync. Default: maxmemory/16 at \
+               start-up, at least 4mb and at most 64mb (64mb without maxmemory), as the log's buffers can hold \
+               about three times it beyond maxmemory. CONFIG GET shows the figure in effect.",
+        default: None, kind: Kind::Memory { min: 4096, max: i64::MAX as u64 },
         store: Store::Startup(|c, v| {
             c.write_back_max_bytes = v.bytes();
             Ok(())

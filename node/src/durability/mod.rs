@@ -466,5 +466,6 @@ fn run(shared: &Shared) {
 }
 
 pub mod persist;
+mod replay;
 #[cfg(test)]
 mod tests;

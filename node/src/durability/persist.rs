@@ -21,6 +21,8 @@
 //!   covers the batch's own writes and every write its reads could have seen.
 //!   write-back and periodic use the same wait, only while the log lags past
 //!   their bound (back-pressure: see the parent module).
+//! - Replay: the log is read in windows (see `tier::log`) and its records
+//!   applied by one thread per CPU, by partition (see [`super::replay`]).
 //! - Replay under `maxmemory`: after each value replayed the caller's
 //!   `make_room` evicts as before a client's write; when it cannot (the
 //!   policy may not evict) the replay stops with an error rather than drop
@@ -35,13 +37,14 @@
 //!   result is the same keyspace (a remaining old segment is always a
 //!   suffix of the old ones, so no delete is lost before its set).
 
+use super::replay::{self, ReplayCtx};
 use super::{GroupCommit, Policy};
-use crate::metrics::snapshot::DurabilityFigures;
+use crate::metrics::snapshot::{DurabilityFigures, LoadingFigures};
 use crate::store::dump;
-use crate::store::{Change, ChangeKind, Journal, KeyAccess, Keyspace, StoreStats, Value};
+use crate::store::{Change, ChangeKind, Journal, Keyspace, StoreStats, Value};
 use crate::sys::file::BufferGauge;
 use crate::tier::io::{DirVolume, EngineChoice, probe};
-use crate::tier::log::{LogConfig, RecordAddr, SegmentLog};
+use crate::tier::log::{LogConfig, ReadProgress, RecordAddr, SegmentLog};
 use crate::tier::record::{Record, RecordKind, encoded_len};
 use parking_lot::Mutex;
 use std::cell::RefCell;
@@ -75,6 +78,11 @@ pub struct Persistence {
     /// "io_uring: ..." or "threads: ...": the engine probed and why.
     pub engine: Mutex<String>,
     pub recovery: Mutex<RecoveryStats>,
+    /// The replay's progress: bytes of the segments to scan, bytes read
+    /// (INFO's loading_total_bytes and loading_loaded_bytes), and when it
+    /// started (unix seconds).
+    progress: Arc<ReadProgress>,
+    loading_started: AtomicU64,
     /// Segment ids in the order they were first used (oldest first).
     order: Mutex<Vec<u32>>,
     last_segment: AtomicU32,
@@ -119,6 +127,8 @@ impl Persistence {
             loading: AtomicBool::new(true),
             engine: Mutex::new(String::new()),
             recovery: Mutex::new(RecoveryStats::default()),
+            progress: Arc::default(),
+            loading_started: AtomicU64::new(0),
             order: Mutex::new(Vec::new()),
             last_segment: AtomicU32::new(u32::MAX),
             rewrite_segments: AtomicU64::new(0),
@@ -169,8 +179,8 @@ impl Persistence {
         self.segment_size
     }
 
-    /// What the log's buffers hold (staged records, writes in flight, a
-    /// segment being replayed): counted in used_memory, not for eviction.
+    /// What the log's buffers hold (staged records, writes in flight, the
+    /// windows of a segment being replayed): counted in used_memory, not for eviction.
     pub fn buffers(&self) -> &Arc<BufferGauge> {
         &self.buffers
     }
@@ -180,6 +190,11 @@ impl Persistence {
         let mut f = DurabilityFigures {
             engine: self.engine.lock().clone(),
             loading: self.is_loading(),
+            loading_progress: LoadingFigures {
+                start_time: self.loading_started.load(Relaxed),
+                total_bytes: self.progress.total.load(Relaxed),
+                loaded_bytes: self.progress.done.load(Relaxed),
+            },
             recovery: *self.recovery.lock(),
             compactions: self.compactions.load(Relaxed),
             ..DurabilityFigures::default()
@@ -245,61 +260,71 @@ impl Persistence {
     /// says to keep, nor grows past the budget. The log is left as it was
     /// (recovery only reads), so raising `maxmemory` or choosing an
     /// evicting policy and restarting loads it.
-    pub fn recover(self: &Arc<Self>, ks: &Keyspace, make_room: &dyn Fn(&StoreStats) -> bool) -> io::Result<()> {
+    pub fn recover(
+        self: &Arc<Self>,
+        ks: &Keyspace,
+        make_room: &(dyn Fn(&StoreStats) -> bool + Sync),
+    ) -> io::Result<()> {
         let started = Instant::now();
         std::fs::create_dir_all(&self.dir)?;
         let (engine, reason) = probe(self.engine_choice)?;
         *self.engine.lock() = reason.clone();
         tracing::info!(dir = %self.dir.display(), engine = %reason, "opening the durability log");
-        let total_bytes: u64 = std::fs::read_dir(&self.dir)?
-            .filter_map(|e| e.ok()?.metadata().ok())
-            .filter(|m| m.is_file())
-            .map(|m| m.len())
-            .sum::<u64>()
-            .max(1);
+        self.loading_started.store(
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            Relaxed,
+        );
         let volume = Arc::new(DirVolume::open(&self.dir, true)?);
-        let config =
-            LogConfig { segment_size: self.segment_size, buffers: self.buffers.clone(), ..LogConfig::default() };
+        let config = LogConfig {
+            segment_size: self.segment_size,
+            buffers: self.buffers.clone(),
+            progress: self.progress.clone(),
+            ..LogConfig::default()
+        };
         let mut st = RecoveryStats::default();
         let mut last_report = Instant::now();
-        let mut segments_seen = 0u64;
         let now = crate::store::now_ms();
         let stats = StoreStats::default();
-        let nparts = ks.num_partitions() as u32;
-        let mut over_budget = false;
-        let (log, report) = SegmentLog::open(volume, engine, config, |rec, addr| {
-            if over_budget {
-                return;
-            }
-            st.records += 1;
-            st.bytes += encoded_len(rec.key.len(), rec.value.len()) as u64;
-            if !self.order.lock().contains(&addr.segment) {
-                segments_seen += 1;
-            }
-            self.note_segment(addr);
-            if !apply(ks, &rec, now, nparts, &stats) {
-                st.bad_values += 1;
-            }
-            if rec.kind == RecordKind::Set && !make_room(&stats) {
-                over_budget = true;
-                return;
-            }
-            if last_report.elapsed() >= Duration::from_secs(1) {
-                last_report = Instant::now();
-                let pct = (segments_seen * self.segment_size * 100 / total_bytes).min(100);
-                let secs = started.elapsed().as_secs_f64().max(1e-3);
-                tracing::info!(
-                    records = st.records,
-                    bytes = st.bytes,
-                    keys = ks.db_figures(now).iter().map(|d| d.keys).sum::<u64>(),
-                    evicted = stats.evicted.load(Relaxed),
-                    records_per_sec = (st.records as f64 / secs) as u64,
-                    mb_per_sec = format!("{:.1}", st.bytes as f64 / secs / 1e6),
-                    "loading the log: {pct}% done"
-                );
-            }
+        let ctx = ReplayCtx {
+            ks,
+            now,
+            nparts: ks.num_partitions() as u32,
+            stats: &stats,
+            make_room,
+            over_budget: AtomicBool::new(false),
+            bad_values: AtomicU64::new(0),
+        };
+        let appliers = replay::appliers();
+        let (log, report) = replay::replay(&ctx, appliers, |apply| {
+            SegmentLog::open(volume, engine, config, |rec, addr| {
+                if ctx.over_budget.load(Relaxed) {
+                    return;
+                }
+                st.records += 1;
+                st.bytes += encoded_len(rec.key.len(), rec.value.len()) as u64;
+                self.note_segment(addr);
+                apply(&rec);
+                // The clock is read every few thousand records, not each.
+                if st.records % 4096 == 0 && last_report.elapsed() >= Duration::from_secs(1) {
+                    last_report = Instant::now();
+                    // Of the segments in use, each read to its end: free and
+                    // spare ones (zero-filled, never read) are not counted.
+                    let pct = self.progress.loaded_percent();
+                    let secs = started.elapsed().as_secs_f64().max(1e-3);
+                    tracing::info!(
+                        records = st.records,
+                        bytes = st.bytes,
+                        keys = ks.db_figures(now).iter().map(|d| d.keys).sum::<u64>(),
+                        evicted = stats.evicted.load(Relaxed),
+                        records_per_sec = (st.records as f64 / secs) as u64,
+                        mb_per_sec = format!("{:.1}", st.bytes as f64 / secs / 1e6),
+                        "loading the log: {pct}% done"
+                    );
+                }
+            })
         })?;
-        if over_budget {
+        st.bad_values = ctx.bad_values.load(Relaxed);
+        if ctx.over_budget.load(Relaxed) {
             let msg = format!(
                 "the durability log in {} holds more than maxmemory allows and maxmemory-policy cannot evict \
                  enough (stopped after {} records, {} bytes): raise maxmemory or choose an evicting policy; \
@@ -329,6 +354,7 @@ impl Persistence {
             skipped_bytes = st.skipped_bytes,
             torn_tail_bytes = st.torn_bytes,
             bad_values = st.bad_values,
+            appliers,
             ms = st.duration_ms,
             "the log is loaded: 100% done"
         );
@@ -474,152 +500,6 @@ fn crash_point(name: &str) {
         tracing::warn!("test crash point {name}: aborting");
         std::process::abort();
     }
-}
-
-/// Applies one replayed record; false when its value is undecodable.
-fn apply(ks: &Keyspace, rec: &Record<'_>, now: u64, nparts: u32, stats: &StoreStats) -> bool {
-    let db = rec.db as usize;
-    if db >= crate::store::NUM_DBS {
-        return false;
-    }
-    match rec.kind {
-        RecordKind::FlushAll => {
-            for idx in 0..ks.num_partitions() as u32 {
-                let mut part = ks.lock(idx);
-                for d in 0..crate::store::NUM_DBS {
-                    part.clear_db(ks, d);
-                }
-            }
-            return true;
-        }
-        RecordKind::SwapDb => {
-            let (Some((p, n)), Some(other)) = (partition_of_record(rec.key), be_u32(rec.value, 0)) else {
-                return false;
-            };
-            let other = other as usize;
-            if other >= crate::store::NUM_DBS {
-                return false;
-            }
-            if n == nparts {
-                if p < nparts {
-                    ks.lock(p).swap_dbs(ks, db, other);
-                }
-                return true;
-            }
-            // Partitioned differently then: move the keys of that
-            // partition's slots across, both ways.
-            let mask = n.max(1) as u64 - 1;
-            let of_slots = |d: usize| -> Vec<Vec<u8>> {
-                let mut keys = Vec::new();
-                for idx in 0..ks.num_partitions() as u32 {
-                    let mut part = ks.lock(idx);
-                    part.recall_all(ks, d);
-                    keys.extend(
-                        part.entries(d)
-                            .filter(|(_, e)| (crate::base::slot::key_slot(e.key()) as u64 & mask) == p as u64)
-                            .map(|(_, e)| e.key().to_vec()),
-                    );
-                }
-                keys
-            };
-            let take_all = |d: usize, keys: Vec<Vec<u8>>| -> Vec<(Vec<u8>, Value, u64)> {
-                let mut out = Vec::with_capacity(keys.len());
-                for k in keys {
-                    with_key(ks, d, now, stats, &k, |acc| {
-                        if let Some(e) = acc.take(&k) {
-                            let at = e.expire_at();
-                            out.push((k.clone(), e.into_value(), at));
-                        }
-                    });
-                }
-                out
-            };
-            let from_a = take_all(db, of_slots(db));
-            let from_b = take_all(other, of_slots(other));
-            for (d, moved) in [(other, from_a), (db, from_b)] {
-                for (k, v, at) in moved {
-                    with_key(ks, d, now, stats, &k, |acc| acc.put_entry(&k, v, at));
-                }
-            }
-            return true;
-        }
-        RecordKind::FlushDb => {
-            let Some((p, n)) = partition_of_record(rec.key) else {
-                return false;
-            };
-            if n == nparts {
-                if p < nparts {
-                    ks.lock(p).clear_db(ks, db);
-                }
-                return true;
-            }
-            // Partitioned differently then: the keys of that partition's slots.
-            let mask = n.max(1) as u64 - 1;
-            for idx in 0..ks.num_partitions() as u32 {
-                let mut part = ks.lock(idx);
-                part.recall_all(ks, db);
-                let keys: Vec<Vec<u8>> = part
-                    .entries(db)
-                    .filter(|(_, e)| (crate::base::slot::key_slot(e.key()) as u64 & mask) == p as u64)
-                    .map(|(_, e)| e.key().to_vec())
-                    .collect();
-                drop(part);
-                for k in keys {
-                    with_key(ks, db, now, stats, &k, |a| {
-                        a.delete(&k);
-                    });
-                }
-            }
-            return true;
-        }
-        _ => {}
-    }
-    if rec.key.is_empty() {
-        return true; // a compaction marker
-    }
-    let key = rec.key;
-    let expired = rec.expire_at_ms != 0 && rec.expire_at_ms <= now;
-    match rec.kind {
-        RecordKind::Set => {
-            let value = match dump::decode_value(rec.value) {
-                Ok(v) => v,
-                Err(_) => return false,
-            };
-            with_key(ks, db, now, stats, key, |a| {
-                a.delete(key);
-                if !expired {
-                    a.set(key, value, rec.expire_at_ms, false);
-                }
-            });
-        }
-        RecordKind::Delete => with_key(ks, db, now, stats, key, |a| {
-            a.delete(key);
-        }),
-        RecordKind::Expire => with_key(ks, db, now, stats, key, |a| {
-            if expired {
-                a.delete(key);
-            } else if let Some(mut e) = a.get_mut(key) {
-                e.set_expire(rec.expire_at_ms);
-            }
-        }),
-        RecordKind::FlushDb | RecordKind::FlushAll | RecordKind::SwapDb => unreachable!("handled above"),
-    }
-    true
-}
-
-/// The (partition, partition count) of a whole-database record's key.
-fn partition_of_record(key: &[u8]) -> Option<(u32, u32)> {
-    Some((be_u32(key, 0)?, be_u32(key, 4)?))
-}
-
-fn be_u32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-
-fn with_key(ks: &Keyspace, db: usize, now: u64, stats: &StoreStats, key: &[u8], f: impl FnOnce(&mut KeyAccess<'_>)) {
-    let locked = ks.lock_one(ks.partition_of_key(key));
-    let mut access = KeyAccess { ks, locked, db, now_ms: now, touch: false, stats };
-    f(&mut access);
 }
 
 impl Journal for Persistence {

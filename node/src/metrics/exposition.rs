@@ -346,6 +346,9 @@ pub fn encode_reads(enc: &mut DescriptorEncoder, r: &ReadLatencyFigures) -> fmt:
 fn encode_durability(enc: &mut DescriptorEncoder, d: &DurabilityFigures) -> fmt::Result {
     let r = &d.recovery;
     gauge(enc, "strata_loading", "1 while the durability log is replayed.", None, d.loading as u64)?;
+    let lp = &d.loading_progress;
+    gauge(enc, "strata_loading_total", "Bytes of log segments the replay scans.", Some(Unit::Bytes), lp.total_bytes)?;
+    gauge(enc, "strata_loading_loaded", "Bytes the replay has scanned.", Some(Unit::Bytes), lp.loaded_bytes)?;
     let m = enc.encode_descriptor(
         "strata_recovery_duration",
         "Time the last replay of the log took.",

@@ -51,6 +51,7 @@ pub struct DurabilityFigures {
     pub engine: String,
     /// True while the log is replayed.
     pub loading: bool,
+    pub loading_progress: LoadingFigures,
     pub recovery: RecoveryFigures,
     pub compactions: u64,
     /// Zero until the log is open (after the replay).
@@ -73,6 +74,17 @@ pub struct DurabilityFigures {
     pub lag_bytes: u64,
     /// Reply batches held back because the lag passed its bound.
     pub held_replies: u64,
+}
+
+/// The replay in progress (INFO's loading_* fields while loading).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LoadingFigures {
+    /// Unix seconds.
+    pub start_time: u64,
+    /// Bytes of the log's segments in use (each is scanned to its end),
+    /// and bytes scanned so far.
+    pub total_bytes: u64,
+    pub loaded_bytes: u64,
 }
 
 /// What the last replay of the log did.

@@ -9,6 +9,8 @@
 //! before the appender's lock, the rest under it, and records left over
 //! from an earlier use of a recycled segment file never validate.
 
+use std::io;
+
 /// Bytes before the key.
 pub const HEADER_LEN: usize = 40;
 /// Records start at multiples of this, so a scan can resynchronise.
@@ -164,24 +166,31 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// The record at the start of `buf` with its padded length, if one is
-/// there, complete and intact. Never panics, whatever the bytes.
-pub fn decode(buf: &[u8], nonce: u64) -> Option<(Record<'_>, usize)> {
+/// The bytes a record whose header starts `buf` claims (header, key and
+/// value, before padding), if that header's fixed fields are valid: a scan
+/// knows from it how much to read before checking the record.
+pub fn claimed_len(buf: &[u8]) -> Option<usize> {
     if buf.len() < HEADER_LEN || u16::from_le_bytes([buf[4], buf[5]]) != MAGIC || buf[7] != 0 {
         return None;
     }
-    let kind = RecordKind::from_u8(buf[6])?;
+    RecordKind::from_u8(buf[6])?;
     if u32_at(buf, 20) != 0 {
         return None;
     }
-    let key_len = u32_at(buf, 12) as usize;
-    let value_len = u32_at(buf, 16) as usize;
-    let end = HEADER_LEN.checked_add(key_len)?.checked_add(value_len)?;
+    HEADER_LEN.checked_add(u32_at(buf, 12) as usize)?.checked_add(u32_at(buf, 16) as usize)
+}
+
+/// The record at the start of `buf` with its padded length, if one is
+/// there, complete and intact. Never panics, whatever the bytes.
+pub fn decode(buf: &[u8], nonce: u64) -> Option<(Record<'_>, usize)> {
+    let end = claimed_len(buf)?;
     if end > buf.len()
         || finish_checksum(payload_crc(&buf[HEADER_LEN..end], &[]), &buf[4..HEADER_LEN], nonce) != u32_at(buf, 0)
     {
         return None;
     }
+    let kind = RecordKind::from_u8(buf[6])?;
+    let key_len = u32_at(buf, 12) as usize;
     let record = Record {
         kind,
         db: u32_at(buf, 8),
@@ -206,29 +215,73 @@ pub struct ScanStats {
     pub torn_tail_bytes: u64,
 }
 
-/// Visits every valid record of `buf[start..]` with its offset; returns
-/// where the valid data ends (where appending resumes) and the counts.
-/// A bad record followed by a valid one is skipped; bad bytes with no
-/// valid record after them are a torn tail.
-pub fn scan<'a>(
-    buf: &'a [u8],
+/// Where a scan reads a segment: a whole buffer, or the log's reader that
+/// holds a window of it at a time. A scan's requests never start before an
+/// earlier request's start, so a window only moves forward.
+pub trait ScanSource {
+    /// Bytes in the segment.
+    fn total(&self) -> usize;
+    /// Bytes `[at, at + len)`; fewer only where the segment ends.
+    fn bytes(&mut self, at: usize, len: usize) -> io::Result<&[u8]>;
+}
+
+impl ScanSource for &[u8] {
+    fn total(&self) -> usize {
+        self.len()
+    }
+    fn bytes(&mut self, at: usize, len: usize) -> io::Result<&[u8]> {
+        Ok(&self[at.min(self.len())..at.saturating_add(len).min(self.len())])
+    }
+}
+
+/// [`decode`] at `pos` of `src`: reads the header, then as much as it
+/// claims (never beyond the segment, so garbage cannot make it read more).
+fn decode_at<S: ScanSource>(src: &mut S, pos: usize, nonce: u64) -> io::Result<Option<(Record<'_>, usize)>> {
+    let room = src.total() - pos;
+    let Some(claimed) = claimed_len(src.bytes(pos, HEADER_LEN)?) else { return Ok(None) };
+    if claimed > room {
+        return Ok(None);
+    }
+    Ok(decode(src.bytes(pos, claimed.next_multiple_of(RECORD_ALIGN))?, nonce))
+}
+
+/// Visits every valid record of the source from `start` with its offset;
+/// returns where the valid data ends (where appending resumes) and the
+/// counts. A bad record followed by a valid one is skipped; bad bytes with
+/// no valid record after them are a torn tail. Fails only if the source
+/// cannot be read.
+pub fn scan<S: ScanSource>(
+    src: &mut S,
     start: usize,
     nonce: u64,
-    mut visit: impl FnMut(Record<'a>, usize),
-) -> (usize, ScanStats) {
+    mut visit: impl FnMut(Record<'_>, usize),
+) -> io::Result<(usize, ScanStats)> {
+    let total = src.total();
     let mut stats = ScanStats::default();
     let mut pos = start.next_multiple_of(RECORD_ALIGN);
     let mut end = pos;
-    while pos < buf.len() {
-        if let Some((rec, len)) = decode(&buf[pos..], nonce) {
+    while pos < total {
+        if let Some((rec, len)) = decode_at(src, pos, nonce)? {
             visit(rec, pos);
             stats.records += 1;
             pos += len;
             end = pos;
             continue;
         }
-        // Resynchronise: the next aligned offset holding a valid record.
-        let next = (pos + RECORD_ALIGN..buf.len()).step_by(RECORD_ALIGN).find(|&p| decode(&buf[p..], nonce).is_some());
+        // Resynchronise: the next aligned offset holding a valid record,
+        // counting the non-zero bytes passed on the way (a torn tail's if
+        // none is found).
+        let mut nonzero = 0;
+        let mut next = None;
+        let mut at = pos;
+        while at < total {
+            nonzero += src.bytes(at, RECORD_ALIGN)?.iter().filter(|&&b| b != 0).count() as u64;
+            at += RECORD_ALIGN;
+            if at < total && decode_at(src, at, nonce)?.is_some() {
+                next = Some(at);
+                break;
+            }
+        }
         match next {
             Some(p) => {
                 stats.bad_runs += 1;
@@ -236,12 +289,12 @@ pub fn scan<'a>(
                 pos = p;
             }
             None => {
-                stats.torn_tail_bytes = buf[pos..].iter().filter(|&&b| b != 0).count() as u64;
+                stats.torn_tail_bytes = nonzero;
                 break;
             }
         }
     }
-    (end.min(buf.len()), stats)
+    Ok((end.min(total), stats))
 }
 
 #[cfg(test)]
@@ -303,7 +356,7 @@ mod tests {
             *b = 0;
         }
         let mut seen = Vec::new();
-        let (end, stats) = scan(&seg, 0, 9, |r, _| seen.push(r.seq));
+        let (end, stats) = scan(&mut &seg[..], 0, 9, |r, _| seen.push(r.seq)).unwrap();
         assert_eq!(seen, vec![1, 3, 4]);
         assert_eq!(end, offsets[4]);
         assert_eq!(stats.records, 3);
