@@ -264,8 +264,11 @@ pub fn ensure_memory(
         // CONFIG SET changed the policy inside EXEC: the keyspace follows now.
         ks.set_policy(kind);
     }
-    // Keys on disk only may keep half the budget for their index.
-    ks.set_forget_limit(max / 2);
+    // Keys on disk only may keep half of what the budget leaves the
+    // keyspace (beyond the node's own overhead and client buffers) for
+    // their index: the other half stays for values in RAM.
+    let overhead = budget.used_for_eviction(ks).saturating_sub(ks.used_memory() as u64);
+    ks.set_forget_limit(max.saturating_sub(overhead) / 2);
     let samples = rt.maxmemory_samples.load(Relaxed);
     let target = max - headroom(max);
     EVICTION_POOL.with_borrow_mut(|pool| {

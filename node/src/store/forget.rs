@@ -4,9 +4,10 @@
 //!
 //! - **Forgetting.** A victim demoted at the memory limit is forgotten at
 //!   once when it can be (an address and a deadline a slot can hold), and
-//!   so is a cold entry drawn as a victim later. The tables of forgotten keys may
-//!   take at most half of `maxmemory` (`Keyspace::set_forget_limit`);
-//!   beyond that cold entries are evicted, as before.
+//!   so is a cold entry drawn as a victim later. The tables of forgotten
+//!   keys may take at most half of what `maxmemory` leaves the keyspace
+//!   (`Keyspace::set_forget_limit`): beyond that cold entries are evicted,
+//!   as before, and values in RAM keep the other half.
 //! - **Finding one.** A lookup that misses the slab checks the database's
 //!   table for slots with the key's 32 hash bits. Each such *candidate* is
 //!   resolved by reading its record, which holds the key: the key looked
@@ -79,8 +80,8 @@ impl Keyspace {
         out
     }
 
-    /// The most RAM the tables of forgotten keys may take (half of
-    /// `maxmemory`, set by the memory budget before it evicts).
+    /// The most RAM the tables of forgotten keys may take (set by the
+    /// memory budget before it evicts: half of the keyspace's share).
     pub fn set_forget_limit(&self, bytes: u64) {
         if self.forget_limit.load(Relaxed) != bytes {
             self.forget_limit.store(bytes, Relaxed);
