@@ -192,6 +192,9 @@ struct Shared {
     lag: Lag,
     /// An append found the segment full and no spare ready.
     spare_wanted: std::sync::atomic::AtomicBool,
+    /// The I/O thread waits on `wake` (set and read under `state`): a
+    /// notification is a system call, made only when someone sleeps.
+    sleeping: std::sync::atomic::AtomicBool,
     /// STRATA_TEST_FLUSH_DELAY_MS: each flush first sleeps this long (a
     /// slow disk for the real-binary back-pressure tests).
     test_flush_delay: Duration,
@@ -224,6 +227,7 @@ impl GroupCommit {
                 pending_from_us: AtomicU64::new(0),
             },
             spare_wanted: std::sync::atomic::AtomicBool::new(false),
+            sleeping: std::sync::atomic::AtomicBool::new(false),
             test_flush_delay: std::env::var("STRATA_TEST_FLUSH_DELAY_MS")
                 .ok()
                 .and_then(|v| v.parse().ok())
@@ -242,11 +246,11 @@ impl GroupCommit {
         }
         let s = &*self.shared;
         if s.policy == Policy::Sync {
-            let appended = s.log.append(rec)?;
-            // Taking the lock orders this wake after the thread's check.
-            let _guard = s.state.lock().unwrap();
-            s.wake.notify_one();
-            return Ok(appended);
+            // No wake-up here: whoever needs the write durable (the reply
+            // that acknowledges it, a read that saw it) registers a waiter,
+            // and that starts the flush. One lock per reply batch, not per
+            // write.
+            return s.log.append(rec);
         }
         // Before the append: no later than the record's staging.
         let before_us = s.lag.now_us();
@@ -258,8 +262,8 @@ impl GroupCommit {
                     // one is the I/O thread's, after a flush; not at the
                     // next timer tick (write-back's may be seconds away).
                     s.spare_wanted.store(true, Ordering::Relaxed);
-                    let _guard = s.state.lock().unwrap();
-                    s.wake.notify_one();
+                    let guard = s.state.lock().unwrap();
+                    s.notify(&guard);
                 }
                 return Err(e);
             }
@@ -275,8 +279,8 @@ impl GroupCommit {
             && bytes - len < s.lag.durable_bytes.load(Ordering::Relaxed).saturating_add(threshold)
         {
             // This append crossed the flush threshold: wake the I/O thread once.
-            let _guard = s.state.lock().unwrap();
-            s.wake.notify_one();
+            let guard = s.state.lock().unwrap();
+            s.notify(&guard);
         }
         Ok(appended)
     }
@@ -318,7 +322,7 @@ impl GroupCommit {
             return on_durable(Ok(d));
         }
         st.waiters.entry(seq).or_default().push(on_durable);
-        self.shared.wake.notify_one();
+        self.shared.notify(&st);
     }
 
     /// Blocks until `seq` is durable: for tests and shutdown paths.
@@ -364,6 +368,16 @@ impl Drop for GroupCommit {
     }
 }
 
+impl Shared {
+    /// Wakes the I/O thread if it sleeps; `_st` proves the state lock is
+    /// held (the thread sets `sleeping` under it before it waits).
+    fn notify(&self, _st: &std::sync::MutexGuard<'_, State>) {
+        if self.sleeping.load(Ordering::Relaxed) {
+            self.wake.notify_one();
+        }
+    }
+}
+
 fn run(shared: &Shared) {
     let mut last_flush = Instant::now();
     let mut st = shared.state.lock().unwrap();
@@ -400,6 +414,7 @@ fn run(shared: &Shared) {
             if st.shutdown {
                 return;
             }
+            shared.sleeping.store(true, Ordering::Relaxed);
             st = match shared.policy.flush_every() {
                 None => shared.wake.wait(st).unwrap(),
                 Some(every) => {
@@ -408,6 +423,7 @@ fn run(shared: &Shared) {
                     shared.wake.wait_timeout(st, left).unwrap().0
                 }
             };
+            shared.sleeping.store(false, Ordering::Relaxed);
             continue;
         }
         drop(st);
