@@ -501,21 +501,6 @@ fn clients_get_loading_while_the_log_is_replayed() {
     assert!(logs.contains("the log is loaded: 100% done"), "{logs}");
 }
 
-/// `/metrics` of a node started with `--metrics-port <port>`.
-fn scrape(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics port");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
-
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 /// SETs for `run`; returns (replies, slowest reply).
 fn set_for(server: &Server, run: Duration) -> (u64, Duration) {
     let mut c = server.conn();

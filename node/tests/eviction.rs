@@ -89,8 +89,11 @@ fn noeviction_refuses_writes_but_serves_reads() {
     // The last pipelined batch was read whole (a query buffer counted in
     // used_memory) before its first write was refused: the data stays
     // within the budget, the client's buffers come on top, as in Redis.
+    // Slack: the allocator's figures are read at most every 2 ms near the
+    // limit, and a pipelined burst of 4 KiB writes can land in between (it
+    // overshot by 127 KB once, in a CI run beside other test runs).
     let (used, clients) = (field("used_memory"), field("mem_clients_normal"));
-    assert!(used - clients <= budget + ROOM / 20, "used_memory {used} ({clients} in clients) over budget {budget}");
+    assert!(used - clients <= budget + ROOM / 8, "used_memory {used} ({clients} in clients) over budget {budget}");
     // At the limit, writes keep failing: the allocator's figures, read
     // again, may leave a few bytes of room, but never the room for 64 KiB.
     let value = "z".repeat(1024);

@@ -329,17 +329,6 @@ fn keys_on_disk_only_keep_their_ttl() {
     assert_eq!(field(&mut c, "tier_read_errors"), 0);
 }
 
-/// `/metrics` of a node started with `--metrics-port <port>`.
-fn scrape(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics port");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
-
 /// The cumulative buckets (le, count) of the read-command histogram's `tier` series.
 fn read_buckets(text: &str, tier: &str) -> Vec<(f64, f64)> {
     let prefix = "strata_read_command_duration_seconds_bucket{le=\"";

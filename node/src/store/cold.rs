@@ -290,27 +290,66 @@ pub(super) enum ColdState {
     Wait(Arc<ColdRead>),
 }
 
+/// The read of `loc` for a key, as the key's commands share it.
+pub(super) enum SharedRead {
+    /// Under way: wait for it.
+    Pending(Arc<ColdRead>),
+    /// Over: its result, taken by this command.
+    Done(io::Result<ColdRecord>),
+    /// None of `loc` (none at all, or of an older address: the key was
+    /// promoted and demoted again, or moved by the cleaner, since).
+    Absent,
+}
+
 impl Partition {
+    /// The read of `loc` the key `id` has under way or done, if any.
+    pub(super) fn shared_read(&mut self, ks: &Keyspace, id: &super::partition::DbKey, loc: ColdLoc) -> SharedRead {
+        let Some(read) = self.cold_reads.get(id).cloned() else { return SharedRead::Absent };
+        if read.loc == loc && !read.finished() {
+            ks.cold_stats.shared_reads.fetch_add(1, Relaxed);
+            return SharedRead::Pending(read);
+        }
+        self.cold_reads.remove(id);
+        match read.result.lock().take() {
+            Some(result) if read.loc == loc => SharedRead::Done(result),
+            _ => SharedRead::Absent,
+        }
+    }
+
+    /// The result of a finished read of `loc` for `id`, or a read made now
+    /// (the synchronous path: keys a command did not declare).
+    pub(super) fn read_now(
+        &mut self,
+        ks: &Keyspace,
+        id: &super::partition::DbKey,
+        loc: ColdLoc,
+    ) -> io::Result<ColdRecord> {
+        let shared = self.cold_reads.remove(id).filter(|r| r.loc == loc && r.finished());
+        match shared.and_then(|r| r.result.lock().take()) {
+            Some(result) => result,
+            None => {
+                ks.cold_stats.sync_reads.fetch_add(1, Relaxed);
+                match ks.cold() {
+                    Some(t) => t.read_blocking(loc),
+                    None => Err(io::Error::other("no disk tier")),
+                }
+            }
+        }
+    }
+
     /// Makes a cold key ready, or starts (or joins) its read. Partition
     /// locked; `slot` holds a live entry of `db`.
     pub(super) fn cold_check(&mut self, ks: &Keyspace, db: usize, slot: u32, stats: &StoreStats) -> ColdState {
         let Some(loc) = self.dbs[db].entry(slot).cold_loc() else { return ColdState::Ready };
         let key: Box<[u8]> = self.dbs[db].entry(slot).key().into();
         let id = (db as u8, key);
-        if let Some(read) = self.cold_reads.get(&id).cloned() {
-            if read.loc == loc && !read.finished() {
-                ks.cold_stats.shared_reads.fetch_add(1, Relaxed);
-                return ColdState::Wait(read);
-            }
-            self.cold_reads.remove(&id);
-            if read.loc == loc
-                && let Some(result) = read.result.lock().take()
-            {
+        match self.shared_read(ks, &id, loc) {
+            SharedRead::Pending(read) => return ColdState::Wait(read),
+            SharedRead::Done(result) => {
                 self.promote(ks, db, slot, loc, result, stats);
                 return ColdState::Ready;
             }
-            // A read of an older address (the key was promoted and demoted
-            // again, or moved by the cleaner, since): start over.
+            SharedRead::Absent => {}
         }
         match self.start_cold_read(ks, id, loc) {
             Some(read) => ColdState::Wait(read),
@@ -352,17 +391,7 @@ impl Partition {
     pub(super) fn cold_load_now(&mut self, ks: &Keyspace, db: usize, slot: u32, stats: &StoreStats) -> bool {
         let Some(loc) = self.dbs[db].entry(slot).cold_loc() else { return true };
         let key: Box<[u8]> = self.dbs[db].entry(slot).key().into();
-        let shared = self.cold_reads.remove(&(db as u8, key)).filter(|r| r.loc == loc && r.finished());
-        let result = match shared.and_then(|r| r.result.lock().take()) {
-            Some(result) => result,
-            None => {
-                ks.cold_stats.sync_reads.fetch_add(1, Relaxed);
-                match ks.cold() {
-                    Some(t) => t.read_blocking(loc),
-                    None => Err(io::Error::other("no disk tier")),
-                }
-            }
-        };
+        let result = self.read_now(ks, &(db as u8, key), loc);
         self.promote(ks, db, slot, loc, result, stats)
     }
 

@@ -198,7 +198,14 @@ impl Search {
     /// its candidate, with random source `rand`.
     fn visit(&mut self, part: &mut Partition, pidx: u32, db: usize, rand: &mut dyn FnMut() -> u64) {
         let d = &mut part.dbs[db];
-        let Some((score, slot)) = d.eviction_candidate(1, &self.clock, rand) else { return };
+        let proposed = d.eviction_candidate(1, &self.clock, rand).or_else(|| {
+            // The policy's queues hold nothing warm here: a cold entry (a
+            // key still in RAM, its value on disk) may go, or RAM that holds
+            // only such entries would answer OOM.
+            let slot = d.table.random_slot(rand())?;
+            d.table.get(slot).is_some_and(Entry::is_cold).then_some((0, slot))
+        });
+        let Some((score, slot)) = proposed else { return };
         self.taken += 1;
         let Some(hash) = d.table.hash_of(slot) else { return };
         let cold = d.table.get(slot).is_some_and(Entry::is_cold);

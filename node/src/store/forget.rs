@@ -33,7 +33,7 @@
 //!   is needed.
 
 use super::Keyspace;
-use super::cold::{ColdRecord, ColdState, decode};
+use super::cold::{ColdRecord, ColdState, SharedRead, decode};
 use super::entry::Entry;
 use super::journal::ChangeKind;
 use super::keyless::{Forgotten, deadline_of, hash32};
@@ -130,16 +130,7 @@ impl Partition {
                 self.expire_forgotten(ks, db, f);
                 continue;
             }
-            let loc = f.loc;
-            let id = (db as u8, Box::<[u8]>::from(key));
-            let shared = self.cold_reads.remove(&id).filter(|r| r.loc == loc && r.finished());
-            let result = match shared.and_then(|r| r.result.lock().take()) {
-                Some(result) => result,
-                None => {
-                    ks.cold_stats.sync_reads.fetch_add(1, Relaxed);
-                    read_blocking(ks, loc)
-                }
-            };
+            let result = self.read_now(ks, &(db as u8, Box::<[u8]>::from(key)), f.loc);
             self.recall(ks, db, pos, result, Some(key));
             any = true;
         }
@@ -158,22 +149,16 @@ impl Partition {
                 self.expire_forgotten(ks, db, f);
                 continue;
             }
-            let loc = f.loc;
             let id = (db as u8, Box::<[u8]>::from(key));
-            if let Some(read) = self.cold_reads.get(&id).cloned() {
-                if read.loc == loc && !read.finished() {
-                    ks.cold_stats.shared_reads.fetch_add(1, Relaxed);
-                    return ColdState::Wait(read);
-                }
-                self.cold_reads.remove(&id);
-                if read.loc == loc
-                    && let Some(result) = read.result.lock().take()
-                {
+            match self.shared_read(ks, &id, f.loc) {
+                SharedRead::Pending(read) => return ColdState::Wait(read),
+                SharedRead::Done(result) => {
                     self.recall(ks, db, pos, result, Some(key));
                     continue;
                 }
+                SharedRead::Absent => {}
             }
-            return match self.start_cold_read(ks, id, loc) {
+            return match self.start_cold_read(ks, id, f.loc) {
                 Some(read) => ColdState::Wait(read),
                 None => ColdState::Ready,
             };
@@ -597,6 +582,25 @@ mod tests {
         assert_eq!(ks.keys_in_slot(crate::base::slot::key_slot(&keys[0])), 0);
         assert_eq!(ks.cold_stats().keys.load(Relaxed), 0);
         assert_eq!(ks.cold_stats().forgotten_bytes.load(Relaxed), 0);
+    }
+
+    /// A policy whose queues hold only warm entries (SIEVE) still yields a
+    /// victim when RAM holds nothing but cold keys that cannot be forgotten
+    /// (the index's budget is spent): no OOM while something can go.
+    #[test]
+    fn cold_keys_are_victims_when_nothing_warm_is_left() {
+        let (_tier, ks, stats) = setup();
+        ks.set_policy(crate::policy::PolicyKind::Sieve);
+        ks.set_forget_limit(0);
+        for i in 0..50 {
+            let k = format!("k{i}").into_bytes();
+            access(&ks, &stats, &k).set_str(&k, b"v", 0, false);
+            demote(&ks, &k);
+        }
+        let v = ks.eviction_victim(5).expect("a cold key is a victim");
+        assert!(v.cold);
+        assert!(ks.evict(&v, &stats).is_some());
+        assert_eq!(dbsize(&ks), 49);
     }
 
     /// The goal of the index on disk: RAM per key on disk only, measured

@@ -447,6 +447,22 @@ pub fn redis_cli(port: u16, args: &[&str]) -> (String, ExitStatus) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), out.status)
 }
 
+/// The `/metrics` text of a node started with `--metrics-port <port>`.
+pub fn scrape(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to metrics port");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
+/// The value of one series (name and labels, exactly) in a scrape.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
 /// Parses the reply of `INFO [section]` into `field -> value`.
 pub fn info(conn: &mut RawConn, section: Option<&str>) -> HashMap<String, String> {
     let mut args = vec!["INFO"];
