@@ -38,14 +38,9 @@ Env vars:
 EOF2
 }
 
-NO_BUILD=${NO_BUILD:-0}
-for a in "$@"; do
-  case "$a" in
-    --no-build) NO_BUILD=1 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "unknown option $a" >&2; usage >&2; exit 2 ;;
-  esac
-done
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+parse_options "$@"
 
 SECONDS_EACH=${SECONDS_EACH:-10}
 REPEAT=${REPEAT:-3}
@@ -60,8 +55,6 @@ PROM="python3 $ROOT/bench/prom.py"
 for tool in redis-server redis-cli python3; do
   command -v "$tool" >/dev/null || { echo "$tool not found (scripts/install-deps.sh)" >&2; exit 1; }
 done
-# shellcheck source=bench/lib.sh
-source "$ROOT/bench/lib.sh"
 need_binaries
 for m in $MODES; do
   case $m in none | write-back | periodic | sync) ;; *) echo "unknown mode $m" >&2; exit 2 ;; esac

@@ -1,5 +1,18 @@
-# Shared by the loadgen benchmarks (workloads.sh, durability.sh, tier.sh): sourced, not run.
-# Expects ROOT, TARGET and NO_BUILD set; sets STRATA_BIN and LOADGEN.
+# Shared by the loadgen benchmarks (workloads.sh, durability.sh, tier.sh, recovery.sh): sourced,
+# not run. need_binaries expects ROOT, TARGET and NO_BUILD set; sets STRATA_BIN and LOADGEN.
+
+# The options every script takes: --no-build (sets NO_BUILD=1) and -h/--help (the script's
+# `usage`); anything else is refused with the usage.
+parse_options() {
+  NO_BUILD=${NO_BUILD:-0}
+  for a in "$@"; do
+    case "$a" in
+      --no-build) NO_BUILD=1 ;;
+      -h|--help) usage; exit 0 ;;
+      *) echo "unknown option $a" >&2; usage >&2; exit 2 ;;
+    esac
+  done
+}
 
 # Builds (unless NO_BUILD=1) and checks the release strata-node and strata-loadgen.
 need_binaries() {

@@ -42,14 +42,9 @@ Env vars:
 EOF2
 }
 
-NO_BUILD=${NO_BUILD:-0}
-for a in "$@"; do
-  case "$a" in
-    --no-build) NO_BUILD=1 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "unknown option $a" >&2; usage >&2; exit 2 ;;
-  esac
-done
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+parse_options "$@"
 
 KEYS=${KEYS:-10000000}
 VALUE=${VALUE:-32}
@@ -67,8 +62,6 @@ TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 for tool in redis-server redis-cli python3; do
   command -v "$tool" >/dev/null || { echo "$tool not found (scripts/install-deps.sh)" >&2; exit 1; }
 done
-# shellcheck source=bench/lib.sh
-source "$ROOT/bench/lib.sh"
 need_binaries
 for v in $VARIANTS; do
   case $v in once | overwritten) ;; *) echo "unknown variant $v" >&2; exit 2 ;; esac

@@ -31,14 +31,9 @@ Env vars:
 EOF2
 }
 
-NO_BUILD=${NO_BUILD:-0}
-for a in "$@"; do
-  case "$a" in
-    --no-build) NO_BUILD=1 ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "unknown option $a" >&2; usage >&2; exit 2 ;;
-  esac
-done
+# shellcheck source=bench/lib.sh
+source "$(dirname "$0")/lib.sh"
+parse_options "$@"
 
 SECONDS_EACH=${SECONDS_EACH:-10}
 REPEAT=${REPEAT:-3}
@@ -49,8 +44,6 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results/workloads-$(date +%Y%m%d-%H%M%S)}
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 
-# shellcheck source=bench/lib.sh
-source "$ROOT/bench/lib.sh"
 need_binaries
 
 mkdir -p "$RESULTS_DIR/logs"

@@ -416,18 +416,20 @@ impl Persistence {
                 // Keys on disk only, key and all (read back), then
                 // the index's keys.
                 let forgotten: Vec<_> = part.forgotten_records(ks, db).into_iter().filter_map(Result::ok).collect();
-                let forgotten = forgotten.iter().map(|r| (&r.key[..], r.expire_at, Some(&r.value[..])));
-                let indexed = part.entries(db).map(|(_, e)| (e.key(), e.expire_at(), None));
-                for (key, expire_at, value) in forgotten.chain(indexed) {
+                let indexed = part.entries(db).map(|(_, e)| Live::Indexed(e));
+                for live in forgotten.iter().map(Live::OnDisk).chain(indexed) {
+                    let (key, expire_at) = match live {
+                        Live::OnDisk(r) => (&r.key[..], r.expire_at),
+                        Live::Indexed(e) => (e.key(), e.expire_at()),
+                    };
                     if expire_at != 0 && expire_at <= now {
                         continue;
                     }
                     buf.clear();
-                    match value {
-                        Some(v) => buf.extend_from_slice(v),
-                        None => {
-                            let e = part.find_entry(db, key).expect("indexed");
-                            // A value on disk only (cold tier) is read back for the rewrite.
+                    match live {
+                        Live::OnDisk(r) => buf.extend_from_slice(&r.value),
+                        // A value on disk only (cold tier) is read back for the rewrite.
+                        Live::Indexed(e) => {
                             if !ks.encode_entry_value(e, &mut buf) {
                                 continue;
                             }
@@ -491,6 +493,14 @@ impl Persistence {
         tracing::info!(freed, segments = used, ms = started.elapsed().as_millis() as u64, "log compacted");
         Ok(())
     }
+}
+
+/// A live key as compaction rewrites it: read back from the disk tier with
+/// its key (a key on disk only), or an entry of the index.
+#[derive(Clone, Copy)]
+enum Live<'a> {
+    OnDisk(&'a crate::store::ColdRecord),
+    Indexed(&'a crate::store::Entry),
 }
 
 /// Test only: STRATA_TEST_CRASH_AT=<name> aborts the process there, to

@@ -107,16 +107,16 @@ pub struct ColdStats {
 
 /// One read of a cold value, shared by every command waiting for it.
 pub struct ColdRead {
-    pub(super) loc: ColdLoc,
+    loc: ColdLoc,
     /// The bytes read, until the first command to run again promotes them.
-    pub(super) result: Mutex<Option<io::Result<ColdRecord>>>,
+    result: Mutex<Option<io::Result<ColdRecord>>>,
     /// Set once the read is over (the result may be taken since).
     over: std::sync::atomic::AtomicBool,
     done: Notify,
 }
 
 impl ColdRead {
-    pub(super) fn finished(&self) -> bool {
+    fn finished(&self) -> bool {
         self.over.load(std::sync::atomic::Ordering::Acquire)
     }
 
@@ -220,13 +220,21 @@ impl Keyspace {
                 dump::encode_value(e.value(), out);
                 true
             }
-            Some(loc) => match self.cold().map(|t| t.read_blocking(loc)) {
-                Some(Ok(rec)) if rec.key == e.key() => {
+            Some(loc) => match self.read_record(loc) {
+                Ok(rec) if rec.key == e.key() => {
                     out.extend_from_slice(dump_bytes(&rec.value));
                     true
                 }
                 _ => false,
             },
+        }
+    }
+
+    /// The record at `loc`, read now, waiting.
+    pub(super) fn read_record(&self, loc: ColdLoc) -> io::Result<ColdRecord> {
+        match self.cold() {
+            Some(t) => t.read_blocking(loc),
+            None => Err(io::Error::other("no disk tier")),
         }
     }
 
@@ -329,10 +337,7 @@ impl Partition {
             Some(result) => result,
             None => {
                 ks.cold_stats.sync_reads.fetch_add(1, Relaxed);
-                match ks.cold() {
-                    Some(t) => t.read_blocking(loc),
-                    None => Err(io::Error::other("no disk tier")),
-                }
+                ks.read_record(loc)
             }
         }
     }

@@ -246,7 +246,7 @@ impl Partition {
         let named = ks.key_events_on(crate::config::keyspace_events::EXPIRED)
             || !self.tracked.is_empty()
             || ks.is_broadcasting();
-        let key = if named { read_blocking(ks, f.loc).ok().map(|r| r.key) } else { None };
+        let key = if named { ks.read_record(f.loc).ok().map(|r| r.key) } else { None };
         ks.forget_cold(f.loc);
         self.count_key_slot(f.key_slot, -1);
         self.bump_watches_matching(db, |h| h == f.hash);
@@ -299,7 +299,7 @@ impl Partition {
         for f in all {
             let Some(pos) = self.dbs[db].forgotten.find_loc(f.hash, f.loc.segment, f.loc.offset) else { continue };
             ks.cold_stats.sync_reads.fetch_add(1, Relaxed);
-            let result = read_blocking(ks, f.loc);
+            let result = ks.read_record(f.loc);
             if let Some(slot) = self.recall(ks, db, pos, result, None) {
                 keys.push(self.dbs[db].entry(slot).key().to_vec());
             }
@@ -319,7 +319,7 @@ impl Partition {
         let pos = d.forgotten.random(crate::base::random::splitmix64(rand))?;
         let loc = d.forgotten.get(pos).loc;
         ks.cold_stats.sync_reads.fetch_add(1, Relaxed);
-        let result = read_blocking(ks, loc);
+        let result = ks.read_record(loc);
         let slot = self.recall(ks, db, pos, result, None)?;
         Some(self.dbs[db].entry(slot).key().to_vec())
     }
@@ -372,7 +372,7 @@ impl Partition {
     /// compaction rewrites them), values in `store::dump`'s encoding.
     pub fn forgotten_records(&self, ks: &Keyspace, db: usize) -> Vec<io::Result<ColdRecord>> {
         let read = |f: Forgotten| {
-            read_blocking(ks, f.loc).map(|r| ColdRecord { value: super::cold::dump_bytes(&r.value).to_vec(), ..r })
+            ks.read_record(f.loc).map(|r| ColdRecord { value: super::cold::dump_bytes(&r.value).to_vec(), ..r })
         };
         self.dbs[db].forgotten.iter().map(|(_, f)| read(f)).collect()
     }
@@ -404,21 +404,6 @@ impl Partition {
     /// Whether `key` is a forgotten key of `db` whose record is at `loc`.
     pub fn is_forgotten_at(&self, db: usize, key: &[u8], loc: super::entry::ColdLoc) -> bool {
         self.dbs[db].forgotten.find_loc(hash32(hash_bytes(key)), loc.segment, loc.offset).is_some()
-    }
-
-    /// Whether database `db` may hold `key` as a forgotten key (a
-    /// candidate with its hash bits).
-    pub fn may_have_forgotten(&self, db: usize, key: &[u8]) -> bool {
-        let t = &self.dbs[db].forgotten;
-        !t.is_empty() && t.first_candidate(hash32(hash_bytes(key))).is_some()
-    }
-}
-
-/// A record read now, through the tier.
-fn read_blocking(ks: &Keyspace, loc: super::entry::ColdLoc) -> io::Result<ColdRecord> {
-    match ks.cold() {
-        Some(t) => t.read_blocking(loc),
-        None => Err(io::Error::other("no disk tier")),
     }
 }
 
