@@ -23,8 +23,16 @@ fn fill(conn: &mut RawConn, prefix: &str, n: usize, len: usize) {
         for &i in chunk {
             conn.send(&["SET", &format!("{prefix}{i}"), &value_of(i, len)]);
         }
-        for _ in chunk {
-            assert_eq!(conn.read_frame(), Frame::ok());
+        let mut bad = None;
+        for &i in chunk {
+            let got = conn.read_frame();
+            if got != Frame::ok() && bad.is_none() {
+                bad = Some((i, got));
+            }
+        }
+        if let Some((i, got)) = bad {
+            let info = conn.cmd(&["INFO", "everything"]);
+            panic!("SET {prefix}{i}: {got:?}\n{info:?}");
         }
     }
 }

@@ -34,6 +34,8 @@ const CALIBRATE_NEAR_LIMIT_MS: u64 = 2;
 /// Most victims removed for one write before giving up (bounds latency when
 /// one huge write needs a lot of room).
 const MAX_EVICTIONS_PER_CALL: usize = 100_000;
+/// Victims between two looks at the allocator's figures within one call.
+const RECHECK_EVERY: usize = 64;
 
 /// The memory budget's figures. `used_memory` is what the process really
 /// holds: jemalloc's allocated bytes (less the freed blocks its thread
@@ -290,9 +292,15 @@ pub fn ensure_memory(
                     return true;
                 }
             }
+            if evicted % RECHECK_EVERY == RECHECK_EVERY - 1 {
+                // A reading taken while a buffer came or went (the cleaner's,
+                // a read window) counts it until the next one: evicting
+                // against it would empty RAM of warm values.
+                budget.calibrate(ks, max, CALIBRATE_NEAR_LIMIT_MS);
+            }
             ks.eviction_victims(samples, samples, pool);
             if pool.is_empty() {
-                return budget.used_for_eviction(ks) <= max;
+                return fits_after_fresh_reading(ks, budget, max);
             }
             pool.sort_by_key(|(score, _)| *score);
             // Only keys already on disk found (they sort last): look again
@@ -320,8 +328,17 @@ pub fn ensure_memory(
             }
             pool.truncate(POOL);
         }
-        budget.used_for_eviction(ks) <= max
+        fits_after_fresh_reading(ks, budget, max)
     })
+}
+
+/// The last word before an OOM error: the allocator's figures read now,
+/// not up to `CALIBRATE_NEAR_LIMIT_MS` ago.
+fn fits_after_fresh_reading(ks: &Keyspace, budget: &Budget, max: u64) -> bool {
+    budget.used_for_eviction(ks) <= max || {
+        budget.calibrate(ks, max, 0);
+        budget.used_for_eviction(ks) <= max
+    }
 }
 
 #[cfg(test)]

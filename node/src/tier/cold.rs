@@ -25,7 +25,7 @@
 use super::cleaning::{self, Segments, Victim};
 use super::io::{DirVolume, EngineChoice, probe};
 use super::log::{LogConfig, RecordAddr, SegmentLog};
-use super::record::{Record, RecordKind};
+use super::record::{OwnedRecord, Record, RecordKind};
 use crate::metrics::IoHistogram;
 use crate::store::entry::{ColdLoc, ValueKind};
 use crate::store::{ColdRecord, ColdTier, Keyspace};
@@ -50,6 +50,8 @@ const MAX_UNFLUSHED: u64 = 1 << 20;
 const FLUSH_WAIT: Duration = Duration::from_millis(200);
 /// The longest it waits for the cleaner to free a segment.
 const FULL_WAIT: Duration = Duration::from_secs(1);
+/// Live records the cleaner holds before it moves them (see `clean`).
+const CLEAN_BATCH_BYTES: usize = 256 << 10;
 /// The tier counts as full of live data for this long after its cleaner
 /// evicted a live value or found no segment less than `FULL_LIVE_SHARE`
 /// live (admission then turns rarely used values away, if so set).
@@ -360,36 +362,48 @@ impl ColdLog {
         freed
     }
 
-    /// Moves the live records of `victim` forward and recycles it.
+    /// Moves the live records of `victim` forward and recycles it, a batch
+    /// at a time while the segment is read: the records held in between
+    /// are not in the buffers the memory budget leaves out, so they stay
+    /// few (a whole segment's worth once made writes answer OOM).
     fn clean(&self, ks: &Keyspace, victim: u32) -> bool {
         let mut live = Vec::new();
+        let mut held = 0;
+        let relocate = |live: &mut Vec<(OwnedRecord, RecordAddr)>| {
+            for (rec, addr) in live.drain(..) {
+                let moved = ks.relocate_cold(rec.db as usize, &rec.key, (victim, addr.offset), || {
+                    match self.append(rec.db as usize, &rec.key, rec.expire_at_ms, &rec.value, 0) {
+                        Ok(a) => Some((a.segment, a.offset, a.len)),
+                        Err(_) => None,
+                    }
+                });
+                match moved {
+                    Some(true) => self.stats.moved_records.fetch_add(1, Relaxed),
+                    Some(false) => {
+                        self.pressured();
+                        self.stats.evicted_keys.fetch_add(1, Relaxed)
+                    }
+                    None => 0,
+                };
+            }
+        };
         self.stats.segment_reads.fetch_add(1, Relaxed);
         if let Err(e) = self.log.scan_segment(victim, |rec, addr| {
             // Expired ones too while their key still refers to them: the
             // keyspace's expiry removes the key (and so forgets the record).
             if rec.kind == RecordKind::Set {
+                held += addr.len as usize;
                 live.push((rec.to_owned(), addr));
+                if held >= CLEAN_BATCH_BYTES {
+                    relocate(&mut live);
+                    held = 0;
+                }
             }
         }) {
             tracing::error!(segment = victim, "cold tier: cannot read a segment to clean it: {e}");
             return false;
         }
-        for (rec, addr) in live {
-            let moved = ks.relocate_cold(rec.db as usize, &rec.key, (victim, addr.offset), || {
-                match self.append(rec.db as usize, &rec.key, rec.expire_at_ms, &rec.value, 0) {
-                    Ok(a) => Some((a.segment, a.offset, a.len)),
-                    Err(_) => None,
-                }
-            });
-            match moved {
-                Some(true) => self.stats.moved_records.fetch_add(1, Relaxed),
-                Some(false) => {
-                    self.pressured();
-                    self.stats.evicted_keys.fetch_add(1, Relaxed)
-                }
-                None => 0,
-            };
-        }
+        relocate(&mut live);
         // The moved records must be on disk before their old copies go.
         if let Err(e) = self.log.flush_staged() {
             tracing::error!("cold tier: write failed while cleaning: {e}");
