@@ -206,6 +206,22 @@ unsafe impl Allocator for HugeAlloc {
     }
 }
 
+/// Appends `bytes` to `v` with one copy. (allocator-api2's own
+/// `extend_from_slice` copies a byte at a time: it has no specialization
+/// for `Copy` slices; it was 6% of a worker's time under logged writes.)
+pub fn extend_from_slice<A: Allocator>(v: &mut allocator_api2::vec::Vec<u8, A>, bytes: &[u8]) {
+    v.reserve(bytes.len());
+    let len = v.len();
+    // SAFETY: `reserve` made room for `bytes.len()` more bytes after `len`;
+    // the source is a distinct live slice (a `&[u8]` cannot alias the
+    // `&mut` vector's spare capacity); `set_len` covers exactly the bytes
+    // just written.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().add(len), bytes.len());
+        v.set_len(len + bytes.len());
+    }
+}
+
 impl HugePool {
     pub const fn new(setting: HugePages) -> HugePool {
         HugePool {
@@ -655,6 +671,19 @@ mod tests {
             );
         }
         free >= n
+    }
+
+    #[test]
+    fn extend_from_slice_appends_across_growth() {
+        let mut v: AVec<u8, HugeAlloc> = AVec::new_in(HugeAlloc);
+        let mut want = Vec::new();
+        for i in 0..300u32 {
+            let part: Vec<u8> = (0..i % 97).map(|j| (i * 7 + j) as u8).collect();
+            extend_from_slice(&mut v, &part);
+            want.extend_from_slice(&part);
+        }
+        extend_from_slice(&mut v, &[]);
+        assert_eq!(&v[..], &want[..]);
     }
 
     fn fill(v: &mut AVec<u64, &HugePool>, n: u64) {

@@ -133,7 +133,7 @@ impl Staged {
 
     fn copy_of(bytes: &[u8], gauge: &Arc<BufferGauge>) -> Staged {
         let mut s = Staged::new(gauge);
-        s.append(|b| b.extend_from_slice(bytes));
+        s.append(|b| crate::sys::hugepages::extend_from_slice(b, bytes));
         s
     }
 

@@ -148,7 +148,7 @@ impl RecordSink for Vec<u8> {
 
 impl<A: allocator_api2::alloc::Allocator> RecordSink for allocator_api2::vec::Vec<u8, A> {
     fn put(&mut self, bytes: &[u8]) {
-        self.extend_from_slice(bytes);
+        crate::sys::hugepages::extend_from_slice(self, bytes);
     }
 }
 
