@@ -45,6 +45,12 @@ pub trait ColdTier: Send + Sync {
     fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>);
     /// [`Self::read`], waiting (the synchronous fallback).
     fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord>;
+    /// The records at `locs`, waiting, in the order of `locs`: many keys
+    /// at once (a SCAN brings a partition's keys back). A tier on a device
+    /// that serves many reads at once overrides this one-by-one default.
+    fn read_all(&self, locs: &[ColdLoc]) -> Vec<io::Result<ColdRecord>> {
+        locs.iter().map(|&loc| self.read_blocking(loc)).collect()
+    }
     /// Every record on disk now, oldest segment first, with its address,
     /// key and deadline (KEYS lists keys on disk only this way: sequential
     /// reads).
@@ -235,6 +241,14 @@ impl Keyspace {
         match self.cold() {
             Some(t) => t.read_blocking(loc),
             None => Err(io::Error::other("no disk tier")),
+        }
+    }
+
+    /// The records at `locs`, read now (see [`ColdTier::read_all`]).
+    pub(super) fn read_records(&self, locs: &[ColdLoc]) -> Vec<io::Result<ColdRecord>> {
+        match self.cold() {
+            Some(t) => t.read_all(locs),
+            None => locs.iter().map(|_| Err(io::Error::other("no disk tier"))).collect(),
         }
     }
 

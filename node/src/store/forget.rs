@@ -296,10 +296,10 @@ impl Partition {
     pub fn recall_all(&mut self, ks: &Keyspace, db: usize) -> Vec<Vec<u8>> {
         let mut keys = Vec::new();
         let all: Vec<Forgotten> = self.dbs[db].forgotten.iter().map(|(_, f)| f).collect();
-        for f in all {
+        ks.cold_stats.sync_reads.fetch_add(all.len() as u64, Relaxed);
+        let records = ks.read_records(&all.iter().map(|f| f.loc).collect::<Vec<_>>());
+        for (f, result) in all.into_iter().zip(records) {
             let Some(pos) = self.dbs[db].forgotten.find_loc(f.hash, f.loc.segment, f.loc.offset) else { continue };
-            ks.cold_stats.sync_reads.fetch_add(1, Relaxed);
-            let result = ks.read_record(f.loc);
             if let Some(slot) = self.recall(ks, db, pos, result, None) {
                 keys.push(self.dbs[db].entry(slot).key().to_vec());
             }

@@ -50,6 +50,9 @@ const MAX_UNFLUSHED: u64 = 1 << 20;
 const FLUSH_WAIT: Duration = Duration::from_millis(200);
 /// The longest it waits for the cleaner to free a segment.
 const FULL_WAIT: Duration = Duration::from_secs(1);
+/// Reads in flight for one `read_all`: deep enough for a device's
+/// parallelism, small enough that their buffers stay a few hundred KiB.
+const READ_ALL_DEPTH: usize = 64;
 /// Live records the cleaner holds before it moves them (see `clean`).
 const CLEAN_BATCH_BYTES: usize = 256 << 10;
 /// The tier counts as full of live data for this long after its cleaner
@@ -472,6 +475,34 @@ impl ColdTier for ColdLog {
         let read = self.log.read(addr);
         self.stats.read_latency.record(started.elapsed().as_micros() as u64);
         read.map(|rec| ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms })
+    }
+
+    /// Up to `READ_ALL_DEPTH` reads in flight, in address order: the
+    /// device serves them together, so a partition's thousands of keys on
+    /// disk come back in a fraction of the time one by one would take
+    /// (a SCAN waits for them under the partition's lock).
+    fn read_all(&self, locs: &[ColdLoc]) -> Vec<io::Result<ColdRecord>> {
+        let mut order: Vec<usize> = (0..locs.len()).collect();
+        order.sort_unstable_by_key(|&i| (locs[i].segment, locs[i].offset));
+        let mut results: Vec<Option<io::Result<ColdRecord>>> = locs.iter().map(|_| None).collect();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut tx = Some(tx);
+        let (mut next, mut in_flight) = (0, 0);
+        while next < order.len() || in_flight > 0 {
+            while let Some(sender) = tx.as_ref().filter(|_| in_flight < READ_ALL_DEPTH) {
+                let (i, sender) = (order[next], sender.clone());
+                self.read(locs[i], Box::new(move |r| drop(sender.send((i, r)))));
+                next += 1;
+                in_flight += 1;
+                if next == order.len() {
+                    tx = None; // a callback dropped unanswered ends the wait
+                }
+            }
+            let Ok((i, r)) = rx.recv() else { break };
+            results[i] = Some(r);
+            in_flight -= 1;
+        }
+        results.into_iter().map(|r| r.unwrap_or_else(|| Err(io::Error::other("a read was dropped")))).collect()
     }
 
     fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8], u64)) {
