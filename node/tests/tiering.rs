@@ -268,7 +268,16 @@ fn keys_on_disk_only_cost_a_slot_of_ram_and_stay_found() {
     assert_eq!(c.cmd(&["GET", "key:1010"]), Frame::bulk("new"));
     assert_eq!(c.cmd(&["EXISTS", "key:2"]), Frame::int(0));
 
-    // SCAN returns every key at least once; KEYS every match.
+    // Inside MULTI nothing waits: SCAN reads a partition's keys on disk
+    // under its lock, and answers.
+    assert_eq!(c.cmd(&["MULTI"]), Frame::ok());
+    assert_eq!(c.cmd(&["SCAN", "0", "COUNT", "100"]), Frame::Simple("QUEUED".into()));
+    let exec = c.cmd(&["EXEC"]);
+    let scanned = exec.as_array().and_then(|r| r[0].as_array()).map(|r| r[1].as_array().unwrap().len());
+    assert!(scanned.is_some_and(|n| n >= 100), "{exec:?}");
+    // SCAN returns every key at least once; KEYS every match. Partitions
+    // with many keys on disk are read back in batches, their locks free.
+    let batched = field(&mut c, "tier_batch_reads");
     let mut cursor = "0".to_string();
     let mut seen = std::collections::HashSet::new();
     loop {
@@ -283,6 +292,7 @@ fn keys_on_disk_only_cost_a_slot_of_ram_and_stay_found() {
         }
     }
     assert_eq!(seen.len(), n - 2, "SCAN saw every key");
+    assert!(field(&mut c, "tier_batch_reads") > batched, "SCAN read keys on disk in batches");
     let keys = c.cmd(&["KEYS", "key:1234*"]);
     let want = (0..n).filter(|i| i.to_string().starts_with("1234")).count();
     assert_eq!(keys.as_array().unwrap().len(), want);

@@ -339,6 +339,7 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
     field!(t, "tier_reads", "{}", f.reads);
     field!(t, "tier_shared_reads", "{}", f.shared_reads);
     field!(t, "tier_sync_reads", "{}", f.sync_reads);
+    field!(t, "tier_batch_reads", "{}", f.batch_reads);
     field!(t, "tier_read_errors", "{}", f.read_errors);
     field!(t, "tier_disk_reads", "{}", f.disk_reads);
     field!(t, "tier_buffer_reads", "{}", f.staged_reads);

@@ -576,7 +576,24 @@ impl<'a> ScanOptions<'a> {
 /// Budget per call: `count` live keys examined, `count * 10` slots probed
 /// (sparse slabs) and some partitions visited. Every call makes progress, so
 /// an iteration always ends.
-fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut emit: impl FnMut(&[u8])) -> u64 {
+#[cfg(test)]
+fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, emit: impl FnMut(&[u8])) -> u64 {
+    match scan_step_or_wait(keys, cursor, opts, false, emit) {
+        Ok(next) => next,
+        Err(_) => unreachable!("a step that may not wait never does"),
+    }
+}
+
+/// [`scan_step`], or, when `may_wait` and a partition it enters holds many
+/// keys on disk only, the wait for their records (read without the
+/// partition's lock): the command then runs again from `cursor`.
+fn scan_step_or_wait(
+    keys: &mut KeyAccess<'_>,
+    cursor: u64,
+    opts: &ScanOptions<'_>,
+    may_wait: bool,
+    mut emit: impl FnMut(&[u8]),
+) -> Result<u64, crate::store::PendingRead> {
     let parts = keys.ks.num_partitions() as u64;
     let (ks, stats, db, now) = (keys.ks, keys.stats, keys.db, keys.now_ms);
     let mut part = cursor >> SLOT_BITS;
@@ -587,6 +604,13 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
     let mut batch = KeyBatch::default();
     while part < parts {
         let stopped_at = keys.with_partition(part as u32, |p| {
+            // A partition entered afresh: its keys on disk may be read back
+            // before the walk, while its other commands go on.
+            if may_wait && slot == 0 {
+                if let Some(wait) = p.recall_all_later(ks, db) {
+                    return Err(wait);
+                }
+            }
             // Keys on disk only come back to the index first. They may land
             // in slots the cursor has passed, so they are returned now (and
             // maybe again later: SCAN may repeat, never miss).
@@ -605,7 +629,7 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
             }
             while slot < p.slot_count(db) {
                 if examined >= opts.count || probes >= max_probes {
-                    return Some(slot as u32);
+                    return Ok(Some(slot as u32));
                 }
                 probes += 1;
                 if let Some(e) = p.entry_at(db, slot as u32) {
@@ -616,11 +640,11 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
                 }
                 slot += 1;
             }
-            None
-        });
+            Ok(None)
+        })?;
         batch.drain_matching(opts.pattern, &mut emit);
         if let Some(s) = stopped_at {
-            return encode_cursor(part, s);
+            return Ok(encode_cursor(part, s));
         }
         part += 1;
         slot = 0;
@@ -629,7 +653,7 @@ fn scan_step(keys: &mut KeyAccess<'_>, cursor: u64, opts: &ScanOptions<'_>, mut 
             break;
         }
     }
-    if part >= parts { 0 } else { encode_cursor(part, 0) }
+    Ok(if part >= parts { 0 } else { encode_cursor(part, 0) })
 }
 
 fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -637,10 +661,20 @@ fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let opts = ScanOptions::parse(&args[2..])?;
     let mut found = Reply { buf: Vec::new(), resp3: out.resp3 };
     let mut n = 0;
-    let next = scan_step(&mut ctx.keys, cursor, &opts, |key| {
+    // Inside MULTI or a script nothing may wait: keys on disk are read
+    // under the lock there.
+    let may_wait = !ctx.in_exec && !ctx.in_script && !ctx.keys.locked.is_all();
+    let step = scan_step_or_wait(&mut ctx.keys, cursor, &opts, may_wait, |key| {
         found.bulk(key);
         n += 1;
     });
+    let next = match step {
+        Ok(next) => next,
+        Err(wait) => {
+            ctx.pending = Some(wait);
+            return Ok(());
+        }
+    };
     out.array(2);
     out.bulk(next.to_string().as_bytes());
     out.array(n);

@@ -227,13 +227,18 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         let mut m = enc.encode_descriptor(
             "strata_tier_reads",
             "Reads of cold values: started for waiting commands (pending), joined by a later waiter (shared), \
-             done synchronously for keys a command did not declare (sync), failed (error: the key is lost).",
+             done synchronously for keys a command did not declare (sync), keys on disk only read back together for \
+             SCAN (batch), failed (error: the key is lost).",
             None,
             MetricType::Counter,
         )?;
-        for (kind, v) in
-            [("pending", t.reads), ("shared", t.shared_reads), ("sync", t.sync_reads), ("error", t.read_errors)]
-        {
+        for (kind, v) in [
+            ("pending", t.reads),
+            ("shared", t.shared_reads),
+            ("sync", t.sync_reads),
+            ("batch", t.batch_reads),
+            ("error", t.read_errors),
+        ] {
             ConstCounter::new(v).encode(m.encode_family(&[("kind", kind)])?)?;
         }
         let mut m = enc.encode_descriptor(

@@ -124,6 +124,7 @@ pub struct TierFigures {
     pub reads: u64,
     pub shared_reads: u64,
     pub sync_reads: u64,
+    pub batch_reads: u64,
     pub read_errors: u64,
     /// Reads that went to the device, and those served from the buffer
     /// of records not written yet.

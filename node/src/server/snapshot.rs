@@ -76,6 +76,7 @@ impl Shared {
                     reads: k.reads.load(Relaxed),
                     shared_reads: k.shared_reads.load(Relaxed),
                     sync_reads: k.sync_reads.load(Relaxed),
+                    batch_reads: k.batch_reads.load(Relaxed),
                     read_errors: k.read_errors.load(Relaxed),
                     disk_reads: l.disk_reads.load(Relaxed),
                     staged_reads: l.staged_reads.load(Relaxed),

@@ -104,6 +104,8 @@ pub struct ColdStats {
     pub shared_reads: AtomicU64,
     /// Synchronous reads (keys a command did not declare).
     pub sync_reads: AtomicU64,
+    /// Records of forgotten keys read in batches for SCAN (`recall.rs`).
+    pub batch_reads: AtomicU64,
     /// Reads that failed or returned an undecodable value: the key is lost
     /// (deleted), as if evicted, and logged.
     pub read_errors: AtomicU64,

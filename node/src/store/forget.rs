@@ -38,6 +38,8 @@ use super::entry::Entry;
 use super::journal::ChangeKind;
 use super::keyless::{Forgotten, deadline_of, hash32};
 use super::partition::Partition;
+use super::pending::PendingRead;
+use super::recall::{BATCH_MIN, RecallBatch};
 use crate::base::hash::hash_bytes;
 use crate::base::slot::key_slot;
 use crate::policy::EntryState;
@@ -293,18 +295,57 @@ impl Partition {
 
     /// Recalls every forgotten key of database `db` (KEYS, SCAN,
     /// RANDOMKEY: they need keys); returns the keys recalled.
+    /// Records a batch read meanwhile (`recall_all_later`) are used; the
+    /// rest are read now.
     pub fn recall_all(&mut self, ks: &Keyspace, db: usize) -> Vec<Vec<u8>> {
         let mut keys = Vec::new();
         let all: Vec<Forgotten> = self.dbs[db].forgotten.iter().map(|(_, f)| f).collect();
-        ks.cold_stats.sync_reads.fetch_add(all.len() as u64, Relaxed);
-        let records = ks.read_records(&all.iter().map(|f| f.loc).collect::<Vec<_>>());
-        for (f, result) in all.into_iter().zip(records) {
+        let mut batched = match self.recall.take() {
+            Some(b) if b.db == db && b.finished() => b.take_records(),
+            Some(b) if !b.finished() => {
+                self.recall = Some(b); // another database's, still reading
+                Default::default()
+            }
+            _ => Default::default(),
+        };
+        let mut records: Vec<Option<io::Result<ColdRecord>>> =
+            all.iter().map(|f| batched.remove(&(f.loc.segment, f.loc.offset))).collect();
+        let unread: Vec<usize> = (0..all.len()).filter(|&i| records[i].is_none()).collect();
+        if !unread.is_empty() {
+            ks.cold_stats.sync_reads.fetch_add(unread.len() as u64, Relaxed);
+            let read = ks.read_records(&unread.iter().map(|&i| all[i].loc).collect::<Vec<_>>());
+            for (i, r) in unread.into_iter().zip(read) {
+                records[i] = Some(r);
+            }
+        }
+        for (f, result) in all.into_iter().zip(records.into_iter().flatten()) {
             let Some(pos) = self.dbs[db].forgotten.find_loc(f.hash, f.loc.segment, f.loc.offset) else { continue };
             if let Some(slot) = self.recall(ks, db, pos, result, None) {
                 keys.push(self.dbs[db].entry(slot).key().to_vec());
             }
         }
         keys
+    }
+
+    /// For a command that may wait and needs every key of `db` (SCAN):
+    /// when many are forgotten, the wait for their records, read without
+    /// this partition's lock (`recall.rs`), after which `recall_all` runs
+    /// from memory; None when `recall_all` may run now.
+    pub fn recall_all_later(&mut self, ks: &Keyspace, db: usize) -> Option<PendingRead> {
+        if self.dbs[db].forgotten.len() < BATCH_MIN {
+            return None;
+        }
+        match &self.recall {
+            Some(b) if b.finished() && b.db == db => return None,
+            Some(b) if !b.finished() => return Some(b.wait()),
+            _ => {}
+        }
+        let locs: Vec<_> = self.dbs[db].forgotten.iter().map(|(_, f)| f.loc).collect();
+        ks.cold_stats.batch_reads.fetch_add(locs.len() as u64, Relaxed);
+        let batch = RecallBatch::start(ks.cold()?.clone(), db, locs);
+        let wait = batch.wait();
+        self.recall = Some(batch);
+        Some(wait)
     }
 
     /// Recalls one forgotten key of `db`, drawn at random, when a draw over

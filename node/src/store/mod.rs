@@ -26,6 +26,7 @@ pub mod list;
 pub mod listpack;
 pub mod partition;
 pub mod pending;
+mod recall;
 pub mod set;
 pub mod slab_table;
 pub mod stream;

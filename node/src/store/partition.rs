@@ -326,6 +326,8 @@ pub struct Partition {
     /// Disk reads of cold values in flight or done but not yet promoted
     /// (see `cold.rs`).
     pub(super) cold_reads: HashMap<DbKey, Arc<super::cold::ColdRead>>,
+    /// Forgotten keys being read back for a SCAN (see `recall.rs`).
+    pub(super) recall: Option<Arc<super::recall::RecallBatch>>,
 }
 
 impl Partition {
@@ -343,6 +345,7 @@ impl Partition {
             slot_keys: vec![0; slots].into_boxed_slice(),
             delayed: HashMap::new(),
             cold_reads: HashMap::new(),
+            recall: None,
         }
     }
 
