@@ -277,6 +277,75 @@ fn errorstats_and_total_error_replies() {
     d.finish();
 }
 
+/// Errors inside scripts are counted once, where they arise: a command a
+/// script called that failed or was refused (the refusal is a rejected
+/// call of that command), or an error the script made itself
+/// (`redis.error_reply`); the script's own failed call either way. And
+/// `min-replicas-to-write` refuses writes (NOREPLICAS), in MULTI and in
+/// scripts too.
+#[test]
+fn script_errors_and_noreplicas_are_counted_as_redis_counts_them() {
+    let mut d = Diff::new();
+    let stats = |d: &mut Diff| {
+        d.check(&["INFO", "errorstats"], |a, b| if a == b { Ok(()) } else { Err("errorstats differ".into()) });
+        d.check(&["INFO", "commandstats"], |a, b| {
+            let counts = |f: &Frame| -> Vec<String> {
+                let text = String::from_utf8_lossy(f.as_bytes().unwrap_or_default()).to_string();
+                let mut lines: Vec<String> = text
+                    .lines()
+                    .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+                    .map(|l| {
+                        let (name, fields) = l.split_once(':').unwrap();
+                        let kept: Vec<&str> = fields.split(',').filter(|f| !f.starts_with("usec")).collect();
+                        format!("{name}:{}", kept.join(","))
+                    })
+                    .collect();
+                lines.sort();
+                lines
+            };
+            let (ca, cb) = (counts(a), counts(b));
+            if ca == cb { Ok(()) } else { Err(format!("{ca:?} vs {cb:?}")) }
+        });
+        d.exact(&["CONFIG", "RESETSTAT"]);
+    };
+    d.exact(&["CONFIG", "RESETSTAT"]);
+    d.err(&["EVAL", "return redis.call('select', 99)", "0"]);
+    stats(&mut d);
+    d.exact(&["EVAL", "local t = redis.pcall('select', 99); return t['err']", "0"]);
+    stats(&mut d);
+    d.err(&["EVAL", "return redis.pcall('select', 99)", "0"]);
+    stats(&mut d);
+    d.err(&["EVAL", "return redis.error_reply('MY_ERR_CODE custom')", "0"]);
+    stats(&mut d);
+    d.err(&["EVAL", "return redis.call('nosuch')", "0"]);
+    d.err(&["EVAL_RO", "return redis.call('set', 'x', 'y')", "1", "x"]);
+    stats(&mut d);
+    d.exact(&["CONFIG", "SET", "maxmemory", "1"]);
+    d.err(&["EVAL", "return redis.call('set', 'x', 'y')", "1", "x"]);
+    d.exact(&["CONFIG", "SET", "maxmemory", "0"]);
+    stats(&mut d);
+    d.exact(&["SET", "x", "v"]);
+    d.exact(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    d.exact(&["CONFIG", "GET", "min-replicas-to-write"]);
+    d.exact(&["CONFIG", "GET", "min-slaves-max-lag"]);
+    d.err(&["SET", "x", "w"]);
+    d.exact(&["GET", "x"]);
+    d.exact(&["EVAL", "return redis.call('get', 'x')", "1", "x"]);
+    d.err(&["EVAL", "#!lua\nreturn redis.call('get', 'x')", "1", "x"]);
+    d.exact(&["EVAL", "#!lua flags=no-writes\nreturn redis.call('get', 'x')", "1", "x"]);
+    d.err(&["EVAL", "return redis.call('set', 'x', 1)", "1", "x"]);
+    d.exact(&["MULTI"]);
+    d.err(&["SET", "x", "y"]);
+    d.err(&["EXEC"]);
+    d.exact(&["CONFIG", "SET", "min-replicas-max-lag", "0"]);
+    d.exact(&["SET", "x", "z"]);
+    d.exact(&["CONFIG", "SET", "min-replicas-max-lag", "10"]);
+    d.exact(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    d.exact(&["SET", "x", "z"]);
+    stats(&mut d);
+    d.finish();
+}
+
 /// CLIENT INFO / CLIENT LIST show the request being run in the caller's
 /// query buffer (`qbuf=26` for `CLIENT INFO`), as Redis 7.0 does.
 #[test]

@@ -370,7 +370,13 @@ fn execute_request(
         refuse(worker, out, &msg);
         return Outcome::Done;
     }
-    if def.has(flags::DENYOOM) {
+    // A script that declares flags is the write (and memory-growing)
+    // command they say, as Redis's getCommandFlags has it.
+    let declared =
+        if def.has(flags::RUNS_SCRIPT) { super::scripting::declared_flags(shared, def.name, args) } else { None };
+    let writes = def.has(flags::WRITE) || declared.is_some_and(|f| !f.no_writes);
+    let grows = def.has(flags::DENYOOM) || declared.is_some_and(|f| !f.no_writes && !f.allow_oom);
+    if grows {
         if !shared.ensure_memory(&worker.store) {
             reject(stat);
             refuse(worker, out, err::OOM);
@@ -380,6 +386,12 @@ fn execute_request(
         // As Redis, any command makes room when over the limit (a read
         // after a big write evicts); only growing commands are refused.
         shared.ensure_memory(&worker.store);
+    }
+    // No replica could take the write (min-replicas-to-write).
+    if writes && shared.config.runtime.lacks_good_replicas() {
+        reject(stat);
+        refuse(worker, out, err::NOREPLICAS);
+        return Outcome::Done;
     }
     // Keys evicted for this command: their invalidations precede its reply.
     tracking::take_own(&mut out.buf);
@@ -437,15 +449,24 @@ fn queue(
     args: &[&[u8]],
     out: &mut Reply,
 ) -> Outcome {
+    let stat = shared.table.stat_slot(idx, args).map(|slot| &worker.cmds[slot]);
     if def.has(flags::NO_MULTI) {
         client.multi_dirty = true;
+        reject(stat);
         refuse(worker, out, "ERR Command not allowed inside a transaction");
         return Outcome::Done;
     }
     // Redis refuses to queue memory-growing commands when over the limit.
     if def.has(flags::DENYOOM) && shared.maxmemory() > 0 && shared.used_memory_for_eviction() > shared.maxmemory() {
         client.multi_dirty = true;
+        reject(stat);
         refuse(worker, out, err::OOM);
+        return Outcome::Done;
+    }
+    if def.has(flags::WRITE) && shared.config.runtime.lacks_good_replicas() {
+        client.multi_dirty = true;
+        reject(stat);
+        refuse(worker, out, err::NOREPLICAS);
         return Outcome::Done;
     }
     let queued = client.multi.as_mut().expect("in multi");
@@ -625,7 +646,9 @@ pub fn finish(
         Err(e) => {
             // A handler that fails must not leave half a reply behind.
             out.truncate(mark);
-            worker.errors.record(e.0.as_bytes());
+            if !std::mem::take(&mut client.error_counted) {
+                worker.errors.record(e.0.as_bytes());
+            }
             out.error(&e.0);
             true
         }

@@ -81,6 +81,7 @@ pub mod err {
     pub const WRONGTYPE: &str = crate::store::WRONGTYPE;
     pub const NO_SUCH_KEY: &str = "ERR no such key";
     pub const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+    pub const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
     pub const NOAUTH: &str = "NOAUTH Authentication required.";
     pub const INCR_OVERFLOW: &str = "ERR increment or decrement would overflow";
     pub const TIMEOUT_NEG: &str = "ERR timeout is negative";

@@ -183,9 +183,9 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, readonly: bo
             return Ok(());
         }
     }
-    // A set has no order of its own: with STORE it is sorted ALPHA so the
-    // stored result is deterministic.
-    if dontsort && is_set && store.is_some() {
+    // A set has no order of its own: with STORE, or for a script, it is
+    // sorted ALPHA so the result is deterministic (as Redis does).
+    if dontsort && is_set && (store.is_some() || ctx.in_script) {
         dontsort = false;
         alpha = true;
         sortby = None;

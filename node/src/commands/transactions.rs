@@ -136,6 +136,10 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         unwatch_locked(&mut ctx.keys, ctx.client);
         return Err(format!("EXECABORT Transaction discarded because of: {}", super::err::OOM).into());
     }
+    if shared.config.runtime.lacks_good_replicas() && queued.iter().any(|q| table.get(q.cmd).has(flags::WRITE)) {
+        unwatch_locked(&mut ctx.keys, ctx.client);
+        return Err(format!("EXECABORT Transaction discarded because of: {}", super::err::NOREPLICAS).into());
+    }
 
     // Lock every partition the transaction can touch, in one ordered pass.
     let needs_all = queued.iter().any(|q| {

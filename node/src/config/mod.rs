@@ -136,6 +136,11 @@ pub struct RuntimeConfig {
     pub adaptive_threads: AtomicBool,
     /// LFU counter growth (`lfu-log-factor`): higher = slower growth.
     pub lfu_log_factor: AtomicU32,
+    /// `min-replicas-to-write` and `min-replicas-max-lag`: a node has no
+    /// replicas, so writes are refused while both are set (as Redis does
+    /// with fewer good replicas than asked for).
+    pub min_replicas_to_write: AtomicU32,
+    pub min_replicas_max_lag: AtomicU32,
     /// Idle minutes per LFU counter decrement (`lfu-decay-time`); 0 = none.
     pub lfu_decay_minutes: AtomicU32,
     /// Active defragmentation on, and when it starts: fragmentation over
@@ -190,6 +195,12 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
+    /// Whether writes are refused for want of good replicas (Redis's
+    /// `checkGoodReplicasStatus`, with none connected: both settings on).
+    pub fn lacks_good_replicas(&self) -> bool {
+        self.min_replicas_to_write.load(Relaxed) > 0 && self.min_replicas_max_lag.load(Relaxed) > 0
+    }
+
     /// Before any parameter is loaded; output buffer limits are Redis's defaults.
     fn initial() -> RuntimeConfig {
         RuntimeConfig {
@@ -209,6 +220,8 @@ impl RuntimeConfig {
             adaptive_threads: AtomicBool::new(true),
             // Redis's defaults.
             lfu_log_factor: AtomicU32::new(10),
+            min_replicas_to_write: AtomicU32::new(0),
+            min_replicas_max_lag: AtomicU32::new(10),
             lfu_decay_minutes: AtomicU32::new(1),
             activedefrag: AtomicBool::new(true),
             active_defrag_ignore_bytes: AtomicU64::new(0),

@@ -588,6 +588,21 @@ pub static REDIS_COMPAT: &[Param] = &[
         rewrite: false, secret: false,
     },
     Param {
+        name: "min-replicas-to-write", aliases: &["min-slaves-to-write"], group: "Replication",
+        help: "Refuse writes (NOREPLICAS) unless this many replicas lag at most min-replicas-max-lag seconds; \
+               a strata node has no replicas, so any value above 0 refuses every write.",
+        default: Some("0"), kind: COUNT,
+        store: Store::Runtime(|rt, v| rt.min_replicas_to_write.store(v.int() as u32, Relaxed)), live: None,
+        get: |c| c.runtime.min_replicas_to_write.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "min-replicas-max-lag", aliases: &["min-slaves-max-lag"], group: "Replication",
+        help: "Seconds of lag within which a replica counts for min-replicas-to-write (0: the check is off).",
+        default: Some("10"), kind: COUNT,
+        store: Store::Runtime(|rt, v| rt.min_replicas_max_lag.store(v.int() as u32, Relaxed)), live: None,
+        get: |c| c.runtime.min_replicas_max_lag.load(Relaxed).to_string(), rewrite: true, secret: false,
+    },
+    Param {
         name: "lfu-log-factor", aliases: &[], group: "Memory", help: "LFU counter logarithm factor.",
         default: None, kind: COUNT,
         store: Store::Runtime(|rt, v| rt.lfu_log_factor.store(v.int() as u32, Relaxed)), live: None,

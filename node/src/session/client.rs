@@ -108,6 +108,10 @@ pub struct Client {
     pub multi: Option<Vec<Queued>>,
     /// A queued command was rejected: EXEC must fail with EXECABORT.
     pub multi_dirty: bool,
+    /// The error the running command is about to reply with was counted
+    /// where it arose (a command a script called): INFO errorstats counts
+    /// it once, as Redis does.
+    pub error_counted: bool,
     /// WATCHes dropped by an EXEC refused while a script held the keyspace
     /// (it could not lock their partitions then): released later.
     pub stale_watches: Vec<(usize, Vec<u8>, u64)>,
@@ -153,6 +157,7 @@ impl Client {
             acl_generation: 0,
             multi: None,
             multi_dirty: false,
+            error_counted: false,
             stale_watches: Vec::new(),
             watched: Vec::new(),
             channels: HashSet::new(),

@@ -30,6 +30,7 @@ pub struct Run<'a> {
     pub argv: &'a [&'a [u8]],
     pub read_only: bool,
     pub check_oom_upfront: bool,
+    pub check_replicas_upfront: bool,
     pub command: &'static str,
 }
 
@@ -526,6 +527,7 @@ fn error_handler(lua: &Lua, e: Value) -> mlua::Result<Table> {
         Value::Error(ref err) if redis_error(err).is_some() => {
             let t = lua.create_table()?;
             t.raw_set("err", redis_error(err).unwrap_or_default())?;
+            t.raw_set(COUNTED, true)?;
             t
         }
         other => {
@@ -595,7 +597,24 @@ struct CallCtx<'c, 'a> {
 
 impl CallCtx<'_, '_> {
     /// Runs one command for the script; the reply's bytes, or an error text.
+    /// A command refused before it ran (unknown, arity, ACL, read-only
+    /// script, OOM, ...) counts as Redis counts it: in errorstats, and as a
+    /// rejected call of that command.
     fn exec(&mut self, argv: &[Vec<u8>], resp3: bool) -> Result<Vec<u8>, String> {
+        let result = self.admit_and_run(argv, resp3);
+        if let Err(m) = &result {
+            let ctx = &*self.ctx;
+            ctx.worker.errors.record(m.as_bytes());
+            let args: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
+            if let Some(slot) = ctx.shared.table.lookup(&argv[0]).and_then(|idx| ctx.shared.table.stat_slot(idx, &args))
+            {
+                ctx.worker.cmds[slot].reject();
+            }
+        }
+        result
+    }
+
+    fn admit_and_run(&mut self, argv: &[Vec<u8>], resp3: bool) -> Result<Vec<u8>, String> {
         let ctx = &mut *self.ctx;
         let shared = ctx.shared;
         let table = &shared.table;
@@ -628,6 +647,11 @@ impl CallCtx<'_, '_> {
         if cmd_flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 && self.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.".into());
         }
+        // Until the script has written (it cannot fail half-way after).
+        if cmd_flags & flags::WRITE != 0 && !self.run.wrote.load(SeqCst) && shared.config.runtime.lacks_good_replicas()
+        {
+            return Err(err::NOREPLICAS.into());
+        }
         if cmd_flags & flags::DENYOOM != 0 && over_memory(shared) {
             return Err(err::OOM.into());
         }
@@ -659,6 +683,11 @@ fn over_memory(shared: &crate::commands::Node) -> bool {
     max > 0 && shared.used_memory_for_eviction() > max
 }
 
+/// The field Redis marks the error tables of `redis.call`/`redis.pcall`
+/// with: their error was counted (INFO errorstats) where the command
+/// failed, so a script that returns or raises one is not counted again.
+const COUNTED: &str = "ignore_error_stats_update";
+
 /// An error `redis.call` raises: becomes the error table `{err=...}`.
 #[derive(Debug)]
 struct RedisError(String);
@@ -688,6 +717,7 @@ fn redis_call(lua: &Lua, st: &RefCell<CallCtx<'_, '_>>, raise: bool, args: Multi
         }
         let t = lua.create_table()?;
         t.raw_set("err", m)?;
+        t.raw_set(COUNTED, true)?;
         Ok(Value::Table(t))
     };
     if args.is_empty() {
@@ -892,6 +922,9 @@ fn number(v: &Value) -> Option<f64> {
 pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
     let shared = ctx.shared;
     let scripts = &shared.scripts;
+    if run.check_replicas_upfront && shared.config.runtime.lacks_good_replicas() {
+        return Err(err::NOREPLICAS.into());
+    }
     if run.check_oom_upfront && over_memory(shared) {
         return Err(err::OOM.into());
     }
@@ -1036,14 +1069,23 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         let ok = matches!(it.next(), Some(Value::Boolean(true)));
         let value = it.next().unwrap_or(Value::Nil);
         let mut reply = Reply { buf: Vec::new(), resp3: caller_resp3 };
+        let counted = |t: &Table| t.raw_get::<Option<bool>>(COUNTED).ok().flatten() == Some(true);
         if ok {
+            // An error table returned is the command's error reply (a
+            // failed call, counted as such).
+            if let Value::Table(t) = &value
+                && let Ok(Value::String(e)) = t.raw_get::<Value>("err")
+            {
+                return Ok(Err((String::from_utf8_lossy(&e.as_bytes()).into_owned(), counted(t))));
+            }
             lua_to_reply(&value, &mut reply, 0, script_resp3(&private)).map_err(lua_err)?;
             return Ok(Ok(reply.buf));
         }
         // An error: Redis's message, with where it was raised.
         let Value::Table(t) = value else {
-            return Ok(Err(format!("ERR Error running script {name}, execution failure")));
+            return Ok(Err((format!("ERR Error running script {name}, execution failure"), false)));
         };
+        let already = counted(&t);
         let msg: Option<mlua::String> = t.raw_get("err").ok();
         let mut text = msg.map(|m| String::from_utf8_lossy(&m.as_bytes()).into_owned()).unwrap_or_default();
         let source: Option<String> = t.raw_get("source").ok().flatten();
@@ -1051,7 +1093,7 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
         if let (Some(source), Some(line)) = (source, line) {
             text.push_str(&format!(" script: {name}, on {source}:{line}."));
         }
-        Ok(Err(text))
+        Ok(Err((text, already)))
     });
     ctx.in_exec = saved_in_exec;
     ctx.in_script = saved_in_script;
@@ -1064,6 +1106,9 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
             out.raw(&bytes);
             Ok(())
         }
-        Err(text) => Err(text.into()),
+        Err((text, counted)) => {
+            ctx.client.error_counted = counted;
+            Err(text.into())
+        }
     }
 }

@@ -92,6 +92,10 @@ pub struct RunState {
     pub what: Mutex<(String, String)>,
 }
 
+/// A script's reply bytes, or its error text and whether that error was
+/// counted already (`Client::error_counted`).
+pub type ScriptResult = Result<Vec<u8>, (String, bool)>;
+
 /// The node's scripting state.
 #[derive(Default)]
 pub struct Scripts {
@@ -106,7 +110,7 @@ pub struct Scripts {
     pub run: Arc<RunState>,
     /// Replies of scripts run on the script thread, by client id, until
     /// the client's EVAL/FCALL runs again to collect them.
-    pub results: Mutex<HashMap<u64, Result<Vec<u8>, String>>>,
+    pub results: Mutex<HashMap<u64, ScriptResult>>,
 }
 
 /// What a command must do while a script runs.
@@ -341,7 +345,10 @@ fn collect_result(ctx: &mut Ctx<'_>, out: &mut Reply) -> Option<CmdResult> {
             out.raw(&bytes);
             Ok(())
         }
-        Err(e) => Err(e.into()),
+        Err((e, counted)) => {
+            ctx.client.error_counted = counted;
+            Err(e.into())
+        }
     })
 }
 
@@ -349,18 +356,27 @@ fn collect_result(ctx: &mut Ctx<'_>, out: &mut Reply) -> Option<CmdResult> {
 /// PAUSE WRITE holds it back): unless its script or function declares
 /// `no-writes`. An unknown script or function may.
 pub fn script_may_write(shared: &super::Node, name: &str, args: &[&[u8]]) -> bool {
-    let Some(target) = args.get(1) else { return true };
-    let flags = match name {
-        "eval" => eval_shebang(target).ok().flatten(),
-        "evalsha" => {
+    !declared_flags(shared, name, args).is_some_and(|f| f.no_writes)
+}
+
+/// The flags the script or function of EVAL, EVALSHA or FCALL (and their
+/// `_ro` forms) declares; None for a script without a shebang (Redis's
+/// compatibility mode: only the commands it calls are checked) or an
+/// unknown one.
+pub fn declared_flags(shared: &super::Node, name: &str, args: &[&[u8]]) -> Option<ScriptFlags> {
+    let target = args.get(1)?;
+    match name {
+        "eval" | "eval_ro" => eval_shebang(target).ok().flatten(),
+        "evalsha" | "evalsha_ro" => {
             let sha = String::from_utf8_lossy(target).to_ascii_lowercase();
             let body = shared.scripts.cache.lock().get(&sha).cloned();
             body.and_then(|b| eval_shebang(&b).ok().flatten())
         }
-        "fcall" => functions::find_function(&shared.scripts, &String::from_utf8_lossy(target)).map(|(_, f)| f),
+        "fcall" | "fcall_ro" => {
+            functions::find_function(&shared.scripts, &String::from_utf8_lossy(target)).map(|(_, f)| f)
+        }
         _ => None,
-    };
-    !flags.is_some_and(|f| f.no_writes)
+    }
 }
 
 fn eval_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, by_sha: bool, ro_cmd: bool) -> CmdResult {
@@ -395,6 +411,8 @@ fn eval_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, by_sha: bool
         read_only: ro_cmd || flags.no_writes,
         // Without a shebang, each write command checks memory itself.
         check_oom_upfront: shebang.is_some() && !flags.allow_oom && !flags.no_writes,
+        // Likewise for replicas (min-replicas-to-write).
+        check_replicas_upfront: shebang.is_some() && !flags.no_writes,
         command: if ro_cmd { "eval_ro" } else { "eval" },
     };
     start(ctx, job, out)
@@ -412,6 +430,7 @@ struct Job {
     argv: Vec<Vec<u8>>,
     read_only: bool,
     check_oom_upfront: bool,
+    check_replicas_upfront: bool,
     command: &'static str,
 }
 
@@ -429,6 +448,7 @@ impl Job {
             argv: &argv,
             read_only: self.read_only,
             check_oom_upfront: self.check_oom_upfront,
+            check_replicas_upfront: self.check_replicas_upfront,
             command: self.command,
         };
         engine::run(ctx, run, out)
@@ -543,13 +563,13 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
                 }
                 Err(e) => {
                     crate::session::tracking::push_to(&info, own);
-                    Err(e.0.into_owned())
+                    Err((e.0.into_owned(), client.error_counted))
                 }
             }
         }));
         node.ks.flush_mem();
         node.scripts.run.active.fetch_sub(1, SeqCst);
-        let result = result.unwrap_or_else(|_| Err("ERR internal error while running the script".into()));
+        let result = result.unwrap_or_else(|_| Err(("ERR internal error while running the script".into(), false)));
         // Kept for the client's second run of the command, unless it is gone.
         if Arc::strong_count(&info) > 1 && !info.killed.load(Relaxed) {
             node.scripts.results.lock().insert(id, result);
@@ -596,6 +616,7 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, ro_cmd: boo
         argv: argv.iter().map(|a| a.to_vec()).collect(),
         read_only: ro_cmd || flags.no_writes,
         check_oom_upfront: !flags.allow_oom && !flags.no_writes,
+        check_replicas_upfront: !flags.no_writes,
         command: if ro_cmd { "fcall_ro" } else { "fcall" },
     };
     start(ctx, job, out)
