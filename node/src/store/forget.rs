@@ -39,7 +39,7 @@ use super::journal::ChangeKind;
 use super::keyless::{Forgotten, deadline_of, hash32};
 use super::partition::Partition;
 use super::pending::PendingRead;
-use super::recall::{BATCH_MIN, RecallBatch};
+use super::recall::{BATCH_MIN, HELD_MAX, RecallBatch};
 use crate::base::hash::hash_bytes;
 use crate::base::slot::key_slot;
 use crate::policy::EntryState;
@@ -332,7 +332,7 @@ impl Partition {
     /// this partition's lock (`recall.rs`), after which `recall_all` runs
     /// from memory; None when `recall_all` may run now.
     pub fn recall_all_later(&mut self, ks: &Keyspace, db: usize) -> Option<PendingRead> {
-        if self.dbs[db].forgotten.len() < BATCH_MIN {
+        if self.dbs[db].forgotten.len() < BATCH_MIN || ks.recall_held.load(Relaxed) > HELD_MAX {
             return None;
         }
         match &self.recall {
@@ -342,7 +342,7 @@ impl Partition {
         }
         let locs: Vec<_> = self.dbs[db].forgotten.iter().map(|(_, f)| f.loc).collect();
         ks.cold_stats.batch_reads.fetch_add(locs.len() as u64, Relaxed);
-        let batch = RecallBatch::start(ks.cold()?.clone(), db, locs);
+        let batch = RecallBatch::start(ks.cold()?.clone(), ks.recall_held.clone(), db, locs);
         let wait = batch.wait();
         self.recall = Some(batch);
         Some(wait)

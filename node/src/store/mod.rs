@@ -97,6 +97,8 @@ pub struct Keyspace {
     forget_limit: AtomicU64,
     /// KEYS walks in progress: no key is forgotten meanwhile.
     walks: AtomicU32,
+    /// Bytes the batches of recalled keys hold (`recall.rs`), bounded.
+    recall_held: Arc<AtomicU64>,
     /// Client-side caching: the tracker and the tracking table's totals,
     /// on lines of their own: their counters change on tracked reads, while
     /// every write reads the broadcast flag.
@@ -156,6 +158,7 @@ impl Keyspace {
             cold_stats: ColdStats::default(),
             forget_limit: AtomicU64::new(0),
             walks: AtomicU32::new(0),
+            recall_held: Arc::new(AtomicU64::new(0)),
             tracking: OwnLine(Default::default()),
             expiry_paused_until: AtomicU64::new(0),
             events: Default::default(),

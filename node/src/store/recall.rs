@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tokio::sync::Notify;
 
 /// Reads of one batch in flight at a time: deep enough for a device's
@@ -31,6 +31,15 @@ const DEPTH: usize = 64;
 /// (a few ms at most): a batch is for the thousands.
 pub(super) const BATCH_MIN: usize = 64;
 
+/// Bytes all batches may hold (keys read, waiting to be recalled): past it
+/// a SCAN reads under the lock, as before. Batches whose command went away
+/// hold theirs until the next recall of their partition; this bounds what
+/// clients that start many and leave can pin.
+pub(super) const HELD_MAX: u64 = 16 << 20;
+
+/// What one key read holds in a batch, beyond the key's bytes.
+const PER_KEY: u64 = 96;
+
 pub struct RecallBatch {
     pub(super) db: usize,
     tier: Arc<dyn ColdTier>,
@@ -39,6 +48,8 @@ pub struct RecallBatch {
     state: Mutex<State>,
     over: AtomicBool,
     done: Notify,
+    /// The keyspace's count of bytes held by batches, and this one's share.
+    held: Arc<AtomicU64>,
 }
 
 #[derive(Default)]
@@ -52,11 +63,18 @@ struct State {
     /// By (segment, offset): the key and deadline only (no value: a
     /// recall brings keys back cold).
     records: HashMap<(u32, u32), io::Result<ColdRecord>>,
+    /// Bytes `records` counts in the keyspace's `held`.
+    holds: u64,
 }
 
 impl RecallBatch {
     /// Starts reading the records at `locs` of database `db`.
-    pub(super) fn start(tier: Arc<dyn ColdTier>, db: usize, mut locs: Vec<ColdLoc>) -> Arc<RecallBatch> {
+    pub(super) fn start(
+        tier: Arc<dyn ColdTier>,
+        held: Arc<AtomicU64>,
+        db: usize,
+        mut locs: Vec<ColdLoc>,
+    ) -> Arc<RecallBatch> {
         locs.sort_unstable_by_key(|l| (l.segment, l.offset));
         let batch = Arc::new(RecallBatch {
             db,
@@ -65,6 +83,7 @@ impl RecallBatch {
             locs,
             state: Mutex::new(State::default()),
             done: Notify::new(),
+            held,
         });
         batch.pump();
         batch
@@ -90,7 +109,9 @@ impl RecallBatch {
 
     /// The records read, by (segment, offset); call once finished.
     pub(super) fn take_records(&self) -> HashMap<(u32, u32), io::Result<ColdRecord>> {
-        std::mem::take(&mut self.state.lock().records)
+        let mut st = self.state.lock();
+        self.held.fetch_sub(std::mem::take(&mut st.holds), Ordering::Relaxed);
+        std::mem::take(&mut st.records)
     }
 
     /// Starts reads until `DEPTH` are in flight or none is left.
@@ -121,8 +142,11 @@ impl RecallBatch {
     fn answered(self: &Arc<Self>, i: usize, r: io::Result<ColdRecord>) {
         let loc = self.locs[i];
         let keyed = r.map(|rec| ColdRecord { key: rec.key, value: Vec::new(), expire_at: rec.expire_at });
+        let bytes = keyed.as_ref().map_or(0, |rec| rec.key.len() as u64) + PER_KEY;
+        self.held.fetch_add(bytes, Ordering::Relaxed);
         let all = {
             let mut st = self.state.lock();
+            st.holds += bytes;
             st.records.insert((loc.segment, loc.offset), keyed);
             st.in_flight -= 1;
             st.answered += 1;
@@ -134,5 +158,66 @@ impl RecallBatch {
         } else {
             self.pump();
         }
+    }
+}
+
+impl Drop for RecallBatch {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.state.get_mut().holds, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::cold::tests::HeldTier;
+    use crate::store::entry::ValueKind;
+
+    fn tier_of(n: usize) -> (Arc<HeldTier>, Vec<ColdLoc>) {
+        let tier = Arc::new(HeldTier::default());
+        let locs = (0..n)
+            .map(|i| {
+                let key = format!("key:{i}");
+                let (segment, offset, len) = tier.demote(0, key.as_bytes(), 0, &[7; 100]).unwrap();
+                ColdLoc { segment, offset, len, kind: ValueKind::Str }
+            })
+            .collect();
+        (tier, locs)
+    }
+
+    #[test]
+    fn keeps_depth_reads_in_flight_and_answers_every_key_once() {
+        let (tier, locs) = tier_of(200);
+        let held = Arc::new(AtomicU64::new(0));
+        let batch = RecallBatch::start(tier.clone(), held.clone(), 0, locs.iter().rev().copied().collect());
+        let mut rounds = 0;
+        while !batch.finished() {
+            let in_flight = tier.reads.lock().len();
+            assert!(in_flight > 0 && in_flight <= DEPTH, "{in_flight} reads in flight");
+            tier.complete_all();
+            rounds += 1;
+        }
+        assert_eq!(rounds, 200usize.div_ceil(DEPTH));
+        assert!(held.load(Ordering::Relaxed) >= 200 * PER_KEY);
+        let records = batch.take_records();
+        assert_eq!(records.len(), 200);
+        for (i, loc) in locs.iter().enumerate() {
+            let rec = records[&(loc.segment, loc.offset)].as_ref().unwrap();
+            assert_eq!(rec.key, format!("key:{i}").into_bytes());
+            assert!(rec.value.is_empty(), "values are not kept");
+        }
+        assert_eq!(held.load(Ordering::Relaxed), 0, "taken records leave the count");
+    }
+
+    #[test]
+    fn a_batch_nobody_takes_gives_its_bytes_back_when_dropped() {
+        let (tier, locs) = tier_of(10);
+        let held = Arc::new(AtomicU64::new(0));
+        let batch = RecallBatch::start(tier.clone(), held.clone(), 0, locs);
+        tier.complete_all();
+        assert!(batch.finished());
+        assert!(held.load(Ordering::Relaxed) > 0);
+        drop(batch);
+        assert_eq!(held.load(Ordering::Relaxed), 0);
     }
 }
