@@ -12,7 +12,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::*;
@@ -69,6 +69,11 @@ fn parse_counter(t: usize, v: &[u8]) -> Option<u64> {
 /// the oldest write not yet durable was appended).
 const LAG_CLOCK_ROUNDING: Duration = Duration::from_micros(2);
 
+/// Each round runs until its writers have this many acknowledgements (as
+/// well as for its time) before the kill: a loaded machine slows them, and
+/// the tests' "enough load" floors hold however slow it gets.
+const MIN_ACKED_PER_ROUND: u64 = 100;
+
 #[derive(Debug, Default)]
 struct Outcome {
     acked: u64,
@@ -88,7 +93,8 @@ struct Outcome {
 }
 
 /// Writes under load and kills -9 `rounds` times, then checks every key
-/// against the clients' log.
+/// against the clients' log. `name` names the data dir: one per test, as
+/// tests run in parallel.
 ///
 /// `hold` is the mode's back-pressure bound (`hold_beyond`): no reply
 /// leaves while the oldest write not yet durable is older than that. So
@@ -100,8 +106,15 @@ struct Outcome {
 /// time a reply or request spends in transit, and none is compared with
 /// the kill's time: a flush starved of CPU or disk on a loaded machine
 /// loses more writes, which the mode allows, without failing the test.
-fn crash_rounds(mode: &str, extra: &[&str], env: &[(&str, &str)], rounds: usize, hold: Duration) -> Outcome {
-    let dir = DataDir::new(mode);
+fn crash_rounds(
+    name: &str,
+    mode: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    rounds: usize,
+    hold: Duration,
+) -> Outcome {
+    let dir = DataDir::new(name);
     let logs: Vec<Arc<Mutex<Vec<KeyLog>>>> =
         (0..THREADS).map(|_| Arc::new(Mutex::new(vec![KeyLog::default(); KEYS_PER_THREAD as usize]))).collect();
     let mut counters = [0u64; THREADS];
@@ -110,10 +123,12 @@ fn crash_rounds(mode: &str, extra: &[&str], env: &[(&str, &str)], rounds: usize,
         let mut server = start_with_env(&dir, mode, extra, env);
         let addr = server.addr();
         let stop = Arc::new(AtomicBool::new(false));
+        let round_acked = Arc::new(AtomicU64::new(0));
         let handles: Vec<_> = (0..THREADS)
             .map(|t| {
                 let log = logs[t].clone();
                 let stop = stop.clone();
+                let round_acked = round_acked.clone();
                 let mut c = counters[t];
                 std::thread::spawn(move || {
                     // (acknowledged, when the last acknowledged request was sent)
@@ -134,6 +149,7 @@ fn crash_rounds(mode: &str, extra: &[&str], env: &[(&str, &str)], rounds: usize,
                                 log.lock().unwrap()[k as usize].acked = Some((c, Instant::now()));
                                 last_acked_sent = Some(sent);
                                 acked += 1;
+                                round_acked.fetch_add(1, Ordering::Relaxed);
                             }
                             _ => break,
                         }
@@ -143,8 +159,10 @@ fn crash_rounds(mode: &str, extra: &[&str], env: &[(&str, &str)], rounds: usize,
             })
             .collect();
         std::thread::sleep(Duration::from_millis(150 + (round as u64 * 37) % 200));
+        wait_for(Duration::from_secs(10), || round_acked.load(Ordering::Relaxed) >= MIN_ACKED_PER_ROUND);
         let kill_time = Instant::now();
         server.kill();
+        let killed = server;
         stop.store(true, Ordering::Relaxed);
         let mut last_acked_sent: Option<Instant> = None;
         for (t, h) in handles.into_iter().enumerate() {
@@ -156,6 +174,7 @@ fn crash_rounds(mode: &str, extra: &[&str], env: &[(&str, &str)], rounds: usize,
         // Restart and check every key against the clients' log.
         let server = start_with_env(&dir, mode, extra, env);
         let mut conn = server.conn();
+        let broken_before = out.broken;
         for (t, log) in logs.iter().enumerate() {
             let mut log = log.lock().unwrap();
             for k in 0..KEYS_PER_THREAD {
@@ -192,6 +211,13 @@ fn crash_rounds(mode: &str, extra: &[&str], env: &[(&str, &str)], rounds: usize,
                 entry.acked = found.map(|f| (f, kill_time));
             }
         }
+        if out.broken > broken_before {
+            eprintln!(
+                "{mode} round {round}: the killed node\n{}\nthe restarted node\n{}",
+                killed.logs(),
+                server.logs()
+            );
+        }
         drop(server);
     }
     out
@@ -199,7 +225,7 @@ fn crash_rounds(mode: &str, extra: &[&str], env: &[(&str, &str)], rounds: usize,
 
 #[test]
 fn sync_loses_no_acknowledged_write_across_kill_9() {
-    let o = crash_rounds("sync", &[], &[], 20, Duration::ZERO);
+    let o = crash_rounds("kill9-sync", "sync", &[], &[], 20, Duration::ZERO);
     eprintln!("sync: {o:?}");
     assert!(o.acked > 1000, "too little load to mean anything: {}", o.acked);
     assert_eq!((o.lost, o.phantom), (0, 0), "sync lost acknowledged writes");
@@ -209,7 +235,14 @@ fn sync_loses_no_acknowledged_write_across_kill_9() {
 fn periodic_loses_at_most_the_last_interval_across_kill_9() {
     // 10 ms interval: replies are held once the oldest write not yet
     // durable is two intervals old.
-    let o = crash_rounds("periodic", &["--fsync-interval", "10ms"], &[], 20, Duration::from_millis(2 * 10));
+    let o = crash_rounds(
+        "kill9-periodic",
+        "periodic",
+        &["--fsync-interval", "10ms"],
+        &[],
+        20,
+        Duration::from_millis(2 * 10),
+    );
     eprintln!("periodic: {o:?}");
     assert!(o.acked > 1000, "too little load to mean anything: {}", o.acked);
     assert_eq!((o.broken, o.phantom), (0, 0), "periodic acknowledged writes it later lost past its bound");
@@ -222,7 +255,14 @@ fn periodic_loses_at_most_the_last_interval_across_kill_9() {
 #[test]
 fn periodic_holds_replies_while_a_slow_flush_is_in_flight_across_kill_9() {
     let slow = [("STRATA_TEST_FLUSH_DELAY_MS", "100")];
-    let o = crash_rounds("periodic", &["--fsync-interval", "10ms"], &slow, 8, Duration::from_millis(2 * 10));
+    let o = crash_rounds(
+        "kill9-periodic-slow",
+        "periodic",
+        &["--fsync-interval", "10ms"],
+        &slow,
+        8,
+        Duration::from_millis(2 * 10),
+    );
     eprintln!("periodic, slow flush: {o:?}");
     assert!(o.acked > 200 && o.lost > 0, "too little load, or no kill during a flush, to mean anything: {o:?}");
     assert_eq!((o.broken, o.phantom), (0, 0), "periodic acknowledged writes it later lost past its bound");

@@ -18,7 +18,7 @@ mod support;
 
 use powerfs::PowerFs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::*;
@@ -95,6 +95,11 @@ struct KeyLog {
 /// the oldest write not yet durable was appended).
 const LAG_CLOCK_ROUNDING: Duration = Duration::from_micros(2);
 
+/// Each round runs until its writers have this many acknowledgements (as
+/// well as for its time) before the cut: a loaded machine slows them, and
+/// the tests' "enough load" floors hold however slow it gets.
+const MIN_ACKED_PER_ROUND: u64 = 150;
+
 #[derive(Debug)]
 struct Outcome {
     acked: u64,
@@ -145,9 +150,11 @@ fn power_cut_rounds(mode: &str, extra: &[&str], rounds: usize, hold: Duration) -
         let mut server = start(&mnt.0, mode, extra);
         let addr = server.addr();
         let stop = Arc::new(AtomicBool::new(false));
+        let round_acked = Arc::new(AtomicU64::new(0));
         let writers: Vec<_> = (0..THREADS)
             .map(|t| {
                 let (log, stop, mut c) = (logs[t].clone(), stop.clone(), counters[t]);
+                let round_acked = round_acked.clone();
                 std::thread::spawn(move || {
                     // (acknowledged, when the last acknowledged request was sent)
                     let (mut acked, mut last_acked_sent) = (0u64, None);
@@ -166,6 +173,7 @@ fn power_cut_rounds(mode: &str, extra: &[&str], rounds: usize, hold: Duration) -
                                 log.lock().unwrap()[k as usize].acked = Some((c, Instant::now()));
                                 last_acked_sent = Some(sent);
                                 acked += 1;
+                                round_acked.fetch_add(1, Ordering::Relaxed);
                             }
                             _ => break,
                         }
@@ -175,6 +183,7 @@ fn power_cut_rounds(mode: &str, extra: &[&str], rounds: usize, hold: Duration) -
             })
             .collect();
         std::thread::sleep(Duration::from_millis(300 + (round as u64 * 53) % 300));
+        wait_for(Duration::from_secs(10), || round_acked.load(Ordering::Relaxed) >= MIN_ACKED_PER_ROUND);
         // The cut: the node dies, then whatever it wrote and did not fsync.
         let cut = Instant::now();
         server.kill();
