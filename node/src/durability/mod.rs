@@ -47,7 +47,9 @@ pub enum Policy {
     /// Every write is appended when made; fsync every `interval`. A flush
     /// slower than the interval holds replies back once the oldest write
     /// not yet durable is two intervals old: the acknowledged writes a
-    /// crash can lose were all made within one interval plus one flush.
+    /// crash can lose were all made after the last completed flush began,
+    /// and at most two intervals before the last reply that left — however
+    /// long a flush the machine starves of CPU or disk takes.
     Periodic { interval: Duration },
     /// A write is acknowledged only once an fsync covers it.
     Sync,
