@@ -199,6 +199,23 @@ fn latency_subcommands_and_errors() {
     d.finish();
 }
 
+/// INFO commandstats' lines without durations (they differ) or INFO's
+/// own, sorted: the calls, rejected and failed counts per command.
+fn command_counts(f: &Frame) -> Vec<String> {
+    let text = String::from_utf8_lossy(f.as_bytes().unwrap_or_default()).to_string();
+    let mut lines: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
+        .map(|l| {
+            let (name, fields) = l.split_once(':').unwrap();
+            let counts: Vec<&str> = fields.split(',').filter(|f| !f.starts_with("usec")).collect();
+            format!("{name}:{}", counts.join(","))
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
 /// Subcommands are counted apart (`cmdstat_client|id`), and a container's
 /// unknown subcommand nowhere.
 #[test]
@@ -211,24 +228,8 @@ fn commandstats_per_subcommand() {
     d.err(&["CLIENT", "SETNAME"]);
     d.err(&["CLIENT"]);
     d.exact(&["CONFIG", "GET", "maxmemory-samples"]);
-    let stats = |f: &Frame| -> Vec<String> {
-        let text = String::from_utf8_lossy(f.as_bytes().unwrap_or_default()).to_string();
-        let mut lines: Vec<String> = text
-            .lines()
-            .filter(|l| l.starts_with("cmdstat_"))
-            .map(|l| {
-                // Durations differ: keep the name and the counts.
-                let (name, fields) = l.split_once(':').unwrap();
-                let counts: Vec<&str> = fields.split(',').filter(|f| !f.starts_with("usec")).collect();
-                format!("{name}:{}", counts.join(","))
-            })
-            .filter(|l| !l.starts_with("cmdstat_info:"))
-            .collect();
-        lines.sort();
-        lines
-    };
     d.check(&["INFO", "commandstats"], |a, b| {
-        let (sa, sb) = (stats(a), stats(b));
+        let (sa, sb) = (command_counts(a), command_counts(b));
         if sa.is_empty() || sa != sb { Err(format!("{sa:?} vs {sb:?}")) } else { Ok(()) }
     });
     d.finish();
@@ -289,21 +290,7 @@ fn script_errors_and_noreplicas_are_counted_as_redis_counts_them() {
     let stats = |d: &mut Diff| {
         d.check(&["INFO", "errorstats"], |a, b| if a == b { Ok(()) } else { Err("errorstats differ".into()) });
         d.check(&["INFO", "commandstats"], |a, b| {
-            let counts = |f: &Frame| -> Vec<String> {
-                let text = String::from_utf8_lossy(f.as_bytes().unwrap_or_default()).to_string();
-                let mut lines: Vec<String> = text
-                    .lines()
-                    .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info:"))
-                    .map(|l| {
-                        let (name, fields) = l.split_once(':').unwrap();
-                        let kept: Vec<&str> = fields.split(',').filter(|f| !f.starts_with("usec")).collect();
-                        format!("{name}:{}", kept.join(","))
-                    })
-                    .collect();
-                lines.sort();
-                lines
-            };
-            let (ca, cb) = (counts(a), counts(b));
+            let (ca, cb) = (command_counts(a), command_counts(b));
             if ca == cb { Ok(()) } else { Err(format!("{ca:?} vs {cb:?}")) }
         });
         d.exact(&["CONFIG", "RESETSTAT"]);
