@@ -231,13 +231,23 @@ fn durability_families_with_a_log() {
     for i in 0..SETS {
         let () = redis::cmd("SET").arg(format!("key:{i}")).arg("x".repeat(100)).query(&mut con).expect("SET");
     }
+    // One pipeline of 20 SETs: executed from one read, their replies wait
+    // for the flush covering them all, so that flush's batch is over 1.
+    const PIPELINED: usize = 20;
+    let mut pipe = redis::pipe();
+    for i in 0..PIPELINED {
+        pipe.cmd("SET").arg(format!("batch:{i}")).arg("y").ignore();
+    }
+    let () = pipe.query(&mut con).expect("pipelined SETs");
     let scrape = Scrape::take(port);
     for (family, kind) in [
         ("strata_durability_lag_records", "gauge"),
         ("strata_log_fsyncs", "counter"),
         ("strata_log_fsync_records", "counter"),
         ("strata_log_fsync_seconds", "counter"),
+        ("strata_log_fsync_duration_seconds", "histogram"),
         ("strata_group_commit_max_records", "gauge"),
+        ("strata_group_commit_records", "histogram"),
         ("strata_log_segments", "gauge"),
         ("strata_log_bytes", "gauge"),
         ("strata_io_engine", "info"),
@@ -248,7 +258,32 @@ fn durability_families_with_a_log() {
     assert!(scrape.value("strata_log_fsync_records_total", &[]) >= SETS as f64);
     assert!(scrape.value("strata_log_fsyncs_total", &[]) >= 1.0);
     assert!(scrape.value("strata_log_fsync_seconds_total", &[]) > 0.0);
-    assert!(scrape.value("strata_group_commit_max_records", &[]) >= 1.0);
+    // Every flush is in both histograms; the batch sizes add up to the records.
+    let fsyncs = scrape.value("strata_log_fsyncs_total", &[]);
+    let records = scrape.value("strata_log_fsync_records_total", &[]);
+    assert!(records >= (SETS + PIPELINED) as f64);
+    assert_eq!(scrape.value("strata_log_fsync_duration_seconds_count", &[]), fsyncs);
+    assert_eq!(scrape.value("strata_log_fsync_duration_seconds_bucket", &[("le", "+Inf")]), fsyncs);
+    assert!(scrape.value("strata_log_fsync_duration_seconds_sum", &[]) > 0.0);
+    assert_eq!(scrape.value("strata_group_commit_records_count", &[]), fsyncs);
+    assert_eq!(scrape.value("strata_group_commit_records_bucket", &[("le", "+Inf")]), fsyncs);
+    assert_eq!(scrape.value("strata_group_commit_records_sum", &[]), records);
+    let max = scrape.value("strata_group_commit_max_records", &[]);
+    assert!(max >= 2.0, "the pipeline shared a flush: the largest batch is {max}");
+    let single = scrape.value("strata_group_commit_records_bucket", &[("le", "1.0")]);
+    assert!(single >= 1.0 && single < fsyncs, "{single} of {fsyncs} flushes were of one record");
+    assert_eq!(scrape.value("strata_group_commit_records_bucket", &[("le", "65536.0")]), fsyncs);
+    // INFO shows the same histograms' quantiles.
+    let mut raw = server.conn();
+    let info = info(&mut raw, Some("persistence"));
+    let field = |name: &str| -> f64 {
+        info.get(name).unwrap_or_else(|| panic!("no {name} in INFO persistence: {info:?}")).parse().unwrap()
+    };
+    let (p50, p99) = (field("strata_group_commit_p50"), field("strata_group_commit_p99"));
+    assert_eq!(field("strata_group_commit_max"), max);
+    assert!(p50 >= 1.0 && p99 >= p50 && p99 <= max, "batch p50 {p50} p99 {p99}, the largest {max}");
+    let (f50, f99) = (field("strata_fsync_p50_us"), field("strata_fsync_p99_us"));
+    assert!(f50 > 0.0 && f99 >= f50 && f99 <= field("strata_fsync_max_us"), "fsync p50 {f50} p99 {f99}");
     let segments = scrape.value("strata_log_segments", &[]);
     assert!(segments >= 1.0);
     let bytes = scrape.value("strata_log_bytes", &[]);

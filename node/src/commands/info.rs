@@ -305,7 +305,16 @@ fn info_persistence(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "strata_fsyncs", "{}", d.flushes);
     field!(t, "strata_fsync_records", "{}", d.flushed_records);
     field!(t, "strata_group_commit_max", "{}", d.max_batch);
+    // Quantiles of the histograms /metrics exports (strata_group_commit_records,
+    // strata_log_fsync_duration_seconds), interpolated as histogram_quantile does,
+    // but never past the largest seen (interpolation in a doubling bucket can be).
+    let batch = |q| d.batch_sizes.quantile(q).min(d.max_batch);
+    field!(t, "strata_group_commit_p50", "{}", batch(0.5));
+    field!(t, "strata_group_commit_p99", "{}", batch(0.99));
     field!(t, "strata_fsync_avg_us", "{}", d.flush_us_total.checked_div(d.flushes).unwrap_or(0));
+    let fsync_us = |q| d.flush_latency.quantile_us(q).min(d.flush_us_max as f64);
+    field!(t, "strata_fsync_p50_us", "{:.0}", fsync_us(0.5));
+    field!(t, "strata_fsync_p99_us", "{:.0}", fsync_us(0.99));
     field!(t, "strata_fsync_max_us", "{}", d.flush_us_max);
     field!(t, "strata_durability_lag_us", "{}", d.lag_us);
     field!(t, "strata_durability_lag_bytes", "{}", d.lag_bytes);

@@ -132,8 +132,10 @@ pub struct CommitStats {
     pub flushes: AtomicU64,
     /// Records they made durable.
     pub records: AtomicU64,
-    /// The most records one flush made durable.
+    /// The most records one flush made durable, and how many each did
+    /// (its sum is `records`).
     pub max_batch: AtomicU64,
+    pub batch_sizes: crate::metrics::BatchHistogram,
     /// Total and worst time of a flush (write + fdatasync), in µs.
     pub flush_us_total: AtomicU64,
     pub flush_us_max: AtomicU64,
@@ -448,6 +450,7 @@ fn run(shared: &Shared) {
                 stats.flushes.fetch_add(1, Ordering::Relaxed);
                 stats.records.fetch_add(batch, Ordering::Relaxed);
                 stats.max_batch.fetch_max(batch, Ordering::Relaxed);
+                stats.batch_sizes.record(batch);
                 stats.flush_us_total.fetch_add(took, Ordering::Relaxed);
                 stats.flush_us_max.fetch_max(took, Ordering::Relaxed);
                 stats.flush_latency.record(took);

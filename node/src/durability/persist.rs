@@ -209,6 +209,7 @@ impl Persistence {
             f.flushes = s.flushes.load(Relaxed);
             f.flushed_records = s.records.load(Relaxed);
             f.max_batch = s.max_batch.load(Relaxed);
+            f.batch_sizes = s.batch_sizes.figures(f.flushed_records);
             f.flush_us_total = s.flush_us_total.load(Relaxed);
             f.flush_us_max = s.flush_us_max.load(Relaxed);
             f.flush_latency = s.flush_latency.figures();

@@ -94,6 +94,42 @@ fn sync_loses_no_acknowledged_write_and_batches_concurrent_ones() {
 }
 
 #[test]
+fn every_flush_lands_in_the_batch_histogram() {
+    const PRODUCERS: u64 = 4;
+    const EACH: u64 = 150;
+    let disk = SimDisk::new(7);
+    let (log, _) = open_log(&disk, &config(7), 1);
+    let gc = GroupCommit::start(log, Policy::Sync).unwrap();
+    std::thread::scope(|s| {
+        for p in 0..PRODUCERS {
+            let gc = &gc;
+            s.spawn(move || {
+                for i in 0..EACH {
+                    // Some writes go two at a time: flushes of several sizes.
+                    let (seq, _) = gc.append(&record(p, i).as_record()).unwrap();
+                    if i % 3 != 1 {
+                        gc.wait_durable(seq).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    let stats = gc.stats();
+    let flushes = stats.flushes.load(Ordering::Relaxed);
+    let records = stats.records.load(Ordering::Relaxed);
+    let max_batch = stats.max_batch.load(Ordering::Relaxed);
+    let h = stats.batch_sizes.figures(records);
+    assert_eq!(records, PRODUCERS * EACH, "every acknowledged record was flushed once");
+    assert_eq!(h.count(), flushes, "one histogram event per flush: {h:?}");
+    assert!(flushes > 1 && max_batch > 1, "{flushes} flushes, the largest {max_batch}");
+    // The largest batch falls in the highest bucket used.
+    let top = h.buckets.iter().rposition(|&n| n > 0).unwrap();
+    let bound = |k: usize| crate::metrics::BATCH_BUCKETS.get(k).copied().unwrap_or(u64::MAX);
+    assert!(max_batch <= bound(top) && (top == 0 || max_batch > bound(top - 1)), "{max_batch} vs {h:?}");
+    eprintln!("{flushes} flushes of {records} records, buckets {:?}", h.buckets);
+}
+
+#[test]
 fn sync_acknowledging_before_fsync_is_caught() {
     let (ran, failures, _) =
         sync_crash_seeds(50_000, Duration::from_secs(2), |s| LogConfig { ack_before_sync: true, ..config(s) });

@@ -7,7 +7,7 @@
 //! `Collector` rather than registered `Counter`s.
 
 use super::snapshot::{CmdTotals, DurabilityFigures, Snapshot};
-use super::{IO_BUCKETS_US, IoHistogramFigures, LATENCY_BUCKETS, READ_BUCKETS_NS, ReadLatencyFigures};
+use super::{BATCH_BUCKETS, IO_BUCKETS_US, IoHistogramFigures, LATENCY_BUCKETS, READ_BUCKETS_NS, ReadLatencyFigures};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -422,6 +422,17 @@ fn encode_durability(enc: &mut DescriptorEncoder, d: &DurabilityFigures) -> fmt:
         &d.flush_latency,
     )?;
     gauge(enc, "strata_group_commit_max_records", "The most records one flush made durable.", None, d.max_batch)?;
+    let mut m = enc.encode_descriptor(
+        "strata_group_commit_records",
+        "Records one flush of the log made durable (the group commit's batch).",
+        None,
+        MetricType::Histogram,
+    )?;
+    let b = &d.batch_sizes;
+    let buckets: Vec<(f64, u64)> =
+        BATCH_BUCKETS.iter().map(|&n| n as f64).chain([f64::INFINITY]).zip(b.buckets).collect();
+    // The count comes from the buckets: a scrape racing a flush still sees +Inf == count.
+    m.encode_histogram::<NoLabelSet>(b.sum as f64, b.count(), &buckets, None)?;
     let engine = d.engine.split(':').next().unwrap_or("");
     let mut m = enc.encode_descriptor("strata_io_engine", "The log's I/O engine.", None, MetricType::Info)?;
     m.encode_info(&[("engine", engine)])
@@ -583,6 +594,33 @@ mod tests {
         let sum = sample(&text, "strata_log_fsync_duration_seconds_sum").unwrap();
         assert!((sum - 2.00308).abs() < 1e-9, "{sum}");
         assert!(text.contains("# TYPE strata_log_fsync_duration_seconds histogram\n"));
+    }
+
+    #[test]
+    fn group_commit_batch_histogram() {
+        let mut d = DurabilityFigures::default();
+        // Flushes of 1, 1, 3, 64 and 100 000 records, bucketed as the commit thread does.
+        let h = crate::metrics::BatchHistogram::default();
+        for n in [1, 1, 3, 64, 100_000] {
+            h.record(n);
+        }
+        d.batch_sizes = h.figures(100_069);
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Durability(d)));
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        let bucket = |le: &str| sample(&text, &format!("strata_group_commit_records_bucket{{le=\"{le}\"}}"));
+        assert_eq!(bucket("1.0"), Some(2.0), "{text}");
+        assert_eq!(bucket("2.0"), Some(2.0));
+        assert_eq!(bucket("4.0"), Some(3.0));
+        assert_eq!(bucket("32.0"), Some(3.0));
+        assert_eq!(bucket("64.0"), Some(4.0));
+        assert_eq!(bucket("65536.0"), Some(4.0));
+        assert_eq!(bucket("+Inf"), Some(5.0));
+        assert_eq!(sample(&text, "strata_group_commit_records_count"), Some(5.0));
+        assert_eq!(sample(&text, "strata_group_commit_records_sum"), Some(100_069.0));
+        assert!(text.contains("# TYPE strata_group_commit_records histogram\n"));
+        assert!(text.contains("# TYPE strata_group_commit_max_records gauge\n"), "the largest batch stays");
     }
 
     #[derive(Debug)]

@@ -50,6 +50,92 @@ impl IoHistogram {
     }
 }
 
+impl IoHistogramFigures {
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The `q` quantile in µs (see [`bucket_quantile`]).
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        bucket_quantile(&IO_BUCKETS_US, &self.buckets, q)
+    }
+}
+
+/// Upper bounds of the group commit's batch-size buckets (records one
+/// flush made durable): powers of two from 1 to 64 Ki. A batch is one
+/// writer (1) up to every writer waiting on the fsync in `sync`, or what
+/// piles up in an interval in `periodic`, whose byte threshold (2 MiB)
+/// caps a flush near 64 Ki small records; a doubling bucket keeps p50/p99
+/// within a factor of two with 17 series, and the bucket is found with
+/// one leading-zeros count. Larger flushes (write-back's byte bound is
+/// configurable) land in +Inf.
+pub const BATCH_BUCKETS: [u64; 17] =
+    [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1_024, 2_048, 4_096, 8_192, 16_384, 32_768, 65_536];
+
+/// Records per flush over `BATCH_BUCKETS`: one relaxed add per flush. The
+/// sum is the group commit's count of records made durable, kept beside it.
+#[derive(Default)]
+pub struct BatchHistogram {
+    /// Per bucket (not cumulative); the last counts what is larger than all.
+    buckets: [AtomicU64; BATCH_BUCKETS.len() + 1],
+}
+
+impl BatchHistogram {
+    pub fn record(&self, records: u64) {
+        // Bucket k holds (2^(k-1), 2^k]: k is the bit length of records - 1.
+        let k = (u64::BITS - records.saturating_sub(1).leading_zeros()) as usize;
+        self.buckets[k.min(BATCH_BUCKETS.len())].fetch_add(1, Relaxed);
+    }
+
+    /// Its buckets, with `sum`: the records those flushes made durable.
+    pub fn figures(&self, sum: u64) -> BatchHistogramFigures {
+        BatchHistogramFigures { buckets: std::array::from_fn(|i| self.buckets[i].load(Relaxed)), sum }
+    }
+}
+
+/// What a [`BatchHistogram`] held at one moment.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHistogramFigures {
+    pub buckets: [u64; BATCH_BUCKETS.len() + 1],
+    pub sum: u64,
+}
+
+impl BatchHistogramFigures {
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The `q` quantile in records (see [`bucket_quantile`]), rounded up
+    /// to a whole record: a flush of 1 record each reads 1, not 0.5.
+    pub fn quantile(&self, q: f64) -> u64 {
+        bucket_quantile(&BATCH_BUCKETS, &self.buckets, q).ceil() as u64
+    }
+}
+
+/// The `q` quantile of a histogram with upper bounds `bounds` and counts
+/// per bucket `buckets` (one more than bounds: the overflow), interpolated
+/// linearly inside its bucket as Prometheus's `histogram_quantile` does
+/// (the first bucket starts at 0; the overflow bucket reports the last
+/// bound); 0 when empty.
+pub fn bucket_quantile(bounds: &[u64], buckets: &[u64], q: f64) -> f64 {
+    let count: u64 = buckets.iter().sum();
+    let Some(&last) = bounds.last() else { return 0.0 };
+    if count == 0 {
+        return 0.0;
+    }
+    let rank = q.clamp(0.0, 1.0) * count as f64;
+    let mut below = 0u64;
+    for (i, &n) in buckets.iter().enumerate() {
+        if n > 0 && (below + n) as f64 >= rank {
+            let Some(&hi) = bounds.get(i) else { break };
+            let lo = if i == 0 { 0 } else { bounds[i - 1] };
+            return lo as f64 + (hi - lo) as f64 * ((rank - below as f64) / n as f64).max(0.0);
+        }
+        below += n;
+    }
+    last as f64
+}
+
 /// Upper bounds (ns) of the read-command latency buckets: a 1-2-5 series
 /// from a RAM hit's half µs to a stalled disk's second, fine enough at both
 /// ends for p50 and p99 by interpolation.
@@ -121,25 +207,9 @@ impl ReadHistogramFigures {
         self.buckets.iter().sum()
     }
 
-    /// The `q` quantile in ns, interpolated linearly inside its bucket as
-    /// Prometheus's `histogram_quantile` does (the overflow bucket reports
-    /// the last bound); 0 when empty.
+    /// The `q` quantile in ns (see [`bucket_quantile`]).
     pub fn quantile_ns(&self, q: f64) -> f64 {
-        let count = self.count();
-        if count == 0 {
-            return 0.0;
-        }
-        let rank = q.clamp(0.0, 1.0) * count as f64;
-        let mut below = 0u64;
-        for (i, &n) in self.buckets.iter().enumerate() {
-            if n > 0 && (below + n) as f64 >= rank {
-                let Some(&hi) = READ_BUCKETS_NS.get(i) else { break };
-                let lo = if i == 0 { 0 } else { READ_BUCKETS_NS[i - 1] };
-                return lo as f64 + (hi - lo) as f64 * ((rank - below as f64) / n as f64).max(0.0);
-            }
-            below += n;
-        }
-        READ_BUCKETS_NS[READ_BUCKETS_NS.len() - 1] as f64
+        bucket_quantile(&READ_BUCKETS_NS, &self.buckets, q)
     }
 }
 
@@ -466,6 +536,44 @@ mod tests {
         let mut f = ReadHistogramFigures::default();
         h.add_to(&mut f);
         assert_eq!(&f.buckets[..2], &[1, 1]);
+    }
+
+    #[test]
+    fn batch_histogram_buckets_are_powers_of_two() {
+        assert!(BATCH_BUCKETS.iter().enumerate().all(|(k, &b)| b == 1 << k));
+        let h = BatchHistogram::default();
+        // A bound is inclusive (Prometheus's `le`): 2 is in le=2, 3 in le=4.
+        for (records, bucket) in
+            [(0, 0), (1, 0), (2, 1), (3, 2), (4, 2), (5, 3), (1_000, 10), (65_536, 16), (65_537, 17), (u64::MAX, 17)]
+        {
+            let before = h.figures(0).buckets[bucket];
+            h.record(records);
+            assert_eq!(h.figures(0).buckets[bucket], before + 1, "{records} records");
+        }
+        assert_eq!(h.figures(7).count(), 10);
+        // 100 flushes of 1 record, 100 of 3, 2 past the last bound.
+        let h = BatchHistogram::default();
+        let f = h.figures(0);
+        assert_eq!((f.count(), f.quantile(0.5)), (0, 0));
+        for _ in 0..100 {
+            h.record(1);
+            h.record(3);
+        }
+        h.record(100_000);
+        h.record(100_000);
+        let f = h.figures(500);
+        assert_eq!(f.sum, 500);
+        // Rank 50.5 of the le=1 bucket: 0.505, rounded up to 1 record.
+        assert_eq!(f.quantile(0.25), 1);
+        // Rank 101: the first of (2, 4], 2.02 -> 3.
+        assert_eq!(f.quantile(0.5), 3);
+        assert_eq!(f.quantile(1.0), 65_536);
+        let io = IoHistogram::default();
+        io.record(30);
+        io.record(30);
+        let io = io.figures();
+        assert_eq!(io.count(), 2);
+        assert!((io.quantile_us(0.5) - 37.5).abs() < 1e-9, "{}", io.quantile_us(0.5));
     }
 
     #[test]

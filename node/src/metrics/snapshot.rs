@@ -65,6 +65,8 @@ pub struct DurabilityFigures {
     pub flushes: u64,
     pub flushed_records: u64,
     pub max_batch: u64,
+    /// Records per flush; its sum is `flushed_records`.
+    pub batch_sizes: super::BatchHistogramFigures,
     pub flush_us_total: u64,
     pub flush_us_max: u64,
     pub flush_latency: super::IoHistogramFigures,
