@@ -89,6 +89,7 @@ class Board:
                     "expr": expr,
                     "legendFormat": legend,
                     **({"instant": True, "range": False, "format": "table"} if kind == "table" else {}),
+                    **({"format": "heatmap"} if kind == "heatmap" else {}),
                 }
                 for i, (expr, legend) in enumerate(targets)
             ],
@@ -243,6 +244,90 @@ def cold_tier_panels(b, w):
             {
                 "matcher": {"id": "byRegexp", "options": ".*budget"},
                 "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}],
+            }
+        ],
+    )
+
+
+def heatmap(b, title, description, metric, unit, w=8):
+    """Flushes per second in each bucket of a node histogram over time (summed over the selected
+    pods): the whole distribution, where a quantile shows one point of it."""
+    b.panel(
+        "heatmap",
+        title,
+        description,
+        [(f"sum by (le) (rate({metric}{{{NODE}}}[{RATE}]))", "{{le}}")],
+        unit,
+        thresholds(GREEN),
+        w=w,
+        defaults={
+            "custom": {
+                "scaleDistribution": {"type": "linear"},
+                "hideFrom": {"legend": False, "tooltip": False, "viz": False},
+            }
+        },
+        options={
+            "calculate": False,
+            "cellGap": 1,
+            "color": {"mode": "scheme", "scheme": "Oranges", "scale": "exponential", "exponent": 0.5, "steps": 64,
+                      "fill": "dark-orange", "reverse": False},
+            "yAxis": {"axisPlacement": "left", "unit": unit},
+            "rowsFrame": {"layout": "auto"},
+            "cellValues": {"unit": "ops"},
+            "filterValues": {"le": 1e-9},
+            "tooltip": {"mode": "single", "yHistogram": True, "showColorScale": False},
+            "legend": {"show": True},
+            "exemplars": {"color": "rgba(255,0,255,0.7)"},
+        },
+    )
+
+
+def durability_distribution_panels(b):
+    """The Durability row's second line: the histograms behind its p50 / p99 panels, and the lag
+    in time and bytes that write-back's and periodic's back-pressure bound."""
+    b.newline()
+    heatmap(
+        b,
+        "Group-commit size distribution",
+        "Flushes per second by records made durable (buckets of the histogram strata_group_commit_records, "
+        "powers of two from 1 to 65536; a row labelled N holds flushes of more than N/2 and at most N records). "
+        "In sync mode the batch grows with the writers waiting for one fsync; in periodic with the writes of "
+        "an interval.",
+        "strata_group_commit_records_bucket",
+        "short",
+    )
+    heatmap(
+        b,
+        "fsync latency distribution",
+        "Flushes per second by their time, write and fdatasync (buckets of the histogram "
+        "strata_log_fsync_duration_seconds, 10 µs to 1 s): a second band of slow flushes shows what p99 alone "
+        "hides.",
+        "strata_log_fsync_duration_seconds_bucket",
+        "s",
+    )
+    b.panel(
+        "timeseries",
+        "Durability lag: age and bytes",
+        "Age of the oldest acknowledged write not yet durable (strata_durability_lag_age_seconds) and the bytes "
+        "appended but not yet durable (strata_durability_lag_bytes, right axis); both upper bounds. What a crash "
+        "could lose in write-back and periodic; past --write-back-max-lag / -bytes (periodic: two intervals, "
+        "8 MiB) replies wait for the flush. 0 in sync.",
+        [
+            (f"strata_durability_lag_age_seconds{{{NODE}}}", "{{pod}} age"),
+            (f"strata_durability_lag_bytes{{{NODE}}}", "{{pod}} bytes"),
+        ],
+        "s",
+        thresholds(GREEN, (1, YELLOW), (5, RED)),
+        w=8,
+        defaults={"min": 0},
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*bytes"},
+                "properties": [
+                    {"id": "unit", "value": "bytes"},
+                    {"id": "custom.axisPlacement", "value": "right"},
+                    {"id": "thresholds", "value": thresholds(GREEN)},
+                ],
             }
         ],
     )
@@ -618,10 +703,13 @@ def node_detail():
     b.panel(
         "timeseries",
         "Group-commit size",
-        "Records made durable per flush: mean over the window (rate of strata_log_fsync_records_total over "
-        "strata_log_fsyncs_total) and the largest batch since start (strata_group_commit_max_records). Large "
-        "batches mean many writers share each fsync.",
+        "Records made durable per flush: p50 / p99 from the node's histogram strata_group_commit_records "
+        "(power-of-two buckets from 1 to 65536, so a quantile is good to a factor of two), the mean over the "
+        "window (rate of strata_log_fsync_records_total over strata_log_fsyncs_total) and the largest batch "
+        "since start (strata_group_commit_max_records). Large batches mean many writers share each fsync.",
         [
+            (quantile(0.5, "pod, le", NODE, "strata_group_commit_records_bucket"), "{{pod}} p50"),
+            (quantile(0.99, "pod, le", NODE, "strata_group_commit_records_bucket"), "{{pod}} p99"),
             (
                 f"{rate('strata_log_fsync_records_total', by='pod')} / {rate('strata_log_fsyncs_total', by='pod')}",
                 "{{pod}} mean",
@@ -655,6 +743,7 @@ def node_detail():
             }
         ],
     )
+    durability_distribution_panels(b)
     b.row("Disk tier")
     cold_tier_panels(b, 6)
     b.panel(
