@@ -132,9 +132,9 @@ pub struct CommitStats {
     pub flushes: AtomicU64,
     /// Records they made durable.
     pub records: AtomicU64,
-    /// The most records one flush made durable, and how many each did
-    /// (its sum is `records`).
+    /// The most records one flush made durable.
     pub max_batch: AtomicU64,
+    /// Records per flush (the histogram's sum is `records`).
     pub batch_sizes: crate::metrics::BatchHistogram,
     /// Total and worst time of a flush (write + fdatasync), in µs.
     pub flush_us_total: AtomicU64,
