@@ -14,7 +14,13 @@ and the ratios strata / redis (ops: higher is better for strata; p50 and p99: lo
 For strata's logged modes it also prints, from /metrics scraped before and after each timed run,
 the log's flushes (write + fdatasync) per second, their p50/p99 (strata_log_fsync_duration_seconds)
 and the group commit's records per flush (mean: strata_log_fsync_records_total over
-strata_log_fsyncs_total; the largest: strata_group_commit_max_records); then the targets:
+strata_log_fsyncs_total; the largest: strata_group_commit_max_records); then, per logged mode, the
+distributions behind those figures over all its timed runs: flush time in us
+(strata_log_fsync_duration_seconds) and records per flush (strata_group_commit_records), each as
+n, p10/p50/p90/p99 (interpolated inside the buckets; records rounded up and at most the largest
+batch), the highest bucket used (records: the largest batch) and each used bucket's share of the
+flushes (each run's bucket increases are kept in
+RESULTS_DIR/{fsync,batch}-hist-MODE, for bench/prom.py dist); then the targets:
 periodic / none >= 0.90, sync / none >= 0.60 (strata's ops/s), and sync vs redis always,
 periodic vs redis everysec.
 
@@ -123,6 +129,10 @@ measure() {
     flushes=$($PROM counter "$TMP/before" "$TMP/after" strata_log_fsyncs_total)
     records=$($PROM counter "$TMP/before" "$TMP/after" strata_log_fsync_records_total)
     max=$($PROM counter /dev/null "$TMP/after" strata_group_commit_max_records)
+    # The runs' bucket increases, summed per mode at the end.
+    $PROM buckets "$TMP/before" "$TMP/after" strata_log_fsync_duration_seconds >>"$RESULTS_DIR/fsync-hist-$mode"
+    echo "$($PROM buckets "$TMP/before" "$TMP/after" strata_group_commit_records) max=$max" \
+      >>"$RESULTS_DIR/batch-hist-$mode"
     # flushes/s, p50, p99 (the histogram's "count mean p50 p99"), records per flush, the most.
     log=$(awk -v f="$flushes" -v r="$records" -v s="$SECONDS_EACH" -v m="$max" -v h="$fsync" 'BEGIN {
       split(h, x, " "); printf "%.0f %s %s %s %s", f / s, x[3], x[4], (f > 0 ? sprintf("%.1f", r / f) : "-"), m }')
@@ -182,10 +192,19 @@ ops() { if [[ -s $TMP/$1-$2 ]]; then col "$TMP/$1-$2" 1; else echo -; fi; }
       "$(col "$f" 8)"
   done
   echo
+  echo "distributions over the timed runs (all rounds summed): n flushes, percentiles interpolated inside"
+  echo "the buckets (records rounded up, at most the largest batch), the highest bucket used (records: the"
+  echo "largest batch), each used bucket's share of the flushes"
+  for m in $MODES; do
+    [[ $m == none ]] && continue
+    printf '%-10s fsync us   %s\n' "$m" "$($PROM dist --us "$RESULTS_DIR/fsync-hist-$m")"
+    printf '%-10s recs/flush %s\n' "$m" "$($PROM dist --whole "$RESULTS_DIR/batch-hist-$m")"
+  done
+  echo
   echo "periodic / none = $(ratio "$(ops strata periodic)" "$(ops strata none)") (target >= 0.90)"
   echo "sync / none = $(ratio "$(ops strata sync)" "$(ops strata none)") (target >= 0.60)"
   echo "sync vs redis always = $(ratio "$(ops strata sync)" "$(ops redis sync)") (target > 1)"
   echo "periodic vs redis everysec = $(ratio "$(ops strata periodic)" "$(ops redis periodic)") (target > 1)"
-  echo "per run: $RESULTS_DIR/runs.txt"
+  echo "per run: $RESULTS_DIR/runs.txt, histograms $RESULTS_DIR/{fsync,batch}-hist-MODE"
 } | tee -a "$RESULTS_DIR/summary.txt"
 echo "results: $RESULTS_DIR"
