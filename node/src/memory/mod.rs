@@ -30,6 +30,9 @@ use std::sync::{Arc, OnceLock};
 /// would otherwise add up over a tick of pipelined writes.
 pub const CALIBRATE_EVERY_MS: u64 = 100;
 const CALIBRATE_NEAR_LIMIT_MS: u64 = 2;
+/// Readings of the allocator one calibration may take to find the logs'
+/// buffers unchanged across one.
+const STEADY_READING_TRIES: usize = 3;
 
 /// Most victims removed for one write before giving up (bounds latency when
 /// one huge write needs a lot of room).
@@ -147,10 +150,21 @@ impl Budget {
             return None; // another worker is calibrating
         }
         // Read on both sides of the allocator's figures: a buffer that came
-        // or went meanwhile is not left out.
-        let before = self.log_buffers_now();
-        let stats = crate::sys::alloc::stats();
-        let after = self.log_buffers_now();
+        // or went meanwhile is not left out. Such a reading counts the
+        // buffer (up to a 2 MiB flush chunk) as data until the next one,
+        // so it is taken again, a few times, for one the buffers held
+        // still across.
+        let (mut before, mut stats, mut after);
+        let mut tries = 0;
+        loop {
+            before = self.log_buffers_now();
+            stats = crate::sys::alloc::stats();
+            after = self.log_buffers_now();
+            tries += 1;
+            if before == after || tries == STEADY_READING_TRIES {
+                break;
+            }
+        }
         if stats.allocated == 0 {
             return Some(stats);
         }
