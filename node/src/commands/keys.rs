@@ -603,12 +603,17 @@ fn scan_step_or_wait(
     let (mut examined, mut probes, mut visits) = (0usize, 0usize, 0usize);
     let mut batch = KeyBatch::default();
     while part < parts {
+        let first = part == cursor >> SLOT_BITS;
         let stopped_at = keys.with_partition(part as u32, |p| {
             // A partition entered afresh: its keys on disk may be read back
-            // before the walk, while its other commands go on.
+            // before the walk, while its other commands go on. Only the
+            // call's first partition waits (the command runs again from
+            // `cursor`): a later one ends the call before it, as the
+            // partitions before it recalled keys behind the cursor that
+            // this call has returned and a run again would not.
             if may_wait && slot == 0 {
                 if let Some(wait) = p.recall_all_later(ks, db) {
-                    return Err(wait);
+                    return if first { Err(Some(wait)) } else { Err(None) };
                 }
             }
             // Keys on disk only come back to the index first. They may land
@@ -641,7 +646,13 @@ fn scan_step_or_wait(
                 slot += 1;
             }
             Ok(None)
-        })?;
+        });
+        let stopped_at = match stopped_at {
+            Ok(s) => s,
+            Err(Some(wait)) => return Err(wait),
+            // Its batch read started: the next call waits for it.
+            Err(None) => return Ok(encode_cursor(part, 0)),
+        };
         batch.drain_matching(opts.pattern, &mut emit);
         if let Some(s) = stopped_at {
             return Ok(encode_cursor(part, s));
