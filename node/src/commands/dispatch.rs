@@ -372,8 +372,14 @@ fn execute_request(
     }
     // A script that declares flags is the write (and memory-growing)
     // command they say, as Redis's getCommandFlags has it.
-    let declared =
-        if def.has(flags::RUNS_SCRIPT) { super::scripting::declared_flags(shared, def.name, args) } else { None };
+    // Looked up only when a limit could refuse it (EVALSHA's lookup takes
+    // the script cache's lock).
+    let limited = shared.maxmemory() > 0 || shared.config.runtime.lacks_good_replicas();
+    let declared = if def.has(flags::RUNS_SCRIPT) && limited {
+        super::scripting::declared_flags(shared, def.name, args)
+    } else {
+        None
+    };
     let writes = def.has(flags::WRITE) || declared.is_some_and(|f| !f.no_writes);
     let grows = def.has(flags::DENYOOM) || declared.is_some_and(|f| !f.no_writes && !f.allow_oom);
     if grows {
