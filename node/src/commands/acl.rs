@@ -4,6 +4,7 @@
 
 use super::Node;
 use super::args::{help, lossy, subcommand};
+use super::table::Resolved;
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, flags};
 use crate::base::eq_ic;
 use crate::protocol::Reply;
@@ -65,22 +66,16 @@ pub struct Denial {
     pub id: usize,
 }
 
-/// Catalog id of what `args` runs: the subcommand's for containers. None
-/// for a subcommand the catalog does not know (its handler refuses it).
-fn catalog_id(shared: &Node, idx: usize, args: &[&[u8]]) -> Option<usize> {
-    let def = shared.table.get(idx);
-    if def.subcommands.is_empty() || args.len() < 2 {
-        return Some(idx);
-    }
-    let mut full = Vec::with_capacity(def.name.len() + 1 + args[1].len());
-    full.extend_from_slice(def.name.as_bytes());
-    full.push(b'|');
-    full.extend_from_slice(args[1]);
-    match shared.acl.catalog.lookup(&full) {
-        Some(id) => Some(id),
+/// Catalog id of what `cmd` runs: the subcommand's for containers (its
+/// statistics slot: the catalog numbers commands and subcommands as the
+/// command table does). None for a subcommand the catalog does not know
+/// (its handler refuses it).
+fn catalog_id(cmd: &Resolved<'_>) -> Option<usize> {
+    match cmd.sub() {
+        Some(sub) => Some(sub.slot),
         // COMMAND runs without a subcommand too; others answer with an error.
-        None if def.arity == -1 => Some(idx),
-        None => None,
+        None if cmd.unknown_sub() => (cmd.def.arity == -1).then_some(cmd.idx),
+        None => Some(cmd.idx),
     }
 }
 
@@ -222,24 +217,20 @@ fn channels(name: &str, args: &[&[u8]]) -> SmallVec<[(usize, bool); 4]> {
     }
 }
 
-/// Whether `user` may run `args` (command-table entry `idx`).
-pub fn check_user(shared: &Node, user: &User, idx: usize, args: &[&[u8]]) -> Result<(), Denial> {
+/// Whether `user` may run the request `cmd`.
+pub fn check_user(shared: &Node, user: &User, cmd: &Resolved<'_>) -> Result<(), Denial> {
     if user.unrestricted() {
         return Ok(());
     }
-    let Some(id) = catalog_id(shared, idx, args) else { return Ok(()) };
-    let def = shared.table.get(idx);
-    let cat = &shared.acl.catalog;
-    let is_sub = cat.entries[id].parent.is_some();
-    let cmd_flags = if is_sub {
-        super::command_meta::sub_def(&cat.entries[id].name).map_or(def.flags, |s| s.flags)
-    } else {
-        def.flags
+    let Some(id) = catalog_id(cmd) else { return Ok(()) };
+    let (def, args) = (cmd.def, cmd.args);
+    let is_sub = shared.acl.catalog.entries[id].parent.is_some();
+    // A subcommand's own flags where Redis's metadata describes it.
+    let cmd_flags = match cmd.sub() {
+        Some(sub) if sub.arity.is_some() => sub.flags,
+        _ => def.flags,
     };
-    let positions = match def.keys {
-        Keys::All => SmallVec::new(),
-        _ => def.key_positions(args),
-    };
+    let positions = cmd.key_positions();
     let keys: SmallVec<[(usize, u8); 8]> = positions
         .iter()
         .enumerate()
@@ -266,13 +257,13 @@ pub fn check_user(shared: &Node, user: &User, idx: usize, args: &[&[u8]]) -> Res
 
 /// The client's own check: its user, re-read if the table changed.
 #[inline]
-pub fn check(shared: &Node, client: &mut Client, idx: usize, args: &[&[u8]]) -> Result<(), Denial> {
+pub fn check(shared: &Node, client: &mut Client, cmd: &Resolved<'_>) -> Result<(), Denial> {
     client.refresh_user(&shared.acl);
     if client.user.unrestricted() {
         return Ok(());
     }
     let user = client.user.clone();
-    check_user(shared, &user, idx, args)
+    check_user(shared, &user, cmd)
 }
 
 /// Redis 7.0's NOPERM reply for a refused command.
@@ -725,20 +716,17 @@ fn dryrun(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Err(format!("ERR User '{}' not found", lossy(args[2])).into());
     };
     let cmd = &args[3..];
-    let table = &ctx.shared.table;
-    let Some(idx) = table.lookup(cmd[0]) else {
+    let Some(resolved) = ctx.shared.table.resolve(cmd, usize::MAX) else {
         return Err(format!("ERR Command '{}' not found", lossy(cmd[0])).into());
     };
-    let def = table.get(idx);
-    let name = match catalog_id(ctx.shared, idx, cmd) {
+    let name = match catalog_id(&resolved) {
         Some(id) => ctx.shared.acl.catalog.entries[id].name.clone(),
         None => return Err(format!("ERR Command '{}' not found", lossy(cmd[0])).into()),
     };
-    let arity = super::command_meta::sub_def(&name).map_or(def.arity, |s| s.arity);
-    if !super::dispatch::arity_ok(arity, cmd.len()) {
+    if resolved.arity_error().is_some() {
         return Err(format!("ERR wrong number of arguments for '{name}' command").into());
     }
-    match check_user(ctx.shared, &user, idx, cmd) {
+    match check_user(ctx.shared, &user, &resolved) {
         Ok(()) => out.ok(),
         Err(d) => {
             let text = match d.denied {

@@ -2,7 +2,6 @@
 //! blocking timeouts, subcommand resolution, HELP replies and the quoting
 //! of arguments in error messages.
 
-use super::command_meta::sub_def;
 use super::{CmdError, err};
 use crate::base::eq_ic;
 use crate::protocol::Reply;
@@ -12,8 +11,9 @@ pub fn lossy(a: &[u8]) -> String {
     String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned()
 }
 
-/// Resolves `args[1]` among a container's `supported` subcommands and checks
-/// its arity, with Redis's errors; returns the lower-case subcommand name.
+/// Resolves `args[1]` among a container's `supported` subcommands, with
+/// Redis's error for one it lacks; returns the lower-case subcommand name.
+/// (Its arity was checked by the pipeline's admission, from every origin.)
 pub fn subcommand(container: &str, supported: &[&'static str], args: &[&[u8]]) -> Result<&'static str, CmdError> {
     let given = args[1];
     let Some(&name) = supported.iter().find(|s| eq_ic(given, s)) else {
@@ -21,12 +21,6 @@ pub fn subcommand(container: &str, supported: &[&'static str], args: &[&[u8]]) -
             format!("ERR unknown subcommand '{}'. Try {} HELP.", lossy(given), container.to_ascii_uppercase()).into()
         );
     };
-    let full = format!("{container}|{name}");
-    if let Some(def) = sub_def(&full)
-        && !super::dispatch::arity_ok(def.arity, args.len())
-    {
-        return Err(err::arity(&full).into());
-    }
     Ok(name)
 }
 

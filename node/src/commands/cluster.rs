@@ -44,7 +44,7 @@ mod tests {
     #[test]
     fn cluster_subcommands_have_metadata() {
         for s in super::CLUSTER_SUBS {
-            assert!(super::super::command_meta::sub_def(&format!("cluster|{s}")).is_some(), "cluster|{s}");
+            assert!(super::super::subcommands::sub_def(&format!("cluster|{s}")).is_some(), "cluster|{s}");
         }
     }
 }

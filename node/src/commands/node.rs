@@ -2,7 +2,7 @@
 //! few facts and actions only the server has, behind `ServerControl`, a
 //! trait defined here so that commands never depend on the server.
 
-use super::dispatch::CommandTable;
+use super::table::CommandTable;
 use crate::config::Config;
 use crate::durability::persist::Persistence;
 use crate::memory::Budget;
@@ -55,7 +55,7 @@ pub struct Node {
 
 impl Node {
     pub fn new(config: Config, workers: usize) -> Self {
-        let table = CommandTable::new();
+        let table = CommandTable::new(super::all_commands());
         let acl = crate::session::acl::Acl::new(super::command_meta::acl_catalog(&table));
         // Before any table exists: the keyspace's tables allocate through the process's pool.
         crate::sys::hugepages::configure(config.startup.hugepages);

@@ -9,7 +9,8 @@
 //! watched key changed.
 
 use super::Node;
-use super::dispatch::{finish, record_slow};
+use super::pipeline::{self, Limits, Origin, Refusal};
+use super::table::Resolved;
 use super::{CmdResult, CommandDef, Ctx, Keys, flags};
 use crate::protocol::Reply;
 use crate::session::client::Client;
@@ -127,58 +128,52 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         unwatch_locked(&mut ctx.keys, ctx.client);
         return Err(EXECABORT.into());
     }
-    let shared = ctx.shared;
-    let table = &shared.table;
+    let node = ctx.shared;
+    let table = &node.table;
+    // Each queued command resolved once: its flags and key positions serve
+    // the checks, the locks, the disk wait and the call.
+    let argvs: Vec<SmallVec<[&[u8]; 8]>> =
+        queued.iter().map(|q| q.args.iter().map(|a| a.as_slice()).collect()).collect();
+    let cmds: Vec<Resolved<'_>> = queued.iter().zip(&argvs).map(|(q, argv)| table.resolved(q.cmd, argv)).collect();
 
-    // Memory first, before any lock is taken (eviction locks partitions).
-    let grows = queued.iter().any(|q| table.get(q.cmd).has(flags::DENYOOM));
-    if grows && !shared.ensure_memory(ctx.keys.stats) {
+    // The transaction's limits, as one command's (Redis checks them when
+    // queueing, and again here), before any lock is taken (eviction locks
+    // partitions).
+    let limits: Vec<Limits> = cmds.iter().map(|c| Limits::of(node, c)).collect();
+    let grows = limits.iter().any(|l| l.grows);
+    if grows && !pipeline::memory_allows(node, ctx.keys.stats, grows, true) {
         unwatch_locked(&mut ctx.keys, ctx.client);
         return Err(format!("EXECABORT Transaction discarded because of: {}", super::err::OOM).into());
     }
-    if shared.config.runtime.lacks_good_replicas() && queued.iter().any(|q| table.get(q.cmd).has(flags::WRITE)) {
+    if limits.iter().any(|l| l.writes) && !pipeline::replicas_allow_writes(node) {
         unwatch_locked(&mut ctx.keys, ctx.client);
         return Err(format!("EXECABORT Transaction discarded because of: {}", super::err::NOREPLICAS).into());
     }
 
     // Lock every partition the transaction can touch, in one ordered pass.
-    let needs_all = queued.iter().any(|q| {
-        let def = table.get(q.cmd);
-        matches!(def.keys, Keys::All) || def.has(flags::RUNS_SCRIPT | flags::PATTERN_KEYS)
-    });
-    let ks = &shared.ks;
+    let needs_all =
+        cmds.iter().any(|c| matches!(c.def.keys, Keys::All) || c.def.has(flags::RUNS_SCRIPT | flags::PATTERN_KEYS));
+    let ks = &node.ks;
     ctx.keys.locked = if needs_all {
         ks.lock_all()
     } else {
-        let mut parts: SmallVec<[u32; 8]> = SmallVec::new();
-        for q in &queued {
-            let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
-            for i in table.get(q.cmd).key_positions(&args) {
-                parts.push(ks.partition_of_key(&q.args[i]));
-            }
-        }
-        for (_, key, _) in &ctx.client.watched {
-            parts.push(ks.partition_of_key(key));
-        }
+        let mut parts: SmallVec<[u32; 8]> =
+            cmds.iter().flat_map(|c| c.keys()).map(|k| ks.partition_of_key(k)).collect();
+        parts.extend(ctx.client.watched.iter().map(|(_, key, _)| ks.partition_of_key(key)));
         ks.lock_set(&mut parts)
     };
 
     // A queued command's key not ready in RAM: wait before anything runs,
     // then the whole EXEC runs again (the transaction is put back).
-    if ks.may_pend() {
-        let keys: Vec<&[u8]> = queued
-            .iter()
-            .flat_map(|q| {
-                let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
-                table.get(q.cmd).key_positions(&args).into_iter().map(|i| q.args[i].as_slice())
-            })
-            .collect();
-        if let Some(wait) = ctx.keys.pending(keys) {
-            ctx.client.info.multi.store(queued.len() as u32, Relaxed);
-            ctx.client.multi = Some(queued);
-            ctx.pending = Some(wait);
-            return Ok(());
-        }
+    if ks.may_pend()
+        && let Some(wait) = ctx.keys.pending(cmds.iter().flat_map(|c| c.keys()))
+    {
+        drop(cmds);
+        drop(argvs);
+        ctx.client.info.multi.store(queued.len() as u32, Relaxed);
+        ctx.client.multi = Some(queued);
+        ctx.pending = Some(wait);
+        return Ok(());
     }
 
     // A watched key modified since WATCH aborts the transaction.
@@ -193,31 +188,22 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Ok(());
     }
 
-    out.array(queued.len());
+    out.array(cmds.len());
     // Clients blocked on keys the transaction writes are served after the
-    // last queued command, still under these locks (`dispatch::run`), so
+    // last queued command, still under these locks (`pipeline::run`), so
     // the transaction sees its own pushes, as in Redis.
     ctx.in_exec = true;
-    for q in &queued {
-        let def = table.get(q.cmd);
-        let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
+    for cmd in &cmds {
         // SELECT inside the transaction changes the database for what follows.
         ctx.keys.db = ctx.client.db;
         // Permissions may have changed since the command was queued.
-        if let Err(denial) = super::acl::check(ctx.shared, ctx.client, q.cmd, &args) {
-            super::acl::log_denial(ctx.shared, ctx.client, &denial, "multi", &args);
-            out.error(super::acl::exec_denial(&denial));
+        if let Err(Refusal::Refused(r)) = pipeline::admit(node, ctx.worker, ctx.client, cmd, &Origin::Exec) {
+            pipeline::refuse(node, ctx.worker, ctx.client, Some(cmd), cmd.args, &Origin::Exec, &r, out);
             continue;
         }
         let mark = out.len();
-        let result = (def.handler)(ctx, &args, out);
-        super::dispatch::remember_keys(ctx, def, &args);
-        // Blocking commands never block inside EXEC; drop any stray request.
-        ctx.block = None;
-        let nanos = finish(ctx.shared, ctx.worker, ctx.client, q.cmd, &args, mark, result, out);
-        // Redis logs the transaction's commands, not EXEC.
-        record_slow(ctx.shared, ctx.client, q.cmd, &args, nanos);
-        super::dispatch::feed_monitors(ctx.shared, ctx.client, def, &args);
+        let result = (cmd.def.handler)(ctx, cmd.args, out);
+        pipeline::after_call(ctx, cmd, &Origin::Exec, mark, result, out, false);
     }
     ctx.in_exec = false;
     Ok(())

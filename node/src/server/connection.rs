@@ -562,7 +562,7 @@ fn process(
 }
 
 /// Read commands on keys: time from first attempt to reply, by where the
-/// values came from. The command's own recording (`dispatch::finish`) moved
+/// values came from. The command's own recording (`pipeline::after_call`) moved
 /// the clock mark to its end; a command refused, queued or unknown left it.
 #[inline]
 fn record_read(shared: &Shared, metrics: &WorkerMetrics, client: &Client, started: u64, from_disk: bool) {
@@ -583,7 +583,7 @@ fn record_read(shared: &Shared, metrics: &WorkerMetrics, client: &Client, starte
 fn log_unblocked(node: &crate::commands::Node, client: &Client, args: &[Vec<u8>]) {
     let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
     if let Some(idx) = node.table.lookup(argv[0]) {
-        dispatch::record_slow(node, client, idx, &argv, 0);
+        crate::commands::pipeline::record_slow(node, client, node.table.get(idx), &argv, 0);
     }
 }
 
@@ -750,8 +750,8 @@ async fn wait_blocked(
         }
         client.begin_batch();
         let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
-        let Some(idx) = shared.table.lookup(argv[0]) else { break true };
-        match dispatch::run(&shared.node, shared, metrics, client, idx, &argv, &mut bufs.out, false) {
+        let Some(cmd) = shared.table.resolve(&argv, client.last_lookup) else { break true };
+        match crate::commands::pipeline::run(&shared.node, shared, metrics, client, &cmd, &mut bufs.out) {
             Outcome::Done => break true,
             Outcome::Pending(wait) => {
                 // Woken to retry, but a key is not ready: wait, retry again.

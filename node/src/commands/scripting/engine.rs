@@ -9,7 +9,7 @@
 
 use super::resp::{Resp, parse};
 use super::{RunState, Scripts};
-use crate::commands::dispatch::{arity_ok, finish};
+use crate::commands::pipeline::{self, Origin, Refusal, Refused, ScriptCall};
 use crate::commands::{CmdError, CmdResult, Ctx, err, flags};
 use crate::protocol::Reply;
 use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
@@ -579,11 +579,6 @@ impl Drop for Active<'_> {
     }
 }
 
-/// Subcommands Redis 7.0 refuses in scripts that Strata's subcommand table
-/// does not describe (their containers answer them otherwise).
-const REDIS_NOSCRIPT_SUBS: &[&str] =
-    &["cluster|reset", "client|caching", "client|pause", "client|tracking", "client|unblock", "client|unpause"];
-
 /// What `redis.call` needs while a script runs.
 struct CallCtx<'c, 'a> {
     ctx: &'c mut Ctx<'a>,
@@ -596,66 +591,32 @@ struct CallCtx<'c, 'a> {
 }
 
 impl CallCtx<'_, '_> {
-    /// Runs one command for the script; the reply's bytes, or an error text.
-    /// A command refused before it ran (unknown, arity, ACL, read-only
-    /// script, OOM, ...) counts as Redis counts it: in errorstats, and as a
-    /// rejected call of that command.
+    /// Runs one command for the script through the command pipeline; the
+    /// reply's bytes, or the error text of a refusal (counted as Redis
+    /// counts it: in errorstats, and as a rejected call of that command).
     fn exec(&mut self, argv: &[Vec<u8>], resp3: bool) -> Result<Vec<u8>, String> {
-        let result = self.admit_and_run(argv, resp3);
-        if let Err(m) = &result {
-            let ctx = &*self.ctx;
-            ctx.worker.errors.record(m.as_bytes());
-            let args: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
-            if let Some(slot) = ctx.shared.table.lookup(&argv[0]).and_then(|idx| ctx.shared.table.stat_slot(idx, &args))
-            {
-                ctx.worker.cmds[slot].reject();
-            }
-        }
-        result
-    }
-
-    fn admit_and_run(&mut self, argv: &[Vec<u8>], resp3: bool) -> Result<Vec<u8>, String> {
         let ctx = &mut *self.ctx;
-        let shared = ctx.shared;
-        let table = &shared.table;
-        let Some(idx) = table.lookup(&argv[0]) else {
-            return Err("ERR Unknown Redis command called from script".into());
-        };
-        let def = table.get(idx);
+        let node = ctx.shared;
         let args: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
-        if !arity_ok(def.arity, args.len()) {
-            return Err("ERR Wrong number of args calling Redis command from script".into());
+        let call =
+            ScriptCall { read_only: self.read_only, wrote: self.run.wrote.load(SeqCst), declared: self.declared };
+        let origin = Origin::Script(&call);
+        let resolved = node.table.resolve(&args, usize::MAX);
+        let refused = match &resolved {
+            None => Some(Refused::Unknown),
+            Some(cmd) => match pipeline::admit(node, ctx.worker, ctx.client, cmd, &origin) {
+                Ok(()) => None,
+                Err(Refusal::Refused(r)) => Some(r),
+                Err(Refusal::Wait(_)) => unreachable!("a script's gates never wait (Origin::gates)"),
+            },
+        };
+        if let Some(refused) = refused {
+            let msg = refused.message(node, resolved.as_ref(), &args, &origin);
+            pipeline::account(ctx.worker, ctx.client, resolved.as_ref(), &origin, &msg);
+            return Err(String::from_utf8_lossy(&msg).into_owned());
         }
-        let mut cmd_flags = def.flags;
-        if !def.subcommands.is_empty() && args.len() >= 2 {
-            let full = format!("{}|{}", def.name, String::from_utf8_lossy(args[1]).to_ascii_lowercase());
-            if let Some(sub) = crate::commands::command_meta::sub_def(&full) {
-                cmd_flags |= sub.flags;
-            }
-            if REDIS_NOSCRIPT_SUBS.contains(&full.as_str()) {
-                cmd_flags |= flags::NOSCRIPT;
-            }
-        }
-        if cmd_flags & flags::NOSCRIPT != 0 {
-            return Err("ERR This Redis command is not allowed from script".into());
-        }
-        if let Err(denial) = crate::commands::acl::check(shared, ctx.client, idx, &args) {
-            crate::commands::acl::log_denial(shared, ctx.client, &denial, "lua", &args);
-            return Err(crate::commands::acl::script_denial(&denial).into());
-        }
-        // May-replicate commands (PUBLISH, ...) count as writes here, as in Redis.
-        if cmd_flags & (flags::WRITE | flags::MAY_REPLICATE) != 0 && self.read_only {
-            return Err("ERR Write commands are not allowed from read-only scripts.".into());
-        }
-        // Until the script has written (it cannot fail half-way after).
-        if cmd_flags & flags::WRITE != 0 && !self.run.wrote.load(SeqCst) && shared.config.runtime.lacks_good_replicas()
-        {
-            return Err(err::NOREPLICAS.into());
-        }
-        if cmd_flags & flags::DENYOOM != 0 && over_memory(shared) {
-            return Err(err::OOM.into());
-        }
-        if cmd_flags & flags::WRITE != 0 {
+        let cmd = resolved.expect("admitted");
+        if cmd.has(flags::WRITE) {
             self.run.wrote.store(true, SeqCst);
         }
         // A key on disk only that the script did not declare is read
@@ -664,23 +625,10 @@ impl CallCtx<'_, '_> {
         ctx.keys.db = ctx.client.db;
         ctx.client.resp3 = resp3;
         let mut r = Reply { buf: Vec::new(), resp3 };
-        let result = (def.handler)(ctx, &args, &mut r);
-        if shared.monitors.active() && cmd_flags & flags::ADMIN == 0 {
-            crate::commands::monitor::feed(shared, ctx.client, &args, true);
-        }
-        if cmd_flags & flags::READONLY != 0 && crate::commands::dispatch::tracks_reads(ctx.client) {
-            crate::commands::dispatch::track_keys(ctx, self.declared.iter().copied());
-        }
-        ctx.block = None;
-        ctx.pending = None;
-        finish(ctx.shared, ctx.worker, ctx.client, idx, &args, 0, result, &mut r);
+        let result = (cmd.def.handler)(ctx, &args, &mut r);
+        pipeline::after_call(ctx, &cmd, &origin, 0, result, &mut r, false);
         Ok(r.buf)
     }
-}
-
-fn over_memory(shared: &crate::commands::Node) -> bool {
-    let max = shared.maxmemory();
-    max > 0 && shared.used_memory_for_eviction() > max
 }
 
 /// The field Redis marks the error tables of `redis.call`/`redis.pcall`
@@ -925,7 +873,7 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
     if run.check_replicas_upfront && shared.config.runtime.lacks_good_replicas() {
         return Err(err::NOREPLICAS.into());
     }
-    if run.check_oom_upfront && over_memory(shared) {
+    if run.check_oom_upfront && !pipeline::memory_allows(shared, ctx.keys.stats, true, false) {
         return Err(err::OOM.into());
     }
     scripts.run.active.fetch_add(1, SeqCst);
@@ -1026,12 +974,11 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
                         _ => Vec::new(),
                     })
                     .collect();
-                match table.lookup(&argv[0]) {
-                    Some(idx) if arity_ok(table.get(idx).arity, argv.len()) => {
+                let args: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
+                match table.resolve(&args, usize::MAX) {
+                    Some(cmd) if crate::commands::table::arity_ok(cmd.def.arity, args.len()) => {
                         let st = call_ctx.borrow();
-                        let args: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
-                        let shared = st.ctx.shared;
-                        Ok(crate::commands::acl::check_user(shared, &st.ctx.client.user, idx, &args).is_ok())
+                        Ok(crate::commands::acl::check_user(st.ctx.shared, &st.ctx.client.user, &cmd).is_ok())
                     }
                     _ => raise("Invalid command passed to redis.acl_check_cmd()"),
                 }

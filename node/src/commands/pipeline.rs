@@ -1,0 +1,645 @@
+//! One command pipeline. Every command — sent by a client, queued by MULTI,
+//! run by EXEC, or called by a script — passes the same stages:
+//!
+//! 1. **resolve** (`table.rs`): its command, subcommand and key positions,
+//!    found once;
+//! 2. **admit** (`admit`): the gates that may refuse it or make it wait, in
+//!    Redis's order. Which gates apply, and how a refusal is worded and
+//!    counted, depends on where the command comes from (`Origin`); that is
+//!    data (`Origin::gates`, `Refused::message`, `account`), not a code path
+//!    per origin;
+//! 3. **call** (`run` for a client's command, which takes its partitions'
+//!    locks; EXEC and scripts call under the locks they hold): the handler,
+//!    then `after_call` — CLIENT TRACKING, `finish` (error reply, command
+//!    statistics, latency), the slow log and MONITOR.
+//!
+//! Where the next gates go: cluster mode's slot check (MOVED, ASK,
+//! CROSSSLOT, forwarding) is a `Gate` right after `Acl`, as Redis checks the
+//! redirect after ACL; the wait for the durable point of `sync` durability
+//! belongs in `after_call`, the one place every reply passes.
+
+use super::acl::{self, Denial};
+use super::pause::{self, PauseMode};
+use super::scripting::WhileBusy;
+use super::table::{ArityError, Resolved};
+use super::{CmdError, CommandDef, Ctx, Keys, Node, ServerControl, err, flags};
+use crate::config::Protected;
+use crate::metrics::WorkerMetrics;
+use crate::protocol::Reply;
+use crate::session::client::Client;
+use crate::session::tracking;
+use crate::store::{KeyAccess, PendingRead, StoreStats};
+use smallvec::SmallVec;
+use std::borrow::Cow;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Where a command comes from: decides which gates it passes and how a
+/// refusal reads.
+#[derive(Clone, Copy)]
+pub enum Origin<'s> {
+    /// Sent by a client and run now (MULTI's own commands included).
+    Client,
+    /// Sent by a client inside MULTI: checked, then queued.
+    Queue,
+    /// Queued earlier, run by EXEC (which admitted the batch as a whole).
+    Exec,
+    /// Called by a running script (`redis.call`).
+    Script(&'s ScriptCall<'s>),
+}
+
+/// What the gates and `after_call` know of a script calling a command.
+pub struct ScriptCall<'s> {
+    /// Declared `no-writes` (or run by EVAL_RO & co.).
+    pub read_only: bool,
+    /// The script has written: it can no longer be refused for want of
+    /// replicas (it cannot fail half-way).
+    pub wrote: bool,
+    /// Its declared keys: CLIENT TRACKING tracks them when it reads.
+    pub declared: &'s [&'s [u8]],
+}
+
+/// One check that may refuse a command, or make it wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gate {
+    /// The command's arity, then its subcommand's.
+    Arity,
+    /// Authentication while the default user has a password (or is off).
+    Auth,
+    /// DEBUG & co. under `enable-debug-command`.
+    Protected,
+    Acl,
+    /// Only LOADING commands while the durability log replays.
+    Loading,
+    /// A MONITOR client may not touch keys.
+    Monitor,
+    /// CLIENT PAUSE: wait.
+    Pause,
+    /// A script holds the keyspace: wait, or BUSY past the threshold.
+    Busy,
+    /// WATCH & co. are refused inside MULTI.
+    NoMulti,
+    /// RESP2 subscribed mode allows only (P|S)SUBSCRIBE & co.
+    PubSubContext,
+    /// Commands scripts may not call.
+    NoScript,
+    /// A read-only script may not write.
+    ReadOnlyScript,
+    /// Over maxmemory: evict, and refuse what grows memory if that fails.
+    MemoryEvict,
+    /// Over maxmemory: refuse what grows memory (no eviction: queued
+    /// commands are checked again by EXEC; a script holds every lock).
+    MemoryOver,
+    /// `min-replicas-to-write`: writes are refused.
+    Replicas,
+}
+
+impl Origin<'_> {
+    /// The gates a command from here passes, in order. Redis's
+    /// `processCommand` order for clients, its `scriptCall` order for
+    /// scripts; EXEC re-checks only permissions per command.
+    fn gates(&self) -> &'static [Gate] {
+        use Gate::*;
+        match self {
+            Origin::Client => {
+                &[Arity, Auth, Protected, Acl, Loading, Monitor, Pause, Busy, PubSubContext, MemoryEvict, Replicas]
+            }
+            Origin::Queue => {
+                &[Arity, Auth, Protected, Acl, Loading, Monitor, Pause, Busy, NoMulti, MemoryOver, Replicas]
+            }
+            Origin::Exec => &[Acl],
+            Origin::Script(_) => &[Arity, NoScript, Acl, ReadOnlyScript, Replicas, MemoryOver],
+        }
+    }
+
+    /// ACL LOG's context for a refusal from here.
+    fn acl_context(&self, client: &Client) -> &'static str {
+        match self {
+            Origin::Client if client.multi.is_none() => "toplevel",
+            Origin::Client | Origin::Queue | Origin::Exec => "multi",
+            Origin::Script(_) => "lua",
+        }
+    }
+}
+
+/// Why a command did not run.
+pub enum Refusal {
+    Refused(Refused),
+    /// Not now (CLIENT PAUSE, a busy script): the connection waits, then
+    /// runs the request again from the start.
+    Wait(PendingRead),
+}
+
+/// A refusal, worded by `message` for the command's origin.
+pub enum Refused {
+    Unknown,
+    Arity(ArityError),
+    NoAuth,
+    Protected,
+    Acl(Denial),
+    Loading,
+    Monitor,
+    Busy(&'static str),
+    NoMulti,
+    PubSubContext,
+    NoScript,
+    ReadOnlyScript,
+    Oom,
+    NoReplicas,
+}
+
+/// Redis's refusal of DEBUG when `enable-debug-command` does not allow the client.
+const PROTECTED_REFUSED: &str = "ERR DEBUG command not allowed. If the enable-debug-command option is set to \"local\", \
+     you can run it from a local connection, otherwise you need to set this option in the configuration file, and \
+     then restart the server.";
+
+/// Subcommands Redis 7.0 refuses in scripts that Strata's subcommand table
+/// does not describe (their containers answer them otherwise).
+const REDIS_NOSCRIPT_SUBS: &[(&str, &str)] = &[
+    ("cluster", "reset"),
+    ("client", "caching"),
+    ("client", "pause"),
+    ("client", "tracking"),
+    ("client", "unblock"),
+    ("client", "unpause"),
+];
+
+impl Refused {
+    /// The error reply, as Redis words it where the command came from
+    /// (bytes: an unknown command's error quotes what the client sent).
+    pub fn message(
+        &self,
+        node: &Node,
+        cmd: Option<&Resolved<'_>>,
+        args: &[&[u8]],
+        origin: &Origin,
+    ) -> Cow<'static, [u8]> {
+        let script = matches!(origin, Origin::Script(_));
+        let text: Cow<'static, str> = match self {
+            Refused::Unknown if script => "ERR Unknown Redis command called from script".into(),
+            Refused::Unknown => return unknown_command(args).into(),
+            Refused::Arity(_) if script => "ERR Wrong number of args calling Redis command from script".into(),
+            Refused::Arity(e) => cmd.expect("resolved").arity_message(*e).into(),
+            Refused::NoAuth => err::NOAUTH.into(),
+            Refused::Protected => PROTECTED_REFUSED.into(),
+            Refused::Acl(d) => match origin {
+                Origin::Client | Origin::Queue => acl::noperm(node, d).into(),
+                Origin::Exec => acl::exec_denial(d).into(),
+                Origin::Script(_) => acl::script_denial(d).into(),
+            },
+            Refused::Loading => "LOADING Redis is loading the dataset in memory".into(),
+            Refused::Monitor => super::monitor::REFUSED.into(),
+            Refused::Busy(e) => (*e).into(),
+            Refused::NoMulti => "ERR Command not allowed inside a transaction".into(),
+            Refused::PubSubContext => format!(
+                "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in \
+                 this context",
+                cmd.expect("resolved").full_name()
+            )
+            .into(),
+            Refused::NoScript => "ERR This Redis command is not allowed from script".into(),
+            Refused::ReadOnlyScript => "ERR Write commands are not allowed from read-only scripts.".into(),
+            Refused::Oom => err::OOM.into(),
+            Refused::NoReplicas => err::NOREPLICAS.into(),
+        };
+        match text {
+            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        }
+    }
+}
+
+/// Stage 2: runs `cmd` through its origin's gates.
+pub fn admit(
+    node: &Node,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    cmd: &Resolved<'_>,
+    origin: &Origin<'_>,
+) -> Result<(), Refusal> {
+    let refuse = |r| Err(Refusal::Refused(r));
+    let def = cmd.def;
+    // What a script's declared flags make of EVAL & co.: computed once, when
+    // a memory or replica gate first needs it.
+    let mut limits: Option<Limits> = None;
+    for gate in origin.gates() {
+        match gate {
+            Gate::Arity => {
+                if let Some(e) = cmd.arity_error() {
+                    return refuse(Refused::Arity(e));
+                }
+            }
+            Gate::Auth => {
+                if !client.authenticated && !def.has(flags::NO_AUTH) && node.config.runtime.has_password.load(Relaxed) {
+                    return refuse(Refused::NoAuth);
+                }
+            }
+            Gate::Protected => {
+                if def.has(flags::PROTECTED) && !protected_allowed(node.config.startup.enable_debug_command, client) {
+                    return refuse(Refused::Protected);
+                }
+            }
+            Gate::Acl => {
+                if let Err(denial) = acl::check(node, client, cmd) {
+                    acl::log_denial(node, client, &denial, origin.acl_context(client), cmd.args);
+                    return refuse(Refused::Acl(denial));
+                }
+            }
+            Gate::Loading => {
+                if node.persist.as_ref().is_some_and(|p| p.is_loading()) && !def.has(flags::LOADING) {
+                    return refuse(Refused::Loading);
+                }
+            }
+            Gate::Monitor => {
+                if client.monitor && super::monitor::refuses(cmd.flags()) {
+                    return refuse(Refused::Monitor);
+                }
+            }
+            Gate::Pause => {
+                // As Redis, before queueing in MULTI too.
+                let paused = node.pause.mode(client.now_ms);
+                if paused != PauseMode::Off
+                    && (paused == PauseMode::All || pause::holds_back(node, client.multi.as_deref(), def, cmd.args))
+                {
+                    return Err(Refusal::Wait(pause::wait_for_unpause(node.pause.clone(), client.info.clone())));
+                }
+            }
+            Gate::Busy => {
+                // The worker serves others meanwhile; past
+                // `busy-reply-threshold` the command gets BUSY — before
+                // queueing, as Redis: a command refused inside MULTI fails
+                // the transaction, and a refused EXEC ends it.
+                if node.scripts.active() && !cmd.has(flags::ALLOW_BUSY) && !node.scripts.has_result(client.info.id) {
+                    match node.scripts.while_busy(node.config.runtime.busy_reply_threshold.load(Relaxed)) {
+                        WhileBusy::Busy(e) => return refuse(Refused::Busy(e)),
+                        WhileBusy::Wait(wait) => return Err(Refusal::Wait(wait)),
+                    }
+                }
+            }
+            Gate::NoMulti => {
+                if def.has(flags::NO_MULTI) {
+                    return refuse(Refused::NoMulti);
+                }
+            }
+            Gate::PubSubContext => {
+                if client.in_pubsub() && !client.resp3 && !def.has(flags::PUBSUB_CTX) {
+                    return refuse(Refused::PubSubContext);
+                }
+            }
+            Gate::NoScript => {
+                let redis_refuses = cmd.args.len() >= 2
+                    && REDIS_NOSCRIPT_SUBS
+                        .iter()
+                        .any(|&(c, s)| c == def.name && cmd.args[1].eq_ignore_ascii_case(s.as_bytes()));
+                if cmd.has(flags::NOSCRIPT) || redis_refuses {
+                    return refuse(Refused::NoScript);
+                }
+            }
+            Gate::ReadOnlyScript => {
+                // May-replicate commands (PUBLISH, ...) count as writes here, as in Redis.
+                if let Origin::Script(s) = origin
+                    && s.read_only
+                    && cmd.has(flags::WRITE | flags::MAY_REPLICATE)
+                {
+                    return refuse(Refused::ReadOnlyScript);
+                }
+            }
+            Gate::MemoryEvict => {
+                let l = *limits.get_or_insert_with(|| Limits::of(node, cmd));
+                if !memory_allows(node, &worker.store, l.grows, true) {
+                    return refuse(Refused::Oom);
+                }
+            }
+            Gate::MemoryOver => {
+                let l = *limits.get_or_insert_with(|| Limits::of(node, cmd));
+                if !memory_allows(node, &worker.store, l.grows, false) {
+                    return refuse(Refused::Oom);
+                }
+            }
+            Gate::Replicas => {
+                let l = *limits.get_or_insert_with(|| Limits::of(node, cmd));
+                // A script that has written cannot fail half-way after.
+                let wrote = matches!(origin, Origin::Script(s) if s.wrote);
+                if l.writes && !wrote && !replicas_allow_writes(node) {
+                    return refuse(Refused::NoReplicas);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a command writes and whether it grows memory, as Redis's
+/// `getCommandFlags` has it: a script's declared flags count for EVAL & co.
+#[derive(Clone, Copy)]
+pub struct Limits {
+    pub writes: bool,
+    pub grows: bool,
+}
+
+impl Limits {
+    pub fn of(node: &Node, cmd: &Resolved<'_>) -> Limits {
+        // Looked up only when a limit could refuse it (EVALSHA's lookup takes
+        // the script cache's lock).
+        let limited = node.maxmemory() > 0 || node.config.runtime.lacks_good_replicas();
+        let declared = if cmd.def.has(flags::RUNS_SCRIPT) && limited {
+            super::scripting::declared_flags(node, cmd.def.name, cmd.args)
+        } else {
+            None
+        };
+        Limits {
+            writes: cmd.has(flags::WRITE) || declared.is_some_and(|f| !f.no_writes),
+            grows: cmd.has(flags::DENYOOM) || declared.is_some_and(|f| !f.no_writes && !f.allow_oom),
+        }
+    }
+}
+
+/// The memory gate: false when a command that `grows` memory must be
+/// refused. With `evict`, as Redis, any command makes room when over the
+/// limit (a read after a big write evicts); only growing ones are refused.
+pub fn memory_allows(node: &Node, stats: &StoreStats, grows: bool, evict: bool) -> bool {
+    let max = node.maxmemory();
+    if max == 0 {
+        return true;
+    }
+    if evict {
+        return node.ensure_memory(stats) || !grows;
+    }
+    !grows || node.used_memory_for_eviction() <= max
+}
+
+/// The replica gate: false while `min-replicas-to-write` cannot be met
+/// (a node has no replicas).
+pub fn replicas_allow_writes(node: &Node) -> bool {
+    !node.config.runtime.lacks_good_replicas()
+}
+
+/// Counts a refusal where Redis counts it: a rejected call of the command
+/// (not for EXEC's re-check, which Redis counts as an error reply only) and
+/// an error reply in errorstats; inside MULTI it fails the transaction.
+pub fn account(
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    cmd: Option<&Resolved<'_>>,
+    origin: &Origin<'_>,
+    msg: &[u8],
+) {
+    if matches!(origin, Origin::Client | Origin::Queue) && client.multi.is_some() {
+        client.multi_dirty = true;
+    }
+    if !matches!(origin, Origin::Exec)
+        && let Some(slot) = cmd.and_then(|c| c.stat_slot())
+    {
+        worker.cmds[slot].reject();
+    }
+    worker.errors.record(msg);
+}
+
+/// Counts a refusal (`account`) and replies with its error.
+#[allow(clippy::too_many_arguments)]
+pub fn refuse(
+    node: &Node,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    cmd: Option<&Resolved<'_>>,
+    args: &[&[u8]],
+    origin: &Origin<'_>,
+    refused: &Refused,
+    out: &mut Reply,
+) {
+    let msg = refused.message(node, cmd, args, origin);
+    account(worker, client, cmd, origin, &msg);
+    out.error(&*msg);
+}
+
+/// Stage 3 for a client's command: locks the command's partitions, waits
+/// for keys on disk, runs the handler and what follows the call.
+pub fn run(
+    node: &Node,
+    server: &dyn ServerControl,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    cmd: &Resolved<'_>,
+    out: &mut Reply,
+) -> super::dispatch::Outcome {
+    use super::dispatch::Outcome;
+    let (def, args) = (cmd.def, cmd.args);
+    let ks = &node.ks;
+    let locked = match def.keys {
+        Keys::None | Keys::All => ks.lock_none(),
+        _ => match cmd.single_key() {
+            Some(key) => ks.lock_one(ks.partition_of_key(key)),
+            None => {
+                let mut parts: SmallVec<[u32; 8]> = cmd.keys().map(|k| ks.partition_of_key(k)).collect();
+                ks.lock_set(&mut parts)
+            }
+        },
+    };
+    let mark = out.len();
+    let mut ctx = Ctx {
+        keys: KeyAccess {
+            ks,
+            locked,
+            db: client.db,
+            now_ms: client.now_ms,
+            touch: !client.no_touch,
+            stats: &worker.store,
+        },
+        client,
+        shared: node,
+        server,
+        worker,
+        in_exec: false,
+        in_script: false,
+        block: None,
+        pending: None,
+    };
+    // Keys not ready in RAM: nothing runs, nothing is recorded; the
+    // connection waits and comes back with the same request.
+    if ks.may_pend()
+        && let Some(wait) = ctx.keys.pending_for(cmd.keys(), reads_values(def.name, args))
+    {
+        return Outcome::Pending(wait);
+    }
+    let result = (def.handler)(&mut ctx, args, out);
+    if let Some(wait) = ctx.pending.take() {
+        // The handler (EXEC) found a key not ready before changing anything.
+        debug_assert!(result.is_ok() && out.len() == mark, "a pending command must not reply");
+        return Outcome::Pending(wait);
+    }
+    // Clients blocked on keys this command (or EXEC) wrote are served now,
+    // before its locks are released: nobody else sees the data in between.
+    ctx.keys.serve_ready();
+    let block = ctx.block.take();
+    after_call(&mut ctx, cmd, &Origin::Client, mark, result, out, block.is_some());
+    match block {
+        Some(b) => Outcome::Block(b),
+        None => Outcome::Done,
+    }
+}
+
+/// What follows every call, whatever its origin: CLIENT TRACKING of what it
+/// read, the error reply and statistics (`finish`), the slow log and
+/// MONITOR. `blocked`: the command blocked (logged when served, as Redis).
+/// Returns how long the command took (ns).
+pub fn after_call(
+    ctx: &mut Ctx<'_>,
+    cmd: &Resolved<'_>,
+    origin: &Origin<'_>,
+    mark: usize,
+    result: Result<(), CmdError>,
+    out: &mut Reply,
+    blocked: bool,
+) -> u64 {
+    let def = cmd.def;
+    // Remembers the keys a read-only command read, so that the client hears
+    // when they change (Redis's `trackingRememberKeys`); a script tracks its
+    // declared keys when it calls a read-only command.
+    if cmd.has(flags::READONLY) && tracks_reads(ctx.client) {
+        match origin {
+            Origin::Script(s) => track_keys(ctx, s.declared.iter().copied()),
+            _ if !cmd.has(flags::PUBSUB | flags::RUNS_SCRIPT) => track_keys(ctx, cmd.keys()),
+            _ => {}
+        }
+    }
+    if !matches!(origin, Origin::Client) {
+        // Blocking commands never block inside EXEC or a script, nor wait.
+        ctx.block = None;
+        ctx.pending = None;
+    }
+    let nanos = finish(ctx.shared, ctx.worker, ctx.client, cmd, mark, result, out);
+    let in_script = matches!(origin, Origin::Script(_));
+    // Redis logs EXEC's commands, not EXEC, and no command a script calls.
+    if !blocked && !in_script {
+        record_slow(ctx.shared, ctx.client, def, cmd.args, nanos);
+    }
+    // MONITOR: scripts show themselves when they start; admin commands never.
+    // One relaxed load while nobody monitors.
+    let node = ctx.shared;
+    if node.monitors.active() && !cmd.has(flags::ADMIN) && (in_script || !def.has(flags::RUNS_SCRIPT)) {
+        super::monitor::feed(node, ctx.client, cmd.args, in_script);
+    }
+    nanos
+}
+
+/// Whether this client's next reads are tracked: tracking on, not BCAST,
+/// and CLIENT CACHING agreeing with OPTIN / OPTOUT.
+#[inline]
+pub fn tracks_reads(client: &Client) -> bool {
+    let mode = client.info.tracking.load(Relaxed);
+    if mode & tracking::mode::ON == 0 || mode & tracking::mode::BCAST != 0 {
+        return false;
+    }
+    let caching = mode & tracking::mode::CACHING != 0;
+    !((mode & tracking::mode::OPTIN != 0 && !caching) || (mode & tracking::mode::OPTOUT != 0 && caching))
+}
+
+/// Adds `keys` to the tracking table for this client.
+fn track_keys<'k>(ctx: &mut Ctx<'_>, keys: impl Iterator<Item = &'k [u8]>) {
+    let (ks, id) = (ctx.keys.ks, ctx.client.info.id);
+    for key in keys {
+        ctx.keys.with_partition(ks.partition_of_key(key), |part| part.track(ks, key, id));
+    }
+}
+
+/// SLOWLOG and LATENCY: a command that ran `nanos`. Only relaxed loads of
+/// the thresholds unless it was slow.
+#[inline]
+pub fn record_slow(node: &Node, client: &Client, def: &CommandDef, args: &[&[u8]], nanos: u64) {
+    let rt = &node.config.runtime;
+    if !super::slowlog::skips_slowlog(def) {
+        node.slowlog.record_if_slow(rt, client, args, nanos / 1000);
+    }
+    node.latency.record_if_needed(rt, super::slowlog::latency_event(def), nanos / 1_000_000);
+}
+
+/// Writes an error result and records the call and its latency; returns
+/// how long the command took (ns).
+fn finish(
+    node: &Node,
+    worker: &WorkerMetrics,
+    client: &mut Client,
+    cmd: &Resolved<'_>,
+    mark: usize,
+    result: Result<(), CmdError>,
+    out: &mut Reply,
+) -> u64 {
+    let failed = match result {
+        Ok(()) => false,
+        Err(e) => {
+            // A handler that fails must not leave half a reply behind.
+            out.truncate(mark);
+            if !std::mem::take(&mut client.error_counted) {
+                worker.errors.record(e.0.as_bytes());
+            }
+            out.error(&e.0);
+            true
+        }
+    };
+    let end = crate::store::mono_ns();
+    let nanos = end.saturating_sub(client.clock_mark_ns);
+    client.clock_mark_ns = end;
+    if let Some(slot) = cmd.stat_slot() {
+        let stat = &worker.cmds[slot];
+        stat.record(nanos, failed);
+        if node.config.runtime.latency_tracking.load(Relaxed) {
+            stat.track(nanos);
+        }
+    }
+    crate::metrics::ServerStats::add(&worker.server.commands, 1);
+    nanos
+}
+
+/// Whether a protected command may run for this client: `local` admits, as
+/// Redis does, Unix-socket clients and those from 127.0.0.1 or ::1.
+fn protected_allowed(setting: Protected, client: &Client) -> bool {
+    match setting {
+        Protected::Yes => true,
+        Protected::No => false,
+        // A Unix socket's peer is shown as `path:0`, which is no IP address.
+        Protected::Local => match client.info.addr.parse::<std::net::SocketAddr>() {
+            Ok(peer) => {
+                let ip = peer.ip();
+                ip == std::net::Ipv4Addr::LOCALHOST || ip == std::net::Ipv6Addr::LOCALHOST
+            }
+            Err(_) => true,
+        },
+    }
+}
+
+/// Whether a command may read the values of its keys: DEL and UNLINK never
+/// do, nor does SET without GET (it replaces whatever is there), so a value
+/// on disk only is not read back for them.
+fn reads_values(name: &str, args: &[&[u8]]) -> bool {
+    match name {
+        "del" | "unlink" => false,
+        "set" => args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"get")),
+        _ => true,
+    }
+}
+
+/// Redis's reply for an unknown command. As its `processCommand`: the name
+/// and the arguments are C strings (cut at a NUL), the name is cut at 128
+/// bytes, and arguments are quoted only while the list is under 128 bytes,
+/// each cut to what is left of those 128 — a huge request gets a short error.
+fn unknown_command(args: &[&[u8]]) -> Vec<u8> {
+    const QUOTED_MAX: usize = 128;
+    let c_str = |a: &[u8], max: usize| -> Vec<u8> {
+        let a = &a[..a.iter().position(|&b| b == 0).unwrap_or(a.len())];
+        a[..a.len().min(max)].to_vec()
+    };
+    let mut quoted = Vec::new();
+    for a in args.iter().skip(1) {
+        if quoted.len() >= QUOTED_MAX {
+            break;
+        }
+        let room = QUOTED_MAX - quoted.len();
+        quoted.push(b'\'');
+        quoted.extend_from_slice(&c_str(a, room));
+        quoted.extend_from_slice(b"' ");
+    }
+    let mut s = b"ERR unknown command '".to_vec();
+    s.extend_from_slice(&c_str(args[0], QUOTED_MAX));
+    s.extend_from_slice(b"', with args beginning with: ");
+    s.extend_from_slice(&quoted);
+    s
+}
