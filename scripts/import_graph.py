@@ -303,7 +303,10 @@ def scan_file(toks, root):
                 continue
         elif k == "id" and v == "use" and i + 1 < n and (toks[i + 1][0] == "id" or toks[i + 1][1] in ("::", "{")):
             out = []
-            j = parse_use_tree(toks, i + 1, [], out)
+            try:
+                j = parse_use_tree(toks, i + 1, [], out)
+            except IndexError:  # a use cut off by the end of the file
+                j = n
             for segs, line, binding, glob in out:
                 if glob:
                     mod.globs.append(segs)
