@@ -154,11 +154,6 @@ class Module:
         self.globs = []  # segments of `use ...::*`
         self.refs = []  # (segments, line, test)
 
-    def name(self):
-        return "::".join((self.crate,) + self.path)
-
-
-KEYWORD_ITEMS = {"fn", "struct", "enum", "impl", "trait", "const", "static", "type", "union", "mod", "use", "extern", "let", "macro_rules"}
 
 
 def attribute_is_cfg_test(toks, i, j):
@@ -181,7 +176,7 @@ def item_end(toks, i):
         elif v == "{" and depth == 0:
             d = 0
             while i < n:
-                if toks[i] [0] == "p" and toks[i][1] == "{":
+                if toks[i][0] == "p" and toks[i][1] == "{":
                     d += 1
                 elif toks[i][0] == "p" and toks[i][1] == "}":
                     d -= 1
