@@ -5,8 +5,20 @@
 # main.rs and bin/ are the top. References are `crate::<layer>` anywhere in
 # code (use lines and paths), comments excluded. Also: data command families
 # touch only their narrow context (keys, client, configuration).
+# Last, import circles between files (scripts/import_graph.py, whose header
+# says what an edge is; test code is counted apart and closes no circle):
+# each is reported, and the check fails when there are more than MAX_CIRCLES.
+# To look closer: scripts/import_graph.py --edges (the whole graph), --strict
+# (uses of an enclosing mod.rs's own items count too), --with-tests.
 set -euo pipefail
-cd "$(dirname "$0")/../node/src"
+# Import circles in node/src today (7). Lower it as circles are broken (the
+# script says when it can go down); issue 20's target is at most 3, none in
+# commands/ beyond a generated table and its reader (key_specs_table.rs and
+# key_specs.rs).
+MAX_CIRCLES=7
+scripts=$(cd "$(dirname "$0")" && pwd)
+python3 "$scripts/import_graph.py" --self-test
+cd "$scripts/../node/src"
 ORDER=(base sys protocol config metrics policy store tier durability memory session commands server main)
 rank() {
   local i
@@ -49,4 +61,5 @@ done
 if ((status == 0)); then
   echo "check-layers: every module uses only the layers before it (${ORDER[*]}); data commands stay in their narrow context"
 fi
+python3 "$scripts/import_graph.py" --root . --max "$MAX_CIRCLES" || status=1
 exit $status

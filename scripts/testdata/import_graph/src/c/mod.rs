@@ -1,0 +1,3 @@
+pub mod q;
+
+pub struct Base;

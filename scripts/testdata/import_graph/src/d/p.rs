@@ -1,0 +1,4 @@
+use super::s::S;
+use super::Base;
+
+pub struct P(pub S, pub Base);
