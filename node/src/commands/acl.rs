@@ -336,7 +336,7 @@ pub fn log_denial(shared: &Node, client: &Client, d: &Denial, context: &'static 
 }
 
 fn client_info(shared: &Node, client: &Client, cmd: Option<&str>) -> String {
-    let mut line = super::connection::client_line(shared, &client.info, cmd);
+    let mut line = super::client_list::client_line(shared, &client.info, cmd);
     if line.ends_with('\n') {
         line.pop();
     }

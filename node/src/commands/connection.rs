@@ -3,16 +3,14 @@
 //! These act on the calling connection's own state (`Client`) and, for
 //! CLIENT LIST/KILL, on the shared view of other clients (`ClientInfo`).
 
-use super::Node;
 use super::args::{help, lossy, subcommand};
-use super::pause::PauseMode;
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, REDIS_VERSION, arg_i64, err, flags};
 use crate::base::eq_ic;
 use crate::protocol::Reply;
 use crate::session::client::{Client, ClientInfo};
+use crate::session::pause::PauseMode;
 use crate::session::tracking::{check_prefixes, mode};
 use crate::store::NUM_DBS;
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Flags of commands a client may always send (before AUTH, inside MULTI, ...).
@@ -288,7 +286,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match subcommand("client", CLIENT_SUBS, args)? {
         "id" => out.int(ctx.client.id() as i64),
         "info" => {
-            let line = client_line(ctx.shared, &ctx.client.info, Some("client|info"));
+            let line = super::client_list::client_line(ctx.shared, &ctx.client.info, Some("client|info"));
             out.verbatim(line.as_bytes());
         }
         "list" => client_list(ctx, args, out)?,
@@ -636,102 +634,10 @@ fn client_list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
             continue;
         }
         let running = (info.id == me).then_some("client|list");
-        text.push_str(&client_line(ctx.shared, &info, running));
+        text.push_str(&super::client_list::client_line(ctx.shared, &info, running));
     }
     out.verbatim(text.as_bytes());
     Ok(())
-}
-
-/// One line of CLIENT LIST / CLIENT INFO in Redis 7.0's format (plus 7.2's
-/// lib-name/lib-ver). `running` names the command the caller is executing.
-pub(super) fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str>) -> String {
-    let now = crate::store::now_ms();
-    let idle = now.saturating_sub(info.last_active_ms.load(Relaxed)) / 1000;
-    let subs = info.subs.load(Relaxed);
-    let psubs = info.psubs.load(Relaxed);
-    let ssubs = info.ssubs.load(Relaxed);
-    let multi = info.multi.load(Relaxed);
-    let mut flags = String::new();
-    if shared.monitors.active() && shared.monitors.contains(info.id) {
-        flags.push('O');
-    }
-    if subs + psubs + ssubs > 0 {
-        flags.push('P');
-    }
-    if multi != u32::MAX {
-        flags.push('x');
-    }
-    if info.blocked.load(Relaxed) {
-        flags.push('b');
-    }
-    let tracking = info.tracking.load(Relaxed);
-    if tracking & mode::ON != 0 {
-        flags.push('t');
-    }
-    if tracking & mode::BROKEN_REDIR != 0 {
-        flags.push('R');
-    }
-    if tracking & mode::BCAST != 0 {
-        flags.push('B');
-    }
-    if info.killed.load(Relaxed) {
-        flags.push('A');
-    }
-    if info.addr.starts_with('/') {
-        flags.push('U');
-    }
-    if info.no_evict.load(Relaxed) {
-        flags.push('e');
-    }
-    if info.no_touch.load(Relaxed) {
-        flags.push('T');
-    }
-    if flags.is_empty() {
-        flags.push('N');
-    }
-    let cmd = match running {
-        Some(c) => c.to_string(),
-        None => match info.last_cmd.load(Relaxed) {
-            u32::MAX => "NULL".to_string(),
-            idx if (idx as usize) < shared.table.len() => shared.table.get(idx as usize).name.to_string(),
-            _ => "NULL".to_string(),
-        },
-    };
-    let qbuf = info.qbuf.load(Relaxed);
-    let omem = info.obuf.load(Relaxed) + info.pending_push.load(Relaxed);
-    let text = |v: &parking_lot::Mutex<Option<Vec<u8>>>| {
-        v.lock().as_deref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default()
-    };
-    let mut line = String::with_capacity(320);
-    let _ = writeln!(
-        line,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} \
-         qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} \
-         user={} redir={} resp={} lib-name={} lib-ver={}",
-        info.id,
-        info.addr,
-        info.laddr,
-        info.fd,
-        text(&info.name),
-        info.created.elapsed().as_secs(),
-        idle,
-        flags,
-        info.db.load(Relaxed),
-        subs,
-        psubs,
-        ssubs,
-        if multi == u32::MAX { -1 } else { multi as i64 },
-        qbuf,
-        omem,
-        qbuf + omem,
-        cmd,
-        String::from_utf8_lossy(&info.user.lock()),
-        if tracking & mode::ON != 0 { info.redirect.load(Relaxed) as i64 } else { -1 },
-        info.resp.load(Relaxed),
-        text(&info.lib_name),
-        text(&info.lib_ver),
-    );
-    line
 }
 
 /// Filters of the new CLIENT KILL form; every given one must match.

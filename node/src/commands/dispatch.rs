@@ -1,27 +1,14 @@
 //! A connection's request, through the command pipeline (`pipeline.rs`):
 //! resolve, admit as a client's command — or queue it inside MULTI — then
-//! run; and what a connection must do next (`Outcome`).
+//! run.
 
-use super::pipeline::{self, Origin, Refusal, Refused};
-use super::{BlockRequest, Node, ServerControl, flags};
+use super::pipeline::{self, Origin, Outcome, Refusal, Refused};
+use super::{Node, ServerControl, flags};
 use crate::metrics::WorkerMetrics;
 use crate::protocol::Reply;
 use crate::session::client::{Client, Queued};
 use crate::session::tracking;
-use crate::store::PendingRead;
 use std::sync::atomic::Ordering::Relaxed;
-
-/// What the connection must do after a command.
-pub enum Outcome {
-    Done,
-    /// The client blocks (BLPOP & co.); the connection waits for a push to
-    /// serve it, or for its deadline.
-    Block(BlockRequest),
-    /// The command did not run: some of its keys are not ready (a disk
-    /// read, CLIENT PAUSE, a busy script). The connection awaits this, then
-    /// runs the same request again.
-    Pending(PendingRead),
-}
 
 /// Executes one request and appends its reply to `out`.
 pub fn execute(

@@ -8,6 +8,7 @@
 pub mod acl;
 pub mod admin;
 pub mod args;
+mod client_list;
 pub mod cluster;
 pub mod command_meta;
 pub mod config;
@@ -25,7 +26,6 @@ pub mod keys;
 pub mod lists;
 pub mod monitor;
 mod node;
-pub mod pause;
 pub mod pipeline;
 pub mod pubsub;
 pub mod scripting;
@@ -446,6 +446,14 @@ impl Ctx<'_> {
             db: self.keys.db,
         });
     }
+}
+
+/// The command table of every family, and the ACL catalog that names its
+/// commands and subcommands: what `Node::new` serves.
+pub fn command_table() -> (table::CommandTable, crate::session::acl::Catalog) {
+    let table = table::CommandTable::new(all_commands());
+    let catalog = command_meta::acl_catalog(&table);
+    (table, catalog)
 }
 
 /// Every command family's table, in one list.

@@ -27,7 +27,7 @@ pub struct Node {
     /// Client-side caching: who is told about changed keys.
     pub tracking: Arc<Tracking>,
     /// CLIENT PAUSE.
-    pub pause: Arc<super::pause::ClientPause>,
+    pub pause: Arc<crate::session::pause::ClientPause>,
     /// Each worker's counters.
     pub workers: Vec<Arc<WorkerMetrics>>,
     pub table: CommandTable,
@@ -54,9 +54,10 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(config: Config, workers: usize) -> Self {
-        let table = CommandTable::new(super::all_commands());
-        let acl = crate::session::acl::Acl::new(super::command_meta::acl_catalog(&table));
+    /// The node for `config`, serving the commands of `table` (with `catalog`,
+    /// their names as ACL rules give them: `commands::command_table()`).
+    pub fn new(config: Config, workers: usize, table: CommandTable, catalog: crate::session::acl::Catalog) -> Self {
+        let acl = crate::session::acl::Acl::new(catalog);
         // Before any table exists: the keyspace's tables allocate through the process's pool.
         crate::sys::hugepages::configure(config.startup.hugepages);
         let sc = &config.startup;

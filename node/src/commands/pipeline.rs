@@ -19,19 +19,31 @@
 //! belongs in `after_call`, the one place every reply passes.
 
 use super::acl::{self, Denial};
-use super::pause::{self, PauseMode};
 use super::scripting::WhileBusy;
 use super::table::{ArityError, Resolved};
-use super::{CmdError, CommandDef, Ctx, Keys, Node, ServerControl, err, flags};
+use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, Node, ServerControl, err, flags};
 use crate::config::Protected;
 use crate::metrics::WorkerMetrics;
 use crate::protocol::Reply;
 use crate::session::client::Client;
+use crate::session::pause::{self, PauseMode};
 use crate::session::tracking;
 use crate::store::{KeyAccess, PendingRead, StoreStats};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::atomic::Ordering::Relaxed;
+
+/// What the connection must do after a command.
+pub enum Outcome {
+    Done,
+    /// The client blocks (BLPOP & co.); the connection waits for a push to
+    /// serve it, or for its deadline.
+    Block(BlockRequest),
+    /// The command did not run: some of its keys are not ready (a disk
+    /// read, CLIENT PAUSE, a busy script). The connection awaits this, then
+    /// runs the same request again.
+    Pending(PendingRead),
+}
 
 /// Where a command comes from: decides which gates it passes and how a
 /// refusal reads.
@@ -258,7 +270,7 @@ pub fn admit(
                 // As Redis, before queueing in MULTI too.
                 let paused = node.pause.mode(client.now_ms);
                 if paused != PauseMode::Off
-                    && (paused == PauseMode::All || pause::holds_back(node, client.multi.as_deref(), def, cmd.args))
+                    && (paused == PauseMode::All || holds_back(node, client.multi.as_deref(), def, cmd.args))
                 {
                     return Err(Refusal::Wait(pause::wait_for_unpause(node.pause.clone(), client.info.clone())));
                 }
@@ -328,6 +340,34 @@ pub fn admit(
     Ok(())
 }
 
+/// Whether a pause in WRITE mode holds back this request: writes, commands
+/// that may replicate (PUBLISH, PFCOUNT, ...), scripts that may write, and
+/// EXEC of a transaction holding any of those.
+pub fn holds_back(
+    shared: &Node,
+    client_queue: Option<&[crate::session::client::Queued]>,
+    def: &CommandDef,
+    args: &[&[u8]],
+) -> bool {
+    if def.name == "exec" {
+        return client_queue.is_some_and(|q| {
+            q.iter().any(|c| {
+                let d = shared.table.get(c.cmd);
+                let argv: Vec<&[u8]> = c.args.iter().map(|a| a.as_slice()).collect();
+                may_write(shared, d, &argv)
+            })
+        });
+    }
+    may_write(shared, def, args)
+}
+
+fn may_write(shared: &Node, def: &CommandDef, args: &[&[u8]]) -> bool {
+    if def.has(flags::RUNS_SCRIPT) {
+        return !def.has(flags::READONLY) && shared.scripts.may_write(def.name, args);
+    }
+    def.has(flags::WRITE) || def.has(flags::MAY_REPLICATE)
+}
+
 /// Whether a command writes and whether it grows memory, as Redis's
 /// `getCommandFlags` has it: a script's declared flags count for EVAL & co.
 #[derive(Clone, Copy)]
@@ -342,7 +382,7 @@ impl Limits {
         // the script cache's lock).
         let limited = node.maxmemory() > 0 || node.config.runtime.lacks_good_replicas();
         let declared = if cmd.def.has(flags::RUNS_SCRIPT) && limited {
-            super::scripting::declared_flags(node, cmd.def.name, cmd.args)
+            node.scripts.declared_flags(cmd.def.name, cmd.args)
         } else {
             None
         };
@@ -420,8 +460,7 @@ pub fn run(
     client: &mut Client,
     cmd: &Resolved<'_>,
     out: &mut Reply,
-) -> super::dispatch::Outcome {
-    use super::dispatch::Outcome;
+) -> Outcome {
     let (def, args) = (cmd.def, cmd.args);
     let ks = &node.ks;
     let locked = match def.keys {

@@ -7,13 +7,13 @@
 //! here are taken by slow commands alone.
 
 use super::args::{help, subcommand};
-use super::stats::unix_secs;
 use super::{CmdResult, CommandDef, Ctx, Keys, flags};
 use crate::base::eq_ic;
 use crate::config::RuntimeConfig;
 use crate::metrics::{HISTOGRAM_STEPS, histogram_step_usec};
 use crate::protocol::Reply;
 use crate::session::client::Client;
+use crate::sys::clock::unix_secs;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::fmt::Write as _;

@@ -5,15 +5,7 @@ use super::Ctx;
 use super::Node;
 use crate::metrics::DbFigures;
 use crate::store::NUM_DBS;
-use std::time::{SystemTime, UNIX_EPOCH};
-
-pub fn unix_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
-
-pub fn unix_micros() -> u128 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0)
-}
+pub use crate::sys::clock::{unix_micros, unix_secs};
 
 /// Unix time (s) the server started: LASTSAVE and rdb_last_save_time.
 pub fn start_time(shared: &Node) -> u64 {

@@ -4,7 +4,8 @@
 //! query-buffer limits, and graceful shutdown.
 
 use super::{NewConn, Shared};
-use crate::commands::dispatch::{self, Outcome};
+use crate::commands::dispatch;
+use crate::commands::pipeline::Outcome;
 use crate::commands::{BlockRequest, Keys, Woken, flags};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, is_cross_protocol_attack, parse_request};

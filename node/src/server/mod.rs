@@ -161,8 +161,9 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
     let threads = config.startup.threads;
     let adaptive = config.runtime.adaptive_threads.load(Relaxed);
     let (script_tx, script_rx) = std::sync::mpsc::channel::<ScriptJob>();
+    let (table, catalog) = crate::commands::command_table();
     let shared = Arc::new(Shared {
-        node: Node::new(config, threads),
+        node: Node::new(config, threads, table, catalog),
         run_id,
         ready: AtomicBool::new(false),
         shutting_down: AtomicBool::new(false),

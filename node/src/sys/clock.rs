@@ -18,6 +18,16 @@ pub fn now_ms() -> u64 {
     if secs < 0 { 0 } else { secs as u64 * 1000 + nanos as u64 / 1_000_000 }
 }
 
+/// Current unix time in whole seconds (SLOWLOG, LATENCY, LASTSAVE).
+pub fn unix_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Current unix time in microseconds (TIME, INFO's server_time_usec).
+pub fn unix_micros() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros())
+}
+
 /// Monotonic time in nanoseconds (the clock `Instant` uses), for latencies.
 #[inline]
 pub fn mono_ns() -> u64 {

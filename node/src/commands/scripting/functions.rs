@@ -9,7 +9,7 @@
 //! included, so payloads travel both ways.
 
 use super::engine;
-use super::{ScriptFlags, Scripts};
+use super::{FunctionMeta, Library, ScriptFlags, Scripts};
 use crate::base::{eq_ic, glob_match};
 use crate::commands::args::{help, subcommand};
 use crate::commands::{CmdError, CmdResult, Ctx};
@@ -17,29 +17,6 @@ use crate::protocol::Reply;
 use crate::store::dump as rdb;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
-
-/// One loaded library.
-#[derive(Debug)]
-pub struct Library {
-    pub name: String,
-    /// The whole code, shebang included.
-    pub code: Arc<[u8]>,
-    pub functions: Vec<FunctionMeta>,
-}
-
-#[derive(Debug, Clone)]
-pub struct FunctionMeta {
-    pub name: String,
-    pub description: Option<Vec<u8>>,
-    pub flags: ScriptFlags,
-}
-
-/// The library and flags of function `name`.
-pub fn find_function(scripts: &Scripts, name: &str) -> Option<(String, ScriptFlags)> {
-    let libs = scripts.libraries.lock();
-    libs.values()
-        .find_map(|l| l.functions.iter().find(|f| f.name.eq_ignore_ascii_case(name)).map(|f| (l.name.clone(), f.flags)))
-}
 
 pub const FUNCTION_SUBS: &[&str] = &["delete", "dump", "flush", "kill", "list", "load", "restore", "stats", "help"];
 

@@ -5,10 +5,10 @@
 //! does not run: the connection awaits the end of the pause through the
 //! pending path and then runs it again from the start, so the commands of
 //! paused clients run in the order they come back. Workers only read one
-//! relaxed byte per command while no pause was ever set.
+//! relaxed byte per command while no pause was ever set. Which commands a
+//! WRITE pause holds back is the command pipeline's to say (its Pause gate).
 
-use super::{CommandDef, Node, flags};
-use crate::session::client::ClientInfo;
+use super::client::ClientInfo;
 use crate::store::PendingRead;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -70,34 +70,6 @@ impl ClientPause {
         self.end_ms.store(0, Relaxed);
         self.wake.notify_waiters();
     }
-}
-
-/// Whether a pause in WRITE mode holds back this request: writes, commands
-/// that may replicate (PUBLISH, PFCOUNT, ...), scripts that may write, and
-/// EXEC of a transaction holding any of those.
-pub fn holds_back(
-    shared: &Node,
-    client_queue: Option<&[crate::session::client::Queued]>,
-    def: &CommandDef,
-    args: &[&[u8]],
-) -> bool {
-    if def.name == "exec" {
-        return client_queue.is_some_and(|q| {
-            q.iter().any(|c| {
-                let d = shared.table.get(c.cmd);
-                let argv: Vec<&[u8]> = c.args.iter().map(|a| a.as_slice()).collect();
-                may_write(shared, d, &argv)
-            })
-        });
-    }
-    may_write(shared, def, args)
-}
-
-fn may_write(shared: &Node, def: &CommandDef, args: &[&[u8]]) -> bool {
-    if def.has(flags::RUNS_SCRIPT) {
-        return !def.has(flags::READONLY) && super::scripting::script_may_write(shared, def.name, args);
-    }
-    def.has(flags::WRITE) || def.has(flags::MAY_REPLICATE)
 }
 
 /// Waits until the pause ends (or is lifted), showing the client as
