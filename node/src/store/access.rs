@@ -214,8 +214,9 @@ impl<'a> KeyAccess<'a> {
         EntryMut { ks, part, db, slot: loc.slot, old_mem, modified: true, written: false, expire_set: false }
     }
 
-    /// Write lookup that creates the key with `make()` when it is missing.
-    pub fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> Value) -> EntryMut<'_> {
+    /// Write lookup that creates the key with `make()` when it is missing
+    /// (commands use `update_or_create`).
+    pub(super) fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> Value) -> EntryMut<'_> {
         // Hash once for both the lookup and a possible insert.
         let hash = hash_bytes(key);
         if let Some(loc) = self.locate_hashed(key, hash) {
@@ -509,12 +510,6 @@ impl EntryMut<'_> {
         }
         self.part.dbs[self.db].set_expire(self.slot, expire_at);
         self.expire_set = true;
-    }
-
-    /// Declares that the command did not change the key after all (e.g.
-    /// SADD of an existing member), so WATCHers are not invalidated.
-    pub fn unchanged(&mut self) {
-        self.modified = false;
     }
 
     /// Takes what an `update` closure declared: a write that changed
