@@ -216,14 +216,14 @@ fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End, only_exist
         }
         Ok(Changed::Yes(list.len()))
     };
-    let len = if only_existing {
-        let Some(len) = write_value(&mut ctx.keys, args[1], push_into)? else {
+    // The common case, an existing key, costs one lookup.
+    let len = match write_value(&mut ctx.keys, args[1], push_into)? {
+        Some(len) => len,
+        None if only_existing => {
             out.int(0);
             return Ok(());
-        };
-        len
-    } else {
-        write_value_or_create(&mut ctx.keys, args[1], new_list, push_into)?
+        }
+        None => write_value_or_create(&mut ctx.keys, args[1], new_list, push_into)?,
     };
     out.int(len as i64);
     ctx.notify(ev::LIST, push_event(end), args[1]);
