@@ -7,14 +7,14 @@
 use super::sets::{
     arg_random_count, parse_cursor, parse_scan_opts, random_item, reply_random_items, reply_scan, scan_step,
 };
-use super::typed::{read_value, remove_members, value_mut};
+use super::typed::{read_value, remove_members, write_value_or_create};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::long_double::LongDouble;
 use crate::base::{eq_ic, parse_i64};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
-use crate::store::Value;
 use crate::store::hash::{Field, HashValue};
+use crate::store::{Changed, Value};
 
 const W: u32 = flags::WRITE;
 const WD: u32 = flags::WRITE | flags::DENYOOM;
@@ -56,13 +56,11 @@ fn set_pairs(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Result<i64, CmdError> {
     if args.len() % 2 == 1 {
         return Err(err::arity(std::str::from_utf8(args[0]).unwrap_or("hset")).into());
     }
-    let mut e = ctx.keys.get_or_insert_with(args[1], new_hash);
-    let hash = value_mut::<HashValue>(&mut e)?;
-    let mut created = 0;
-    for pair in args[2..].chunks_exact(2) {
-        created += hash.insert_slice(pair[0], pair[1]) as i64;
-    }
-    drop(e);
+    // Setting a field to the value it has still counts as a write, as in Redis.
+    let created = write_value_or_create(&mut ctx.keys, args[1], new_hash, |hash: &mut HashValue| {
+        let created = args[2..].chunks_exact(2).map(|pair| hash.insert_slice(pair[0], pair[1]) as i64).sum();
+        Ok(Changed::Yes(created))
+    })?;
     ctx.notify(ev::HASH, "hset", args[1]);
     Ok(created)
 }
@@ -80,13 +78,10 @@ fn hmset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let mut e = ctx.keys.get_or_insert_with(args[1], new_hash);
-    let hash = value_mut::<HashValue>(&mut e)?;
-    let created = !hash.contains(args[2]) && hash.insert(args[2], args[3].to_vec());
-    if !created {
-        e.unchanged();
-    }
-    drop(e);
+    let created = write_value_or_create(&mut ctx.keys, args[1], new_hash, |hash: &mut HashValue| {
+        let created = !hash.contains(args[2]) && hash.insert(args[2], args[3].to_vec());
+        Ok(Changed::when(created, created))
+    })?;
     if created {
         ctx.notify(ev::HASH, "hset", args[1]);
     }
@@ -109,21 +104,14 @@ fn update_field(
     event: &str,
     update: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>, CmdError>,
 ) -> Result<(), CmdError> {
-    let mut e = ctx.keys.get_or_insert_with(key, new_hash);
-    let hash = value_mut::<HashValue>(&mut e)?;
-    match update(hash.get(field).map(Vec::as_slice)) {
-        Ok(value) => {
-            hash.insert(field, value);
-            drop(e);
-            ctx.notify(ev::HASH, event, key);
-            Ok(())
-        }
-        Err(msg) => {
-            // A new, still empty hash is deleted when `e` drops.
-            e.unchanged();
-            Err(msg)
-        }
-    }
+    // On an error a new, still empty hash goes away again.
+    write_value_or_create(&mut ctx.keys, key, new_hash, |hash: &mut HashValue| {
+        let value = update(hash.get(field).map(Vec::as_slice))?;
+        hash.insert(field, value);
+        Ok(Changed::Yes(()))
+    })?;
+    ctx.notify(ev::HASH, event, key);
+    Ok(())
 }
 
 fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {

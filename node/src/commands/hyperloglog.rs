@@ -6,7 +6,7 @@ use crate::base::eq_ic;
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::hll::{self, Corrupt};
-use crate::store::{KeyAccess, Value, ValueRef};
+use crate::store::{Changed, KeyAccess, Value, ValueRef};
 use std::sync::atomic::Ordering::Relaxed;
 
 const W: u32 = flags::WRITE;
@@ -48,31 +48,27 @@ fn read_hll<'a>(keys: &'a mut KeyAccess<'_>, key: &[u8]) -> Result<Option<&'a [u
     }
 }
 
-/// Runs `f` on the HLL string at `key` (which must exist) in place. `f`
-/// returns whether it changed the bytes; when not, the key is untouched.
+/// Runs `f` on the HLL string at `key` in place: None when the key is
+/// missing. `f` declares whether it changed the bytes — which it may have
+/// done before failing — and its result, which may be an error all the same.
 fn update_hll<T>(
     keys: &mut KeyAccess<'_>,
     key: &[u8],
-    f: impl FnOnce(&mut Vec<u8>) -> (Result<T, CmdError>, bool),
+    f: impl FnOnce(&mut Vec<u8>) -> Changed<Result<T, CmdError>>,
 ) -> Result<Option<T>, CmdError> {
-    let Some(mut e) = keys.get_mut(key) else {
-        return Ok(None);
-    };
-    let checked = match e.value() {
-        ValueRef::Str(s) if hll::is_valid(s) => Ok(()),
-        ValueRef::Str(_) => Err(CmdError::from(NOT_HLL)),
-        _ => Err(err::WRONGTYPE.into()),
-    };
-    if let Err(e2) = checked {
-        e.unchanged();
-        return Err(e2);
+    let updated = keys.update(key, |e| {
+        match e.value() {
+            ValueRef::Str(s) if hll::is_valid(s) => {}
+            ValueRef::Str(_) => return Err(CmdError::from(NOT_HLL)),
+            _ => return Err(err::WRONGTYPE.into()),
+        }
+        let Value::Str(s) = e.value_mut() else { unreachable!("checked a string above") };
+        Ok(f(s))
+    });
+    match updated {
+        None => Ok(None),
+        Some(result) => result?.map(Some),
     }
-    let Value::Str(s) = e.value_mut() else { unreachable!("checked a string above") };
-    let (result, changed) = f(s);
-    if !changed {
-        e.unchanged();
-    }
-    result.map(Some)
 }
 
 fn pfadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -89,13 +85,13 @@ fn pfadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             match hll::add(s, ele, max) {
                 Ok(changed) => updated |= changed,
                 // Registers already raised stay raised, as in Redis.
-                Err(c) => return (Err(c.into()), updated),
+                Err(c) => return Changed::when(updated, Err(c.into())),
             }
         }
         if updated {
             hll::invalidate_cache(s);
         }
-        (Ok(updated), updated)
+        Changed::when(updated, Ok(updated))
     })?
     .unwrap_or(false);
     if updated {
@@ -128,11 +124,11 @@ fn pfcount(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     }
     // Recompute and cache it: the string changes, as in Redis.
     let card = update_hll(&mut ctx.keys, key, |s| match hll::histogram(s) {
-        None => (Err(CORRUPT.into()), false),
+        None => Changed::No(Err(CORRUPT.into())),
         Some(h) => {
             let card = hll::estimate(&h);
             hll::set_cached_card(s, card);
-            (Ok(card), true)
+            Changed::Yes(Ok(card))
         }
     })?
     .expect("the key was just read");
@@ -156,7 +152,7 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     }
     update_hll(&mut ctx.keys, dst, |s| {
         if use_dense && let Err(c) = hll::to_dense(s) {
-            return (Err(c.into()), false);
+            return Changed::No(Err(c.into()));
         }
         for (i, &m) in max.iter().enumerate() {
             // Errors are ignored here, as Redis ignores them.
@@ -165,7 +161,7 @@ fn pfmerge(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             }
         }
         hll::invalidate_cache(s);
-        (Ok(()), true)
+        Changed::Yes(Ok(()))
     })?;
     ctx.notify(ev::STRING, "pfadd", dst);
     out.ok();
@@ -181,10 +177,11 @@ fn pfdebug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if eq_ic(sub, "getreg") || eq_ic(sub, "todense") {
         let converted = enc == hll::SPARSE;
         let regs = update_hll(&mut ctx.keys, key, |s| match hll::to_dense(s) {
-            Err(c) => (Err(c.into()), false),
-            Ok(()) => {
-                (Ok((0..hll::REGISTERS).map(|i| hll::dense_get(&s[hll::HDR_SIZE..], i)).collect::<Vec<_>>()), converted)
-            }
+            Err(c) => Changed::No(Err(c.into())),
+            Ok(()) => Changed::when(
+                converted,
+                Ok((0..hll::REGISTERS).map(|i| hll::dense_get(&s[hll::HDR_SIZE..], i)).collect::<Vec<_>>()),
+            ),
         })?
         .expect("the key was just read");
         if eq_ic(sub, "todense") {

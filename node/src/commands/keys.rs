@@ -12,7 +12,7 @@ use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::{eq_ic, glob_match};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
-use crate::store::{Entry, KeyAccess, NUM_DBS, ValueRef, fast_rand};
+use crate::store::{Changed, Entry, KeyAccess, NUM_DBS, ValueRef, fast_rand};
 
 const R: u32 = flags::READONLY;
 const W: u32 = flags::WRITE;
@@ -189,24 +189,28 @@ fn expire_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, form: Expi
     let now = ctx.keys.now_ms;
     let when = expire_deadline(args[2], form, now)?;
     let key = args[1];
-    let Some(mut e) = ctx.keys.get_mut(key) else {
-        out.int(0);
-        return Ok(());
-    };
-    let current = (e.expire_at() != 0).then_some(e.expire_at() as i64);
-    if !cond.allows(current, when) {
-        e.unchanged();
+    let past = when <= now as i64;
+    // Some(true) when the condition allows the new deadline.
+    let allowed = ctx.keys.update(key, |e| {
+        let current = (e.expire_at() != 0).then_some(e.expire_at() as i64);
+        if !cond.allows(current, when) {
+            return Changed::No(false);
+        }
+        if !past {
+            e.set_expire(when as u64);
+        }
+        // A deadline already past still counts as a write before the delete.
+        Changed::Yes(true)
+    });
+    if allowed != Some(true) {
         out.int(0);
         return Ok(());
     }
-    if when <= now as i64 {
+    if past {
         // A deadline already past deletes the key, as Redis does.
-        drop(e);
         ctx.keys.delete(key);
         ctx.notify(ev::GENERIC, "del", key);
     } else {
-        e.set_expire(when as u64);
-        drop(e);
         ctx.notify(ev::GENERIC, "expire", key);
     }
     out.int(1);
@@ -269,18 +273,18 @@ fn round_to_secs(ms: i64) -> i64 {
 }
 
 fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
-        out.int(0);
-        return Ok(());
-    };
-    if e.expire_at() == 0 {
-        e.unchanged();
-        out.int(0);
-    } else {
+    let persisted = ctx.keys.update(args[1], |e| {
+        if e.expire_at() == 0 {
+            return Changed::No(false);
+        }
         e.set_expire(0);
-        drop(e);
+        Changed::Yes(true)
+    });
+    if persisted == Some(true) {
         ctx.notify(ev::GENERIC, "persist", args[1]);
         out.int(1);
+    } else {
+        out.int(0);
     }
     Ok(())
 }
@@ -291,13 +295,7 @@ fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 /// `lookupKeyWrite`): true when the key exists. Does not count as a
 /// modification for WATCH.
 fn touch_for_write(keys: &mut KeyAccess<'_>, key: &[u8]) -> bool {
-    match keys.get_mut(key) {
-        Some(mut e) => {
-            e.unchanged();
-            true
-        }
-        None => false,
-    }
+    keys.update(key, |_| Changed::No(())).is_some()
 }
 
 /// Stores a taken entry under `key` in the current database (overwriting),
@@ -307,12 +305,13 @@ fn put_moved(keys: &mut KeyAccess<'_>, key: &[u8], entry: Entry) {
     let meta = entry.meta;
     let expire_at = entry.expire_at();
     keys.put_entry(key, entry.into_value(), expire_at);
-    if let Some(mut e) = keys.get_mut(key) {
+    // Policy state only: the insert above was the write.
+    keys.update(key, |e| {
         e.meta.last_access = meta.last_access;
         e.meta.freq = meta.freq;
         e.meta.flags = meta.flags;
-        e.unchanged();
-    }
+        Changed::No(())
+    });
 }
 
 /// Runs `f` with `db` selected, restoring the client's database after.

@@ -8,7 +8,7 @@
 //! nothing, leaving a `ListWaiter` that the next command writing one of the
 //! keys uses to hand them their element(s), in the order clients blocked.
 
-use super::typed::value_mut;
+use super::typed::{write_value, write_value_or_create};
 use super::{
     BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
 };
@@ -16,7 +16,7 @@ use crate::base::{eq_ic, parse_i64};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::list::ListValue;
-use crate::store::{EntryMut, KeyAccess, Value, ValueRef};
+use crate::store::{Changed, KeyAccess, Value, ValueRef};
 use smallvec::SmallVec;
 use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
@@ -210,16 +210,22 @@ fn rpushx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End, only_existing: bool) -> CmdResult {
+    let push_into = |list: &mut ListValue| {
+        for v in &args[2..] {
+            push_at(list, end, v.to_vec());
+        }
+        Ok(Changed::Yes(list.len()))
+    };
     // The common case, an existing key, costs one lookup.
-    if let Some(mut e) = ctx.keys.get_mut(args[1]) {
-        push_into(&mut e, &args[2..], end, out)?;
-    } else if only_existing {
-        out.int(0);
-        return Ok(());
-    } else {
-        let mut e = ctx.keys.get_or_insert_with(args[1], new_list);
-        push_into(&mut e, &args[2..], end, out)?;
-    }
+    let len = match write_value(&mut ctx.keys, args[1], push_into)? {
+        Some(len) => len,
+        None if only_existing => {
+            out.int(0);
+            return Ok(());
+        }
+        None => write_value_or_create(&mut ctx.keys, args[1], new_list, push_into)?,
+    };
+    out.int(len as i64);
     ctx.notify(ev::LIST, push_event(end), args[1]);
     Ok(())
 }
@@ -234,15 +240,6 @@ fn notify_pop(keys: &KeyAccess<'_>, key: &[u8], end: End, emptied: bool) {
     if emptied {
         keys.notify(ev::GENERIC, "del", key);
     }
-}
-
-fn push_into(e: &mut EntryMut<'_>, values: &[&[u8]], end: End, out: &mut Reply) -> CmdResult {
-    let list = value_mut::<ListValue>(e)?;
-    for v in values {
-        push_at(list, end, v.to_vec());
-    }
-    out.int(list.len() as i64);
-    Ok(())
 }
 
 // ---- pops -------------------------------------------------------------------
@@ -263,7 +260,32 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End) -> CmdResul
         Some(a) => Some(arg_non_negative(a, POP_COUNT_RANGE)?),
         None => None,
     };
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
+    let popped = write_value(&mut ctx.keys, args[1], |list: &mut ListValue| {
+        let popped = match count {
+            None => match pop_at(list, end) {
+                Some(v) => {
+                    out.bulk(&v);
+                    true
+                }
+                None => {
+                    out.null();
+                    false
+                }
+            },
+            Some(n) => {
+                let n = (n as u64).min(list.len() as u64) as usize;
+                out.array(n);
+                for _ in 0..n {
+                    if let Some(v) = pop_at(list, end) {
+                        out.bulk(&v);
+                    }
+                }
+                n > 0
+            }
+        };
+        Ok(Changed::when(popped, (popped, list.is_empty())))
+    })?;
+    let Some((popped, emptied)) = popped else {
         if count.is_some() {
             out.null_array()
         } else {
@@ -271,34 +293,6 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, end: End) -> CmdResul
         }
         return Ok(());
     };
-    let list = value_mut::<ListValue>(&mut e)?;
-    let popped = match count {
-        None => match pop_at(list, end) {
-            Some(v) => {
-                out.bulk(&v);
-                true
-            }
-            None => {
-                out.null();
-                false
-            }
-        },
-        Some(n) => {
-            let n = (n as u64).min(list.len() as u64) as usize;
-            out.array(n);
-            for _ in 0..n {
-                if let Some(v) = pop_at(list, end) {
-                    out.bulk(&v);
-                }
-            }
-            n > 0
-        }
-    };
-    let emptied = list.is_empty();
-    if !popped && count.is_some() {
-        e.unchanged();
-    }
-    drop(e);
     if popped {
         notify_pop(&ctx.keys, args[1], end, emptied);
     }
@@ -318,31 +312,29 @@ fn mpop_from(
     out: &mut Reply,
 ) -> Result<bool, CmdError> {
     for &key in keys {
-        let Some(mut e) = access.get_mut(key) else { continue };
-        let Value::List(list) = e.value_mut() else {
-            e.unchanged();
-            if skip_wrongtype {
-                continue;
+        // Some(whether the list is now empty) when elements were popped.
+        let popped = access.update(key, |e| {
+            let Value::List(list) = e.value_mut() else {
+                return if skip_wrongtype { Ok(Changed::No(None)) } else { Err(CmdError::from(err::WRONGTYPE)) };
+            };
+            let n = count.min(list.len());
+            if n == 0 {
+                return Ok(Changed::No(None));
             }
-            return Err(err::WRONGTYPE.into());
-        };
-        let n = count.min(list.len());
-        if n == 0 {
-            e.unchanged();
-            continue;
-        }
-        out.array(2);
-        out.bulk(key);
-        out.array(n);
-        for _ in 0..n {
-            if let Some(v) = pop_at(list, end) {
-                out.bulk(&v);
+            out.array(2);
+            out.bulk(key);
+            out.array(n);
+            for _ in 0..n {
+                if let Some(v) = pop_at(list, end) {
+                    out.bulk(&v);
+                }
             }
+            Ok(Changed::Yes(Some(list.is_empty())))
+        });
+        if let Some(emptied) = popped.transpose()?.flatten() {
+            notify_pop(access, key, end, emptied);
+            return Ok(true);
         }
-        let emptied = list.is_empty();
-        drop(e);
-        notify_pop(access, key, end, emptied);
-        return Ok(true);
     }
     Ok(false)
 }
@@ -452,25 +444,27 @@ fn pop_with_key(
     skip_wrongtype: bool,
     out: &mut Reply,
 ) -> Result<bool, CmdError> {
-    let Some(mut e) = keys.get_mut(key) else { return Ok(false) };
-    let Value::List(list) = e.value_mut() else {
-        e.unchanged();
-        return if skip_wrongtype { Ok(false) } else { Err(err::WRONGTYPE.into()) };
-    };
-    match pop_at(list, end) {
-        Some(v) => {
-            out.array(2);
-            out.bulk(key);
-            out.bulk(&v);
-            let emptied = list.is_empty();
-            drop(e);
+    // Some(whether the list is now empty) when an element was popped.
+    let popped = keys.update(key, |e| {
+        let Value::List(list) = e.value_mut() else {
+            return if skip_wrongtype { Ok(Changed::No(None)) } else { Err(CmdError::from(err::WRONGTYPE)) };
+        };
+        match pop_at(list, end) {
+            Some(v) => {
+                out.array(2);
+                out.bulk(key);
+                out.bulk(&v);
+                Ok(Changed::Yes(Some(list.is_empty())))
+            }
+            None => Ok(Changed::No(None)),
+        }
+    });
+    match popped.transpose()?.flatten() {
+        Some(emptied) => {
             notify_pop(keys, key, end, emptied);
             Ok(true)
         }
-        None => {
-            e.unchanged();
-            Ok(false)
-        }
+        None => Ok(false),
     }
 }
 
@@ -489,21 +483,21 @@ fn move_element(
 ) -> Result<bool, CmdError> {
     if src == dst {
         // One list: rotate in place, so the key (and its TTL) stays.
-        let Some(mut e) = keys.get_mut(src) else { return Ok(false) };
-        let list = value_mut::<ListValue>(&mut e)?;
-        return match list.rotate(from == End::Left, to == End::Left) {
-            Some(v) => {
-                out.bulk(v);
-                drop(e);
-                keys.notify(ev::LIST, push_event(to), dst);
-                notify_pop(keys, src, from, false);
-                Ok(true)
-            }
-            None => {
-                e.unchanged();
-                Ok(false)
-            }
-        };
+        let rotated = write_value(keys, src, |list: &mut ListValue| {
+            Ok(match list.rotate(from == End::Left, to == End::Left) {
+                Some(v) => {
+                    out.bulk(v);
+                    Changed::Yes(true)
+                }
+                None => Changed::No(false),
+            })
+        })?;
+        if rotated != Some(true) {
+            return Ok(false);
+        }
+        keys.notify(ev::LIST, push_event(to), dst);
+        notify_pop(keys, src, from, false);
+        return Ok(true);
     }
     match keys.peek(src) {
         None => return Ok(false),
@@ -513,26 +507,22 @@ fn move_element(
     if keys.peek(dst).is_some_and(|e| !matches!(e.value(), ValueRef::List(_))) {
         return Err(err::WRONGTYPE.into());
     }
-    let (value, emptied) = {
-        let Some(mut e) = keys.get_mut(src) else { return Ok(false) };
+    let popped = keys.update(src, |e| {
         let popped = match e.value_mut() {
             Value::List(list) => pop_at(list, from).map(|v| (v, list.is_empty())),
             _ => None,
         };
-        match popped {
-            Some(v) => v,
-            None => {
-                e.unchanged();
-                return Ok(false);
-            }
-        }
-    };
+        Changed::when(popped.is_some(), popped)
+    });
+    let Some((value, emptied)) = popped.flatten() else { return Ok(false) };
     out.bulk(&value);
-    let mut d = keys.get_or_insert_with(dst, new_list);
-    if let Value::List(list) = d.value_mut() {
-        push_at(list, to, value);
-    }
-    drop(d);
+    // `dst` was checked to be a list or missing above.
+    keys.update_or_create(dst, new_list, |d| {
+        if let Value::List(list) = d.value_mut() {
+            push_at(list, to, value);
+        }
+        Changed::Yes(())
+    });
     // Redis announces the push before the pop that fed it.
     keys.notify(ev::LIST, push_event(to), dst);
     notify_pop(keys, src, from, emptied);
@@ -767,37 +757,26 @@ impl Search<'_> {
 
 fn lset(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let index = arg_i64(args[2]);
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else { return Err(err::NO_SUCH_KEY.into()) };
-    let list = value_mut::<ListValue>(&mut e)?;
-    let slot = index.and_then(|i| resolve_index(i, list.len()).ok_or(CmdError::from(err::INDEX_OUT_OF_RANGE)));
-    match slot {
-        Ok(i) => {
-            list.set(i, args[3].to_vec());
-            drop(e);
-            ctx.notify(ev::LIST, "lset", args[1]);
-            out.ok();
-            Ok(())
-        }
-        Err(x) => {
-            e.unchanged();
-            Err(x)
-        }
+    let set = write_value(&mut ctx.keys, args[1], |list: &mut ListValue| {
+        let i = index.and_then(|i| resolve_index(i, list.len()).ok_or(CmdError::from(err::INDEX_OUT_OF_RANGE)))?;
+        list.set(i, args[3].to_vec());
+        Ok(Changed::Yes(()))
+    })?;
+    if set.is_none() {
+        return Err(err::NO_SUCH_KEY.into());
     }
+    ctx.notify(ev::LIST, "lset", args[1]);
+    out.ok();
+    Ok(())
 }
 
 fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let count = arg_i64(args[2])?;
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
-        out.int(0);
-        return Ok(());
-    };
-    let list = value_mut::<ListValue>(&mut e)?;
-    let removed = list.remove_matching(args[3], count);
-    let emptied = list.is_empty();
-    if removed == 0 {
-        e.unchanged();
-    }
-    drop(e);
+    let removed = write_value(&mut ctx.keys, args[1], |list: &mut ListValue| {
+        let removed = list.remove_matching(args[3], count);
+        Ok(Changed::when(removed > 0, (removed, list.is_empty())))
+    })?;
+    let (removed, emptied) = removed.unwrap_or((0, false));
     if removed > 0 {
         ctx.notify(ev::LIST, "lrem", args[1]);
         if emptied {
@@ -811,15 +790,16 @@ fn lrem(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn ltrim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let start = arg_i64(args[2])?;
     let end = arg_i64(args[3])?;
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
+    // An empty selection empties the list; the key then goes away. A trim
+    // that keeps everything still counts as a write, as in Redis.
+    let trimmed = write_value(&mut ctx.keys, args[1], |list: &mut ListValue| {
+        list.retain_range(clamp_range(start, end, list.len()).unwrap_or(0..0));
+        Ok(Changed::Yes(list.is_empty()))
+    })?;
+    let Some(emptied) = trimmed else {
         out.ok();
         return Ok(());
     };
-    let list = value_mut::<ListValue>(&mut e)?;
-    // An empty selection empties the list; the key then goes away.
-    list.retain_range(clamp_range(start, end, list.len()).unwrap_or(0..0));
-    let emptied = list.is_empty();
-    drop(e);
     ctx.notify(ev::LIST, "ltrim", args[1]);
     if emptied {
         ctx.notify(ev::GENERIC, "del", args[1]);
@@ -836,22 +816,19 @@ fn linsert(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     } else {
         return Err(err::SYNTAX.into());
     };
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
-        out.int(0);
-        return Ok(());
-    };
-    let list = value_mut::<ListValue>(&mut e)?;
-    let pivot = list.iter().position(|v| v.as_slice() == args[3]);
-    match pivot {
-        Some(i) => {
-            list.insert(i + after as usize, args[4].to_vec());
-            out.int(list.len() as i64);
-            drop(e);
+    let inserted = write_value(&mut ctx.keys, args[1], |list: &mut ListValue| {
+        let Some(i) = list.iter().position(|v| v.as_slice() == args[3]) else {
+            return Ok(Changed::No(None));
+        };
+        list.insert(i + after as usize, args[4].to_vec());
+        Ok(Changed::Yes(Some(list.len())))
+    })?;
+    match inserted {
+        None => out.int(0),
+        Some(None) => out.int(-1),
+        Some(Some(len)) => {
+            out.int(len as i64);
             ctx.notify(ev::LIST, "linsert", args[1]);
-        }
-        None => {
-            e.unchanged();
-            out.int(-1);
         }
     }
     Ok(())

@@ -6,7 +6,7 @@
 //! parsing, the slot-cursor walk) and the random sampling HRANDFIELD shares
 //! with SRANDMEMBER: both collection types sit on a `SlabTable`.
 
-use super::typed::{read_value, remove_members, value_mut};
+use super::typed::{read_value, remove_members, write_value, write_value_or_create};
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::{eq_ic, glob_match};
 use crate::config::keyspace_events as ev;
@@ -14,7 +14,7 @@ use crate::protocol::Reply;
 use crate::store::fast_rand;
 use crate::store::set::{Member, SetValue};
 use crate::store::slab_table::{Keyed, SlabTable};
-use crate::store::{Value, ValueRef};
+use crate::store::{Changed, Value, ValueRef};
 use smallvec::SmallVec;
 
 const W: u32 = flags::WRITE;
@@ -76,13 +76,10 @@ fn sorted_intset(set: &SetValue) -> Vec<&[u8]> {
 // ---------------------------------------------------------------- single-set commands
 
 fn sadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let mut e = ctx.keys.get_or_insert_with(args[1], new_set);
-    let set = value_mut::<SetValue>(&mut e)?;
-    let added = args[2..].iter().filter(|m| set.insert(m)).count();
-    if added == 0 {
-        e.unchanged();
-    }
-    drop(e);
+    let added = write_value_or_create(&mut ctx.keys, args[1], new_set, |set: &mut SetValue| {
+        let added = args[2..].iter().filter(|m| set.insert(m)).count();
+        Ok(Changed::when(added > 0, added))
+    })?;
     if added > 0 {
         ctx.notify(ev::SET, "sadd", args[1]);
     }
@@ -136,45 +133,44 @@ fn spop(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         3 => Some(arg_positive(args[2], "ERR value is out of range, must be positive")?),
         _ => return Err(err::SYNTAX.into()),
     };
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
-        match count {
-            None => out.null(),
-            Some(_) => out.set(0),
-        }
-        return Ok(());
-    };
-    let set = value_mut::<SetValue>(&mut e)?;
-    let Some(count) = count else {
-        let slot = set.table().random_slot(fast_rand()).expect("stored sets are never empty");
-        let member = set.remove_slot(slot).expect("live slot");
-        out.bulk(&member);
-        let emptied = set.is_empty();
-        drop(e);
-        notify_spop(ctx, args[1], emptied);
-        return Ok(());
-    };
-    let size = set.len();
-    if count == 0 {
-        e.unchanged();
-        out.set(0);
-    } else if count >= size {
-        // Everything goes: reply with the whole set, the key is deleted on drop.
-        let all = std::mem::take(set);
-        reply_members(out, &all);
-    } else {
-        out.set(count);
-        for _ in 0..count {
-            let slot = set.table().random_slot(fast_rand()).expect("count < size");
+    // Some(whether the set is now empty) when members were popped.
+    let popped = write_value(&mut ctx.keys, args[1], |set: &mut SetValue| {
+        let Some(count) = count else {
+            let slot = set.table().random_slot(fast_rand()).expect("stored sets are never empty");
             let member = set.remove_slot(slot).expect("live slot");
             out.bulk(&member);
+            return Ok(Changed::Yes(Some(set.is_empty())));
+        };
+        let size = set.len();
+        if count == 0 {
+            out.set(0);
+            return Ok(Changed::No(None));
         }
-        if (size - count) * SPOP_MOVE_STRATEGY_MUL <= count {
-            set.recheck_compact();
+        if count >= size {
+            // Everything goes: reply with the whole set, the key is deleted
+            // once the write is over.
+            let all = std::mem::take(set);
+            reply_members(out, &all);
+        } else {
+            out.set(count);
+            for _ in 0..count {
+                let slot = set.table().random_slot(fast_rand()).expect("count < size");
+                let member = set.remove_slot(slot).expect("live slot");
+                out.bulk(&member);
+            }
+            if (size - count) * SPOP_MOVE_STRATEGY_MUL <= count {
+                set.recheck_compact();
+            }
         }
-    }
-    drop(e);
-    if count > 0 {
-        notify_spop(ctx, args[1], count >= size);
+        Ok(Changed::Yes(Some(count >= size)))
+    })?;
+    match popped {
+        None => match count {
+            None => out.null(),
+            Some(_) => out.set(0),
+        },
+        Some(Some(emptied)) => notify_spop(ctx, args[1], emptied),
+        Some(None) => {}
     }
     Ok(())
 }
@@ -306,16 +302,13 @@ fn set_sizes(ctx: &mut Ctx<'_>, keys: &[&[u8]], for_store: bool) -> Result<Small
     let mut sizes = SmallVec::with_capacity(keys.len());
     for key in keys {
         let size = if for_store {
-            match ctx.keys.get_mut(key) {
-                None => None,
-                Some(mut e) => {
-                    e.unchanged();
-                    match e.value() {
-                        ValueRef::Set(s) => Some(s.len()),
-                        _ => return Err(err::WRONGTYPE.into()),
-                    }
-                }
-            }
+            // A write lookup (access time, no hit or miss) that writes nothing.
+            ctx.keys
+                .update(key, |e| match e.value() {
+                    ValueRef::Set(s) => Ok(Changed::No(s.len())),
+                    _ => Err(CmdError::from(err::WRONGTYPE)),
+                })
+                .transpose()?
         } else {
             read_set(ctx, key)?.map(|s| s.len())
         };
@@ -507,26 +500,25 @@ fn smove(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.int((src == dst && src_has) as i64);
         return Ok(());
     }
-    let mut src_emptied = false;
-    if let Some(mut e) = ctx.keys.get_mut(src)
-        && let Value::Set(s) = e.value_mut()
-    {
-        s.remove(member);
-        src_emptied = s.is_empty();
-    }
+    // Both types were checked above, and `src` holds the member.
+    let src_emptied = ctx.keys.update(src, |e| match e.value_mut() {
+        Value::Set(s) => {
+            s.remove(member);
+            Changed::Yes(s.is_empty())
+        }
+        _ => Changed::Yes(false),
+    });
     ctx.notify(ev::SET, "srem", src);
-    if src_emptied {
+    if src_emptied == Some(true) {
         ctx.notify(ev::GENERIC, "del", src);
     }
-    let mut e = ctx.keys.get_or_insert_with(dst, new_set);
-    let added = match e.value_mut() {
-        Value::Set(s) => s.insert(member),
-        _ => false,
-    };
-    if !added {
-        e.unchanged();
-    }
-    drop(e);
+    let added = ctx.keys.update_or_create(dst, new_set, |e| {
+        let added = match e.value_mut() {
+            Value::Set(s) => s.insert(member),
+            _ => false,
+        };
+        Changed::when(added, added)
+    });
     if added {
         ctx.notify(ev::SET, "sadd", dst);
     }

@@ -9,13 +9,13 @@
 //! answers a group reader with an error when its key or group went away.
 
 use super::args::{help, lossy};
-use super::typed::{TypedValue, read_value, value_mut};
+use super::typed::{TypedValue, read_value, write_value, write_value_or_create};
 use super::{BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, err, flags};
 use crate::base::{eq_ic, parse_i64};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::stream::{ENTRIES_READ_INVALID, Group, StreamId, StreamValue, Trim};
-use crate::store::{KeyAccess, Value, ValueRef};
+use crate::store::{Changed, KeyAccess, Value, ValueRef};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -333,42 +333,38 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.null();
         return Ok(());
     }
-    let mut e = ctx.keys.get_or_insert_with(args[1], new_stream);
-    let s = value_mut::<StreamValue>(&mut e)?;
-    if s.last_id == StreamId::MAX {
-        e.unchanged();
-        return Err("ERR The stream has exhausted the last possible ID, unable to add more items".into());
-    }
-    let id = match &a.id {
-        None => {
-            if now > s.last_id.ms {
-                StreamId::new(now, 0)
-            } else {
-                s.last_id.next().expect("not exhausted")
-            }
+    let trimmed = write_value_or_create(&mut ctx.keys, args[1], new_stream, |s: &mut StreamValue| {
+        if s.last_id == StreamId::MAX {
+            return Err("ERR The stream has exhausted the last possible ID, unable to add more items".into());
         }
-        Some(p) if p.seq_given => p.id,
-        Some(p) => {
-            if s.last_id.ms == p.id.ms {
-                if s.last_id.seq == u64::MAX {
-                    e.unchanged();
-                    return Err(ID_TOO_SMALL.into());
+        let id = match &a.id {
+            None => {
+                if now > s.last_id.ms {
+                    StreamId::new(now, 0)
+                } else {
+                    s.last_id.next().expect("not exhausted")
                 }
-                StreamId::new(p.id.ms, s.last_id.seq + 1)
-            } else {
-                p.id
             }
+            Some(p) if p.seq_given => p.id,
+            Some(p) => {
+                if s.last_id.ms == p.id.ms {
+                    if s.last_id.seq == u64::MAX {
+                        return Err(ID_TOO_SMALL.into());
+                    }
+                    StreamId::new(p.id.ms, s.last_id.seq + 1)
+                } else {
+                    p.id
+                }
+            }
+        };
+        if a.id.is_some() && id <= s.last_id {
+            return Err(ID_TOO_SMALL.into());
         }
-    };
-    if a.id.is_some() && id <= s.last_id {
-        e.unchanged();
-        return Err(ID_TOO_SMALL.into());
-    }
-    let fields: Vec<Vec<u8>> = args[fields_at..].iter().map(|f| f.to_vec()).collect();
-    s.append(id, fields, max_entries, max_bytes);
-    bulk_id(out, id);
-    let trimmed = apply_trim(s, &a.trim, max_entries);
-    drop(e);
+        let fields: Vec<Vec<u8>> = args[fields_at..].iter().map(|f| f.to_vec()).collect();
+        s.append(id, fields, max_entries, max_bytes);
+        bulk_id(out, id);
+        Ok(Changed::Yes(apply_trim(s, &a.trim, max_entries)))
+    })?;
     ctx.notify(ev::STREAM, "xadd", args[1]);
     if trimmed > 0 {
         ctx.notify(ev::STREAM, "xtrim", args[1]);
@@ -379,16 +375,11 @@ fn xadd(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn xtrim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let a = parse_add_or_trim(args, false)?;
     let (max_entries, _) = node_limits(ctx);
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
-        out.int(0);
-        return Ok(());
-    };
-    let s = value_mut::<StreamValue>(&mut e)?;
-    let removed = apply_trim(s, &a.trim, max_entries);
-    if removed == 0 {
-        e.unchanged();
-    }
-    drop(e);
+    let removed = write_value(&mut ctx.keys, args[1], |s: &mut StreamValue| {
+        let removed = apply_trim(s, &a.trim, max_entries);
+        Ok(Changed::when(removed > 0, removed))
+    })?
+    .unwrap_or(0);
     if removed > 0 {
         ctx.notify(ev::STREAM, "xtrim", args[1]);
     }
@@ -445,16 +436,11 @@ fn range_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, rev: bool) 
 
 fn xdel(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let ids = args[2..].iter().map(|a| strict_id(a)).collect::<Result<Vec<_>, _>>()?;
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
-        out.int(0);
-        return Ok(());
-    };
-    let s = value_mut::<StreamValue>(&mut e)?;
-    let deleted = ids.into_iter().filter(|id| s.delete(*id)).count();
-    if deleted == 0 {
-        e.unchanged();
-    }
-    drop(e);
+    let deleted = write_value(&mut ctx.keys, args[1], |s: &mut StreamValue| {
+        let deleted = ids.into_iter().filter(|id| s.delete(*id)).count();
+        Ok(Changed::when(deleted > 0, deleted))
+    })?
+    .unwrap_or(0);
     if deleted > 0 {
         ctx.notify(ev::STREAM, "xdel", args[1]);
     }
@@ -484,28 +470,27 @@ fn xsetid(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         i += 2;
     }
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
+    let set = write_value(&mut ctx.keys, args[1], |s: &mut StreamValue| {
+        if let Some((top, _)) = s.last() {
+            if id < top {
+                return Err("ERR The ID specified in XSETID is smaller than the target stream top item".into());
+            }
+            if entries_added != -1 && s.len() as i64 > entries_added {
+                return Err("ERR The entries_added specified in XSETID is smaller than the target stream length".into());
+            }
+        }
+        s.last_id = id;
+        if entries_added != -1 {
+            s.entries_added = entries_added as u64;
+        }
+        if !max_deleted.is_zero() {
+            s.max_deleted_id = max_deleted;
+        }
+        Ok(Changed::Yes(()))
+    })?;
+    if set.is_none() {
         return Err(err::NO_SUCH_KEY.into());
-    };
-    let s = value_mut::<StreamValue>(&mut e)?;
-    if let Some((top, _)) = s.last() {
-        if id < top {
-            e.unchanged();
-            return Err("ERR The ID specified in XSETID is smaller than the target stream top item".into());
-        }
-        if entries_added != -1 && s.len() as i64 > entries_added {
-            e.unchanged();
-            return Err("ERR The entries_added specified in XSETID is smaller than the target stream length".into());
-        }
     }
-    s.last_id = id;
-    if entries_added != -1 {
-        s.entries_added = entries_added as u64;
-    }
-    if !max_deleted.is_zero() {
-        s.max_deleted_id = max_deleted;
-    }
-    drop(e);
     ctx.notify(ev::STREAM, "xsetid", args[1]);
     out.ok();
     Ok(())
@@ -636,11 +621,13 @@ fn read_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, group_cmd: b
     for (i, &key) in r.keys.iter().enumerate() {
         let n = match r.group {
             Some((group, consumer)) => {
-                let Some(mut e) = ctx.keys.get_mut(key) else { continue };
-                let s = value_mut::<StreamValue>(&mut e)?;
-                let new_consumer = !has_consumer(s, group, consumer);
-                let n = serve_group(s, key, group, consumer, ids[i], r.count, r.noack, now, true, &mut body);
-                drop(e);
+                // Counts as a write even when nothing is delivered.
+                let served = write_value(&mut ctx.keys, key, |s: &mut StreamValue| {
+                    let new_consumer = !has_consumer(s, group, consumer);
+                    let n = serve_group(s, key, group, consumer, ids[i], r.count, r.noack, now, true, &mut body);
+                    Ok(Changed::Yes((n, new_consumer)))
+                })?;
+                let Some((n, new_consumer)) = served else { continue };
                 if new_consumer {
                     ctx.notify(ev::STREAM, "xgroup-createconsumer", key);
                 }
@@ -801,23 +788,24 @@ impl BlockedOp for StreamWaiter {
                 serve_plain(s, key, self.after(key), self.count, &mut body);
             }
             Some((group, consumer, noack)) => {
-                let Some(mut e) = keys.get_mut(key) else {
-                    out.error("UNBLOCKED the stream key no longer exists");
-                    return;
+                const GONE: &str = "UNBLOCKED the stream key no longer exists";
+                // Whether the group's consumer is new, or the error to reply.
+                let served = keys.update(key, |e| {
+                    let Value::Stream(s) = e.value_mut() else { return Err(GONE) };
+                    if !s.groups.contains_key(group.as_slice()) {
+                        return Err("NOGROUP the consumer group this client was blocked on no longer exists");
+                    }
+                    let new_consumer = !has_consumer(s, group, consumer);
+                    serve_group(s, key, group, consumer, NEW_ENTRIES, self.count, *noack, now, false, &mut body);
+                    Ok(Changed::Yes(new_consumer))
+                });
+                let new_consumer = match served.unwrap_or(Err(GONE)) {
+                    Ok(new_consumer) => new_consumer,
+                    Err(msg) => {
+                        out.error(msg);
+                        return;
+                    }
                 };
-                let Value::Stream(s) = e.value_mut() else {
-                    e.unchanged();
-                    out.error("UNBLOCKED the stream key no longer exists");
-                    return;
-                };
-                if !s.groups.contains_key(group.as_slice()) {
-                    e.unchanged();
-                    out.error("NOGROUP the consumer group this client was blocked on no longer exists");
-                    return;
-                }
-                let new_consumer = !has_consumer(s, group, consumer);
-                serve_group(s, key, group, consumer, NEW_ENTRIES, self.count, *noack, now, false, &mut body);
-                drop(e);
                 if new_consumer {
                     keys.notify(ev::STREAM, "xgroup-createconsumer", key);
                 }
@@ -911,91 +899,77 @@ fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match sub {
         "create" if args.len() <= 8 => {
             let id = if args[4] == b"$" { None } else { Some(strict_id(args[4])?) };
-            let mut e = ctx.keys.get_or_insert_with(key, new_stream);
-            let s = value_mut::<StreamValue>(&mut e)?;
-            if s.groups.contains_key(group) {
-                e.unchanged();
-                return Err("BUSYGROUP Consumer Group name already exists".into());
-            }
-            let id = id.unwrap_or(s.last_id);
-            s.groups.insert(group.to_vec(), Group::new(id, entries_read));
+            write_value_or_create(&mut ctx.keys, key, new_stream, |s: &mut StreamValue| {
+                if s.groups.contains_key(group) {
+                    return Err("BUSYGROUP Consumer Group name already exists".into());
+                }
+                let id = id.unwrap_or(s.last_id);
+                s.groups.insert(group.to_vec(), Group::new(id, entries_read));
+                Ok(Changed::Yes(()))
+            })?;
             event = Some("xgroup-create");
             out.ok();
         }
         "setid" if args.len() == 5 || args.len() == 7 => {
-            let mut e = ctx.keys.get_mut(key).expect("checked above");
-            let s = value_mut::<StreamValue>(&mut e)?;
-            let id = if args[4] == b"$" {
-                s.last_id
-            } else {
-                match parse_id_generic(args[4], 0, false, false) {
-                    Ok(p) => p.id,
-                    Err(er) => {
-                        e.unchanged();
-                        return Err(er);
+            write_value(&mut ctx.keys, key, |s: &mut StreamValue| {
+                let id = if args[4] == b"$" { s.last_id } else { parse_id_generic(args[4], 0, false, false)?.id };
+                let mut entries_read = ENTRIES_READ_INVALID;
+                if args.len() == 7 {
+                    if !eq_ic(args[5], "entriesread") {
+                        return Err(err::SYNTAX.into());
                     }
+                    entries_read = parse_entries_read(args[6])?;
                 }
-            };
-            let mut entries_read = ENTRIES_READ_INVALID;
-            if args.len() == 7 {
-                if !eq_ic(args[5], "entriesread") {
-                    e.unchanged();
-                    return Err(err::SYNTAX.into());
-                }
-                match parse_entries_read(args[6]) {
-                    Ok(n) => entries_read = n,
-                    Err(er) => {
-                        e.unchanged();
-                        return Err(er);
-                    }
-                }
-            }
-            let g = s.groups.get_mut(group).expect("checked above");
-            g.last_id = id;
-            g.entries_read = entries_read;
+                let g = s.groups.get_mut(group).expect("checked above");
+                g.last_id = id;
+                g.entries_read = entries_read;
+                Ok(Changed::Yes(()))
+            })?
+            .expect("checked above");
             event = Some("xgroup-setid");
             out.ok();
         }
         "destroy" if args.len() == 4 => {
-            let mut e = ctx.keys.get_mut(key).expect("checked above");
-            let s = value_mut::<StreamValue>(&mut e)?;
-            let removed = s.groups.remove(group).is_some();
+            let removed = write_value(&mut ctx.keys, key, |s: &mut StreamValue| {
+                let removed = s.groups.remove(group).is_some();
+                Ok(Changed::when(removed, removed))
+            })?
+            .expect("checked above");
             if removed {
                 event = Some("xgroup-destroy");
-            } else {
-                e.unchanged();
             }
             out.int(removed as i64);
         }
         "createconsumer" if args.len() == 5 => {
-            let mut e = ctx.keys.get_mut(key).expect("checked above");
-            let s = value_mut::<StreamValue>(&mut e)?;
-            let (_, created) = s.groups.get_mut(group).expect("checked above").consumer(args[4], now);
+            let created = write_value(&mut ctx.keys, key, |s: &mut StreamValue| {
+                let (_, created) = s.groups.get_mut(group).expect("checked above").consumer(args[4], now);
+                Ok(Changed::when(created, created))
+            })?
+            .expect("checked above");
             if created {
                 event = Some("xgroup-createconsumer");
-            } else {
-                e.unchanged();
             }
             out.int(created as i64);
         }
         "delconsumer" if args.len() == 5 => {
-            let mut e = ctx.keys.get_mut(key).expect("checked above");
-            let s = value_mut::<StreamValue>(&mut e)?;
-            let g = s.groups.get_mut(group).expect("checked above");
-            let pending = match g.consumers.remove(args[4]) {
-                Some(c) => {
-                    for id in &c.pel {
-                        g.pel.remove(id);
+            // Some(its pending entries) when the consumer existed.
+            let deleted = write_value(&mut ctx.keys, key, |s: &mut StreamValue| {
+                let g = s.groups.get_mut(group).expect("checked above");
+                Ok(match g.consumers.remove(args[4]) {
+                    Some(c) => {
+                        for id in &c.pel {
+                            g.pel.remove(id);
+                        }
+                        Changed::Yes(Some(c.pel.len() as i64))
                     }
-                    event = Some("xgroup-delconsumer");
-                    c.pel.len() as i64
-                }
-                None => {
-                    e.unchanged();
-                    0
-                }
-            };
-            out.int(pending);
+                    None => Changed::No(None),
+                })
+            })?
+            .expect("checked above");
+            if deleted.is_some() {
+                event = Some("xgroup-delconsumer");
+            }
+            out.int(deleted.unwrap_or(0));
         }
         _ => return Err(subcommand_syntax("XGROUP", args[1])),
     }
@@ -1021,13 +995,12 @@ fn xack(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Ok(());
     }
     let ids = args[3..].iter().map(|a| strict_id(a)).collect::<Result<Vec<_>, _>>()?;
-    let mut e = ctx.keys.get_mut(args[1]).expect("checked above");
-    let s = value_mut::<StreamValue>(&mut e)?;
-    let g = s.groups.get_mut(args[2]).expect("checked above");
-    let acked = ids.into_iter().filter(|id| g.ack(*id)).count();
-    if acked == 0 {
-        e.unchanged();
-    }
+    let acked = write_value(&mut ctx.keys, args[1], |s: &mut StreamValue| {
+        let g = s.groups.get_mut(args[2]).expect("checked above");
+        let acked = ids.into_iter().filter(|id| g.ack(*id)).count();
+        Ok(Changed::when(acked > 0, acked))
+    })?
+    .expect("checked above");
     out.int(acked as i64);
     Ok(())
 }
@@ -1168,57 +1141,60 @@ fn xclaim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         delivery_time = now;
     }
     let (ks, db) = (ctx.keys.ks, ctx.keys.db);
-    let mut e = ctx.keys.get_mut(key).expect("checked above");
-    let s = value_mut::<StreamValue>(&mut e)?;
-    {
-        let g = s.groups.get_mut(group).expect("checked above");
-        if last_id > g.last_id {
-            g.last_id = last_id;
-        }
-    }
-    let mut claimed: Vec<StreamId> = Vec::new();
-    let mut consumer_seen = false;
-    for id in ids {
-        let exists = s.get(id).is_some();
-        let g = s.groups.get_mut(group).expect("checked above");
-        if !exists {
-            g.ack(id);
-            continue;
-        }
-        let (count, old_time, fresh) = match g.pel.get(&id) {
-            Some(p) => (p.delivery_count, p.delivery_time, false),
-            None if force => (1, now as u64, true),
-            None => continue,
-        };
-        if !fresh && min_idle != 0 && now - (old_time as i64) < min_idle {
-            continue;
-        }
-        if !consumer_seen {
-            let (c, created) = g.consumer(consumer, now as u64);
-            c.seen_time = now as u64;
-            if created {
-                ks.key_event(ev::STREAM, "xgroup-createconsumer", db, key);
+    // Counts as a write even when nothing is claimed.
+    write_value(&mut ctx.keys, key, |s: &mut StreamValue| {
+        {
+            let g = s.groups.get_mut(group).expect("checked above");
+            if last_id > g.last_id {
+                g.last_id = last_id;
             }
-            consumer_seen = true;
         }
-        let count = if retry_count >= 0 {
-            retry_count as u64
-        } else if !justid {
-            count + 1
-        } else {
-            count
-        };
-        g.assign(id, consumer, delivery_time as u64, count);
-        claimed.push(id);
-    }
-    out.array(claimed.len());
-    for id in claimed {
-        if justid {
-            bulk_id(out, id);
-        } else {
-            reply_entry(out, id, s.get(id).expect("exists"));
+        let mut claimed: Vec<StreamId> = Vec::new();
+        let mut consumer_seen = false;
+        for id in ids {
+            let exists = s.get(id).is_some();
+            let g = s.groups.get_mut(group).expect("checked above");
+            if !exists {
+                g.ack(id);
+                continue;
+            }
+            let (count, old_time, fresh) = match g.pel.get(&id) {
+                Some(p) => (p.delivery_count, p.delivery_time, false),
+                None if force => (1, now as u64, true),
+                None => continue,
+            };
+            if !fresh && min_idle != 0 && now - (old_time as i64) < min_idle {
+                continue;
+            }
+            if !consumer_seen {
+                let (c, created) = g.consumer(consumer, now as u64);
+                c.seen_time = now as u64;
+                if created {
+                    ks.key_event(ev::STREAM, "xgroup-createconsumer", db, key);
+                }
+                consumer_seen = true;
+            }
+            let count = if retry_count >= 0 {
+                retry_count as u64
+            } else if !justid {
+                count + 1
+            } else {
+                count
+            };
+            g.assign(id, consumer, delivery_time as u64, count);
+            claimed.push(id);
         }
-    }
+        out.array(claimed.len());
+        for id in claimed {
+            if justid {
+                bulk_id(out, id);
+            } else {
+                reply_entry(out, id, s.get(id).expect("exists"));
+            }
+        }
+        Ok(Changed::Yes(()))
+    })?
+    .expect("checked above");
     Ok(())
 }
 
@@ -1250,68 +1226,68 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     }
     let now = ctx.keys.now_ms;
     let (ks, db) = (ctx.keys.ks, ctx.keys.db);
-    let mut e = ctx.keys.get_mut(key).expect("checked above");
-    let s = value_mut::<StreamValue>(&mut e)?;
-    let mut attempts = count.saturating_mul(10);
-    let mut left = count;
-    let mut claimed = Vec::new();
-    let mut deleted = Vec::new();
-    let mut cursor = Some(start);
-    let mut consumer_seen = false;
-    while attempts > 0 && left > 0 {
-        let Some(from) = cursor else { break };
-        let g = s.groups.get(group).expect("checked above");
-        let Some((&id, p)) = g.pel.range(from..).next() else {
-            cursor = None;
-            break;
-        };
-        attempts -= 1;
-        cursor = id.next();
-        let (delivery_time, delivery_count) = (p.delivery_time, p.delivery_count);
-        let exists = s.get(id).is_some();
-        let g = s.groups.get_mut(group).expect("checked above");
-        if !exists {
-            g.ack(id);
-            deleted.push(id);
-            left -= 1;
-            continue;
-        }
-        if min_idle != 0 && (now as i64 - delivery_time as i64) < min_idle {
-            continue;
-        }
-        if !consumer_seen {
-            let (c, created) = g.consumer(consumer, now);
-            c.seen_time = now;
-            if created {
-                ks.key_event(ev::STREAM, "xgroup-createconsumer", db, key);
+    write_value(&mut ctx.keys, key, |s: &mut StreamValue| {
+        let mut attempts = count.saturating_mul(10);
+        let mut left = count;
+        let mut claimed = Vec::new();
+        let mut deleted = Vec::new();
+        let mut cursor = Some(start);
+        let mut consumer_seen = false;
+        while attempts > 0 && left > 0 {
+            let Some(from) = cursor else { break };
+            let g = s.groups.get(group).expect("checked above");
+            let Some((&id, p)) = g.pel.range(from..).next() else {
+                cursor = None;
+                break;
+            };
+            attempts -= 1;
+            cursor = id.next();
+            let (delivery_time, delivery_count) = (p.delivery_time, p.delivery_count);
+            let exists = s.get(id).is_some();
+            let g = s.groups.get_mut(group).expect("checked above");
+            if !exists {
+                g.ack(id);
+                deleted.push(id);
+                left -= 1;
+                continue;
             }
-            consumer_seen = true;
+            if min_idle != 0 && (now as i64 - delivery_time as i64) < min_idle {
+                continue;
+            }
+            if !consumer_seen {
+                let (c, created) = g.consumer(consumer, now);
+                c.seen_time = now;
+                if created {
+                    ks.key_event(ev::STREAM, "xgroup-createconsumer", db, key);
+                }
+                consumer_seen = true;
+            }
+            g.assign(id, consumer, now, if justid { delivery_count } else { delivery_count + 1 });
+            claimed.push(id);
+            left -= 1;
         }
-        g.assign(id, consumer, now, if justid { delivery_count } else { delivery_count + 1 });
-        claimed.push(id);
-        left -= 1;
-    }
-    // The next call starts at the next pending entry (0-0 when none).
-    let next =
-        cursor.and_then(|from| s.groups[group].pel.range(from..).next().map(|(id, _)| *id)).unwrap_or(StreamId::MIN);
-    let changed = !claimed.is_empty() || !deleted.is_empty();
-    out.array(3);
-    bulk_id(out, next);
-    out.array(claimed.len());
-    for id in claimed {
-        if justid {
+        // The next call starts at the next pending entry (0-0 when none).
+        let next = cursor
+            .and_then(|from| s.groups[group].pel.range(from..).next().map(|(id, _)| *id))
+            .unwrap_or(StreamId::MIN);
+        let changed = !claimed.is_empty() || !deleted.is_empty();
+        out.array(3);
+        bulk_id(out, next);
+        out.array(claimed.len());
+        for id in claimed {
+            if justid {
+                bulk_id(out, id);
+            } else {
+                reply_entry(out, id, s.get(id).expect("exists"));
+            }
+        }
+        out.array(deleted.len());
+        for id in deleted {
             bulk_id(out, id);
-        } else {
-            reply_entry(out, id, s.get(id).expect("exists"));
         }
-    }
-    out.array(deleted.len());
-    for id in deleted {
-        bulk_id(out, id);
-    }
-    if !changed {
-        e.unchanged();
-    }
+        Ok(Changed::when(changed, ()))
+    })?
+    .expect("checked above");
     Ok(())
 }
 

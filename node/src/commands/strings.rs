@@ -4,15 +4,17 @@
 //! Strings are `Value::Str(Vec<u8>)`. GET and SET are the hottest path of the
 //! server: one key lookup each, the value copied once, options parsed only
 //! when present. Commands that modify a string in place (INCR, APPEND,
-//! SETRANGE, SETBIT, ...) go through `get_mut`, which keeps the key's TTL,
-//! and call `unchanged()` on every path that turns out not to write.
+//! SETRANGE, SETBIT, ...) go through `KeyAccess::update`, which keeps the
+//! key's TTL; its closure returns whether the string changed (`Changed`),
+//! and a path that fails or turns out not to write leaves the key
+//! unmodified for WATCH and the journal.
 
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::long_double::LongDouble;
 use crate::base::{eq_ic, parse_i64};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
-use crate::store::{Value, ValueRef};
+use crate::store::{Changed, Value, ValueRef};
 use smallvec::SmallVec;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -327,22 +329,21 @@ fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             ctx.notify(ev::GENERIC, "del", key);
         }
         Some((_, at)) => {
-            if let Some(mut e) = ctx.keys.get_mut(key) {
+            ctx.keys.update(key, |e| {
                 e.set_expire(at);
-            }
+                Changed::Yes(())
+            });
             ctx.notify(ev::GENERIC, "expire", key);
         }
         None if o.persist => {
-            let mut persisted = false;
-            if let Some(mut e) = ctx.keys.get_mut(key) {
+            let persisted = ctx.keys.update(key, |e| {
                 if e.expire_at() == 0 {
-                    e.unchanged();
-                } else {
-                    e.set_expire(0);
-                    persisted = true;
+                    return Changed::No(false);
                 }
-            }
-            if persisted {
+                e.set_expire(0);
+                Changed::Yes(true)
+            });
+            if persisted == Some(true) {
                 ctx.notify(ev::GENERIC, "persist", key);
             }
         }
@@ -394,39 +395,31 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 /// Adds `delta` to the integer at `key` (created as 0), keeping its TTL.
 fn add_to_integer(ctx: &mut Ctx<'_>, key: &[u8], delta: i64, out: &mut Reply) -> CmdResult {
-    let Some(mut e) = ctx.keys.get_mut(key) else {
-        let mut buf = Vec::with_capacity(20);
-        write_i64(&mut buf, delta);
-        ctx.keys.set(key, Value::Str(buf), 0, false);
-        ctx.notify(ev::STRING, "incrby", key);
-        out.int(delta);
-        return Ok(());
-    };
-    let result = match e.value_mut() {
+    let added = ctx.keys.update(key, |e| match e.value_mut() {
         Value::Str(s) => match parse_i64(s) {
             Some(cur) => match cur.checked_add(delta) {
                 Some(n) => {
                     write_i64(s, n);
-                    Ok(n)
+                    Ok(Changed::Yes(n))
                 }
                 None => Err(err::INCR_OVERFLOW),
             },
             None => Err(err::NOT_INT),
         },
         _ => Err(err::WRONGTYPE),
+    });
+    let n = match added {
+        Some(result) => result?,
+        None => {
+            let mut buf = Vec::with_capacity(20);
+            write_i64(&mut buf, delta);
+            ctx.keys.set(key, Value::Str(buf), 0, false);
+            delta
+        }
     };
-    match result {
-        Ok(n) => {
-            drop(e);
-            ctx.notify(ev::STRING, "incrby", key);
-            out.int(n);
-            Ok(())
-        }
-        Err(msg) => {
-            e.unchanged();
-            Err(msg.into())
-        }
-    }
+    ctx.notify(ev::STRING, "incrby", key);
+    out.int(n);
+    Ok(())
 }
 
 fn incr(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -452,29 +445,23 @@ fn decrby(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let key = args[1];
-    let Some(mut e) = ctx.keys.get_mut(key) else {
-        let text = float_sum(LongDouble::ZERO, args[2])?;
-        out.bulk(text.as_bytes());
-        ctx.keys.set(key, Value::Str(text.into_bytes()), 0, false);
-        ctx.notify(ev::STRING, "incrbyfloat", key);
-        return Ok(());
-    };
-    let result = match e.value_mut() {
-        Value::Str(s) => LongDouble::parse(s)
-            .ok_or_else(|| CmdError::from(err::NOT_FLOAT))
-            .and_then(|cur| float_sum(cur, args[2]))
-            .map(|text| {
-                s.clear();
-                s.extend_from_slice(text.as_bytes());
-            }),
-        _ => Err(err::WRONGTYPE.into()),
-    };
-    if let Err(msg) = result {
-        e.unchanged();
-        return Err(msg);
+    let summed = ctx.keys.update(key, |e| {
+        let Value::Str(s) = e.value_mut() else { return Err(CmdError::from(err::WRONGTYPE)) };
+        let cur = LongDouble::parse(s).ok_or_else(|| CmdError::from(err::NOT_FLOAT))?;
+        let text = float_sum(cur, args[2])?;
+        s.clear();
+        s.extend_from_slice(text.as_bytes());
+        out.bulk(s);
+        Ok(Changed::Yes(()))
+    });
+    match summed {
+        Some(result) => result?,
+        None => {
+            let text = float_sum(LongDouble::ZERO, args[2])?;
+            out.bulk(text.as_bytes());
+            ctx.keys.set(key, Value::Str(text.into_bytes()), 0, false);
+        }
     }
-    out.bulk(string_bytes(e.value())?);
-    drop(e);
     ctx.notify(ev::STRING, "incrbyfloat", key);
     Ok(())
 }
@@ -493,32 +480,24 @@ fn float_sum(cur: LongDouble, incr: &[u8]) -> Result<String, CmdError> {
 fn append(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let (key, tail) = (args[1], args[2]);
     let max = max_string_len(ctx);
-    let Some(mut e) = ctx.keys.get_mut(key) else {
-        ctx.keys.set_str(key, tail, 0, false);
-        ctx.notify(ev::STRING, "append", key);
-        out.int(tail.len() as i64);
-        return Ok(());
-    };
-    let result = match e.value_mut() {
+    let appended = ctx.keys.update(key, |e| match e.value_mut() {
         Value::Str(s) if (s.len() as u64).saturating_add(tail.len() as u64) > max => Err(STRING_TOO_LONG),
         Value::Str(s) => {
             s.extend_from_slice(tail);
-            Ok(s.len())
+            Ok(Changed::Yes(s.len()))
         }
         _ => Err(err::WRONGTYPE),
+    });
+    let len = match appended {
+        Some(result) => result?,
+        None => {
+            ctx.keys.set_str(key, tail, 0, false);
+            tail.len()
+        }
     };
-    match result {
-        Ok(len) => {
-            drop(e);
-            ctx.notify(ev::STRING, "append", key);
-            out.int(len as i64);
-            Ok(())
-        }
-        Err(msg) => {
-            e.unchanged();
-            Err(msg.into())
-        }
-    }
+    ctx.notify(ev::STRING, "append", key);
+    out.int(len as i64);
+    Ok(())
 }
 
 fn strlen(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -566,48 +545,42 @@ fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let offset = offset as u64;
     let max = max_string_len(ctx);
     let fits = offset.checked_add(patch.len() as u64).is_some_and(|total| total <= max);
-    let Some(mut e) = ctx.keys.get_mut(key) else {
-        if patch.is_empty() {
-            out.int(0);
-            return Ok(());
-        }
-        if !fits {
-            return Err(STRING_TOO_LONG.into());
-        }
-        let mut s = vec![0u8; offset as usize + patch.len()];
-        s[offset as usize..].copy_from_slice(patch);
-        out.int(s.len() as i64);
-        ctx.keys.set(key, Value::Str(s), 0, false);
-        ctx.notify(ev::STRING, "setrange", key);
-        return Ok(());
-    };
-    let result = match e.value_mut() {
-        Value::Str(s) if patch.is_empty() => Err(Ok(s.len())),
-        Value::Str(_) if !fits => Err(Err(STRING_TOO_LONG)),
+    let patched = ctx.keys.update(key, |e| match e.value_mut() {
+        // Nothing to write: the length as is, and the key is not modified.
+        Value::Str(s) if patch.is_empty() => Ok(Changed::No(s.len())),
+        Value::Str(_) if !fits => Err(STRING_TOO_LONG),
         Value::Str(s) => {
             let (from, to) = (offset as usize, offset as usize + patch.len());
             if s.len() < to {
                 s.resize(to, 0);
             }
             s[from..to].copy_from_slice(patch);
-            Ok(s.len())
+            Ok(Changed::Yes(s.len()))
         }
-        _ => Err(Err(err::WRONGTYPE)),
-    };
-    match result {
-        Ok(len) => {
-            drop(e);
-            ctx.notify(ev::STRING, "setrange", key);
-            out.int(len as i64)
-        }
-        // Nothing to write: the length as is, and the key is not modified.
-        Err(Ok(len)) => {
-            e.unchanged();
+        _ => Err(err::WRONGTYPE),
+    });
+    match patched {
+        Some(result) => {
+            let len = result?;
+            // An empty patch wrote nothing.
+            if !patch.is_empty() {
+                ctx.notify(ev::STRING, "setrange", key);
+            }
             out.int(len as i64);
         }
-        Err(Err(msg)) => {
-            e.unchanged();
-            return Err(msg.into());
+        None => {
+            if patch.is_empty() {
+                out.int(0);
+                return Ok(());
+            }
+            if !fits {
+                return Err(STRING_TOO_LONG.into());
+            }
+            let mut s = vec![0u8; offset as usize + patch.len()];
+            s[offset as usize..].copy_from_slice(patch);
+            out.int(s.len() as i64);
+            ctx.keys.set(key, Value::Str(s), 0, false);
+            ctx.notify(ev::STRING, "setrange", key);
         }
     }
     Ok(())
@@ -805,7 +778,23 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         _ => return Err(BAD_BIT.into()),
     };
     let (byte, mask) = ((offset >> 3) as usize, 1u8 << (7 - (offset & 7)));
-    let Some(mut e) = ctx.keys.get_mut(args[1]) else {
+    // (the bit as it was, whether the string changed)
+    let set = ctx.keys.update(args[1], |e| {
+        let Value::Str(s) = e.value_mut() else { return Err(CmdError::from(err::WRONGTYPE)) };
+        let grew = s.len() <= byte;
+        if grew {
+            s.resize(byte + 1, 0);
+        }
+        let was = s[byte] & mask != 0;
+        if on {
+            s[byte] |= mask;
+        } else {
+            s[byte] &= !mask;
+        }
+        let changed = grew || was != on;
+        Ok(Changed::when(changed, (was, changed)))
+    });
+    let Some(set) = set else {
         let mut s = vec![0u8; byte + 1];
         if on {
             s[byte] |= mask;
@@ -815,25 +804,7 @@ fn setbit(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         out.int(0);
         return Ok(());
     };
-    let Value::Str(s) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
-    let grew = s.len() <= byte;
-    if grew {
-        s.resize(byte + 1, 0);
-    }
-    let was = s[byte] & mask != 0;
-    if on {
-        s[byte] |= mask;
-    } else {
-        s[byte] &= !mask;
-    }
-    let changed = grew || was != on;
-    if !changed {
-        e.unchanged();
-    }
-    drop(e);
+    let (was, changed) = set?;
     if changed {
         ctx.notify(ev::STRING, "setbit", args[1]);
     }
@@ -1265,29 +1236,25 @@ fn bitfield_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, read_onl
     if read_only_cmd {
         return Err("ERR BITFIELD_RO only supports the GET subcommand".into());
     }
-    let mut e = ctx.keys.get_or_insert_with(key, || Value::Str(Vec::new()));
-    let Value::Str(s) = e.value_mut() else {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    };
-    let needed = (highest_write >> 3) as usize + 1;
-    // Like Redis, WATCH sees a change only if the string grew or bits changed.
-    let mut changed = s.len() < needed;
-    if changed {
-        s.resize(needed, 0);
-    }
-    out.array(cmds.len());
-    for c in &cmds {
-        if c.op == FieldOp::Get {
-            out.int(bitfield_read(s, c));
-        } else {
-            changed |= bitfield_write(s, c, out).unwrap_or(false);
+    let new_string = || Value::Str(Vec::new());
+    let changed = ctx.keys.update_or_create(key, new_string, |e| {
+        let Value::Str(s) = e.value_mut() else { return Err(CmdError::from(err::WRONGTYPE)) };
+        let needed = (highest_write >> 3) as usize + 1;
+        // Like Redis, WATCH sees a change only if the string grew or bits changed.
+        let mut changed = s.len() < needed;
+        if changed {
+            s.resize(needed, 0);
         }
-    }
-    if !changed {
-        e.unchanged();
-    }
-    drop(e);
+        out.array(cmds.len());
+        for c in &cmds {
+            if c.op == FieldOp::Get {
+                out.int(bitfield_read(s, c));
+            } else {
+                changed |= bitfield_write(s, c, out).unwrap_or(false);
+            }
+        }
+        Ok(Changed::when(changed, changed))
+    })?;
     // Announced as Redis 7.0 does: only when the string grew or bits changed.
     if changed {
         ctx.notify(ev::STRING, "setbit", key);

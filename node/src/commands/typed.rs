@@ -8,7 +8,7 @@ use crate::store::hash::HashValue;
 use crate::store::list::ListValue;
 use crate::store::set::SetValue;
 use crate::store::zset::ZSetValue;
-use crate::store::{EntryMut, KeyAccess, Value, ValueRef};
+use crate::store::{Changed, EntryMut, KeyAccess, Value, ValueRef};
 
 /// A value type commands work on, picked out of a `Value`.
 pub trait TypedValue: Sized {
@@ -49,11 +49,34 @@ pub fn read_value<'a, T: TypedValue>(keys: &'a mut KeyAccess<'_>, key: &[u8]) ->
     }
 }
 
-/// The value inside an entry about to be written, or WRONGTYPE with the
-/// entry marked unchanged (so a key just created for the write goes away).
-pub fn value_mut<'e, T: TypedValue>(e: &'e mut EntryMut<'_>) -> Result<&'e mut T, CmdError> {
+/// Writes the value at `key` through `write`: None when the key is missing,
+/// WRONGTYPE when it holds another type. The key counts as changed only
+/// when `write` says so (`Changed::Yes`); WRONGTYPE or an error of `write`
+/// changes nothing (see `KeyAccess::update`).
+pub fn write_value<T: TypedValue, R>(
+    keys: &mut KeyAccess<'_>,
+    key: &[u8],
+    write: impl FnOnce(&mut T) -> Result<Changed<R>, CmdError>,
+) -> Result<Option<R>, CmdError> {
+    keys.update(key, |e| write(value_mut(e)?)).transpose()
+}
+
+/// `write_value` that creates the key with `make()` when it is missing (see
+/// `KeyAccess::update_or_create`).
+pub fn write_value_or_create<T: TypedValue, R>(
+    keys: &mut KeyAccess<'_>,
+    key: &[u8],
+    make: impl FnOnce() -> Value,
+    write: impl FnOnce(&mut T) -> Result<Changed<R>, CmdError>,
+) -> Result<R, CmdError> {
+    keys.update_or_create(key, make, |e| write(value_mut(e)?))
+}
+
+/// The value inside an entry being written, or WRONGTYPE. The type is
+/// checked before the value is borrowed for writing, which would unpack a
+/// string (see `Entry::value_mut`).
+fn value_mut<'e, T: TypedValue>(e: &'e mut EntryMut<'_>) -> Result<&'e mut T, CmdError> {
     if T::of(e.value()).is_none() {
-        e.unchanged();
         return Err(err::WRONGTYPE.into());
     }
     Ok(T::of_mut(e.value_mut()).expect("type checked above"))
@@ -70,25 +93,19 @@ pub fn remove_members<T: TypedValue>(
     event: (u32, &str),
     mut remove: impl FnMut(&mut T, &[u8]) -> bool,
 ) -> CmdResult {
-    let Some(mut e) = ctx.keys.get_mut(key) else {
-        out.int(0);
-        return Ok(());
-    };
-    let value = value_mut::<T>(&mut e)?;
-    let mut removed = 0;
-    for m in members {
-        if remove(value, m) {
-            removed += 1;
-            if value.is_empty() {
-                break;
+    let removed = write_value(&mut ctx.keys, key, |value: &mut T| {
+        let mut removed = 0;
+        for m in members {
+            if remove(value, m) {
+                removed += 1;
+                if value.is_empty() {
+                    break;
+                }
             }
         }
-    }
-    let emptied = value.is_empty();
-    if removed == 0 {
-        e.unchanged();
-    }
-    drop(e);
+        Ok(Changed::when(removed > 0, (removed, value.is_empty())))
+    })?;
+    let (removed, emptied) = removed.unwrap_or((0, false));
     if removed > 0 {
         ctx.notify(event.0, event.1, key);
         if emptied {

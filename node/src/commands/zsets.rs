@@ -3,7 +3,7 @@
 //! ZMPOP and the blocking BZPOPMIN/BZMPOP), ZRANDMEMBER and ZSCAN, with Redis
 //! 7.0's replies, errors and argument quirks.
 
-use super::typed::{read_value, value_mut};
+use super::typed::{read_value, write_value, write_value_or_create};
 use super::{
     BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
 };
@@ -12,7 +12,7 @@ use crate::config::keyspace_events as ev;
 use crate::protocol::{Reply, format_double};
 use crate::store::set::SetValue;
 use crate::store::zset::{LexBound, LexRange, ScoreRange, ZSetValue};
-use crate::store::{EntryMut, KeyAccess, Keyspace, Value, ValueRef, fast_rand};
+use crate::store::{Changed, KeyAccess, Value, ValueRef, fast_rand};
 use smallvec::SmallVec;
 use std::collections::HashMap;
 
@@ -331,26 +331,13 @@ fn arg_positive(arg: &[u8]) -> Result<i64, CmdError> {
 // Key access and reply helpers
 // ---------------------------------------------------------------------------
 
+fn new_zset() -> Value {
+    Value::ZSet(ZSetValue::default())
+}
+
 /// The sorted set at `key` for reading (counts a hit or miss).
 fn read_zset<'a>(keys: &'a mut KeyAccess<'_>, key: &[u8]) -> Result<Option<&'a ZSetValue>, CmdError> {
     read_value(keys, key)
-}
-
-/// Write access to the sorted set at `key`; WRONGTYPE leaves the key untouched.
-fn write_zset<'a>(keys: &'a mut KeyAccess<'_>, key: &[u8]) -> Result<Option<EntryMut<'a>>, CmdError> {
-    let Some(mut e) = keys.get_mut(key) else {
-        return Ok(None);
-    };
-    if !matches!(e.value(), ValueRef::ZSet(_)) {
-        e.unchanged();
-        return Err(err::WRONGTYPE.into());
-    }
-    Ok(Some(e))
-}
-
-/// The sorted set inside an entry `write_zset` returned.
-fn zset_mut<'e>(e: &'e mut EntryMut<'_>) -> &'e mut ZSetValue {
-    value_mut(e).expect("write_zset checked the type")
 }
 
 /// Members, optionally with scores: RESP2 flattens pairs, RESP3 nests them.
@@ -443,45 +430,43 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, zincrby: boo
         }
         return Ok(());
     }
-    let mut e = ctx.keys.get_or_insert_with(key, || Value::ZSet(ZSetValue::default()));
-    let z = value_mut::<ZSetValue>(&mut e)?;
     let (mut added, mut updated) = (0i64, 0i64);
     let mut last = None;
     let mut nan = false;
-    for (score, member) in pairs {
-        match z.score(member) {
-            Some(cur) => {
-                if f.nx {
-                    continue;
+    // Members added before a NaN stay added (the error comes after), as in Redis.
+    write_value_or_create(&mut ctx.keys, key, new_zset, |z: &mut ZSetValue| {
+        for (score, member) in pairs {
+            match z.score(member) {
+                Some(cur) => {
+                    if f.nx {
+                        continue;
+                    }
+                    let new = if f.incr { cur + score } else { score };
+                    if new.is_nan() {
+                        nan = true;
+                        break;
+                    }
+                    if (f.gt && new <= cur) || (f.lt && new >= cur) {
+                        continue;
+                    }
+                    if new != cur {
+                        z.insert(member, new);
+                        updated += 1;
+                    }
+                    last = Some(new);
                 }
-                let new = if f.incr { cur + score } else { score };
-                if new.is_nan() {
-                    nan = true;
-                    break;
+                None => {
+                    if f.xx {
+                        continue;
+                    }
+                    z.insert(member, score);
+                    added += 1;
+                    last = Some(score);
                 }
-                if (f.gt && new <= cur) || (f.lt && new >= cur) {
-                    continue;
-                }
-                if new != cur {
-                    z.insert(member, new);
-                    updated += 1;
-                }
-                last = Some(new);
-            }
-            None => {
-                if f.xx {
-                    continue;
-                }
-                z.insert(member, score);
-                added += 1;
-                last = Some(score);
             }
         }
-    }
-    if added + updated == 0 {
-        e.unchanged();
-    }
-    drop(e);
+        Ok(Changed::when(added + updated > 0, ()))
+    })?;
     if added + updated > 0 {
         ctx.notify(ev::ZSET, if f.incr { "zincr" } else { "zadd" }, key);
     }
@@ -500,17 +485,11 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, zincrby: boo
 }
 
 fn zrem(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let Some(mut e) = write_zset(&mut ctx.keys, args[1])? else {
-        out.int(0);
-        return Ok(());
-    };
-    let z = zset_mut(&mut e);
-    let removed = args[2..].iter().filter(|m| z.remove(m)).count();
-    let emptied = z.is_empty();
-    if removed == 0 {
-        e.unchanged();
-    }
-    drop(e);
+    let removed = write_value(&mut ctx.keys, args[1], |z: &mut ZSetValue| {
+        let removed = args[2..].iter().filter(|m| z.remove(m)).count();
+        Ok(Changed::when(removed > 0, (removed, z.is_empty())))
+    })?;
+    let (removed, emptied) = removed.unwrap_or((0, false));
     if removed > 0 {
         notify_removed(&ctx.keys, args[1], "zrem", emptied);
     }
@@ -761,23 +740,17 @@ fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResu
 }
 
 fn zremrange_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, sel: Selection) -> CmdResult {
-    let Some(mut e) = write_zset(&mut ctx.keys, args[1])? else {
-        out.int(0);
-        return Ok(());
-    };
-    let z = zset_mut(&mut e);
-    // (first rank, how many) of the members to remove.
-    let span = match &sel {
-        Selection::Rank { start, end } => rank_span(*start, *end, z.len()),
-        Selection::Score(r) => z.first_in_score_range(r).map(|first| (first, z.count_in_score_range(r))),
-        Selection::Lex(r) => z.first_in_lex_range(r).map(|first| (first, z.count_in_lex_range(r))),
-    };
-    let removed = span.map_or(0, |(first, count)| z.remove_rank_range(first, count));
-    let emptied = z.is_empty();
-    if removed == 0 {
-        e.unchanged();
-    }
-    drop(e);
+    let removed = write_value(&mut ctx.keys, args[1], |z: &mut ZSetValue| {
+        // (first rank, how many) of the members to remove.
+        let span = match &sel {
+            Selection::Rank { start, end } => rank_span(*start, *end, z.len()),
+            Selection::Score(r) => z.first_in_score_range(r).map(|first| (first, z.count_in_score_range(r))),
+            Selection::Lex(r) => z.first_in_lex_range(r).map(|first| (first, z.count_in_lex_range(r))),
+        };
+        let removed = span.map_or(0, |(first, count)| z.remove_rank_range(first, count));
+        Ok(Changed::when(removed > 0, (removed, z.is_empty())))
+    })?;
+    let (removed, emptied) = removed.unwrap_or((0, false));
     if removed > 0 {
         let event = match sel {
             Selection::Rank { .. } => "zremrangebyrank",
@@ -1100,28 +1073,26 @@ fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     zpop_generic(ctx, args, out, true)
 }
 
-/// Pops up to `count` members from the sorted set at `key` (in `e`), and
-/// announces it (`zpopmin`/`zpopmax`, then `del` when it emptied the set).
-fn pop_many(
-    mut e: EntryMut<'_>,
-    keys_db: (&Keyspace, usize),
-    key: &[u8],
-    max: bool,
-    count: usize,
-) -> Vec<(Box<[u8]>, f64)> {
-    let z = zset_mut(&mut e);
-    let n = count.min(z.len());
-    let popped: Vec<_> = (0..n).filter_map(|_| z.pop(max)).collect();
-    let emptied = z.is_empty();
-    drop(e);
+/// Members popped from a sorted set, with their scores, in pop order.
+type Popped = Vec<(Box<[u8]>, f64)>;
+
+/// Pops up to `count` members from the sorted set at `key` and announces
+/// it (`zpopmin`/`zpopmax`, then `del` when it emptied the set). None when
+/// the key is missing; WRONGTYPE leaves another type untouched.
+fn pop_many(keys: &mut KeyAccess<'_>, key: &[u8], max: bool, count: usize) -> Result<Option<Popped>, CmdError> {
+    let popped = write_value(keys, key, |z: &mut ZSetValue| {
+        let n = count.min(z.len());
+        let popped: Vec<_> = (0..n).filter_map(|_| z.pop(max)).collect();
+        Ok(Changed::when(n > 0, (popped, z.is_empty())))
+    })?;
+    let Some((popped, emptied)) = popped else { return Ok(None) };
     if !popped.is_empty() {
-        let (ks, db) = keys_db;
-        ks.key_event(ev::ZSET, if max { "zpopmax" } else { "zpopmin" }, db, key);
+        keys.notify(ev::ZSET, if max { "zpopmax" } else { "zpopmin" }, key);
         if emptied {
-            ks.key_event(ev::GENERIC, "del", db, key);
+            keys.notify(ev::GENERIC, "del", key);
         }
     }
-    popped
+    Ok(Some(popped))
 }
 
 /// A removal's events: `event`, then `del` when it emptied the set.
@@ -1153,17 +1124,11 @@ fn zpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, max: bool) -
         return Err(err::SYNTAX.into());
     }
     let count = args.get(2).map(|a| arg_positive(a)).transpose()?;
-    let ks_db = (ctx.keys.ks, ctx.keys.db);
-    let Some(mut e) = write_zset(&mut ctx.keys, args[1])? else {
+    // A count of 0 pops nothing: the key is not modified.
+    let Some(popped) = pop_many(&mut ctx.keys, args[1], max, count.unwrap_or(1) as usize)? else {
         out.array(0);
         return Ok(());
     };
-    if count == Some(0) {
-        e.unchanged();
-        out.array(0);
-        return Ok(());
-    }
-    let popped = pop_many(e, ks_db, args[1], max, count.unwrap_or(1) as usize);
     // RESP3 nests pairs when a count was given; otherwise one flat pair.
     let pairs = out.resp3 && count.is_some();
     out.array(if pairs { popped.len() } else { popped.len() * 2 });
@@ -1188,12 +1153,11 @@ fn bzpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn bzpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, max: bool) -> CmdResult {
     let deadline = parse_block_timeout(args[args.len() - 1], ctx.keys.now_ms)?;
     let keys = &args[1..args.len() - 1];
-    let ks_db = (ctx.keys.ks, ctx.keys.db);
     for key in keys {
-        let Some(e) = write_zset(&mut ctx.keys, key)? else {
+        let Some(mut popped) = pop_many(&mut ctx.keys, key, max, 1)? else {
             continue;
         };
-        if let Some((m, s)) = pop_many(e, ks_db, key, max, 1).pop() {
+        if let Some((m, s)) = popped.pop() {
             reply_bzpop(out, key, &m, s);
             return Ok(());
         }
@@ -1249,9 +1213,7 @@ impl BlockedOp for ZSetWaiter {
     }
 
     fn serve(&self, keys: &mut KeyAccess<'_>, key: &[u8], out: &mut Reply) {
-        let ks_db = (keys.ks, keys.db);
-        let Ok(Some(e)) = write_zset(keys, key) else { return };
-        let popped = pop_many(e, ks_db, key, self.max, self.count.unwrap_or(1));
+        let Ok(Some(popped)) = pop_many(keys, key, self.max, self.count.unwrap_or(1)) else { return };
         match (self.count, popped.first()) {
             (None, Some((m, s))) => reply_bzpop(out, key, m, *s),
             (Some(_), _) => reply_zmpop(out, key, &popped),
@@ -1301,12 +1263,10 @@ fn zmpop_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, numkeys_idx
     }
     let deadline = if blocking { parse_block_timeout(args[1], ctx.keys.now_ms)? } else { 0 };
     let keys = &args[numkeys_idx + 1..where_idx];
-    let ks_db = (ctx.keys.ks, ctx.keys.db);
     for key in keys {
-        let Some(e) = write_zset(&mut ctx.keys, key)? else {
+        let Some(popped) = pop_many(&mut ctx.keys, key, max, count.unwrap_or(1))? else {
             continue;
         };
-        let popped = pop_many(e, ks_db, key, max, count.unwrap_or(1));
         reply_zmpop(out, key, &popped);
         return Ok(());
     }

@@ -6,7 +6,11 @@
 //! for blocked clients (and serving them before the locks are released),
 //! deleting collections that became empty, and memory accounting.
 //! Writes go through `EntryMut`, whose `Drop` settles the bookkeeping so no
-//! command can forget it.
+//! command can forget it. A write that may turn out to change nothing (SADD
+//! of a member already there, a failed INCR) goes through `update`, whose
+//! closure declares what it did by its return value (`Changed`), so an
+//! early return cannot leave a write that never happened journaled or
+//! firing WATCH.
 
 use super::StoreStats;
 use super::entry::Entry;
@@ -164,10 +168,37 @@ impl<'a> KeyAccess<'a> {
     }
 
     /// Write lookup: the returned guard settles memory, WATCH and wake-ups
-    /// when dropped.
+    /// when dropped, and always counts as a change to the key. A write that
+    /// may change nothing goes through `update` instead.
     pub fn get_mut(&mut self, key: &[u8]) -> Option<EntryMut<'_>> {
         let loc = self.locate(key)?;
         Some(self.entry_mut_at(loc))
+    }
+
+    /// Runs `write` on the entry at `key` (None when the key is missing).
+    /// The key counts as changed — journaled, WATCH invalidated — only when
+    /// `write` returns `Changed::Yes`, or `Ok(Changed::Yes)`: an error or
+    /// `Changed::No` leaves it unmodified for clients (memory and a
+    /// collection it emptied are settled either way).
+    pub fn update<O: Outcome>(&mut self, key: &[u8], write: impl FnOnce(&mut EntryMut<'_>) -> O) -> Option<O::Output> {
+        let mut e = self.get_mut(key)?;
+        let outcome = write(&mut e);
+        Some(e.settle(outcome))
+    }
+
+    /// `update` that first creates the key with `make()` when it is missing.
+    /// Creating it is a change of its own (journaled at the insert); a new
+    /// collection the write leaves empty is deleted again, as any emptied
+    /// collection is.
+    pub fn update_or_create<O: Outcome>(
+        &mut self,
+        key: &[u8],
+        make: impl FnOnce() -> Value,
+        write: impl FnOnce(&mut EntryMut<'_>) -> O,
+    ) -> O::Output {
+        let mut e = self.get_or_insert_with(key, make);
+        let outcome = write(&mut e);
+        e.settle(outcome)
     }
 
     /// Write access to a located key, touching its access metadata.
@@ -183,8 +214,9 @@ impl<'a> KeyAccess<'a> {
         EntryMut { ks, part, db, slot: loc.slot, old_mem, modified: true, written: false, expire_set: false }
     }
 
-    /// Write lookup that creates the key with `make()` when it is missing.
-    pub fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> Value) -> EntryMut<'_> {
+    /// Write lookup that creates the key with `make()` when it is missing
+    /// (commands use `update_or_create`).
+    pub(super) fn get_or_insert_with(&mut self, key: &[u8], make: impl FnOnce() -> Value) -> EntryMut<'_> {
         // Hash once for both the lookup and a possible insert.
         let hash = hash_bytes(key);
         if let Some(loc) = self.locate_hashed(key, hash) {
@@ -409,6 +441,54 @@ pub fn clear_db(ks: &Keyspace, part: &mut Partition, db: usize) -> usize {
     part.clear_db(ks, db)
 }
 
+/// What a write did to its key, declared by the code that made it (the
+/// closure of `KeyAccess::update`), with what it has to report: `Yes`
+/// journals the key and invalidates WATCH, `No` leaves both alone.
+#[must_use]
+pub enum Changed<R = ()> {
+    Yes(R),
+    No(R),
+}
+
+impl<R> Changed<R> {
+    /// `Yes(result)` when `changed`, `No(result)` otherwise.
+    pub fn when(changed: bool, result: R) -> Changed<R> {
+        if changed { Changed::Yes(result) } else { Changed::No(result) }
+    }
+}
+
+/// What an `update` closure returns: a `Changed`, or for a write that can
+/// fail a `Result` of one, whose error changes nothing.
+pub trait Outcome {
+    /// What `update` hands back: `R`, or `Result<R, E>`.
+    type Output;
+    /// Whether the key changed, and the output.
+    fn split(self) -> (bool, Self::Output);
+}
+
+impl<R> Outcome for Changed<R> {
+    type Output = R;
+    fn split(self) -> (bool, R) {
+        match self {
+            Changed::Yes(r) => (true, r),
+            Changed::No(r) => (false, r),
+        }
+    }
+}
+
+impl<R, E> Outcome for Result<Changed<R>, E> {
+    type Output = Result<R, E>;
+    fn split(self) -> (bool, Result<R, E>) {
+        match self {
+            Ok(c) => {
+                let (changed, r) = c.split();
+                (changed, Ok(r))
+            }
+            Err(e) => (false, Err(e)),
+        }
+    }
+}
+
 /// Write access to one entry; settles bookkeeping on drop.
 pub struct EntryMut<'a> {
     ks: &'a Keyspace,
@@ -432,10 +512,14 @@ impl EntryMut<'_> {
         self.expire_set = true;
     }
 
-    /// Declares that the command did not change the key after all (e.g.
-    /// SADD of an existing member), so WATCHers are not invalidated.
-    pub fn unchanged(&mut self) {
-        self.modified = false;
+    /// Takes what an `update` closure declared: a write that changed
+    /// nothing (or failed) is not announced to WATCH or the journal.
+    fn settle<O: Outcome>(&mut self, outcome: O) -> O::Output {
+        let (changed, output) = outcome.split();
+        if !changed {
+            self.modified = false;
+        }
+        output
     }
 }
 

@@ -62,7 +62,7 @@ pub trait Journal: Send + Sync {
 mod tests {
     use super::*;
     use crate::store::list::ListValue;
-    use crate::store::{KeyAccess, Keyspace, StoreStats, Value};
+    use crate::store::{Changed, KeyAccess, Keyspace, StoreStats, Value};
     use parking_lot::Mutex;
     use smallvec::SmallVec;
     use std::sync::Arc;
@@ -126,7 +126,7 @@ mod tests {
 
         with_keys(&ks, 1, &[b"u"], |k| {
             k.set(b"u", s("1"), 0, false);
-            k.get_mut(b"u").unwrap().unchanged();
+            assert!(k.update(b"u", |_| Changed::No(())).is_some());
             assert!(k.delete(b"u"));
         });
         assert_eq!(kinds(&rec), [(b"u".to_vec(), ChangeKind::Write), (b"u".to_vec(), ChangeKind::Delete)]);
@@ -150,5 +150,40 @@ mod tests {
             [(b"e".to_vec(), ChangeKind::Write), (b"e".to_vec(), ChangeKind::Evicted), (vec![], ChangeKind::SwapDb(1))]
         );
         assert!(changes.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 < w[1].1), "sequence grows per partition");
+    }
+
+    #[test]
+    fn an_update_is_journaled_only_when_it_declares_a_change() {
+        let rec = Arc::new(Recorder::default());
+        let ks = Keyspace::with_journal(16, rec.clone());
+        let new_list = || Value::List(ListValue::default());
+        let keys: [&[u8]; 3] = [b"l", b"n", b"missing"];
+        with_keys(&ks, 1, &keys, |k| k.set(b"l", Value::Str(b"x".to_vec()), 0, false));
+        kinds(&rec);
+
+        with_keys(&ks, 1, &keys, |k| {
+            assert_eq!(k.update(b"l", |_| Changed::No(7)), Some(7));
+            assert_eq!(k.update(b"l", |_| Err::<Changed, _>("failed")), Some(Err("failed")));
+            assert_eq!(k.update(b"missing", |_| Changed::Yes(())), None);
+        });
+        assert_eq!(kinds(&rec), [], "nothing declared changed, nothing journaled");
+
+        with_keys(&ks, 1, &keys, |k| {
+            let appended = k.update(b"l", |e| match e.value_mut() {
+                Value::Str(v) => {
+                    v.push(b'y');
+                    Ok(Changed::Yes(v.len()))
+                }
+                _ => Err("not a string"),
+            });
+            assert_eq!(appended, Some(Ok(2)));
+        });
+        assert_eq!(kinds(&rec), [(b"l".to_vec(), ChangeKind::Write)]);
+
+        with_keys(&ks, 1, &keys, |k| {
+            assert_eq!(k.update_or_create(b"n", new_list, |_| Err::<Changed, _>("failed")), Err("failed"));
+            assert!(!k.contains(b"n"), "a collection created for a failed write goes away again");
+        });
+        assert_eq!(kinds(&rec), [(b"n".to_vec(), ChangeKind::Write), (b"n".to_vec(), ChangeKind::Delete)]);
     }
 }
