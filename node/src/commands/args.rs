@@ -24,6 +24,13 @@ pub fn subcommand(container: &str, supported: &[&'static str], args: &[&[u8]]) -
     Ok(name)
 }
 
+/// An argument as C code sees it: up to the first NUL. Redis compares option
+/// keywords and patterns with C string functions, so "NX\0junk" is NX to it.
+#[inline]
+pub fn c_str(arg: &[u8]) -> &[u8] {
+    arg.iter().position(|&b| b == 0).map_or(arg, |n| &arg[..n])
+}
+
 /// Writes a HELP reply: an array of status lines.
 pub fn help(out: &mut Reply, lines: &[&str]) {
     out.array(lines.len());

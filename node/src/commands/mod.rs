@@ -8,6 +8,7 @@
 pub mod acl;
 pub mod admin;
 pub mod args;
+pub mod bitmaps;
 mod client_list;
 pub mod cluster;
 pub mod command_meta;
@@ -469,6 +470,7 @@ pub fn all_commands() -> Vec<&'static CommandDef> {
         keys::COMMANDS,
         dump::COMMANDS,
         strings::COMMANDS,
+        bitmaps::COMMANDS,
         lists::COMMANDS,
         hashes::COMMANDS,
         sets::COMMANDS,

@@ -2,6 +2,7 @@
 //! `nosort` and `->field` hash lookups), LIMIT, GET, ASC/DESC, ALPHA and
 //! STORE — following Redis 7.0's sort.c, quirks included.
 
+use super::args::c_str;
 use super::zsets::parse_sort_weight;
 use super::{CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::eq_ic;
@@ -54,11 +55,6 @@ fn sort(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn sort_ro(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     sort_generic(ctx, args, out, true)
-}
-
-/// A pattern as C string functions see it: up to its first NUL.
-fn c_str(s: &[u8]) -> &[u8] {
-    s.iter().position(|&b| b == 0).map_or(s, |n| &s[..n])
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
