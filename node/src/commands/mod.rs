@@ -389,7 +389,18 @@ pub struct Ctx<'a> {
     pub pending: Option<crate::store::PendingRead>,
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// A handler's context: not inside EXEC or a script, asking nothing yet.
+    pub fn new(
+        shared: &'a Node,
+        server: &'a dyn ServerControl,
+        worker: &'a crate::metrics::WorkerMetrics,
+        client: &'a mut Client,
+        keys: KeyAccess<'a>,
+    ) -> Self {
+        Ctx { keys, client, shared, server, worker, in_exec: false, in_script: false, block: None, pending: None }
+    }
+
     /// The configuration: all a data command may know of the node beyond
     /// its keys and its client (`scripts/check-layers.sh` holds the data
     /// families to that).

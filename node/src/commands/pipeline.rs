@@ -474,24 +474,9 @@ pub fn run(
         },
     };
     let mark = out.len();
-    let mut ctx = Ctx {
-        keys: KeyAccess {
-            ks,
-            locked,
-            db: client.db,
-            now_ms: client.now_ms,
-            touch: !client.no_touch,
-            stats: &worker.store,
-        },
-        client,
-        shared: node,
-        server,
-        worker,
-        in_exec: false,
-        in_script: false,
-        block: None,
-        pending: None,
-    };
+    let keys =
+        KeyAccess { ks, locked, db: client.db, now_ms: client.now_ms, touch: !client.no_touch, stats: &worker.store };
+    let mut ctx = Ctx::new(node, server, worker, client, keys);
     // Keys not ready in RAM: nothing runs, nothing is recorded; the
     // connection waits and comes back with the same request.
     if ks.may_pend()

@@ -287,24 +287,9 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
             // Invalidations the script causes for its own client follow its reply.
             crate::session::tracking::set_current(id);
             let r = loop {
-                let mut ctx = Ctx {
-                    keys: crate::store::KeyAccess {
-                        ks,
-                        locked: ks.lock_none(),
-                        db,
-                        now_ms,
-                        touch,
-                        stats: &worker.store,
-                    },
-                    client: &mut client,
-                    shared: node,
-                    server,
-                    worker,
-                    in_exec: false,
-                    in_script: false,
-                    block: None,
-                    pending: None,
-                };
+                let keys =
+                    crate::store::KeyAccess { ks, locked: ks.lock_none(), db, now_ms, touch, stats: &worker.store };
+                let mut ctx = Ctx::new(node, server, worker, &mut client, keys);
                 let r = in_runtime(|| job.run(&mut ctx, &mut out));
                 // A declared key still on disk: wait for it (no lock held
                 // once the context is dropped), then run from the start.
