@@ -270,7 +270,7 @@ pub fn admit(
                 // As Redis, before queueing in MULTI too.
                 let paused = node.pause.mode(client.now_ms);
                 if paused != PauseMode::Off
-                    && (paused == PauseMode::All || holds_back(node, client.multi.as_deref(), def, cmd.args))
+                    && (paused == PauseMode::All || holds_back(node, client.multi.as_deref(), cmd))
                 {
                     return Err(Refusal::Wait(pause::wait_for_unpause(node.pause.clone(), client.info.clone())));
                 }
@@ -343,29 +343,24 @@ pub fn admit(
 /// Whether a pause in WRITE mode holds back this request: writes, commands
 /// that may replicate (PUBLISH, PFCOUNT, ...), scripts that may write, and
 /// EXEC of a transaction holding any of those.
-pub fn holds_back(
-    shared: &Node,
-    client_queue: Option<&[crate::session::client::Queued]>,
-    def: &CommandDef,
-    args: &[&[u8]],
-) -> bool {
-    if def.name == "exec" {
+fn holds_back(node: &Node, client_queue: Option<&[crate::session::client::Queued]>, cmd: &Resolved<'_>) -> bool {
+    if cmd.def.name == "exec" {
         return client_queue.is_some_and(|q| {
             q.iter().any(|c| {
-                let d = shared.table.get(c.cmd);
-                let argv: Vec<&[u8]> = c.args.iter().map(|a| a.as_slice()).collect();
-                may_write(shared, d, &argv)
+                let argv: SmallVec<[&[u8]; 8]> = c.args.iter().map(|a| a.as_slice()).collect();
+                may_write(node, &node.table.resolved(c.cmd, &argv))
             })
         });
     }
-    may_write(shared, def, args)
+    may_write(node, cmd)
 }
 
-fn may_write(shared: &Node, def: &CommandDef, args: &[&[u8]]) -> bool {
+fn may_write(node: &Node, cmd: &Resolved<'_>) -> bool {
+    let def = cmd.def;
     if def.has(flags::RUNS_SCRIPT) {
-        return !def.has(flags::READONLY) && shared.scripts.may_write(def.name, args);
+        return !def.has(flags::READONLY) && node.scripts.may_write(def.name, cmd.args);
     }
-    def.has(flags::WRITE) || def.has(flags::MAY_REPLICATE)
+    cmd.has(flags::WRITE | flags::MAY_REPLICATE)
 }
 
 /// Whether a command writes and whether it grows memory, as Redis's
