@@ -432,3 +432,38 @@ fn latency_graph_shape() {
     });
     d.finish();
 }
+
+/// A container's subcommand is admitted by its own flags and arity, from a
+/// client and from a script, as Redis's `lookupCommand` and
+/// `getCommandFlags` have it (the command pipeline resolves it once): a
+/// script gets Redis's own arity error for a subcommand, FUNCTION LOAD is
+/// refused over maxmemory, FUNCTION FLUSH wants replicas; each counted in
+/// errorstats and commandstats as Redis counts it.
+#[test]
+fn subcommands_are_admitted_by_their_own_flags_and_arity() {
+    let mut d = Diff::new();
+    let stats = |d: &mut Diff| {
+        d.check(&["INFO", "errorstats"], |a, b| if a == b { Ok(()) } else { Err("errorstats differ".into()) });
+        d.check(&["INFO", "commandstats"], |a, b| {
+            let (ca, cb) = (command_counts(a), command_counts(b));
+            if ca == cb { Ok(()) } else { Err(format!("{ca:?} vs {cb:?}")) }
+        });
+        d.exact(&["CONFIG", "RESETSTAT"]);
+    };
+    d.exact(&["CONFIG", "RESETSTAT"]);
+    d.err(&["EVAL", "return redis.call('client', 'setname')", "0"]);
+    d.err(&["EVAL", "return redis.call('object', 'encoding')", "0"]);
+    d.exact(&["EVAL", "return redis.pcall('object', 'encoding')['err']", "0"]);
+    d.err(&["CLIENT", "SETNAME"]);
+    stats(&mut d);
+    d.exact(&["CONFIG", "SET", "maxmemory", "1"]);
+    d.err(&["FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function('f', function() return 1 end)"]);
+    d.exact(&["CONFIG", "SET", "maxmemory", "0"]);
+    stats(&mut d);
+    d.exact(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    d.err(&["FUNCTION", "FLUSH"]);
+    d.exact(&["FUNCTION", "LIST"]);
+    d.exact(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
+    stats(&mut d);
+    d.finish();
+}
