@@ -180,7 +180,11 @@ impl<'a> KeyAccess<'a> {
     /// `write` returns `Changed::Yes`, or `Ok(Changed::Yes)`: an error or
     /// `Changed::No` leaves it unmodified for clients (memory and a
     /// collection it emptied are settled either way).
-    pub fn update<O: Outcome>(&mut self, key: &[u8], write: impl FnOnce(&mut EntryMut<'_>) -> O) -> Option<O::Output> {
+    pub fn update<O: WriteOutcome>(
+        &mut self,
+        key: &[u8],
+        write: impl FnOnce(&mut EntryMut<'_>) -> O,
+    ) -> Option<O::Output> {
         let mut e = self.get_mut(key)?;
         let outcome = write(&mut e);
         Some(e.settle(outcome))
@@ -190,7 +194,7 @@ impl<'a> KeyAccess<'a> {
     /// Creating it is a change of its own (journaled at the insert); a new
     /// collection the write leaves empty is deleted again, as any emptied
     /// collection is.
-    pub fn update_or_create<O: Outcome>(
+    pub fn update_or_create<O: WriteOutcome>(
         &mut self,
         key: &[u8],
         make: impl FnOnce() -> Value,
@@ -459,14 +463,14 @@ impl<R> Changed<R> {
 
 /// What an `update` closure returns: a `Changed`, or for a write that can
 /// fail a `Result` of one, whose error changes nothing.
-pub trait Outcome {
+pub trait WriteOutcome {
     /// What `update` hands back: `R`, or `Result<R, E>`.
     type Output;
     /// Whether the key changed, and the output.
     fn split(self) -> (bool, Self::Output);
 }
 
-impl<R> Outcome for Changed<R> {
+impl<R> WriteOutcome for Changed<R> {
     type Output = R;
     fn split(self) -> (bool, R) {
         match self {
@@ -476,7 +480,7 @@ impl<R> Outcome for Changed<R> {
     }
 }
 
-impl<R, E> Outcome for Result<Changed<R>, E> {
+impl<R, E> WriteOutcome for Result<Changed<R>, E> {
     type Output = Result<R, E>;
     fn split(self) -> (bool, Result<R, E>) {
         match self {
@@ -514,7 +518,7 @@ impl EntryMut<'_> {
 
     /// Takes what an `update` closure declared: a write that changed
     /// nothing (or failed) is not announced to WATCH or the journal.
-    fn settle<O: Outcome>(&mut self, outcome: O) -> O::Output {
+    fn settle<O: WriteOutcome>(&mut self, outcome: O) -> O::Output {
         let (changed, output) = outcome.split();
         if !changed {
             self.modified = false;

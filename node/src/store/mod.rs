@@ -38,7 +38,7 @@ pub mod zset;
 pub use crate::base::hash::hash_bytes;
 pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
-pub use access::{Changed, EntryMut, KeyAccess, Outcome, clear_db};
+pub use access::{Changed, EntryMut, KeyAccess, WriteOutcome, clear_db};
 pub use cold::{ColdRecord, ColdStats, ColdTier};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
