@@ -18,7 +18,7 @@
 //!   script did not declare) is read synchronously: correct, but it holds
 //!   the worker for one disk read.
 //! - What is on disk and how it is read is the tier's business
-//!   ([`ColdTier`], implemented by `tier::cold`); this layer sees bytes in
+//!   ([`ColdTier`], implemented by `tier::cold_log`); this layer sees bytes in
 //!   the DUMP value encoding of `store::dump`.
 
 use super::dump;

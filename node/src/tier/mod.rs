@@ -12,8 +12,8 @@
 //! - [`log`]: [`log::SegmentLog`], segments, appends, flushes, recovery,
 //!   reads by address, recycling.
 //!
-//! - [`cold`]: the cold tier, a log of its own for values demoted from RAM
-//!   at `maxmemory` (`store::cold` is the keyspace's side: cold entries,
+//! - [`cold_log`]: the cold tier, a log of its own for values demoted from
+//!   RAM at `maxmemory` (`store::cold` is the keyspace's side: cold entries,
 //!   shared reads through the pending path, promotion under the partition
 //!   lock only while the entry still points at the record read, so a newer
 //!   write is never overwritten and a read of a recycled address is never
@@ -24,7 +24,7 @@
 #[cfg(test)]
 mod admission_sim;
 pub mod cleaning;
-pub mod cold;
+pub mod cold_log;
 pub mod io;
 pub mod log;
 pub mod pool;
