@@ -162,6 +162,19 @@ impl Volume for DirVolume {
     }
 }
 
+/// An error of the tier's own, besides the disk's.
+pub(super) fn error(kind: io::ErrorKind, msg: &str) -> io::Error {
+    io::Error::new(kind, msg.to_string())
+}
+
+/// The results, or the first error among them.
+pub(super) fn check(results: Vec<IoDone>) -> io::Result<Vec<IoDone>> {
+    match results.iter().position(|d| d.result.is_err()) {
+        Some(i) => Err(results.into_iter().nth(i).and_then(|d| d.result.err()).expect("an error at i")),
+        None => Ok(results),
+    }
+}
+
 /// Runs `ops` as one batch and waits for all of them: for recovery and
 /// set-up, never on a worker thread. Results are in the order of `ops`.
 pub fn run_blocking(engine: &dyn IoEngine, ops: Vec<(FileHandle, IoOp)>) -> Vec<IoDone> {

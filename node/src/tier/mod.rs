@@ -9,8 +9,12 @@
 //! - [`uring`] and [`pool`]: the two engines, passing one suite.
 //! - [`record`]: the record format and the scan that validates, skips bad
 //!   records and finds torn tails.
-//! - [`log`]: [`log::SegmentLog`], segments, appends, flushes, recovery,
-//!   reads by address, recycling.
+//! - [`segment`]: a segment file's name, header block and record
+//!   addresses, and reading it a window at a time.
+//! - [`log`]: [`log::SegmentLog`], segments, appends, flushes, reads by
+//!   address, recycling.
+//! - [`recovery`]: the scan of the segments at start-up (opening a log runs
+//!   it), with its report and progress.
 //!
 //! - [`cold_log`]: the cold tier, a log of its own for values demoted from
 //!   RAM at `maxmemory` (`store::cold` is the keyspace's side: cold entries,
@@ -29,6 +33,8 @@ pub mod io;
 pub mod log;
 pub mod pool;
 pub mod record;
+pub mod recovery;
+pub mod segment;
 #[cfg(test)]
 pub mod sim;
 pub mod uring;
