@@ -298,7 +298,7 @@ pub(crate) mod suite {
     fn sync_completes_after_every_op_before_it(engine: &dyn IoEngine, vol: &dyn Volume) {
         let f = vol.create("barrier").unwrap();
         for round in 0..20u64 {
-            let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
             let (tx, rx) = mpsc::channel();
             let batch = (0..9u64)
                 .map(|i| {
@@ -312,7 +312,7 @@ pub(crate) mod suite {
                         op,
                         on_done: Box::new(move |d| {
                             assert!(d.result.is_ok());
-                            order.lock().unwrap().push(i);
+                            order.lock().push(i);
                             tx.send(()).unwrap();
                         }),
                     }
@@ -322,7 +322,7 @@ pub(crate) mod suite {
             for _ in 0..9 {
                 rx.recv().unwrap();
             }
-            let order = order.lock().unwrap();
+            let order = order.lock();
             let sync_at = order.iter().position(|&i| i == 4).unwrap();
             for before in 0..4 {
                 let at = order.iter().position(|&i| i == before).unwrap();

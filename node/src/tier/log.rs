@@ -22,9 +22,10 @@ use super::segment::{SEGMENT_HEADER, SegmentMeta, SegmentWindows, header_block, 
 use crate::base::random::splitmix64;
 use crate::sys::file::{AlignedBuf, BufferGauge, IO_ALIGN};
 use crate::sys::hugepages::HugeAlloc;
+use parking_lot::{Mutex, RwLock};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::sync::{Arc, mpsc};
 
 pub use super::recovery::{ReadProgress, RecoveryReport};
 pub use super::segment::RecordAddr;
@@ -256,7 +257,7 @@ impl SegmentLog {
 
     /// The highest sequence number appended (staged or written).
     pub fn appended_seq(&self) -> u64 {
-        self.staging.lock().unwrap().next_seq - 1
+        self.staging.lock().next_seq - 1
     }
 
     /// The highest sequence number known durable.
@@ -282,7 +283,7 @@ impl SegmentLog {
     /// Makes `count` append heads (at least; never fewer than there are):
     /// see [`Self::append_at`].
     pub fn set_heads(&self, count: usize) {
-        let mut st = self.staging.lock().unwrap();
+        let mut st = self.staging.lock();
         while st.heads.len() < count {
             st.heads.push(Head { active: None, pos: 0, tail: Staged::new(&self.config.buffers) });
         }
@@ -296,7 +297,7 @@ impl SegmentLog {
             return Err(error(io::ErrorKind::InvalidInput, "record larger than a segment"));
         }
         let payload_crc = record::payload_crc(rec.key, rec.value);
-        let mut guard = self.staging.lock().unwrap();
+        let mut guard = self.staging.lock();
         let st = &mut *guard;
         let Some(h) = st.heads.get(head) else {
             return Err(error(io::ErrorKind::InvalidInput, "no such append head"));
@@ -304,7 +305,7 @@ impl SegmentLog {
         let fits = h.active.is_some() && h.pos + len <= self.config.segment_size;
         if !fits {
             if reserve > 0 {
-                let shared = self.shared.read().unwrap();
+                let shared = self.shared.read();
                 let uncreated = (self.config.max_segments as usize).saturating_sub(shared.segments.len());
                 if shared.free.len() + uncreated < reserve as usize {
                     return Err(error(io::ErrorKind::StorageFull, "the rest is reserved"));
@@ -317,8 +318,7 @@ impl SegmentLog {
         let at = match st.chunks.iter().rposition(|c| c.segment == segment) {
             Some(at) => at,
             None => {
-                let file =
-                    self.shared.read().unwrap().segments[segment as usize].as_ref().expect("active").file.clone();
+                let file = self.shared.read().segments[segment as usize].as_ref().expect("active").file.clone();
                 let start = h.pos - h.pos % IO_ALIGN as u64;
                 let bytes = std::mem::replace(&mut h.tail, Staged::new(&self.config.buffers));
                 st.chunks.push(Chunk { segment, file, start, bytes });
@@ -336,7 +336,7 @@ impl SegmentLog {
     /// Switches `head`'s appends to the spare segment, whose header goes
     /// out with its first records.
     fn roll(&self, st: &mut Staging, head: usize) -> io::Result<()> {
-        if self.shared.read().unwrap().poisoned {
+        if self.shared.read().poisoned {
             return Err(error(io::ErrorKind::Other, "the log failed a write or sync"));
         }
         let Some(id) = st.spare.take() else {
@@ -347,7 +347,7 @@ impl SegmentLog {
         let order = st.next_order;
         st.next_order += 1;
         let file = {
-            let mut shared = self.shared.write().unwrap();
+            let mut shared = self.shared.write();
             let meta = shared.segments[id as usize].as_mut().expect("spare exists");
             meta.nonce = Some(nonce);
             meta.file.clone()
@@ -374,12 +374,12 @@ impl SegmentLog {
     /// number durable now. Blocking: for the I/O thread of the durability
     /// layer, not workers.
     pub fn flush_staged(&self) -> io::Result<u64> {
-        let _one_at_a_time = self.flushing.lock().unwrap();
-        if self.shared.read().unwrap().poisoned {
+        let _one_at_a_time = self.flushing.lock();
+        if self.shared.read().poisoned {
             return Err(error(io::ErrorKind::Other, "the log failed a write or sync"));
         }
         let upto = {
-            let mut st = self.staging.lock().unwrap();
+            let mut st = self.staging.lock();
             let chunks = std::mem::take(&mut st.chunks);
             // Each head keeps its active segment's partial last block.
             for h in st.heads.iter_mut() {
@@ -390,18 +390,18 @@ impl SegmentLog {
                 }
             }
             // Visible to readers before the staging lock goes.
-            *self.in_flight.lock().unwrap() = chunks;
+            *self.in_flight.lock() = chunks;
             st.next_seq - 1
         };
         let result = self.write_in_flight(upto);
         // Written (or failed: the log is poisoned either way).
-        self.in_flight.lock().unwrap().clear();
+        self.in_flight.lock().clear();
         result
     }
 
     fn write_in_flight(&self, upto: u64) -> io::Result<u64> {
         let ops = {
-            let chunks = self.in_flight.lock().unwrap();
+            let chunks = self.in_flight.lock();
             let mut ops = Vec::new();
             for c in chunks.iter() {
                 let buf = AlignedBuf::padded_copy_in(&c.bytes, &self.config.buffers);
@@ -422,7 +422,7 @@ impl SegmentLog {
         };
         if !ops.is_empty() {
             if let Err(e) = check(run_blocking(&*self.engine, ops)) {
-                self.shared.write().unwrap().poisoned = true;
+                self.shared.write().poisoned = true;
                 return Err(e);
             }
             self.durable_seq.fetch_max(upto, Ordering::AcqRel);
@@ -435,33 +435,33 @@ impl SegmentLog {
     /// publishing a flush, not before). Without one, appends that need a
     /// new segment fail with StorageFull.
     pub fn ensure_spare(&self) -> io::Result<()> {
-        if self.staging.lock().unwrap().spare.is_some() {
+        if self.staging.lock().spare.is_some() {
             return Ok(());
         }
         let (recycled, missing, next) = {
-            let shared = self.shared.read().unwrap();
+            let shared = self.shared.read();
             let missing = shared.segments.iter().position(Option::is_none);
             (shared.free.last().copied(), missing, shared.segments.len())
         };
         let id = match (recycled, missing) {
             (Some(id), _) => {
-                self.shared.write().unwrap().free.pop();
+                self.shared.write().free.pop();
                 id
             }
             (None, Some(id)) => {
                 let file = self.create_segment(id as u32)?;
-                self.shared.write().unwrap().segments[id] = Some(SegmentMeta { file, nonce: None });
+                self.shared.write().segments[id] = Some(SegmentMeta { file, nonce: None });
                 id as u32
             }
             (None, None) if next < self.config.max_segments as usize => {
                 let file = self.create_segment(next as u32)?;
-                self.shared.write().unwrap().segments.push(Some(SegmentMeta { file, nonce: None }));
+                self.shared.write().segments.push(Some(SegmentMeta { file, nonce: None }));
                 next as u32
             }
             // Full: appends fail until the cleaner frees segments.
             (None, None) => return Ok(()),
         };
-        self.staging.lock().unwrap().spare = Some(id);
+        self.staging.lock().spare = Some(id);
         Ok(())
     }
 
@@ -516,14 +516,14 @@ impl SegmentLog {
         // compaction freeing segments (that would stretch the window of
         // acknowledged but unsynced writes beyond one interval).
         let file = {
-            let _no_flush_in_flight = self.flushing.lock().unwrap();
-            let st = self.staging.lock().unwrap();
+            let _no_flush_in_flight = self.flushing.lock();
+            let st = self.staging.lock();
             let active = st.heads.iter().any(|h| h.active.is_some_and(|a| a.0 == id));
             if active || st.spare == Some(id) || st.chunks.iter().any(|c| c.segment == id) {
                 return Err(error(io::ErrorKind::InvalidInput, "segment in use"));
             }
             drop(st);
-            let mut shared = self.shared.write().unwrap();
+            let mut shared = self.shared.write();
             let meta = shared
                 .segments
                 .get_mut(id as usize)
@@ -539,10 +539,10 @@ impl SegmentLog {
             (file, IoOp::Sync),
         ];
         if let Err(e) = check(run_blocking(&*self.engine, ops)) {
-            self.shared.write().unwrap().poisoned = true;
+            self.shared.write().poisoned = true;
             return Err(e);
         }
-        self.shared.write().unwrap().free.push(id);
+        self.shared.write().free.push(id);
         Ok(())
     }
 
@@ -553,7 +553,7 @@ impl SegmentLog {
         if u64::from(addr.offset) + u64::from(addr.len) > self.config.segment_size {
             return on_done(Err(error(io::ErrorKind::InvalidInput, "address beyond the segment")));
         }
-        let meta = self.shared.read().unwrap().segments.get(addr.segment as usize).cloned().flatten();
+        let meta = self.shared.read().segments.get(addr.segment as usize).cloned().flatten();
         let Some(SegmentMeta { file, nonce: Some(nonce) }) = meta else {
             return on_done(Err(error(io::ErrorKind::NotFound, "segment not in use")));
         };
@@ -590,11 +590,11 @@ impl SegmentLog {
             })
         };
         let bytes = {
-            let st = self.staging.lock().unwrap();
+            let st = self.staging.lock();
             find(&st.chunks)
         }
-        .or_else(|| find(&self.in_flight.lock().unwrap()))?;
-        let nonce = self.shared.read().unwrap().segments.get(addr.segment as usize)?.as_ref()?.nonce?;
+        .or_else(|| find(&self.in_flight.lock()))?;
+        let nonce = self.shared.read().segments.get(addr.segment as usize)?.as_ref()?.nonce?;
         match record::decode(&bytes, nonce) {
             Some((rec, len)) if len == addr.len as usize => Some(rec.to_owned()),
             _ => None,
@@ -604,7 +604,7 @@ impl SegmentLog {
     /// Every valid record of segment `id` (in use, flushed) with its
     /// address, read a window at a time: for the cleaner.
     pub fn scan_segment(&self, id: u32, mut visit: impl FnMut(Record<'_>, RecordAddr)) -> io::Result<()> {
-        let meta = self.shared.read().unwrap().segments.get(id as usize).cloned().flatten();
+        let meta = self.shared.read().segments.get(id as usize).cloned().flatten();
         let Some(SegmentMeta { file, nonce: Some(nonce) }) = meta else {
             return Err(error(io::ErrorKind::NotFound, "segment not in use"));
         };
@@ -620,18 +620,18 @@ impl SegmentLog {
     /// Segments holding records (active included), and whether a spare is
     /// ready or more may still be created or recycled.
     pub fn segments_in_use(&self) -> u32 {
-        let shared = self.shared.read().unwrap();
+        let shared = self.shared.read();
         shared.segments.iter().flatten().filter(|m| m.nonce.is_some()).count() as u32
     }
 
     /// The segment appends go to now, if any.
     pub fn active_segment(&self) -> Option<u32> {
-        self.staging.lock().unwrap().heads[0].active.map(|a| a.0)
+        self.staging.lock().heads[0].active.map(|a| a.0)
     }
 
     /// The segments some head appends to now.
     pub fn active_segments(&self) -> Vec<u32> {
-        self.staging.lock().unwrap().heads.iter().filter_map(|h| h.active.map(|a| a.0)).collect()
+        self.staging.lock().heads.iter().filter_map(|h| h.active.map(|a| a.0)).collect()
     }
 
     /// Bytes the log's buffers hold now (see [`LogConfig::buffers`]).
