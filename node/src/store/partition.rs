@@ -273,6 +273,10 @@ pub struct WatchState {
 /// A key in one database: (db index, key bytes).
 pub type DbKey = (u8, Box<[u8]>);
 
+/// One partition's tracked keys (CLIENT TRACKING, see `tracking.rs`): key
+/// → ids of clients that read it.
+pub type TrackedKeys = HashMap<Box<[u8]>, smallvec::SmallVec<[u64; 2]>>;
+
 /// A client blocked on keys (BLPOP & co.), as the store queues it. The
 /// store decides when and in which order waiters are offered a key; the
 /// waiter decides whether it can take something from it.
@@ -307,7 +311,7 @@ pub struct Partition {
     /// Keys some client WATCHes, with their modification versions.
     watched: HashMap<DbKey, WatchState>,
     /// Keys tracking clients read (CLIENT TRACKING), see `tracking.rs`.
-    pub(super) tracked: super::tracking::TrackedKeys,
+    pub(super) tracked: TrackedKeys,
     /// Clients blocked (BLPOP & co.) on each key, in the order they blocked.
     pub(super) blocked: HashMap<DbKey, VecDeque<Arc<dyn Waiter>>>,
     /// Keys with waiters written since this partition was last served,
