@@ -23,6 +23,7 @@ pub mod journal;
 pub mod list;
 pub mod listpack;
 pub mod partition;
+mod rdb;
 pub mod set;
 pub mod slab_table;
 pub mod stream;
