@@ -466,7 +466,7 @@ fn add_signed(counter: &std::sync::atomic::AtomicU64, delta: i64) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::values::tests::{HeldTier, access, demote, value};
+    use super::super::test_tier::{HeldTier, access, demote, value};
     use super::*;
     use crate::store::entry::ColdLoc;
     use crate::store::{KeyAccess, StoreStats};

@@ -20,6 +20,8 @@ mod forget;
 pub mod keyless;
 pub mod pending;
 pub(super) mod recall;
+#[cfg(test)]
+mod test_tier;
 pub mod values;
 
 pub use disk::{ColdRecord, ColdStats, ColdTier};

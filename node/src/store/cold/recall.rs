@@ -170,7 +170,7 @@ impl Drop for RecallBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::cold::values::tests::HeldTier;
+    use crate::store::cold::test_tier::HeldTier;
     use crate::store::entry::ValueKind;
 
     fn tier_of(n: usize) -> (Arc<HeldTier>, Vec<ColdLoc>) {
