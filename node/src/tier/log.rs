@@ -2,11 +2,10 @@
 //! (see [`super::segment`] for a segment's header and addresses). Opening
 //! the log recovers it ([`super::recovery`]).
 //!
-//! New segment files are zero-filled
-//! once (writing every block, so their extents are allocated and written:
-//! preallocation alone leaves them "unwritten" and makes each first write
-//! pay a metadata update at fdatasync); freed ones are recycled by clearing
-//! their header.
+//! New segment files are zero-filled once (writing every block, so their
+//! extents are allocated and written: preallocation alone leaves them
+//! "unwritten" and makes each first write pay a metadata update at
+//! fdatasync); freed ones are recycled by clearing their header.
 //!
 //! Appends from many threads are packed into one staging buffer (address
 //! and sequence number assigned at once); [`SegmentLog::flush`] writes it in

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 
 /// The disk tier, as the keyspace uses it.
 pub trait ColdTier: Send + Sync {
-    /// Writes a value about to leave RAM (`encoded`: `cold::encode`, flags
+    /// Writes a value about to leave RAM (`encoded`: `values::encode`, flags
     /// then the DUMP encoding);
     /// None when the tier cannot take it now (full, failing): the key is
     /// then evicted instead.

@@ -1,5 +1,5 @@
-//! The keyspace's side of the disk tier: values demoted to disk at the
-//! memory limit and promoted back when a command needs them.
+//! Cold values: values demoted to disk at the memory limit and promoted
+//! back when a command needs them.
 //!
 //! - Every key keeps its index entry in RAM; a cold entry holds its key,
 //!   expiry and the value's address on disk instead of the value
