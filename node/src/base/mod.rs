@@ -10,6 +10,7 @@ pub mod number;
 pub mod random;
 pub mod sha256;
 pub mod slot;
+pub mod strtod;
 
 pub use glob::glob_match;
 pub use number::{eq_ic, parse_f64, parse_i64, parse_scan_cursor};

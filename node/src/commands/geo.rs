@@ -4,10 +4,11 @@
 //! argument rules, errors and number formatting.
 
 use super::typed::read_value;
-use super::zsets::{parse_score, zadd};
+use super::zsets::zadd;
 use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::eq_ic;
 use crate::base::geohash::{self, Search, Shape};
+use crate::base::strtod::parse_score;
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::Value;

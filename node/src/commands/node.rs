@@ -44,7 +44,7 @@ pub struct Node {
     /// start-up, then journaling every change.
     pub persist: Option<Arc<Persistence>>,
     /// The cold tier values are demoted to at maxmemory (`max-disk`).
-    pub cold: Option<Arc<crate::tier::cold::ColdLog>>,
+    pub cold: Option<Arc<crate::tier::cold_log::ColdLog>>,
     /// SLOWLOG's entries.
     pub slowlog: super::slowlog::SlowLog,
     /// LATENCY's events.
@@ -75,7 +75,7 @@ impl Node {
         let cold_buffers = Arc::<crate::sys::file::BufferGauge>::default();
         let cold = (sc.max_disk > 0).then(|| {
             let dir = sc.dir.join("cold");
-            let opened = crate::tier::cold::ColdLog::open(&dir, sc.max_disk, choice, cold_buffers.clone());
+            let opened = crate::tier::cold_log::ColdLog::open(&dir, sc.max_disk, choice, cold_buffers.clone());
             match opened.map(|c| c.with_admission(config.runtime.tier_admission_frequent.clone())) {
                 Ok(c) => {
                     tracing::info!(dir = %dir.display(), max_disk = sc.max_disk, engine = %c.engine, "cold tier open");

@@ -288,7 +288,7 @@ fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persis
 /// The cold tier's threads: one writes demoted values out (never held up
 /// by anything else), one keeps a spare segment, cleans, and drops reads
 /// nobody waits for any more.
-fn start_cold_tier(shared: Arc<Shared>, cold: Arc<crate::tier::cold::ColdLog>) {
+fn start_cold_tier(shared: Arc<Shared>, cold: Arc<crate::tier::cold_log::ColdLog>) {
     let (s, c) = (shared.clone(), cold.clone());
     let flusher = std::thread::Builder::new().name("strata-tier-io".into()).spawn(move || {
         while !s.shutting_down.load(Relaxed) {

@@ -6,11 +6,18 @@
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 
-pub static HASH_MAX_LISTPACK_ENTRIES: AtomicUsize = AtomicUsize::new(super::hash::LISTPACK_MAX_ENTRIES);
-pub static HASH_MAX_LISTPACK_VALUE: AtomicUsize = AtomicUsize::new(super::hash::LISTPACK_MAX_VALUE);
-pub static SET_MAX_INTSET_ENTRIES: AtomicUsize = AtomicUsize::new(super::set::INTSET_MAX_ENTRIES);
-pub static ZSET_MAX_LISTPACK_ENTRIES: AtomicUsize = AtomicUsize::new(super::zset::LISTPACK_MAX_ENTRIES);
-pub static ZSET_MAX_LISTPACK_VALUE: AtomicUsize = AtomicUsize::new(super::zset::LISTPACK_MAX_VALUE);
+/// Redis 7.0's defaults of the thresholds below.
+pub const HASH_MAX_LISTPACK_ENTRIES_DEFAULT: usize = 512;
+pub const HASH_MAX_LISTPACK_VALUE_DEFAULT: usize = 64;
+pub const SET_MAX_INTSET_ENTRIES_DEFAULT: usize = 512;
+pub const ZSET_MAX_LISTPACK_ENTRIES_DEFAULT: usize = 128;
+pub const ZSET_MAX_LISTPACK_VALUE_DEFAULT: usize = 64;
+
+pub static HASH_MAX_LISTPACK_ENTRIES: AtomicUsize = AtomicUsize::new(HASH_MAX_LISTPACK_ENTRIES_DEFAULT);
+pub static HASH_MAX_LISTPACK_VALUE: AtomicUsize = AtomicUsize::new(HASH_MAX_LISTPACK_VALUE_DEFAULT);
+pub static SET_MAX_INTSET_ENTRIES: AtomicUsize = AtomicUsize::new(SET_MAX_INTSET_ENTRIES_DEFAULT);
+pub static ZSET_MAX_LISTPACK_ENTRIES: AtomicUsize = AtomicUsize::new(ZSET_MAX_LISTPACK_ENTRIES_DEFAULT);
+pub static ZSET_MAX_LISTPACK_VALUE: AtomicUsize = AtomicUsize::new(ZSET_MAX_LISTPACK_VALUE_DEFAULT);
 
 /// Sets one threshold from its configured value (negative reads as 0).
 pub fn set(threshold: &AtomicUsize, value: i64) {

@@ -162,7 +162,7 @@ impl Keyspace {
             return None;
         }
         // With a disk tier the victim's value moves there instead, and its
-        // key too when it can (`forget.rs`).
+        // key too when it can (`cold/forget.rs`).
         if let Some(freed) = self.try_demote(&mut part, v.db, v.slot) {
             return Some(freed + part.forget_key(self, v.db, v.slot).unwrap_or(0));
         }

@@ -97,7 +97,7 @@ impl ActiveExpiry {
                 continue;
             };
             for db in 0..NUM_DBS {
-                // Keys on disk only, key and all (`forget.rs`).
+                // Keys on disk only, key and all (`cold/forget.rs`).
                 removed += part.expire_forgotten_due(ks, db, now_ms);
                 if let Some(at) = part.dbs[db].forgotten.soonest_deadline() {
                     soonest = soonest.min(at);

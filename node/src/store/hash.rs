@@ -11,8 +11,8 @@ const FIELD_OVERHEAD: usize = 48;
 
 /// Redis 7.0's `hash-max-listpack-entries` / `hash-max-listpack-value`
 /// defaults: the limits of its compact encoding.
-pub const LISTPACK_MAX_ENTRIES: usize = 512;
-pub const LISTPACK_MAX_VALUE: usize = 64;
+pub const LISTPACK_MAX_ENTRIES: usize = encoding::HASH_MAX_LISTPACK_ENTRIES_DEFAULT;
+pub const LISTPACK_MAX_VALUE: usize = encoding::HASH_MAX_LISTPACK_VALUE_DEFAULT;
 
 #[derive(Clone)]
 pub struct Field {

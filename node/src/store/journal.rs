@@ -1,7 +1,11 @@
 //! The journal hook: every change to the keyspace is reported here, from
-//! the one place that makes it (see `Partition`'s mutation functions), with
-//! a sequence number. Today nothing listens (`Keyspace::new` installs no
-//! journal); the durability log will implement [`Journal`].
+//! the one place that makes it (the mutation funnel of `Partition`), under
+//! the partition's lock, with a per-partition sequence number. The
+//! durability layer implements [`Journal`] (`durability::persist`: each
+//! change becomes a log record appended through the group commit, and the
+//! log is replayed at start-up), installed by `Keyspace::with_journal`; a
+//! keyspace without one (`Keyspace::new`, as under `--durability none`)
+//! reports to no one.
 //!
 //! How a change is recorded: per key, as the key's whole new state after
 //! the command (the entry: value and expiry), not as the operation that

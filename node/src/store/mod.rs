@@ -17,16 +17,13 @@ pub mod events;
 mod evict;
 pub mod expire;
 mod expiry_index;
-mod forget;
 pub mod hash;
 pub mod hll;
 pub mod journal;
-pub mod keyless;
 pub mod list;
 pub mod listpack;
 pub mod partition;
-pub mod pending;
-mod recall;
+mod rdb;
 pub mod set;
 pub mod slab_table;
 pub mod stream;
@@ -39,14 +36,13 @@ pub use crate::base::hash::hash_bytes;
 pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{Changed, EntryMut, KeyAccess, WriteOutcome, clear_db};
-pub use cold::{ColdRecord, ColdStats, ColdTier};
+pub use cold::{ColdRecord, ColdStats, ColdTier, PendingRead};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
 pub use events::KeyEvents;
 pub use evict::Victim;
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, NUM_DBS, Partition, Serve, Waiter};
-pub use pending::PendingRead;
 pub use tracking::KeyTracker;
 pub use value::{Value, ValueRef, WRONGTYPE};
 
@@ -90,14 +86,14 @@ pub struct Keyspace {
     delayed_keys: AtomicUsize,
     /// Bit `db` set once database `db` has held a key (see `evict.rs`).
     dbs_used: AtomicU64,
-    /// The disk tier values are demoted to, if any (`cold.rs`).
+    /// The disk tier values are demoted to, if any (`cold/`).
     cold: std::sync::OnceLock<Arc<dyn ColdTier>>,
     cold_stats: ColdStats,
-    /// The most bytes the tables of forgotten keys may take (`forget.rs`).
+    /// The most bytes the tables of forgotten keys may take (`cold/forget.rs`).
     forget_limit: AtomicU64,
     /// KEYS walks in progress: no key is forgotten meanwhile.
     walks: AtomicU32,
-    /// Bytes the batches of recalled keys hold (`recall.rs`), bounded.
+    /// Bytes the batches of recalled keys hold (`cold/recall.rs`), bounded.
     recall_held: Arc<AtomicU64>,
     /// Client-side caching: the tracker and the tracking table's totals,
     /// on lines of their own: their counters change on tracked reads, while

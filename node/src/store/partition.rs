@@ -2,10 +2,10 @@
 //! bookkeeping, eviction metadata, WATCH versions, blocked clients and its
 //! memory counter. A partition is only ever touched under its own lock.
 
+use super::cold::keyless::KeylessTable;
 use super::entry::Entry;
 use super::expiry_index::ExpiryIndex;
 use super::journal::{Change, ChangeKind};
-use super::keyless::KeylessTable;
 use super::slab_table::{Keyed, SlabTable};
 use super::{KeyAccess, Keyspace};
 use crate::base::hash::hash_bytes;
@@ -34,7 +34,7 @@ pub struct Db {
     pub(super) expires: ExpiryIndex,
     /// The eviction policy's instance for this table: owns its queues.
     policy: AnyPolicy,
-    /// Keys whose key and value are both on disk only (`forget.rs`).
+    /// Keys whose key and value are both on disk only (`cold/forget.rs`).
     pub(super) forgotten: KeylessTable,
 }
 
@@ -189,7 +189,7 @@ impl Db {
         entry
     }
 
-    /// A demoted entry leaves the policy's queues (`cold.rs`).
+    /// A demoted entry leaves the policy's queues (`cold/values.rs`).
     pub(super) fn unlink(&mut self, slot: u32) {
         let (policy, mut entries) = self.policy_and_entries();
         policy.on_remove(&mut entries, slot);
@@ -273,6 +273,10 @@ pub struct WatchState {
 /// A key in one database: (db index, key bytes).
 pub type DbKey = (u8, Box<[u8]>);
 
+/// One partition's tracked keys (CLIENT TRACKING, see `tracking.rs`): key
+/// → ids of clients that read it.
+pub type TrackedKeys = HashMap<Box<[u8]>, smallvec::SmallVec<[u64; 2]>>;
+
 /// A client blocked on keys (BLPOP & co.), as the store queues it. The
 /// store decides when and in which order waiters are offered a key; the
 /// waiter decides whether it can take something from it.
@@ -307,7 +311,7 @@ pub struct Partition {
     /// Keys some client WATCHes, with their modification versions.
     watched: HashMap<DbKey, WatchState>,
     /// Keys tracking clients read (CLIENT TRACKING), see `tracking.rs`.
-    pub(super) tracked: super::tracking::TrackedKeys,
+    pub(super) tracked: TrackedKeys,
     /// Clients blocked (BLPOP & co.) on each key, in the order they blocked.
     pub(super) blocked: HashMap<DbKey, VecDeque<Arc<dyn Waiter>>>,
     /// Keys with waiters written since this partition was last served,
@@ -324,10 +328,10 @@ pub struct Partition {
     /// stand-in for a value that is on disk only. Key → delay in ms.
     pub(super) delayed: HashMap<DbKey, u64>,
     /// Disk reads of cold values in flight or done but not yet promoted
-    /// (see `cold.rs`).
-    pub(super) cold_reads: HashMap<DbKey, Arc<super::cold::ColdRead>>,
-    /// Forgotten keys being read back for a SCAN (see `recall.rs`).
-    pub(super) recall: Option<Arc<super::recall::RecallBatch>>,
+    /// (see `cold/values.rs`).
+    pub(super) cold_reads: HashMap<DbKey, Arc<super::cold::disk::ColdRead>>,
+    /// Forgotten keys being read back for a SCAN (see `cold/recall.rs`).
+    pub(super) recall: Option<Arc<super::cold::recall::RecallBatch>>,
 }
 
 impl Partition {
@@ -466,7 +470,7 @@ impl Partition {
     /// being known (forgotten keys flushed).
     pub(super) fn bump_watches_matching(&mut self, db: usize, matches: impl Fn(u32) -> bool) {
         for ((d, key), w) in self.watched.iter_mut() {
-            if *d as usize == db && matches(super::keyless::hash32(hash_bytes(key))) {
+            if *d as usize == db && matches(super::cold::keyless::hash32(hash_bytes(key))) {
                 w.version += 1;
             }
         }
@@ -638,7 +642,7 @@ impl Partition {
             let exists = |x: usize| {
                 let hash = hash_bytes(key);
                 dbs[x].find(hash, key).is_some()
-                    || dbs[x].forgotten.first_candidate(super::keyless::hash32(hash)).is_some()
+                    || dbs[x].forgotten.first_candidate(super::cold::keyless::hash32(hash)).is_some()
             };
             if (d == a || d == b) && (exists(a) || exists(b)) {
                 w.version += 1;

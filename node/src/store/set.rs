@@ -11,7 +11,7 @@ use crate::base::parse_i64;
 const MEMBER_OVERHEAD: usize = 40;
 
 /// Redis 7.0's `set-max-intset-entries` default.
-pub const INTSET_MAX_ENTRIES: usize = 512;
+pub const INTSET_MAX_ENTRIES: usize = encoding::SET_MAX_INTSET_ENTRIES_DEFAULT;
 
 #[derive(Clone)]
 pub struct Member(pub Box<[u8]>);

@@ -7,8 +7,8 @@
 //! the master ID, [field count and names unless SAMEFIELDS,] values, and
 //! the entry's element count. Written with only live entries.
 
-use super::dump::{DumpError, Reader, T_STREAM_LISTPACKS, T_STREAM_LISTPACKS_3, listpack, put_len, put_str};
 use super::listpack::ListpackWriter;
+use super::rdb::{DumpError, Reader, T_STREAM_LISTPACKS, T_STREAM_LISTPACKS_3, listpack, put_len, put_str};
 use super::stream::{ENTRIES_READ_INVALID, Group, Pending, StreamId, StreamValue};
 use crate::base::parse_i64;
 

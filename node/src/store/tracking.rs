@@ -12,9 +12,7 @@
 //! mode.
 
 use super::Keyspace;
-use super::partition::Partition;
-use smallvec::SmallVec;
-use std::collections::HashMap;
+use super::partition::{Partition, TrackedKeys};
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Who hears about changes to tracked keys (defined here, implemented by
@@ -26,9 +24,6 @@ pub trait KeyTracker: Send + Sync {
     /// `key` changed while some client tracks by prefix (BCAST).
     fn broadcast(&self, key: &[u8]);
 }
-
-/// One partition's tracked keys: key → ids of clients that read it.
-pub type TrackedKeys = HashMap<Box<[u8]>, SmallVec<[u64; 2]>>;
 
 impl Partition {
     /// Remembers that client `id` read `key`.

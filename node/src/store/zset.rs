@@ -15,8 +15,8 @@ use std::cmp::Ordering;
 /// Redis's ZSKIPLIST_MAXLEVEL.
 const MAX_LEVEL: usize = 32;
 /// Redis 7.0's zset-max-listpack-entries / zset-max-listpack-value defaults.
-pub const LISTPACK_MAX_ENTRIES: usize = 128;
-pub const LISTPACK_MAX_VALUE: usize = 64;
+pub const LISTPACK_MAX_ENTRIES: usize = super::encoding::ZSET_MAX_LISTPACK_ENTRIES_DEFAULT;
+pub const LISTPACK_MAX_VALUE: usize = super::encoding::ZSET_MAX_LISTPACK_VALUE_DEFAULT;
 /// Accounted bytes per member besides its name and links: slab slot, hash
 /// index entry, score, back link and the boxed name's header.
 const NODE_OVERHEAD: usize = 72;

@@ -162,6 +162,19 @@ impl Volume for DirVolume {
     }
 }
 
+/// An error of the tier's own, besides the disk's.
+pub(super) fn error(kind: io::ErrorKind, msg: &str) -> io::Error {
+    io::Error::new(kind, msg.to_string())
+}
+
+/// The results, or the first error among them.
+pub(super) fn check(results: Vec<IoDone>) -> io::Result<Vec<IoDone>> {
+    match results.iter().position(|d| d.result.is_err()) {
+        Some(i) => Err(results.into_iter().nth(i).and_then(|d| d.result.err()).expect("an error at i")),
+        None => Ok(results),
+    }
+}
+
 /// Runs `ops` as one batch and waits for all of them: for recovery and
 /// set-up, never on a worker thread. Results are in the order of `ops`.
 pub fn run_blocking(engine: &dyn IoEngine, ops: Vec<(FileHandle, IoOp)>) -> Vec<IoDone> {
@@ -285,7 +298,7 @@ pub(crate) mod suite {
     fn sync_completes_after_every_op_before_it(engine: &dyn IoEngine, vol: &dyn Volume) {
         let f = vol.create("barrier").unwrap();
         for round in 0..20u64 {
-            let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
             let (tx, rx) = mpsc::channel();
             let batch = (0..9u64)
                 .map(|i| {
@@ -299,7 +312,7 @@ pub(crate) mod suite {
                         op,
                         on_done: Box::new(move |d| {
                             assert!(d.result.is_ok());
-                            order.lock().unwrap().push(i);
+                            order.lock().push(i);
                             tx.send(()).unwrap();
                         }),
                     }
@@ -309,7 +322,7 @@ pub(crate) mod suite {
             for _ in 0..9 {
                 rx.recv().unwrap();
             }
-            let order = order.lock().unwrap();
+            let order = order.lock();
             let sync_at = order.iter().position(|&i| i == 4).unwrap();
             for before in 0..4 {
                 let at = order.iter().position(|&i| i == before).unwrap();

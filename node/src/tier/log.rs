@@ -1,13 +1,11 @@
-//! The segment log: a directory of fixed-size, append-only segment files.
+//! The segment log: a directory of fixed-size, append-only segment files
+//! (see [`super::segment`] for a segment's header and addresses). Opening
+//! the log recovers it ([`super::recovery`]).
 //!
-//! A segment starts with a header block (magic, order, nonce, size, crc32c)
-//! followed by records (see [`super::record`]). Order sorts segments; the
-//! nonce seeds every record checksum of this use of the file, so a recycled
-//! segment's old records never validate. New segment files are zero-filled
-//! once (writing every block, so their extents are allocated and written:
-//! preallocation alone leaves them "unwritten" and makes each first write
-//! pay a metadata update at fdatasync); freed ones are recycled by clearing
-//! their header.
+//! New segment files are zero-filled once (writing every block, so their
+//! extents are allocated and written: preallocation alone leaves them
+//! "unwritten" and makes each first write pay a metadata update at
+//! fdatasync); freed ones are recycled by clearing their header.
 //!
 //! Appends from many threads are packed into one staging buffer (address
 //! and sequence number assigned at once); [`SegmentLog::flush`] writes it in
@@ -16,44 +14,27 @@
 //! durable. One flush runs at a time. A write or sync error poisons the
 //! log: an fsync is never retried and trusted.
 
-use super::io::{FileHandle, IoEngine, IoOp, Volume, run_blocking};
-use super::record::{self, OwnedRecord, Record, ScanStats};
+use super::io::{FileHandle, IoEngine, IoOp, Volume, check, error, run_blocking};
+use super::record::{self, OwnedRecord, Record};
+use super::recovery;
+use super::segment::{SEGMENT_HEADER, SegmentMeta, SegmentWindows, header_block, segment_name};
 use crate::base::random::splitmix64;
 use crate::sys::file::{AlignedBuf, BufferGauge, IO_ALIGN};
 use crate::sys::hugepages::HugeAlloc;
+use parking_lot::{Mutex, RwLock};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::sync::{Arc, mpsc};
 
-const SEGMENT_MAGIC: &[u8; 8] = b"STRATSEG";
-const SEGMENT_VERSION: u32 = 1;
-/// The header block; records start after it.
-pub const SEGMENT_HEADER: u64 = IO_ALIGN as u64;
-/// Segment ids beyond this are not ours (the table is indexed by id).
-const MAX_SEGMENT_ID: u32 = 1 << 20;
+pub use super::recovery::{ReadProgress, RecoveryReport};
+pub use super::segment::RecordAddr;
+
 /// Zero-fill writes of a new segment are this large (a huge page: with
 /// `hugepages` on, each buffer is one)...
 const IO_CHUNK: u64 = 2 << 20;
 /// ...and this many are in flight at once: the buffers a segment's
 /// creation holds stay within `IO_CHUNK` × this, whatever the segment size.
 const IO_WAVE: usize = 2;
-/// Recovery and the cleaner read a segment in windows this large, the next
-/// one read ahead while this one is scanned: RAM is about two windows
-/// whatever the segment size (a record larger than a window grows the
-/// buffer for that record only).
-pub const READ_WINDOW: usize = 4 << 20;
-/// Room kept in the window's buffer for the part of a record straddling
-/// into the next window, beyond which the buffer grows (window and carry
-/// make 5 MiB, one of the allocator's size classes).
-const WINDOW_CARRY: usize = 1 << 20;
-
-/// Where a record lives: enough to read it back alone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct RecordAddr {
-    pub segment: u32,
-    pub offset: u32,
-    pub len: u32,
-}
 
 /// Shape and budget of the log.
 #[derive(Clone, Debug)]
@@ -93,30 +74,6 @@ impl Default for LogConfig {
             ack_before_sync: false,
         }
     }
-}
-
-/// Errors of the log besides the disk's own.
-fn error(kind: io::ErrorKind, msg: &str) -> io::Error {
-    io::Error::new(kind, msg.to_string())
-}
-
-/// What recovery found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RecoveryReport {
-    /// Segments holding a valid header, and free ones.
-    pub segments: u32,
-    pub free_segments: u32,
-    /// Record counts, skipped runs and torn tails over every segment.
-    pub scan: ScanStats,
-    /// The last sequence number recovered (0: none).
-    pub last_seq: u64,
-}
-
-#[derive(Clone)]
-struct SegmentMeta {
-    file: FileHandle,
-    /// Nonce of the current use of the file; None while free.
-    nonce: Option<u64>,
 }
 
 /// Record bytes staged for a flush, counted in the log's gauge; in huge
@@ -219,206 +176,6 @@ pub struct SegmentLog {
     durable_seq: AtomicU64,
 }
 
-fn segment_name(id: u32) -> String {
-    format!("seg-{id:06}.log")
-}
-
-fn parse_segment_name(name: &str) -> Option<u32> {
-    name.strip_prefix("seg-")?.strip_suffix(".log")?.parse().ok()
-}
-
-fn header_block(order: u64, nonce: u64, size: u64) -> Vec<u8> {
-    let mut h = Vec::with_capacity(IO_ALIGN);
-    h.extend_from_slice(SEGMENT_MAGIC);
-    h.extend_from_slice(&SEGMENT_VERSION.to_le_bytes());
-    h.extend_from_slice(&[0; 4]);
-    h.extend_from_slice(&order.to_le_bytes());
-    h.extend_from_slice(&nonce.to_le_bytes());
-    h.extend_from_slice(&size.to_le_bytes());
-    let crc = crc32c::crc32c(&h);
-    h.extend_from_slice(&crc.to_le_bytes());
-    h.resize(IO_ALIGN, 0);
-    h
-}
-
-/// (order, nonce) of a valid header block of a segment of `size` bytes.
-fn parse_header(b: &[u8], size: u64) -> Option<(u64, u64)> {
-    if b.len() < 44 || &b[..8] != SEGMENT_MAGIC {
-        return None;
-    }
-    let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-    let version = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
-    let crc = u32::from_le_bytes(b[40..44].try_into().expect("4 bytes"));
-    (version == SEGMENT_VERSION && crc == crc32c::crc32c(&b[..40]) && u64_at(32) == size)
-        .then(|| (u64_at(16), u64_at(24)))
-}
-
-/// Progress of a recovery's scan, readable while it runs: bytes of the
-/// segments to scan (those in use, each read to its end) and bytes read.
-#[derive(Debug, Default)]
-pub struct ReadProgress {
-    pub total: AtomicU64,
-    pub done: AtomicU64,
-}
-
-impl ReadProgress {
-    /// Whole percent read (0 until the total is known).
-    pub fn loaded_percent(&self) -> u64 {
-        let total = self.total.load(Ordering::Relaxed);
-        (self.done.load(Ordering::Relaxed).saturating_mul(100) / total.max(1)).min(100)
-    }
-}
-
-/// One segment read front to back a window at a time (see [`READ_WINDOW`]),
-/// the next window's read in flight while the scan works on this one.
-struct SegmentWindows<'a> {
-    engine: &'a dyn IoEngine,
-    file: FileHandle,
-    size: u64,
-    gauge: &'a Arc<BufferGauge>,
-    /// `buf[..filled]` holds the segment's bytes from offset `base`.
-    buf: AlignedBuf,
-    base: u64,
-    filled: usize,
-    /// Where the next window starts, and its read once started.
-    next_at: u64,
-    ahead: Option<mpsc::Receiver<super::io::IoDone>>,
-    /// The file ended early (a short read): the rest reads as zeros.
-    short: bool,
-    /// Counts the bytes taken into the window.
-    progress: Option<&'a AtomicU64>,
-}
-
-impl<'a> SegmentWindows<'a> {
-    fn new(
-        engine: &'a dyn IoEngine,
-        file: &FileHandle,
-        size: u64,
-        gauge: &'a Arc<BufferGauge>,
-        progress: Option<&'a AtomicU64>,
-    ) -> SegmentWindows<'a> {
-        let mut w = SegmentWindows {
-            engine,
-            file: file.clone(),
-            size,
-            gauge,
-            buf: AlignedBuf::zeroed_in(0, gauge),
-            base: 0,
-            filled: 0,
-            next_at: 0,
-            ahead: None,
-            short: false,
-            progress,
-        };
-        w.read_ahead(None);
-        w
-    }
-
-    fn window_len(&self) -> usize {
-        READ_WINDOW.min((self.size - self.next_at) as usize)
-    }
-
-    /// Starts the read of the window at `next_at` (into `reuse` if it fits).
-    fn read_ahead(&mut self, reuse: Option<AlignedBuf>) {
-        if self.next_at >= self.size || self.short {
-            return;
-        }
-        let n = self.window_len();
-        let buf = match reuse {
-            Some(b) if b.len() == n => b,
-            _ => AlignedBuf::zeroed_in(n, self.gauge),
-        };
-        let (tx, rx) = mpsc::channel();
-        self.engine.submit(vec![super::io::IoRequest {
-            file: self.file.clone(),
-            op: IoOp::Read { offset: self.next_at, buf },
-            on_done: Box::new(move |done| {
-                let _ = tx.send(done);
-            }),
-        }]);
-        self.ahead = Some(rx);
-    }
-
-    /// Appends the next window to the buffer, first dropping the bytes
-    /// before the block holding `keep_from` (the scan never goes back).
-    /// `want_end`: the end of the bytes asked for, to grow the buffer once
-    /// for a record larger than a window.
-    fn take_window(&mut self, keep_from: u64, want_end: u64) -> io::Result<()> {
-        let n = self.window_len();
-        let filled_end = self.base + self.filled as u64;
-        let keep_from = (keep_from - keep_from % IO_ALIGN as u64).clamp(self.base, filled_end);
-        let keep = (filled_end - keep_from) as usize;
-        let need = keep + n;
-        let default_len = READ_WINDOW + WINDOW_CARRY;
-        let src = (keep_from - self.base) as usize;
-        if need > self.buf.len() || (self.buf.len() > default_len && need <= default_len) {
-            // Grown for one large record (to hold it whole at once), or
-            // back to the usual size after one.
-            let len = if need > default_len {
-                need.max((want_end - keep_from) as usize + READ_WINDOW).next_multiple_of(IO_ALIGN)
-            } else {
-                default_len
-            };
-            let mut grown = AlignedBuf::zeroed_in(len, self.gauge);
-            grown[..keep].copy_from_slice(&self.buf[src..src + keep]);
-            self.buf = grown;
-        } else {
-            self.buf.copy_within(src..src + keep, 0);
-        }
-        self.base = keep_from;
-        self.filled = keep;
-        let dst = &mut self.buf[keep..keep + n];
-        let mut reuse = None;
-        match self.ahead.take() {
-            Some(rx) => {
-                let done = rx.recv().map_err(|_| error(io::ErrorKind::Other, "engine dropped a read"))?;
-                let got = done.result?;
-                let read = done.buf.expect("read returns its buffer");
-                let got = got.min(n);
-                dst[..got].copy_from_slice(&read[..got]);
-                // A short file: the rest reads as zeros.
-                dst[got..].fill(0);
-                self.short |= got < n;
-                reuse = Some(read);
-            }
-            None => dst.fill(0),
-        }
-        self.filled += n;
-        self.next_at += n as u64;
-        if let Some(p) = self.progress {
-            p.fetch_add(n as u64, Ordering::Relaxed);
-        }
-        self.read_ahead(reuse);
-        Ok(())
-    }
-}
-
-impl record::ScanSource for SegmentWindows<'_> {
-    fn total(&self) -> usize {
-        self.size as usize
-    }
-
-    fn bytes(&mut self, at: usize, len: usize) -> io::Result<&[u8]> {
-        let (at, end) = (at as u64, (at as u64).saturating_add(len as u64).min(self.size));
-        if at < self.base {
-            return Err(error(io::ErrorKind::InvalidInput, "a segment window cannot move back"));
-        }
-        while self.base + (self.filled as u64) < end {
-            self.take_window(at, end)?;
-        }
-        let from = (at.min(end) - self.base) as usize;
-        Ok(&self.buf[from..(end - self.base) as usize])
-    }
-}
-
-/// The results, or the first error among them.
-fn check(results: Vec<super::io::IoDone>) -> io::Result<Vec<super::io::IoDone>> {
-    match results.iter().position(|d| d.result.is_err()) {
-        Some(i) => Err(results.into_iter().nth(i).and_then(|d| d.result.err()).expect("an error at i")),
-        None => Ok(results),
-    }
-}
-
 impl SegmentLog {
     /// Opens the log in `volume`, recovering it: every valid record is
     /// handed to `visit` in log order with its address. Reads only; the
@@ -428,58 +185,14 @@ impl SegmentLog {
         volume: Arc<dyn Volume>,
         engine: Arc<dyn IoEngine>,
         config: LogConfig,
-        mut visit: impl FnMut(Record<'_>, RecordAddr),
+        visit: impl FnMut(Record<'_>, RecordAddr),
     ) -> io::Result<(SegmentLog, RecoveryReport)> {
         let size = config.segment_size;
         if size % IO_ALIGN as u64 != 0 || size < 2 * SEGMENT_HEADER || size > u32::MAX as u64 + 1 {
             return Err(error(io::ErrorKind::InvalidInput, "segment size: a multiple of 4096, 8 KiB to 4 GiB"));
         }
-        let mut ids: Vec<u32> = volume.list()?.iter().filter_map(|n| parse_segment_name(n)).collect();
-        ids.sort_unstable();
-        if ids.last().is_some_and(|&m| m > MAX_SEGMENT_ID) {
-            return Err(error(io::ErrorKind::InvalidData, "a segment file name with an id out of range"));
-        }
-        let next_id = ids.last().map_or(0, |&m| m + 1);
-        let mut segments: Vec<Option<SegmentMeta>> = vec![None; next_id as usize];
-        let mut free = Vec::new();
-        let mut used = Vec::new(); // (order, id, nonce)
-        let mut reads = Vec::with_capacity(ids.len());
-        for &id in &ids {
-            let file = volume.open(&segment_name(id))?;
-            reads.push((file.clone(), IoOp::Read { offset: 0, buf: AlignedBuf::zeroed_in(IO_ALIGN, &config.buffers) }));
-            segments[id as usize] = Some(SegmentMeta { file, nonce: None });
-        }
-        // Every header in one batch.
-        for (&id, done) in ids.iter().zip(check(run_blocking(&*engine, reads))?) {
-            let n = done.result.expect("checked");
-            let header = done.buf.expect("read returns its buffer");
-            match parse_header(&header[..n], size) {
-                Some((order, nonce)) => used.push((order, id, nonce)),
-                // Never used, freed, or its first flush was lost: reusable.
-                None => free.push(id),
-            }
-        }
-        used.sort_unstable();
-        let progress = config.progress.clone();
-        progress.total.store(used.len() as u64 * size, Ordering::Relaxed);
-        let mut report = RecoveryReport { segments: used.len() as u32, free_segments: 0, ..RecoveryReport::default() };
-        let mut last_seq = 0;
-        let mut resume = None;
-        for &(_, id, nonce) in &used {
-            let meta = segments[id as usize].as_mut().expect("listed");
-            meta.nonce = Some(nonce);
-            let mut windows = SegmentWindows::new(&*engine, &meta.file, size, &config.buffers, Some(&progress.done));
-            let (end, stats) = record::scan(&mut windows, SEGMENT_HEADER as usize, nonce, |rec, offset| {
-                last_seq = last_seq.max(rec.seq);
-                let len = record::encoded_len(rec.key.len(), rec.value.len()) as u32;
-                visit(rec, RecordAddr { segment: id, offset: offset as u32, len });
-            })?;
-            report.scan.records += stats.records;
-            report.scan.bad_runs += stats.bad_runs;
-            report.scan.skipped_bytes += stats.skipped_bytes;
-            report.scan.torn_tail_bytes += stats.torn_tail_bytes;
-            resume = Some((id, nonce, end as u64, meta.file.clone()));
-        }
+        let (found, report) = recovery::recover(&*volume, &*engine, size, &config.buffers, &config.progress, visit)?;
+        let recovery::Found { segments, free, resume, next_order } = found;
         // Appends resume in the last segment's partial block: its bytes.
         let resume = match resume {
             Some((id, nonce, end, file)) => {
@@ -488,13 +201,11 @@ impl SegmentLog {
             }
             None => None,
         };
-        report.free_segments = free.len() as u32;
-        report.last_seq = last_seq;
+        let last_seq = report.last_seq;
         let seed = config.seed.unwrap_or_else(|| {
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
                 ^ u64::from(std::process::id()) << 32
         });
-        let next_order = used.last().map_or(1, |u| u.0 + 1);
         let (active, pos, tail) = match resume {
             Some((id, nonce, end, tail)) => (Some((id, nonce)), end, tail),
             None => (None, 0, Staged::new(&config.buffers)),
@@ -545,7 +256,7 @@ impl SegmentLog {
 
     /// The highest sequence number appended (staged or written).
     pub fn appended_seq(&self) -> u64 {
-        self.staging.lock().unwrap().next_seq - 1
+        self.staging.lock().next_seq - 1
     }
 
     /// The highest sequence number known durable.
@@ -571,7 +282,7 @@ impl SegmentLog {
     /// Makes `count` append heads (at least; never fewer than there are):
     /// see [`Self::append_at`].
     pub fn set_heads(&self, count: usize) {
-        let mut st = self.staging.lock().unwrap();
+        let mut st = self.staging.lock();
         while st.heads.len() < count {
             st.heads.push(Head { active: None, pos: 0, tail: Staged::new(&self.config.buffers) });
         }
@@ -585,7 +296,7 @@ impl SegmentLog {
             return Err(error(io::ErrorKind::InvalidInput, "record larger than a segment"));
         }
         let payload_crc = record::payload_crc(rec.key, rec.value);
-        let mut guard = self.staging.lock().unwrap();
+        let mut guard = self.staging.lock();
         let st = &mut *guard;
         let Some(h) = st.heads.get(head) else {
             return Err(error(io::ErrorKind::InvalidInput, "no such append head"));
@@ -593,7 +304,7 @@ impl SegmentLog {
         let fits = h.active.is_some() && h.pos + len <= self.config.segment_size;
         if !fits {
             if reserve > 0 {
-                let shared = self.shared.read().unwrap();
+                let shared = self.shared.read();
                 let uncreated = (self.config.max_segments as usize).saturating_sub(shared.segments.len());
                 if shared.free.len() + uncreated < reserve as usize {
                     return Err(error(io::ErrorKind::StorageFull, "the rest is reserved"));
@@ -606,8 +317,7 @@ impl SegmentLog {
         let at = match st.chunks.iter().rposition(|c| c.segment == segment) {
             Some(at) => at,
             None => {
-                let file =
-                    self.shared.read().unwrap().segments[segment as usize].as_ref().expect("active").file.clone();
+                let file = self.shared.read().segments[segment as usize].as_ref().expect("active").file.clone();
                 let start = h.pos - h.pos % IO_ALIGN as u64;
                 let bytes = std::mem::replace(&mut h.tail, Staged::new(&self.config.buffers));
                 st.chunks.push(Chunk { segment, file, start, bytes });
@@ -625,7 +335,7 @@ impl SegmentLog {
     /// Switches `head`'s appends to the spare segment, whose header goes
     /// out with its first records.
     fn roll(&self, st: &mut Staging, head: usize) -> io::Result<()> {
-        if self.shared.read().unwrap().poisoned {
+        if self.shared.read().poisoned {
             return Err(error(io::ErrorKind::Other, "the log failed a write or sync"));
         }
         let Some(id) = st.spare.take() else {
@@ -636,7 +346,7 @@ impl SegmentLog {
         let order = st.next_order;
         st.next_order += 1;
         let file = {
-            let mut shared = self.shared.write().unwrap();
+            let mut shared = self.shared.write();
             let meta = shared.segments[id as usize].as_mut().expect("spare exists");
             meta.nonce = Some(nonce);
             meta.file.clone()
@@ -663,12 +373,12 @@ impl SegmentLog {
     /// number durable now. Blocking: for the I/O thread of the durability
     /// layer, not workers.
     pub fn flush_staged(&self) -> io::Result<u64> {
-        let _one_at_a_time = self.flushing.lock().unwrap();
-        if self.shared.read().unwrap().poisoned {
+        let _one_at_a_time = self.flushing.lock();
+        if self.shared.read().poisoned {
             return Err(error(io::ErrorKind::Other, "the log failed a write or sync"));
         }
         let upto = {
-            let mut st = self.staging.lock().unwrap();
+            let mut st = self.staging.lock();
             let chunks = std::mem::take(&mut st.chunks);
             // Each head keeps its active segment's partial last block.
             for h in st.heads.iter_mut() {
@@ -679,18 +389,18 @@ impl SegmentLog {
                 }
             }
             // Visible to readers before the staging lock goes.
-            *self.in_flight.lock().unwrap() = chunks;
+            *self.in_flight.lock() = chunks;
             st.next_seq - 1
         };
         let result = self.write_in_flight(upto);
         // Written (or failed: the log is poisoned either way).
-        self.in_flight.lock().unwrap().clear();
+        self.in_flight.lock().clear();
         result
     }
 
     fn write_in_flight(&self, upto: u64) -> io::Result<u64> {
         let ops = {
-            let chunks = self.in_flight.lock().unwrap();
+            let chunks = self.in_flight.lock();
             let mut ops = Vec::new();
             for c in chunks.iter() {
                 let buf = AlignedBuf::padded_copy_in(&c.bytes, &self.config.buffers);
@@ -711,7 +421,7 @@ impl SegmentLog {
         };
         if !ops.is_empty() {
             if let Err(e) = check(run_blocking(&*self.engine, ops)) {
-                self.shared.write().unwrap().poisoned = true;
+                self.shared.write().poisoned = true;
                 return Err(e);
             }
             self.durable_seq.fetch_max(upto, Ordering::AcqRel);
@@ -724,33 +434,33 @@ impl SegmentLog {
     /// publishing a flush, not before). Without one, appends that need a
     /// new segment fail with StorageFull.
     pub fn ensure_spare(&self) -> io::Result<()> {
-        if self.staging.lock().unwrap().spare.is_some() {
+        if self.staging.lock().spare.is_some() {
             return Ok(());
         }
         let (recycled, missing, next) = {
-            let shared = self.shared.read().unwrap();
+            let shared = self.shared.read();
             let missing = shared.segments.iter().position(Option::is_none);
             (shared.free.last().copied(), missing, shared.segments.len())
         };
         let id = match (recycled, missing) {
             (Some(id), _) => {
-                self.shared.write().unwrap().free.pop();
+                self.shared.write().free.pop();
                 id
             }
             (None, Some(id)) => {
                 let file = self.create_segment(id as u32)?;
-                self.shared.write().unwrap().segments[id] = Some(SegmentMeta { file, nonce: None });
+                self.shared.write().segments[id] = Some(SegmentMeta { file, nonce: None });
                 id as u32
             }
             (None, None) if next < self.config.max_segments as usize => {
                 let file = self.create_segment(next as u32)?;
-                self.shared.write().unwrap().segments.push(Some(SegmentMeta { file, nonce: None }));
+                self.shared.write().segments.push(Some(SegmentMeta { file, nonce: None }));
                 next as u32
             }
             // Full: appends fail until the cleaner frees segments.
             (None, None) => return Ok(()),
         };
-        self.staging.lock().unwrap().spare = Some(id);
+        self.staging.lock().spare = Some(id);
         Ok(())
     }
 
@@ -805,14 +515,14 @@ impl SegmentLog {
         // compaction freeing segments (that would stretch the window of
         // acknowledged but unsynced writes beyond one interval).
         let file = {
-            let _no_flush_in_flight = self.flushing.lock().unwrap();
-            let st = self.staging.lock().unwrap();
+            let _no_flush_in_flight = self.flushing.lock();
+            let st = self.staging.lock();
             let active = st.heads.iter().any(|h| h.active.is_some_and(|a| a.0 == id));
             if active || st.spare == Some(id) || st.chunks.iter().any(|c| c.segment == id) {
                 return Err(error(io::ErrorKind::InvalidInput, "segment in use"));
             }
             drop(st);
-            let mut shared = self.shared.write().unwrap();
+            let mut shared = self.shared.write();
             let meta = shared
                 .segments
                 .get_mut(id as usize)
@@ -828,10 +538,10 @@ impl SegmentLog {
             (file, IoOp::Sync),
         ];
         if let Err(e) = check(run_blocking(&*self.engine, ops)) {
-            self.shared.write().unwrap().poisoned = true;
+            self.shared.write().poisoned = true;
             return Err(e);
         }
-        self.shared.write().unwrap().free.push(id);
+        self.shared.write().free.push(id);
         Ok(())
     }
 
@@ -842,7 +552,7 @@ impl SegmentLog {
         if u64::from(addr.offset) + u64::from(addr.len) > self.config.segment_size {
             return on_done(Err(error(io::ErrorKind::InvalidInput, "address beyond the segment")));
         }
-        let meta = self.shared.read().unwrap().segments.get(addr.segment as usize).cloned().flatten();
+        let meta = self.shared.read().segments.get(addr.segment as usize).cloned().flatten();
         let Some(SegmentMeta { file, nonce: Some(nonce) }) = meta else {
             return on_done(Err(error(io::ErrorKind::NotFound, "segment not in use")));
         };
@@ -879,11 +589,11 @@ impl SegmentLog {
             })
         };
         let bytes = {
-            let st = self.staging.lock().unwrap();
+            let st = self.staging.lock();
             find(&st.chunks)
         }
-        .or_else(|| find(&self.in_flight.lock().unwrap()))?;
-        let nonce = self.shared.read().unwrap().segments.get(addr.segment as usize)?.as_ref()?.nonce?;
+        .or_else(|| find(&self.in_flight.lock()))?;
+        let nonce = self.shared.read().segments.get(addr.segment as usize)?.as_ref()?.nonce?;
         match record::decode(&bytes, nonce) {
             Some((rec, len)) if len == addr.len as usize => Some(rec.to_owned()),
             _ => None,
@@ -893,7 +603,7 @@ impl SegmentLog {
     /// Every valid record of segment `id` (in use, flushed) with its
     /// address, read a window at a time: for the cleaner.
     pub fn scan_segment(&self, id: u32, mut visit: impl FnMut(Record<'_>, RecordAddr)) -> io::Result<()> {
-        let meta = self.shared.read().unwrap().segments.get(id as usize).cloned().flatten();
+        let meta = self.shared.read().segments.get(id as usize).cloned().flatten();
         let Some(SegmentMeta { file, nonce: Some(nonce) }) = meta else {
             return Err(error(io::ErrorKind::NotFound, "segment not in use"));
         };
@@ -909,18 +619,18 @@ impl SegmentLog {
     /// Segments holding records (active included), and whether a spare is
     /// ready or more may still be created or recycled.
     pub fn segments_in_use(&self) -> u32 {
-        let shared = self.shared.read().unwrap();
+        let shared = self.shared.read();
         shared.segments.iter().flatten().filter(|m| m.nonce.is_some()).count() as u32
     }
 
     /// The segment appends go to now, if any.
     pub fn active_segment(&self) -> Option<u32> {
-        self.staging.lock().unwrap().heads[0].active.map(|a| a.0)
+        self.staging.lock().heads[0].active.map(|a| a.0)
     }
 
     /// The segments some head appends to now.
     pub fn active_segments(&self) -> Vec<u32> {
-        self.staging.lock().unwrap().heads.iter().filter_map(|h| h.active.map(|a| a.0)).collect()
+        self.staging.lock().heads.iter().filter_map(|h| h.active.map(|a| a.0)).collect()
     }
 
     /// Bytes the log's buffers hold now (see [`LogConfig::buffers`]).
@@ -949,6 +659,7 @@ impl SegmentLog {
 #[cfg(test)]
 mod tests {
     use super::super::record::{RecordKind, ScanStats};
+    use super::super::segment::{READ_WINDOW, WINDOW_CARRY};
     use super::super::sim::SimDisk;
     use super::*;
     use std::collections::{BTreeMap, HashMap};

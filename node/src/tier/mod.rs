@@ -9,11 +9,15 @@
 //! - [`uring`] and [`pool`]: the two engines, passing one suite.
 //! - [`record`]: the record format and the scan that validates, skips bad
 //!   records and finds torn tails.
-//! - [`log`]: [`log::SegmentLog`], segments, appends, flushes, recovery,
-//!   reads by address, recycling.
+//! - [`segment`]: a segment file's name, header block and record
+//!   addresses, and reading it a window at a time.
+//! - [`log`]: [`log::SegmentLog`], segments, appends, flushes, reads by
+//!   address, recycling.
+//! - [`recovery`]: the scan of the segments at start-up (opening a log runs
+//!   it), with its report and progress.
 //!
-//! - [`cold`]: the cold tier, a log of its own for values demoted from RAM
-//!   at `maxmemory` (`store::cold` is the keyspace's side: cold entries,
+//! - [`cold_log`]: the cold tier, a log of its own for values demoted from
+//!   RAM at `maxmemory` (`store::cold` is the keyspace's side: cold entries,
 //!   shared reads through the pending path, promotion under the partition
 //!   lock only while the entry still points at the record read, so a newer
 //!   write is never overwritten and a read of a recycled address is never
@@ -24,11 +28,13 @@
 #[cfg(test)]
 mod admission_sim;
 pub mod cleaning;
-pub mod cold;
+pub mod cold_log;
 pub mod io;
 pub mod log;
 pub mod pool;
 pub mod record;
+pub mod recovery;
+pub mod segment;
 #[cfg(test)]
 pub mod sim;
 pub mod uring;

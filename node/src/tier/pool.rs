@@ -3,11 +3,12 @@
 //! io_uring, so it is a main path, not a fallback of last resort.
 
 use super::io::{IoDone, IoEngine, IoOp, IoRequest, cancelled};
+use parking_lot::{Condvar, Mutex};
 use std::collections::VecDeque;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 /// A group of ops followed by the sync that must wait for all of them, and
@@ -58,7 +59,7 @@ fn push_jobs(queue: &Queue, jobs: Vec<Job>) {
         return;
     }
     let n = jobs.len();
-    queue.jobs.lock().unwrap().0.extend(jobs);
+    queue.jobs.lock().0.extend(jobs);
     if n == 1 {
         queue.ready.notify_one();
     } else {
@@ -118,7 +119,7 @@ fn complete(req: IoRequest, result: io::Result<usize>) {
 fn worker(queue: &Queue) {
     loop {
         let job = {
-            let mut guard = queue.jobs.lock().unwrap();
+            let mut guard = queue.jobs.lock();
             loop {
                 if let Some(job) = guard.0.pop_front() {
                     break job;
@@ -126,7 +127,7 @@ fn worker(queue: &Queue) {
                 if guard.1 {
                     return;
                 }
-                guard = queue.ready.wait(guard).unwrap();
+                queue.ready.wait(&mut guard);
             }
         };
         let Job { mut req, barrier, rest } = job;
@@ -141,7 +142,7 @@ fn worker(queue: &Queue) {
                 b.failed.store(true, Ordering::Release);
             }
             if b.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                let (sync, rest) = b.then.lock().unwrap().take().expect("barrier released twice");
+                let (sync, rest) = b.then.lock().take().expect("barrier released twice");
                 if b.failed.load(Ordering::Acquire) {
                     complete(sync, Err(cancelled()));
                     dispatch(queue, rest);
@@ -165,7 +166,7 @@ impl IoEngine for PoolEngine {
 impl Drop for PoolEngine {
     /// Finishes every queued op (continuations included), then stops.
     fn drop(&mut self) {
-        self.queue.jobs.lock().unwrap().1 = true;
+        self.queue.jobs.lock().1 = true;
         self.queue.ready.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();

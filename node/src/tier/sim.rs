@@ -6,9 +6,10 @@
 
 use super::io::{FileHandle, FileKind, IoDone, IoEngine, IoOp, IoRequest, Volume, cancelled};
 use crate::base::random::splitmix64;
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
 const SECTOR: usize = 512;
@@ -164,22 +165,22 @@ impl SimDisk {
 
     /// Each sync takes at least `delay` from now on (a slow device).
     pub fn set_sync_delay(&self, delay: std::time::Duration) {
-        self.state.lock().unwrap().sync_delay = delay;
+        self.state.lock().sync_delay = delay;
     }
 
     /// The disk crashes by itself after `ops` more writes/syncs.
     pub fn crash_after(&self, ops: u64) {
-        self.state.lock().unwrap().ops_until_crash = Some(ops);
+        self.state.lock().ops_until_crash = Some(ops);
     }
 
     /// Crashes now (unsynced data kept, dropped or torn).
     pub fn crash(&self) {
-        self.state.lock().unwrap().crash();
+        self.state.lock().crash();
     }
 
     /// Powers back on after a crash: what survived is what reads see.
     pub fn reboot(&self) {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state.lock();
         s.crash();
         s.crashed = false;
         s.ops_until_crash = None;
@@ -187,7 +188,7 @@ impl SimDisk {
 
     /// An independent copy of the disk as it is (with its page cache).
     pub fn fork(&self, seed: u64) -> SimDisk {
-        let mut state = self.state.lock().unwrap().clone();
+        let mut state = self.state.lock().clone();
         state.rng = splitmix64(seed);
         SimDisk { state: Arc::new(Mutex::new(state)) }
     }
@@ -195,7 +196,7 @@ impl SimDisk {
     /// Overwrites bytes of a file's durable and current content directly
     /// (corruption, for fuzzing); extends the file if needed.
     pub fn scribble(&self, name: &str, offset: usize, bytes: &[u8]) {
-        let mut s = self.state.lock().unwrap();
+        let mut s = self.state.lock();
         let Some(&id) = s.names.get(name) else { return };
         let f = s.files.get_mut(&id).expect("named file exists");
         for v in [&mut f.current, &mut f.durable] {
@@ -208,7 +209,7 @@ impl SimDisk {
 
     /// File names and lengths.
     pub fn files(&self) -> Vec<(String, usize)> {
-        let s = self.state.lock().unwrap();
+        let s = self.state.lock();
         s.names.iter().map(|(n, id)| (n.clone(), s.files[id].current.len())).collect()
     }
 
@@ -229,13 +230,13 @@ impl SimDisk {
                     };
                     if matches!(req.op, IoOp::Sync) {
                         // Outside the disk's lock: a slow device, not a stuck one.
-                        let delay = disk.state.lock().unwrap().sync_delay;
+                        let delay = disk.state.lock().sync_delay;
                         std::thread::sleep(delay);
                     }
                     let result = if matches!(req.op, IoOp::Sync) && failed {
                         Err(cancelled())
                     } else {
-                        disk.state.lock().unwrap().execute(id, &mut req.op)
+                        disk.state.lock().execute(id, &mut req.op)
                     };
                     failed |= result.is_err();
                     let buf = match req.op {
@@ -257,15 +258,15 @@ pub struct SimVolume {
 
 impl Volume for SimVolume {
     fn list(&self) -> io::Result<Vec<String>> {
-        Ok(self.disk.state.lock().unwrap().names.keys().cloned().collect())
+        Ok(self.disk.state.lock().names.keys().cloned().collect())
     }
     fn open(&self, name: &str) -> io::Result<FileHandle> {
-        let s = self.disk.state.lock().unwrap();
+        let s = self.disk.state.lock();
         let id = *s.names.get(name).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, name.to_string()))?;
         Ok(FileHandle(Arc::new(FileKind::Sim(id))))
     }
     fn create(&self, name: &str) -> io::Result<FileHandle> {
-        let mut s = self.disk.state.lock().unwrap();
+        let mut s = self.disk.state.lock();
         s.tick()?;
         if s.names.contains_key(name) {
             return Err(io::Error::new(io::ErrorKind::AlreadyExists, name.to_string()));
@@ -278,7 +279,7 @@ impl Volume for SimVolume {
         Ok(FileHandle(Arc::new(FileKind::Sim(id))))
     }
     fn sync_dir(&self) -> io::Result<()> {
-        let mut s = self.disk.state.lock().unwrap();
+        let mut s = self.disk.state.lock();
         s.tick()?;
         s.volatile_names.clear();
         Ok(())
@@ -350,7 +351,7 @@ mod tests {
             write(&engine, &f, 2 * PAGE as u64, 2, false);
             disk.crash();
             disk.reboot();
-            let s = disk.state.lock().unwrap();
+            let s = disk.state.lock();
             let content = &s.files[&1].current;
             assert!(content[..2 * PAGE].iter().all(|&b| b == 1), "synced data lost");
             for page in content[2 * PAGE..].chunks(PAGE) {

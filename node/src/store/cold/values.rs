@@ -1,5 +1,5 @@
-//! The keyspace's side of the disk tier: values demoted to disk at the
-//! memory limit and promoted back when a command needs them.
+//! Cold values: values demoted to disk at the memory limit and promoted
+//! back when a command needs them.
 //!
 //! - Every key keeps its index entry in RAM; a cold entry holds its key,
 //!   expiry and the value's address on disk instead of the value
@@ -18,127 +18,20 @@
 //!   script did not declare) is read synchronously: correct, but it holds
 //!   the worker for one disk read.
 //! - What is on disk and how it is read is the tier's business
-//!   ([`ColdTier`], implemented by `tier::cold`); this layer sees bytes in
+//!   ([`ColdTier`], implemented by `tier::cold_log`); this layer sees bytes in
 //!   the DUMP value encoding of `store::dump`.
 
-use super::dump;
-use super::entry::{ColdLoc, ValueKind};
-use super::journal::ChangeKind;
-use super::partition::Partition;
-use super::{Keyspace, StoreStats};
+use super::disk::{ColdRead, ColdRecord, ColdState, ColdStats, ColdTier};
+use crate::store::dump;
+use crate::store::entry::{ColdLoc, ValueKind};
+use crate::store::journal::ChangeKind;
+use crate::store::partition::Partition;
+use crate::store::{Keyspace, StoreStats};
 use parking_lot::Mutex;
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use tokio::sync::Notify;
-
-/// The disk tier, as the keyspace uses it.
-pub trait ColdTier: Send + Sync {
-    /// Writes a value about to leave RAM (`encoded`: `cold::encode`, flags
-    /// then the DUMP encoding);
-    /// None when the tier cannot take it now (full, failing): the key is
-    /// then evicted instead.
-    fn demote(&self, db: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)>;
-    /// Reads a record back; `done` runs on an I/O thread with its key and
-    /// encoded value.
-    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>);
-    /// [`Self::read`], waiting (the synchronous fallback).
-    fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord>;
-    /// The records at `locs`, waiting, in the order of `locs`: many keys
-    /// at once (a SCAN brings a partition's keys back). A tier on a device
-    /// that serves many reads at once overrides this one-by-one default.
-    fn read_all(&self, locs: &[ColdLoc]) -> Vec<io::Result<ColdRecord>> {
-        locs.iter().map(|&loc| self.read_blocking(loc)).collect()
-    }
-    /// Every record on disk now, oldest segment first, with its address,
-    /// key and deadline (KEYS lists keys on disk only this way: sequential
-    /// reads).
-    fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8], u64));
-    /// The record at `loc` is no longer any key's value (promoted,
-    /// overwritten, deleted): its bytes are dead for the cleaner.
-    fn forget(&self, loc: ColdLoc);
-    /// Whether a value used once or never since it was written
-    /// ([`crate::policy::Hits`]) is worth a disk write now; false while the
-    /// tier is full of live data and its admission setting says so: such a
-    /// value is evicted instead of demoted.
-    fn admits_rarely_used(&self) -> bool {
-        true
-    }
-    /// A value was evicted instead of demoted by that rule (counted).
-    fn not_admitted(&self) {}
-}
-
-/// A record read back: the key it was written for (checked against the
-/// key a command looks for) and the value in `store::dump`'s encoding.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ColdRecord {
-    pub key: Vec<u8>,
-    pub value: Vec<u8>,
-    /// The key's deadline when the record was written (unix ms, 0: none).
-    pub expire_at: u64,
-}
-
-/// Counters of the tier as the keyspace sees it (INFO, metrics).
-#[derive(Default)]
-pub struct ColdStats {
-    /// Keys whose value is on disk only, now (forgotten ones included).
-    pub keys: AtomicU64,
-    /// Of those, keys whose key is on disk only too (`forget.rs`), and the
-    /// bytes of the tables that index them.
-    pub forgotten: AtomicU64,
-    pub forgotten_bytes: AtomicU64,
-    /// Keys forgotten, and forgotten keys brought back to the index by a
-    /// read of their record (a lookup, SCAN/KEYS, a hash-bits match that
-    /// was another key).
-    pub forgets: AtomicU64,
-    pub recalls: AtomicU64,
-    /// Values demoted, and the RAM bytes that freed.
-    pub demoted: AtomicU64,
-    pub demoted_bytes: AtomicU64,
-    /// Values read back into RAM.
-    pub promoted: AtomicU64,
-    /// Disk reads started for waiting commands, and reads a later waiter
-    /// joined instead of starting its own.
-    pub reads: AtomicU64,
-    pub shared_reads: AtomicU64,
-    /// Synchronous reads (keys a command did not declare).
-    pub sync_reads: AtomicU64,
-    /// Records of forgotten keys read in batches for SCAN (`recall.rs`).
-    pub batch_reads: AtomicU64,
-    /// Reads that failed or returned an undecodable value: the key is lost
-    /// (deleted), as if evicted, and logged.
-    pub read_errors: AtomicU64,
-    /// Cold entries evicted (index and all) because RAM held little else.
-    pub evicted_cold: AtomicU64,
-}
-
-/// One read of a cold value, shared by every command waiting for it.
-pub struct ColdRead {
-    loc: ColdLoc,
-    /// The bytes read, until the first command to run again promotes them.
-    result: Mutex<Option<io::Result<ColdRecord>>>,
-    /// Set once the read is over (the result may be taken since).
-    over: std::sync::atomic::AtomicBool,
-    done: Notify,
-}
-
-impl ColdRead {
-    fn finished(&self) -> bool {
-        self.over.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Waits until the read is over.
-    pub async fn wait(self: Arc<Self>) {
-        loop {
-            let notified = self.done.notified();
-            if self.finished() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
 
 impl Keyspace {
     /// Installs the disk tier (once, at start-up).
@@ -157,7 +50,7 @@ impl Keyspace {
 
     /// Demotes the entry in `slot` instead of evicting it, when there is a
     /// tier and it is worth it; the RAM bytes freed.
-    pub(super) fn try_demote(&self, part: &mut Partition, db: usize, slot: u32) -> Option<usize> {
+    pub(in crate::store) fn try_demote(&self, part: &mut Partition, db: usize, slot: u32) -> Option<usize> {
         let tier = self.cold()?;
         let e = part.dbs[db].entry(slot);
         if e.is_cold() {
@@ -194,14 +87,15 @@ impl Keyspace {
         move_to: impl FnOnce() -> Option<(u32, u32, u32)>,
     ) -> Option<bool> {
         let mut part = self.lock(self.partition_of_key(key));
-        let hash = super::hash_bytes(key);
+        let hash = crate::store::hash_bytes(key);
         // The record names the database the key was in when it was demoted;
         // SWAPDB may have moved it since.
-        let found = std::iter::once(db).chain(0..super::NUM_DBS).filter(|&d| d < super::NUM_DBS).find_map(|d| {
-            let slot = part.dbs[d].find(hash, key)?;
-            let loc = part.dbs[d].entry(slot).cold_loc().filter(|l| (l.segment, l.offset) == from)?;
-            Some((d, slot, loc))
-        });
+        let found =
+            std::iter::once(db).chain(0..crate::store::NUM_DBS).filter(|&d| d < crate::store::NUM_DBS).find_map(|d| {
+                let slot = part.dbs[d].find(hash, key)?;
+                let loc = part.dbs[d].entry(slot).cold_loc().filter(|l| (l.segment, l.offset) == from)?;
+                Some((d, slot, loc))
+            });
         let Some((db, slot, loc)) = found else {
             return part.relocate_forgotten(self, db, key, from, move_to);
         };
@@ -222,7 +116,7 @@ impl Keyspace {
     /// whether it is in RAM or on disk (read now, waiting): for a pass over
     /// every key such as the journal's compaction. False when a cold value
     /// cannot be read.
-    pub fn encode_entry_value(&self, e: &super::Entry, out: &mut Vec<u8>) -> bool {
+    pub fn encode_entry_value(&self, e: &crate::store::Entry, out: &mut Vec<u8>) -> bool {
         match e.cold_loc() {
             None => {
                 dump::encode_value(e.value(), out);
@@ -239,7 +133,7 @@ impl Keyspace {
     }
 
     /// The record at `loc`, read now, waiting.
-    pub(super) fn read_record(&self, loc: ColdLoc) -> io::Result<ColdRecord> {
+    pub(in crate::store) fn read_record(&self, loc: ColdLoc) -> io::Result<ColdRecord> {
         match self.cold() {
             Some(t) => t.read_blocking(loc),
             None => Err(io::Error::other("no disk tier")),
@@ -247,7 +141,7 @@ impl Keyspace {
     }
 
     /// The records at `locs`, read now (see [`ColdTier::read_all`]).
-    pub(super) fn read_records(&self, locs: &[ColdLoc]) -> Vec<io::Result<ColdRecord>> {
+    pub(in crate::store) fn read_records(&self, locs: &[ColdLoc]) -> Vec<io::Result<ColdRecord>> {
         match self.cold() {
             Some(t) => t.read_all(locs),
             None => locs.iter().map(|_| Err(io::Error::other("no disk tier"))).collect(),
@@ -255,7 +149,7 @@ impl Keyspace {
     }
 
     /// A cold entry is going away (deleted, expired, evicted, overwritten).
-    pub(super) fn forget_cold(&self, loc: ColdLoc) {
+    pub(in crate::store) fn forget_cold(&self, loc: ColdLoc) {
         self.cold_stats.keys.fetch_sub(1, Relaxed);
         if let Some(t) = self.cold() {
             t.forget(loc);
@@ -270,11 +164,11 @@ impl Keyspace {
 const EXPANDED: u8 = 1;
 
 /// The cold record's value for `v`.
-pub(super) fn encode(v: super::ValueRef<'_>, out: &mut Vec<u8>) {
+pub(in crate::store) fn encode(v: crate::store::ValueRef<'_>, out: &mut Vec<u8>) {
     let expanded = match v {
-        super::ValueRef::Hash(h) => !h.is_compact(),
-        super::ValueRef::Set(s) => !s.is_compact(),
-        super::ValueRef::ZSet(z) => !z.is_listpack(),
+        crate::store::ValueRef::Hash(h) => !h.is_compact(),
+        crate::store::ValueRef::Set(s) => !s.is_compact(),
+        crate::store::ValueRef::ZSet(z) => !z.is_listpack(),
         _ => false,
     };
     out.push(if expanded { EXPANDED } else { 0 });
@@ -282,20 +176,20 @@ pub(super) fn encode(v: super::ValueRef<'_>, out: &mut Vec<u8>) {
 }
 
 /// The value's DUMP encoding in a cold record's value (flags dropped).
-pub(super) fn dump_bytes(bytes: &[u8]) -> &[u8] {
+pub(in crate::store) fn dump_bytes(bytes: &[u8]) -> &[u8] {
     bytes.get(1..).unwrap_or_default()
 }
 
 /// A cold record's value, decoded.
-pub(super) fn decode(bytes: &[u8]) -> io::Result<super::Value> {
+pub(in crate::store) fn decode(bytes: &[u8]) -> io::Result<crate::store::Value> {
     let bad = |e| io::Error::new(io::ErrorKind::InvalidData, format!("{e:?}"));
     let (&flags, dumped) = bytes.split_first().ok_or_else(|| bad(dump::DumpError::Format))?;
     let mut value = dump::decode_value(dumped).map_err(bad)?;
     if flags & EXPANDED != 0 {
         match &mut value {
-            super::Value::Hash(h) => h.expand_encoding(),
-            super::Value::Set(s) => s.expand_encoding(),
-            super::Value::ZSet(z) => z.expand_encoding(),
+            crate::store::Value::Hash(h) => h.expand_encoding(),
+            crate::store::Value::Set(s) => s.expand_encoding(),
+            crate::store::Value::ZSet(z) => z.expand_encoding(),
             _ => {}
         }
     }
@@ -306,16 +200,8 @@ thread_local! {
     static ENCODE_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// What a cold key's check found.
-pub(super) enum ColdState {
-    /// Promoted (or not cold any more): the command may run.
-    Ready,
-    /// Being read: wait for this.
-    Wait(Arc<ColdRead>),
-}
-
 /// The read of `loc` for a key, as the key's commands share it.
-pub(super) enum SharedRead {
+pub(in crate::store) enum SharedRead {
     /// Under way: wait for it.
     Pending(Arc<ColdRead>),
     /// Over: its result, taken by this command.
@@ -327,7 +213,12 @@ pub(super) enum SharedRead {
 
 impl Partition {
     /// The read of `loc` the key `id` has under way or done, if any.
-    pub(super) fn shared_read(&mut self, ks: &Keyspace, id: &super::partition::DbKey, loc: ColdLoc) -> SharedRead {
+    pub(in crate::store) fn shared_read(
+        &mut self,
+        ks: &Keyspace,
+        id: &crate::store::partition::DbKey,
+        loc: ColdLoc,
+    ) -> SharedRead {
         let Some(read) = self.cold_reads.get(id).cloned() else { return SharedRead::Absent };
         if read.loc == loc && !read.finished() {
             ks.cold_stats.shared_reads.fetch_add(1, Relaxed);
@@ -342,10 +233,10 @@ impl Partition {
 
     /// The result of a finished read of `loc` for `id`, or a read made now
     /// (the synchronous path: keys a command did not declare).
-    pub(super) fn read_now(
+    pub(in crate::store) fn read_now(
         &mut self,
         ks: &Keyspace,
-        id: &super::partition::DbKey,
+        id: &crate::store::partition::DbKey,
         loc: ColdLoc,
     ) -> io::Result<ColdRecord> {
         let shared = self.cold_reads.remove(id).filter(|r| r.loc == loc && r.finished());
@@ -360,7 +251,13 @@ impl Partition {
 
     /// Makes a cold key ready, or starts (or joins) its read. Partition
     /// locked; `slot` holds a live entry of `db`.
-    pub(super) fn cold_check(&mut self, ks: &Keyspace, db: usize, slot: u32, stats: &StoreStats) -> ColdState {
+    pub(in crate::store) fn cold_check(
+        &mut self,
+        ks: &Keyspace,
+        db: usize,
+        slot: u32,
+        stats: &StoreStats,
+    ) -> ColdState {
         let Some(loc) = self.dbs[db].entry(slot).cold_loc() else { return ColdState::Ready };
         let key: Box<[u8]> = self.dbs[db].entry(slot).key().into();
         let id = (db as u8, key);
@@ -380,10 +277,10 @@ impl Partition {
 
     /// Starts the read of the record at `loc` for the key `id`, which the
     /// key's commands share until one of them takes the result.
-    pub(super) fn start_cold_read(
+    pub(in crate::store) fn start_cold_read(
         &mut self,
         ks: &Keyspace,
-        id: super::partition::DbKey,
+        id: crate::store::partition::DbKey,
         loc: ColdLoc,
     ) -> Option<Arc<ColdRead>> {
         let tier = ks.cold()?;
@@ -409,7 +306,7 @@ impl Partition {
 
     /// Reads a cold key now, waiting (keys a command did not declare).
     /// Returns false when the key was lost to a read error.
-    pub(super) fn cold_load_now(&mut self, ks: &Keyspace, db: usize, slot: u32, stats: &StoreStats) -> bool {
+    pub(in crate::store) fn cold_load_now(&mut self, ks: &Keyspace, db: usize, slot: u32, stats: &StoreStats) -> bool {
         let Some(loc) = self.dbs[db].entry(slot).cold_loc() else { return true };
         let key: Box<[u8]> = self.dbs[db].entry(slot).key().into();
         let result = self.read_now(ks, &(db as u8, key), loc);
@@ -460,12 +357,12 @@ impl Partition {
 
     /// Forgets the disk copy of a cold entry about to be overwritten: it
     /// becomes an empty string in RAM, back in the policy's queues.
-    pub(super) fn discard_cold(&mut self, ks: &Keyspace, db: usize, slot: u32) {
+    pub(in crate::store) fn discard_cold(&mut self, ks: &Keyspace, db: usize, slot: u32) {
         let Some(loc) = self.dbs[db].entry(slot).cold_loc() else { return };
         let clock = ks.policy_clock();
         let d = &mut self.dbs[db];
         let before = d.entry(slot).mem() as i64;
-        d.entry_mut(slot).warm_up(super::Value::Str(Vec::new()));
+        d.entry_mut(slot).warm_up(crate::store::Value::Str(Vec::new()));
         d.relink(slot, &clock);
         let after = d.entry(slot).mem() as i64;
         self.account(ks, after - before);
@@ -482,76 +379,9 @@ impl Partition {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
+    use super::super::test_tier::{HeldTier, access, demote, value};
     use super::*;
-    use crate::store::{KeyAccess, Locked, ValueRef};
-    use smallvec::SmallVec;
-
-    type Done = Box<dyn FnOnce(io::Result<ColdRecord>) + Send>;
-
-    /// A disk tier in RAM whose reads complete when the test says so.
-    #[derive(Default)]
-    pub(in crate::store) struct HeldTier {
-        pub records: Mutex<Vec<ColdRecord>>,
-        pub reads: Mutex<Vec<(ColdLoc, Done)>>,
-        pub forgotten: Mutex<Vec<ColdLoc>>,
-    }
-
-    impl HeldTier {
-        pub fn complete_all(&self) {
-            let reads: Vec<_> = self.reads.lock().drain(..).collect();
-            for (loc, done) in reads {
-                done(Ok(self.records.lock()[loc.offset as usize].clone()));
-            }
-        }
-    }
-
-    impl ColdTier for HeldTier {
-        fn demote(&self, _: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
-            let mut r = self.records.lock();
-            r.push(ColdRecord { key: key.to_vec(), value: encoded.to_vec(), expire_at });
-            Some((0, r.len() as u32 - 1, encoded.len() as u32 + 1))
-        }
-        fn read(&self, loc: ColdLoc, done: Done) {
-            self.reads.lock().push((loc, done));
-        }
-        fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord> {
-            Ok(self.records.lock()[loc.offset as usize].clone())
-        }
-        fn forget(&self, loc: ColdLoc) {
-            self.forgotten.lock().push(loc);
-        }
-        fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8], u64)) {
-            let records = self.records.lock().clone();
-            for (i, r) in records.iter().enumerate() {
-                let loc =
-                    ColdLoc { segment: 0, offset: i as u32, len: r.value.len() as u32 + 1, kind: ValueKind::Other };
-                visit(loc, &r.key, r.expire_at);
-            }
-        }
-    }
-
-    pub(in crate::store) fn access<'a>(ks: &'a Keyspace, stats: &'a StoreStats, key: &[u8]) -> KeyAccess<'a> {
-        let mut parts: SmallVec<[u32; 8]> = smallvec::smallvec![ks.partition_of_key(key)];
-        let locked: Locked<'a> = ks.lock_set(&mut parts);
-        KeyAccess { ks, locked, db: 0, now_ms: 1, touch: true, stats }
-    }
-
-    pub(in crate::store) fn demote(ks: &Keyspace, key: &[u8]) {
-        let mut part = ks.lock(ks.partition_of_key(key));
-        let slot = part.dbs[0].find(super::super::hash_bytes(key), key).unwrap();
-        assert!(ks.try_demote(&mut part, 0, slot).is_some());
-        assert!(part.dbs[0].entry(slot).is_cold());
-    }
-
-    pub(in crate::store) fn value(ks: &Keyspace, stats: &StoreStats, key: &[u8]) -> Vec<u8> {
-        let mut a = access(ks, stats, key);
-        let e = a.get(key).unwrap();
-        match e.value() {
-            ValueRef::Str(s) => s.to_vec(),
-            _ => panic!("not a string"),
-        }
-    }
 
     #[test]
     fn a_read_finishing_after_a_write_never_brings_back_the_old_value() {

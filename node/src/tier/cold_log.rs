@@ -1,4 +1,4 @@
-//! The cold tier: values demoted from RAM at `maxmemory` live in a segment
+//! The cold log: values demoted from RAM at `maxmemory` live in a segment
 //! log of their own under `<dir>/cold`, within `--max-disk`.
 //!
 //! - A cache, not a promise: it starts empty (files a previous run left are

@@ -13,9 +13,9 @@
 //! by every command that needs the same partition and database meanwhile;
 //! one whose command went away is dropped by the next recall.
 
-use super::cold::{ColdRecord, ColdTier};
-use super::entry::ColdLoc;
+use super::disk::{ColdRecord, ColdTier};
 use super::pending::PendingRead;
+use crate::store::entry::ColdLoc;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::io;
@@ -29,19 +29,19 @@ const DEPTH: usize = 64;
 
 /// Forgotten keys of one database below which `recall_all` just reads them
 /// (a few ms at most): a batch is for the thousands.
-pub(super) const BATCH_MIN: usize = 64;
+pub(in crate::store) const BATCH_MIN: usize = 64;
 
 /// Bytes all batches may hold (keys read, waiting to be recalled): past it
 /// a SCAN reads under the lock, as before. Batches whose command went away
 /// hold theirs until the next recall of their partition; this bounds what
 /// clients that start many and leave can pin.
-pub(super) const HELD_MAX: u64 = 16 << 20;
+pub(in crate::store) const HELD_MAX: u64 = 16 << 20;
 
 /// What one key read holds in a batch, beyond the key's bytes.
 const PER_KEY: u64 = 96;
 
 pub struct RecallBatch {
-    pub(super) db: usize,
+    pub(in crate::store) db: usize,
     tier: Arc<dyn ColdTier>,
     /// In address order.
     locs: Vec<ColdLoc>,
@@ -69,7 +69,7 @@ struct State {
 
 impl RecallBatch {
     /// Starts reading the records at `locs` of database `db`.
-    pub(super) fn start(
+    pub(in crate::store) fn start(
         tier: Arc<dyn ColdTier>,
         held: Arc<AtomicU64>,
         db: usize,
@@ -89,12 +89,12 @@ impl RecallBatch {
         batch
     }
 
-    pub(super) fn finished(&self) -> bool {
+    pub(in crate::store) fn finished(&self) -> bool {
         self.over.load(Ordering::Acquire)
     }
 
     /// The future a command waits on.
-    pub(super) fn wait(self: &Arc<Self>) -> PendingRead {
+    pub(in crate::store) fn wait(self: &Arc<Self>) -> PendingRead {
         let batch = self.clone();
         Box::pin(async move {
             loop {
@@ -108,7 +108,7 @@ impl RecallBatch {
     }
 
     /// The records read, by (segment, offset); call once finished.
-    pub(super) fn take_records(&self) -> HashMap<(u32, u32), io::Result<ColdRecord>> {
+    pub(in crate::store) fn take_records(&self) -> HashMap<(u32, u32), io::Result<ColdRecord>> {
         let mut st = self.state.lock();
         self.held.fetch_sub(std::mem::take(&mut st.holds), Ordering::Relaxed);
         std::mem::take(&mut st.records)
@@ -170,7 +170,7 @@ impl Drop for RecallBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::cold::tests::HeldTier;
+    use crate::store::cold::test_tier::HeldTier;
     use crate::store::entry::ValueKind;
 
     fn tier_of(n: usize) -> (Arc<HeldTier>, Vec<ColdLoc>) {

@@ -5,13 +5,13 @@
 //! and need not know about it.
 //!
 //! What makes a key wait: a value that is on disk only, read once for all
-//! waiters (`cold.rs`), or a test hook, `KeyAccess::delay_next_access`
+//! waiters (`values.rs`), or a test hook, `KeyAccess::delay_next_access`
 //! (`DEBUG PENDING-DELAY`): the key's next command waits the given time,
 //! once, as a first read of a cold value would.
 
-use super::cold::{ColdRead, ColdState};
-use super::{KeyAccess, Keyspace};
+use super::disk::{ColdRead, ColdState};
 use crate::base::hash::hash_bytes;
+use crate::store::{KeyAccess, Keyspace};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

@@ -23,7 +23,7 @@
 //! Deletion shifts the following run back (no tombstones). A key whose
 //! record or deadline a slot cannot hold stays in the slab.
 
-use super::entry::{ColdLoc, ValueKind};
+use crate::store::entry::{ColdLoc, ValueKind};
 
 /// The longest record a slot can address (the disk tier's segments are
 /// at most 8 MiB).

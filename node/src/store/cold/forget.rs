@@ -32,17 +32,18 @@
 //!   settles like any removed key, with the key from its record where one
 //!   is needed.
 
-use super::Keyspace;
-use super::cold::{ColdRecord, ColdState, SharedRead, decode};
-use super::entry::Entry;
-use super::journal::ChangeKind;
+use super::disk::{ColdRecord, ColdState};
 use super::keyless::{Forgotten, deadline_of, hash32};
-use super::partition::Partition;
 use super::pending::PendingRead;
 use super::recall::{BATCH_MIN, HELD_MAX, RecallBatch};
+use super::values::{SharedRead, decode};
 use crate::base::hash::hash_bytes;
 use crate::base::slot::key_slot;
 use crate::policy::EntryState;
+use crate::store::Keyspace;
+use crate::store::entry::Entry;
+use crate::store::journal::ChangeKind;
+use crate::store::partition::Partition;
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -60,7 +61,7 @@ impl Keyspace {
     }
 
     /// Whether keys may be forgotten now.
-    pub(super) fn may_forget(&self) -> bool {
+    pub(in crate::store) fn may_forget(&self) -> bool {
         self.walks.load(Relaxed) == 0
     }
 
@@ -68,7 +69,7 @@ impl Keyspace {
     /// pass with no partition lock taken: (address, key) of each record
     /// whose deadline has not passed by `now`. Which are live forgotten keys
     /// of a database is for `Partition::is_forgotten_at` to say.
-    pub fn forgotten_key_candidates(&self, now: u64) -> Vec<(super::entry::ColdLoc, Vec<u8>)> {
+    pub fn forgotten_key_candidates(&self, now: u64) -> Vec<(crate::store::entry::ColdLoc, Vec<u8>)> {
         let mut out = Vec::new();
         if self.cold_stats.forgotten.load(Relaxed) == 0 {
             return out;
@@ -95,7 +96,7 @@ impl Partition {
     /// Forgets the key of the cold entry in `slot`: its index moves to the
     /// database's keyless table. Returns the RAM bytes freed; None when the
     /// entry cannot be forgotten (warm, a TTL, the tables' limit reached).
-    pub(super) fn forget_key(&mut self, ks: &Keyspace, db: usize, slot: u32) -> Option<usize> {
+    pub(in crate::store) fn forget_key(&mut self, ks: &Keyspace, db: usize, slot: u32) -> Option<usize> {
         let e = self.dbs[db].entry(slot);
         let loc = e.cold_loc()?;
         let deadline = deadline_of(e.expire_at())?;
@@ -123,7 +124,7 @@ impl Partition {
     /// Resolves every candidate for `key` now, reading their records
     /// (keys a command did not declare, blind writes). True when any was
     /// found: the key may be in the slab now.
-    pub(super) fn recall_now(&mut self, ks: &Keyspace, db: usize, key: &[u8], hash: u64, now: u64) -> bool {
+    pub(in crate::store) fn recall_now(&mut self, ks: &Keyspace, db: usize, key: &[u8], hash: u64, now: u64) -> bool {
         let h = hash32(hash);
         let mut any = false;
         while let Some(pos) = self.dbs[db].forgotten.first_candidate(h) {
@@ -142,7 +143,14 @@ impl Partition {
     /// The pending path's check of a key missing from the slab: Ready when
     /// no forgotten key may be it (any candidates resolved already), or the
     /// read to wait for. Partition locked.
-    pub(super) fn forgotten_check(&mut self, ks: &Keyspace, db: usize, key: &[u8], hash: u64, now: u64) -> ColdState {
+    pub(in crate::store) fn forgotten_check(
+        &mut self,
+        ks: &Keyspace,
+        db: usize,
+        key: &[u8],
+        hash: u64,
+        now: u64,
+    ) -> ColdState {
         let h = hash32(hash);
         loop {
             let Some(pos) = self.dbs[db].forgotten.first_candidate(h) else { return ColdState::Ready };
@@ -236,7 +244,7 @@ impl Partition {
     /// Removes the forgotten key `f`, which has certainly expired. Its
     /// record is read for the key only when the key must be named (the
     /// `expired` event, client tracking).
-    pub(super) fn expire_forgotten(&mut self, ks: &Keyspace, db: usize, f: Forgotten) {
+    pub(in crate::store) fn expire_forgotten(&mut self, ks: &Keyspace, db: usize, f: Forgotten) {
         let t = &mut self.dbs[db].forgotten;
         let Some(pos) = t.find_loc(f.hash, f.loc.segment, f.loc.offset) else { return };
         let keyless = t.bytes() as i64;
@@ -276,7 +284,7 @@ impl Partition {
     /// disk only). Returns the values demoted.
     pub fn demote_all(&mut self, ks: &Keyspace) -> usize {
         let mut n = 0;
-        for db in 0..super::NUM_DBS {
+        for db in 0..crate::store::NUM_DBS {
             let slots: Vec<u32> = self.dbs[db].table.iter().map(|(slot, _)| slot).collect();
             for slot in slots {
                 if ks.try_demote(self, db, slot).is_some() {
@@ -369,7 +377,7 @@ impl Partition {
     /// `key` at `from`: Some(true) when the slot follows it to `move_to`'s
     /// address, Some(false) when the key was evicted, None when no
     /// forgotten key of any database has that record.
-    pub(super) fn relocate_forgotten(
+    pub(in crate::store) fn relocate_forgotten(
         &mut self,
         ks: &Keyspace,
         db: usize,
@@ -379,11 +387,11 @@ impl Partition {
     ) -> Option<bool> {
         let h = hash32(hash_bytes(key));
         let (db, pos) = std::iter::once(db)
-            .chain(0..super::NUM_DBS)
-            .filter(|&d| d < super::NUM_DBS)
+            .chain(0..crate::store::NUM_DBS)
+            .filter(|&d| d < crate::store::NUM_DBS)
             .find_map(|d| self.dbs[d].forgotten.find_loc(h, from.0, from.1).map(|p| (d, p)))?;
         if let Some((segment, offset, len)) = move_to() {
-            let loc = super::entry::ColdLoc { segment, offset, len, ..self.dbs[db].forgotten.get(pos).loc };
+            let loc = crate::store::entry::ColdLoc { segment, offset, len, ..self.dbs[db].forgotten.get(pos).loc };
             if self.dbs[db].forgotten.set_loc(pos, loc) {
                 return Some(true);
             }
@@ -413,7 +421,7 @@ impl Partition {
     /// compaction rewrites them), values in `store::dump`'s encoding.
     pub fn forgotten_records(&self, ks: &Keyspace, db: usize) -> Vec<io::Result<ColdRecord>> {
         let read = |f: Forgotten| {
-            ks.read_record(f.loc).map(|r| ColdRecord { value: super::cold::dump_bytes(&r.value).to_vec(), ..r })
+            ks.read_record(f.loc).map(|r| ColdRecord { value: super::values::dump_bytes(&r.value).to_vec(), ..r })
         };
         self.dbs[db].forgotten.iter().map(|(_, f)| read(f)).collect()
     }
@@ -421,7 +429,7 @@ impl Partition {
     /// Empties database `db`'s keyless table (FLUSHDB): the keys removed,
     /// their table's bytes; watchers of keys that may have been among them
     /// are told.
-    pub(super) fn clear_forgotten(&mut self, ks: &Keyspace, db: usize) -> (usize, i64) {
+    pub(in crate::store) fn clear_forgotten(&mut self, ks: &Keyspace, db: usize) -> (usize, i64) {
         let bytes = self.dbs[db].forgotten.bytes() as i64;
         let all = self.dbs[db].forgotten.take_all();
         for f in &all {
@@ -443,7 +451,7 @@ impl Partition {
     }
 
     /// Whether `key` is a forgotten key of `db` whose record is at `loc`.
-    pub fn is_forgotten_at(&self, db: usize, key: &[u8], loc: super::entry::ColdLoc) -> bool {
+    pub fn is_forgotten_at(&self, db: usize, key: &[u8], loc: crate::store::entry::ColdLoc) -> bool {
         self.dbs[db].forgotten.find_loc(hash32(hash_bytes(key)), loc.segment, loc.offset).is_some()
     }
 }
@@ -458,9 +466,9 @@ fn add_signed(counter: &std::sync::atomic::AtomicU64, delta: i64) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::cold::tests::{HeldTier, access, demote, value};
-    use super::super::entry::ColdLoc;
+    use super::super::test_tier::{HeldTier, access, demote, value};
     use super::*;
+    use crate::store::entry::ColdLoc;
     use crate::store::{KeyAccess, StoreStats};
     use std::sync::Arc;
 

@@ -1,0 +1,126 @@
+//! The disk tier as the keyspace sees it: the [`ColdTier`] trait the tier
+//! layer implements (`tier::cold_log`), a record read back, the counters
+//! the keyspace keeps of it, and one read of a cold value shared by every
+//! command waiting for it (what the pending path awaits).
+
+use crate::store::entry::ColdLoc;
+use parking_lot::Mutex;
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use tokio::sync::Notify;
+
+/// The disk tier, as the keyspace uses it.
+pub trait ColdTier: Send + Sync {
+    /// Writes a value about to leave RAM (`encoded`: `values::encode`, flags
+    /// then the DUMP encoding);
+    /// None when the tier cannot take it now (full, failing): the key is
+    /// then evicted instead.
+    fn demote(&self, db: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)>;
+    /// Reads a record back; `done` runs on an I/O thread with its key and
+    /// encoded value.
+    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>);
+    /// [`Self::read`], waiting (the synchronous fallback).
+    fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord>;
+    /// The records at `locs`, waiting, in the order of `locs`: many keys
+    /// at once (a SCAN brings a partition's keys back). A tier on a device
+    /// that serves many reads at once overrides this one-by-one default.
+    fn read_all(&self, locs: &[ColdLoc]) -> Vec<io::Result<ColdRecord>> {
+        locs.iter().map(|&loc| self.read_blocking(loc)).collect()
+    }
+    /// Every record on disk now, oldest segment first, with its address,
+    /// key and deadline (KEYS lists keys on disk only this way: sequential
+    /// reads).
+    fn scan_records(&self, visit: &mut dyn FnMut(ColdLoc, &[u8], u64));
+    /// The record at `loc` is no longer any key's value (promoted,
+    /// overwritten, deleted): its bytes are dead for the cleaner.
+    fn forget(&self, loc: ColdLoc);
+    /// Whether a value used once or never since it was written
+    /// ([`crate::policy::Hits`]) is worth a disk write now; false while the
+    /// tier is full of live data and its admission setting says so: such a
+    /// value is evicted instead of demoted.
+    fn admits_rarely_used(&self) -> bool {
+        true
+    }
+    /// A value was evicted instead of demoted by that rule (counted).
+    fn not_admitted(&self) {}
+}
+
+/// A record read back: the key it was written for (checked against the
+/// key a command looks for) and the value in `store::dump`'s encoding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColdRecord {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    /// The key's deadline when the record was written (unix ms, 0: none).
+    pub expire_at: u64,
+}
+
+/// Counters of the tier as the keyspace sees it (INFO, metrics).
+#[derive(Default)]
+pub struct ColdStats {
+    /// Keys whose value is on disk only, now (forgotten ones included).
+    pub keys: AtomicU64,
+    /// Of those, keys whose key is on disk only too (`forget.rs`), and the
+    /// bytes of the tables that index them.
+    pub forgotten: AtomicU64,
+    pub forgotten_bytes: AtomicU64,
+    /// Keys forgotten, and forgotten keys brought back to the index by a
+    /// read of their record (a lookup, SCAN/KEYS, a hash-bits match that
+    /// was another key).
+    pub forgets: AtomicU64,
+    pub recalls: AtomicU64,
+    /// Values demoted, and the RAM bytes that freed.
+    pub demoted: AtomicU64,
+    pub demoted_bytes: AtomicU64,
+    /// Values read back into RAM.
+    pub promoted: AtomicU64,
+    /// Disk reads started for waiting commands, and reads a later waiter
+    /// joined instead of starting its own.
+    pub reads: AtomicU64,
+    pub shared_reads: AtomicU64,
+    /// Synchronous reads (keys a command did not declare).
+    pub sync_reads: AtomicU64,
+    /// Records of forgotten keys read in batches for SCAN (`recall.rs`).
+    pub batch_reads: AtomicU64,
+    /// Reads that failed or returned an undecodable value: the key is lost
+    /// (deleted), as if evicted, and logged.
+    pub read_errors: AtomicU64,
+    /// Cold entries evicted (index and all) because RAM held little else.
+    pub evicted_cold: AtomicU64,
+}
+
+/// One read of a cold value, shared by every command waiting for it.
+pub struct ColdRead {
+    pub(super) loc: ColdLoc,
+    /// The bytes read, until the first command to run again promotes them.
+    pub(super) result: Mutex<Option<io::Result<ColdRecord>>>,
+    /// Set once the read is over (the result may be taken since).
+    pub(super) over: std::sync::atomic::AtomicBool,
+    pub(super) done: Notify,
+}
+
+impl ColdRead {
+    pub(super) fn finished(&self) -> bool {
+        self.over.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits until the read is over.
+    pub async fn wait(self: Arc<Self>) {
+        loop {
+            let notified = self.done.notified();
+            if self.finished() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// What a cold key's check found.
+pub(in crate::store) enum ColdState {
+    /// Promoted (or not cold any more): the command may run.
+    Ready,
+    /// Being read: wait for this.
+    Wait(Arc<ColdRead>),
+}
