@@ -8,35 +8,10 @@
 //! Redis that write would fail with OOM.
 
 use super::lfu::SplitMix;
-use super::trace::Request;
+use super::trace::{IdMap, Request};
 use super::{AnyPolicy, Clock, Entries, EntryState, NONE, Policy, PolicyKind};
 use std::collections::hash_map::Entry as MapEntry;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// Hasher for object ids: one multiply-xorshift round (SipHash would cost
-/// more than the policies themselves on multi-million-request traces).
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        let z = (self.0 ^ (self.0 >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-        z ^ (z >> 32)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01B3);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-pub type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+use std::collections::{BTreeSet, BinaryHeap};
 
 struct Slot {
     id: u64,
