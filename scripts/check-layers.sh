@@ -48,9 +48,10 @@ while IFS= read -r file; do
     fi
   done < <(sed -E 's://.*$::' "$file" | grep -noE 'crate::[a-z_]+' | sed -E 's/crate:://' | sort -u -t: -k2,2 || true)
 done < <(find . -name '*.rs' -printf '%P\n' | sort)
-# Data commands get a narrow context: their keys, their client and the
-# configuration (`ctx.config()`), never the node's shared state or the server.
-for file in commands/{strings,keys,lists,hashes,sets,zsets,streams,typed}.rs; do
+# Data commands (every file of commands/data/) get a narrow context: their
+# keys, their client and the configuration (`ctx.config()`), never the node's
+# shared state or the server.
+for file in commands/data/*.rs; do
   if hits=$(sed -E 's://.*$::' "$file" | grep -nE 'ctx\.(shared|server)\b'); then
     while IFS= read -r hit; do
       echo "check-layers: node/src/$file:${hit%%:*}: a data command reaches past its narrow context (use ctx.keys, ctx.client, ctx.config())" >&2

@@ -5,10 +5,10 @@
 
 use super::typed::read_value;
 use super::zsets::zadd;
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::eq_ic;
 use crate::base::geohash::{self, Search, Shape};
 use crate::base::strtod::parse_score;
+use crate::commands::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::Value;

@@ -8,8 +8,8 @@
 //! Redis's reverse-binary cursor: a key present for the whole iteration is
 //! returned exactly once, however the keyspace grows or shrinks meanwhile.
 
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::{eq_ic, glob_match};
+use crate::commands::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::{Changed, Entry, KeyAccess, NUM_DBS, ValueRef, fast_rand};

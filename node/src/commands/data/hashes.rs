@@ -8,9 +8,9 @@ use super::sets::{
     arg_random_count, parse_cursor, parse_scan_opts, random_item, reply_random_items, reply_scan, scan_step,
 };
 use super::typed::{read_value, remove_members, write_value_or_create};
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::long_double::LongDouble;
 use crate::base::{eq_ic, parse_i64};
+use crate::commands::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::hash::{Field, HashValue};

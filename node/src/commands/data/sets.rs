@@ -7,8 +7,8 @@
 //! with SRANDMEMBER: both collection types sit on a `SlabTable`.
 
 use super::typed::{read_value, remove_members, write_value, write_value_or_create};
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::{eq_ic, glob_match};
+use crate::commands::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::fast_rand;

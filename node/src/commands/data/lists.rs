@@ -9,10 +9,10 @@
 //! keys uses to hand them their element(s), in the order clients blocked.
 
 use super::typed::{write_value, write_value_or_create};
-use super::{
+use crate::base::{eq_ic, parse_i64};
+use crate::commands::{
     BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
 };
-use crate::base::{eq_ic, parse_i64};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::list::ListValue;

@@ -2,10 +2,10 @@
 //! `nosort` and `->field` hash lookups), LIMIT, GET, ASC/DESC, ALPHA and
 //! STORE — following Redis 7.0's sort.c, quirks included.
 
-use super::args::c_str;
-use super::{CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::eq_ic;
 use crate::base::strtod::parse_sort_weight;
+use crate::commands::args::c_str;
+use crate::commands::{CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::list::ListValue;

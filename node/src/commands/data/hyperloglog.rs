@@ -1,8 +1,8 @@
 //! Commands: HyperLogLog — PFADD, PFCOUNT, PFMERGE, PFDEBUG, PFSELFTEST —
 //! on strings in Redis's exact HLL format (see `store::hll`).
 
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, err, flags};
 use crate::base::eq_ic;
+use crate::commands::{CmdError, CmdResult, CommandDef, Ctx, Keys, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::hll::{self, Corrupt};

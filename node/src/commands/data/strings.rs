@@ -9,10 +9,10 @@
 //! and a path that fails or turns out not to write leaves the key
 //! unmodified for WATCH and the journal.
 
-use super::args::c_str;
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::long_double::LongDouble;
 use crate::base::{eq_ic, parse_i64};
+use crate::commands::args::c_str;
+use crate::commands::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::{Changed, Value, ValueRef};

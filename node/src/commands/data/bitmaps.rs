@@ -2,10 +2,10 @@
 //! BITOP, BITFIELD and BITFIELD_RO. A bitmap is a string (`Value::Str`);
 //! bit 0 is the most significant bit of the first byte, as in Redis.
 
-use super::args::c_str;
 use super::strings::{max_string_len, string_bytes};
-use super::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::{eq_ic, parse_i64};
+use crate::commands::args::c_str;
+use crate::commands::{CmdError, CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::{Changed, Value};

@@ -2,8 +2,8 @@
 //! `store::dump`). RESTORE's IDLETIME and FREQ are validated as Redis does
 //! and otherwise ignored: the eviction policy starts the key fresh.
 
-use super::{CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::base::eq_ic;
+use crate::commands::{CmdResult, CommandDef, Ctx, Keys, arg_i64, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::dump::{self, DumpError};

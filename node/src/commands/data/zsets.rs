@@ -4,11 +4,11 @@
 //! 7.0's replies, errors and argument quirks.
 
 use super::typed::{read_value, write_value, write_value_or_create};
-use super::{
-    BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
-};
 use crate::base::strtod::{parse_c_double, parse_score};
 use crate::base::{eq_ic, glob_match, parse_i64};
+use crate::commands::{
+    BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, arg_i64, err, flags, parse_block_timeout,
+};
 use crate::config::keyspace_events as ev;
 use crate::protocol::{Reply, format_double};
 use crate::store::set::SetValue;

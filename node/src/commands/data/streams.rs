@@ -8,10 +8,10 @@
 //! replaced, and serves itself when the stream has entries past its ID, or
 //! answers a group reader with an error when its key or group went away.
 
-use super::args::{help, lossy};
 use super::typed::{TypedValue, read_value, write_value, write_value_or_create};
-use super::{BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, err, flags};
 use crate::base::{eq_ic, parse_i64};
+use crate::commands::args::{help, lossy};
+use crate::commands::{BlockedOp, CmdError, CmdResult, CommandDef, Ctx, Keys, Readiness, err, flags};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::stream::{ENTRIES_READ_INVALID, Group, StreamId, StreamValue, Trim};
@@ -863,7 +863,7 @@ fn parse_entries_read(arg: &[u8]) -> Result<i64, CmdError> {
 }
 
 fn xgroup(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let sub = super::args::subcommand("xgroup", XGROUP_SUBS, args)?;
+    let sub = crate::commands::args::subcommand("xgroup", XGROUP_SUBS, args)?;
     if sub == "help" {
         help(out, XGROUP_HELP);
         return Ok(());
@@ -1294,7 +1294,7 @@ fn xautoclaim(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 // ---- XINFO ------------------------------------------------------------------
 
 fn xinfo(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let sub = super::args::subcommand("xinfo", XINFO_SUBS, args)?;
+    let sub = crate::commands::args::subcommand("xinfo", XINFO_SUBS, args)?;
     if sub == "help" {
         help(out, XINFO_HELP);
         return Ok(());

@@ -1,7 +1,7 @@
 //! Typed access to a key's value: the check every collection family makes
 //! before it reads or writes — the value of its own type, or WRONGTYPE.
 
-use super::{CmdError, CmdResult, Ctx, err};
+use crate::commands::{CmdError, CmdResult, Ctx, err};
 use crate::config::keyspace_events as ev;
 use crate::protocol::Reply;
 use crate::store::hash::HashValue;
