@@ -262,10 +262,16 @@ impl ColdLog {
             *kicked = false;
         }
         let staged = self.unflushed.load(Relaxed);
-        if self.log.appended_seq() > self.log.durable_seq() {
-            if let Err(e) = self.log.flush_staged() {
-                tracing::error!("cold tier: write failed: {e}; values at the limit are evicted from now on");
-            }
+        if self.log.appended_seq() > self.log.durable_seq()
+            && let Err(e) = self.log.flush_staged()
+        {
+            tracing::error!("cold tier: write failed: {e}; values at the limit are evicted from now on");
+        }
+        // What `staged` counted is written now: by this flush, or by one
+        // another path made since it was counted (the cleaner's own). Left
+        // counted, it would hold every later demotion back once appends stop
+        // (`wait_for_room`), and the tier would evict instead for good.
+        if staged > 0 {
             let _ = self.unflushed.fetch_update(Relaxed, Relaxed, |u| Some(u.saturating_sub(staged)));
             let _guard = self.flushed.0.lock().unwrap();
             self.flushed.1.notify_all();
@@ -601,6 +607,26 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+
+    /// Bytes another path wrote out (the cleaner flushes what it moved)
+    /// leave the count of what waits to be written at the flusher's next
+    /// step, so demotions are not held back for good once appends stop.
+    #[test]
+    fn bytes_another_flush_wrote_leave_the_unflushed_count() {
+        let rig = Rig::new("unflushed");
+        let value = vec![7u8; 1000];
+        for i in 0..1100 {
+            if i % 256 == 0 {
+                rig.log.log.ensure_spare().unwrap();
+            }
+            rig.log.append(0, format!("k{i}").as_bytes(), 0, &value, 0).unwrap();
+        }
+        assert!(rig.log.unflushed.load(Relaxed) > MAX_UNFLUSHED, "the test stages more than the bound");
+        rig.log.log.flush_staged().unwrap();
+        rig.log.flush_step(Duration::ZERO);
+        assert_eq!(rig.log.unflushed.load(Relaxed), 0);
+        assert!(rig.log.wait_for_room(), "a demotion is held back by bytes already written");
     }
 
     #[test]
