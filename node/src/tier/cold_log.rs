@@ -30,11 +30,12 @@ use crate::metrics::IoHistogram;
 use crate::store::entry::{ColdLoc, ValueKind};
 use crate::store::{ColdRecord, ColdTier, Keyspace};
 use crate::sys::file::BufferGauge;
+use parking_lot::{Condvar, Mutex};
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
-use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Segments kept free for the cleaner's moves and the appends between two
@@ -205,7 +206,7 @@ impl ColdLog {
 
     fn wake(&self) {
         let (m, cv) = &self.kick;
-        *m.lock().unwrap() = true;
+        *m.lock() = true;
         cv.notify_one();
     }
 
@@ -255,9 +256,9 @@ impl ColdLog {
     pub fn flush_step(&self, idle: Duration) {
         {
             let (m, cv) = &self.kick;
-            let mut kicked = m.lock().unwrap();
+            let mut kicked = m.lock();
             if !*kicked {
-                kicked = cv.wait_timeout(kicked, idle).unwrap().0;
+                cv.wait_for(&mut kicked, idle);
             }
             *kicked = false;
         }
@@ -273,7 +274,7 @@ impl ColdLog {
         // (`wait_for_room`), and the tier would evict instead for good.
         if staged > 0 {
             let _ = self.unflushed.fetch_update(Relaxed, Relaxed, |u| Some(u.saturating_sub(staged)));
-            let _guard = self.flushed.0.lock().unwrap();
+            let _guard = self.flushed.0.lock();
             self.flushed.1.notify_all();
         }
     }
@@ -285,13 +286,13 @@ impl ColdLog {
         }
         self.wake();
         let deadline = std::time::Instant::now() + FLUSH_WAIT;
-        let mut guard = self.flushed.0.lock().unwrap();
+        let mut guard = self.flushed.0.lock();
         while self.unflushed.load(Relaxed) > MAX_UNFLUSHED {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 return false;
             }
-            guard = self.flushed.1.wait_timeout(guard, left.min(Duration::from_millis(2))).unwrap().0;
+            self.flushed.1.wait_for(&mut guard, left.min(Duration::from_millis(2)));
         }
         true
     }
@@ -440,8 +441,8 @@ impl ColdTier for ColdLog {
                 Ok(a) => return Some((a.segment, a.offset, a.len)),
                 Err(e) if e.kind() == io::ErrorKind::StorageFull && std::time::Instant::now() < deadline => {
                     self.wake();
-                    let guard = self.flushed.0.lock().unwrap();
-                    let _ = self.flushed.1.wait_timeout(guard, Duration::from_millis(2)).unwrap();
+                    let mut guard = self.flushed.0.lock();
+                    self.flushed.1.wait_for(&mut guard, Duration::from_millis(2));
                 }
                 Err(_) => {
                     self.stats.refused.fetch_add(1, Relaxed);
