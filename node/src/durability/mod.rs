@@ -199,8 +199,8 @@ struct Shared {
     /// The I/O thread waits on `wake` (set and read under `state`): a
     /// notification is a system call, made only when someone sleeps.
     sleeping: std::sync::atomic::AtomicBool,
-    /// STRATA_TEST_FLUSH_DELAY_MS: each flush first sleeps this long (a
-    /// slow disk for the real-binary back-pressure tests).
+    /// Test hook ([`hooks::flush_delay`]; zero in a release build): each
+    /// flush first sleeps this long (a slow disk).
     test_flush_delay: Duration,
 }
 
@@ -232,10 +232,7 @@ impl GroupCommit {
             },
             spare_wanted: std::sync::atomic::AtomicBool::new(false),
             sleeping: std::sync::atomic::AtomicBool::new(false),
-            test_flush_delay: std::env::var("STRATA_TEST_FLUSH_DELAY_MS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map_or(Duration::ZERO, Duration::from_millis),
+            test_flush_delay: hooks::flush_delay(),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name("strata-commit".to_string()).spawn(move || run(&s))?;
@@ -486,6 +483,7 @@ fn run(shared: &Shared) {
     }
 }
 
+mod hooks;
 pub mod persist;
 mod replay;
 #[cfg(test)]
