@@ -54,7 +54,9 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(config: Config, workers: usize) -> Self {
+    /// The node's state from its configuration; an error (for the caller
+    /// to report and exit on) when a part it needs cannot be opened.
+    pub fn new(config: Config, workers: usize) -> Result<Self, String> {
         let table = CommandTable::new();
         let acl = crate::session::acl::Acl::new(super::command_meta::acl_catalog(&table));
         // Before any table exists: the keyspace's tables allocate through the process's pool.
@@ -72,7 +74,7 @@ impl Node {
             p.set_partitions(ks.num_partitions());
         }
         let cold_buffers = Arc::<crate::sys::file::BufferGauge>::default();
-        let cold = (sc.max_disk > 0).then(|| {
+        let cold = if sc.max_disk > 0 {
             let dir = sc.dir.join("cold");
             let opened = crate::tier::cold::ColdLog::open(&dir, sc.max_disk, choice, cold_buffers.clone());
             match opened.map(|c| c.with_admission(config.runtime.tier_admission_frequent.clone())) {
@@ -80,15 +82,18 @@ impl Node {
                     tracing::info!(dir = %dir.display(), max_disk = sc.max_disk, engine = %c.engine, "cold tier open");
                     let c = Arc::new(c);
                     ks.set_cold(c.clone());
-                    c
+                    Some(c)
                 }
                 Err(e) => {
-                    tracing::error!(dir = %dir.display(), "cannot open the cold tier: {e}; check that dir is writable \
-                                    or start with --max-disk 0");
-                    std::process::exit(1);
+                    return Err(format!(
+                        "cannot open the cold tier in {}: {e}; check that dir is writable or start with --max-disk 0",
+                        dir.display()
+                    ));
                 }
             }
-        });
+        } else {
+            None
+        };
         // Resolved once here (and again by CONFIG SET): never looked up per eviction.
         let rt = &config.runtime;
         ks.set_policy(rt.policy());
@@ -102,7 +107,7 @@ impl Node {
         let pubsub = Arc::new(Hub::new(rt.obuf_limit_pubsub.clone(), workers.clone()));
         let notify_flags = rt.notify_keyspace_events.clone();
         ks.set_key_events(notify_flags.clone(), Arc::new(Notifier::new(pubsub.clone(), notify_flags)));
-        Node {
+        Ok(Node {
             ks,
             clients,
             tracking,
@@ -126,7 +131,7 @@ impl Node {
             latency: Default::default(),
             acl,
             config,
-        }
+        })
     }
 
     /// `used_memory`: keyspace + connection buffers + baseline.
