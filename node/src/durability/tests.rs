@@ -454,3 +454,32 @@ fn periodic_holds_writers_back_when_a_flush_is_slower_than_the_interval() {
     }
     assert!(held > 0, "a 120 ms fsync never held a writer back at a 10 ms interval");
 }
+
+/// Every test hook is read in durability/hooks.rs, where each has an inert
+/// twin without the `test-hooks` feature: a hook's variable read anywhere
+/// else in node/src would reach release binaries unnoticed.
+#[test]
+fn test_hooks_are_read_only_behind_the_feature() {
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    // Spelled in two pieces so that this file does not find itself.
+    let prefix = concat!("STRATA_", "TEST_");
+    let elsewhere: Vec<_> = files
+        .iter()
+        .filter(|f| !f.ends_with("durability/hooks.rs"))
+        .filter(|f| std::fs::read_to_string(f).unwrap().contains(prefix))
+        .collect();
+    assert!(files.len() > 50, "node/src not found: {}", src.display());
+    assert!(elsewhere.is_empty(), "{prefix}* outside durability/hooks.rs: {elsewhere:?}");
+}
