@@ -13,6 +13,12 @@ fn main() {
     };
     strata_node::config::logging::init(&config.runtime.loglevel.read().clone(), &config.startup.log_format);
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "strata-node starting");
-    let shared = strata_node::server::build_shared(config);
+    let shared = match strata_node::server::build_shared(config) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            std::process::exit(1);
+        }
+    };
     std::process::exit(strata_node::server::run(shared));
 }

@@ -8,24 +8,6 @@ mod support;
 
 use support::*;
 
-/// Deterministic pseudo-random numbers (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
-    }
-
-    /// Uniform in [lo, hi).
-    fn range(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (self.next() >> 11) as f64 / (1u64 << 53) as f64 * (hi - lo)
-    }
-}
-
 fn sicily(d: &mut Diff) {
     d.exact(&["GEOADD", "Sicily", "13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"]);
     d.exact(&["GEOADD", "Sicily", "12.758489", "38.788135", "edge1", "17.241510", "38.788135", "edge2"]);
@@ -209,14 +191,14 @@ fn store_forms() {
 #[test]
 fn random_points_and_searches() {
     let mut d = Diff::new();
-    let mut rng = Rng(2024);
+    let mut rng = Rng::new(2024);
     let mut add = vec!["GEOADD".to_string(), "pts".to_string()];
     for i in 0..600 {
         // Half clustered around (10, 45), half anywhere.
         let (lon, lat) = if i % 2 == 0 {
-            (rng.range(9.0, 11.0), rng.range(44.0, 46.0))
+            (rng.uniform(9.0, 11.0), rng.uniform(44.0, 46.0))
         } else {
-            (rng.range(-180.0, 180.0), rng.range(-85.0, 85.0))
+            (rng.uniform(-180.0, 180.0), rng.uniform(-85.0, 85.0))
         };
         add.push(format!("{lon:.6}"));
         add.push(format!("{lat:.6}"));
@@ -225,11 +207,11 @@ fn random_points_and_searches() {
     d.exact(&add);
     for i in 0..60 {
         let (lon, lat) = if i % 3 == 0 {
-            (format!("{:.5}", rng.range(9.0, 11.0)), format!("{:.5}", rng.range(44.0, 46.0)))
+            (format!("{:.5}", rng.uniform(9.0, 11.0)), format!("{:.5}", rng.uniform(44.0, 46.0)))
         } else {
-            (format!("{:.5}", rng.range(-180.0, 180.0)), format!("{:.5}", rng.range(-85.0, 85.0)))
+            (format!("{:.5}", rng.uniform(-180.0, 180.0)), format!("{:.5}", rng.uniform(-85.0, 85.0)))
         };
-        let radius = format!("{:.3}", [1.0, 20.0, 150.0, 900.0, 4000.0, 12000.0][i % 6] * rng.range(0.5, 1.5));
+        let radius = format!("{:.3}", [1.0, 20.0, 150.0, 900.0, 4000.0, 12000.0][i % 6] * rng.uniform(0.5, 1.5));
         d.exact(&["GEORADIUS", "pts", &lon, &lat, &radius, "km", "WITHDIST", "WITHCOORD", "WITHHASH", "ASC"]);
         d.exact(&["GEOSEARCH", "pts", "FROMLONLAT", &lon, &lat, "BYBOX", &radius, &radius, "km", "DESC", "WITHDIST"]);
         d.exact(&["GEOSEARCH", "pts", "FROMLONLAT", &lon, &lat, "BYRADIUS", &radius, "mi", "COUNT", "5"]);

@@ -7,19 +7,6 @@ mod support;
 
 use support::*;
 
-/// Deterministic pseudo-random numbers (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
-    }
-}
-
 fn pfadd_many(d: &mut Diff, key: &str, prefix: &str, n: usize, batch: usize) {
     let elems: Vec<String> = (0..n).map(|i| format!("{prefix}{i}")).collect();
     for chunk in elems.chunks(batch) {
@@ -137,7 +124,7 @@ fn sparse_limit_follows_config() {
 #[test]
 fn hll_strings_move_between_servers() {
     let mut d = Diff::new();
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     for (i, n) in [3usize, 200, 900, 20_000].into_iter().enumerate() {
         let key = format!("src{i}");
         let elems: Vec<String> = (0..n).map(|_| format!("e{}", rng.next() % 1_000_000)).collect();
@@ -191,7 +178,7 @@ fn corrupted_hll_strings() {
         dense[..dense.len() - 1].to_vec(),
         [dense.as_slice(), b"x"].concat(),
     ];
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     for _ in 0..40 {
         let mut v = sparse.clone();
         let flips = 1 + (rng.next() % 3) as usize;

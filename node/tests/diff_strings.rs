@@ -8,41 +8,6 @@ mod support;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::*;
 
-/// Deterministic xorshift, so a failing random case reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// An integer in [lo, hi].
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + self.below((hi - lo + 1) as u64) as i64
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-
-    fn digits(&mut self, n: u64) -> String {
-        (0..n).map(|_| char::from(b'0' + self.below(10) as u8)).collect()
-    }
-
-    /// 1 to `max` random decimal digits.
-    fn some_digits(&mut self, max: u64) -> String {
-        let n = 1 + self.below(max);
-        self.digits(n)
-    }
-}
-
 fn unix_secs() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_secs()
 }
@@ -526,7 +491,7 @@ fn incrbyfloat() {
 #[test]
 fn incrbyfloat_random() {
     let mut d = Diff::new();
-    let mut r = Rng(0x5eed_f10a7);
+    let mut r = Rng::new(0x5eed_f10a7);
     for i in 0..400 {
         let key = format!("f{}", i % 40);
         let incr = match r.below(9) {
@@ -626,7 +591,7 @@ fn append_strlen_getrange_setrange() {
 #[test]
 fn ranges_random() {
     let mut d = Diff::new();
-    let mut r = Rng(0x000a_11ce);
+    let mut r = Rng::new(0x000a_11ce);
     for i in 0..300 {
         let key = format!("r{}", i % 7);
         match r.below(4) {
@@ -680,7 +645,7 @@ fn lcs() {
     let long = "ab".repeat(6000);
     d.exact(&["MSET", "l1", &long, "l2", &long]);
     d.err(&["LCS", "l1", "l2"]);
-    let mut r = Rng(0x1c5);
+    let mut r = Rng::new(0x1c5);
     for _ in 0..40 {
         let alphabet = 1 + r.below(4) as u8;
         let make = |r: &mut Rng| -> Vec<u8> {
@@ -793,7 +758,7 @@ fn bitcount_and_bitpos() {
 #[test]
 fn bitcount_bitpos_random() {
     let mut d = Diff::new();
-    let mut r = Rng(0xb17_c0de);
+    let mut r = Rng::new(0xb17_c0de);
     for _ in 0..60 {
         let len = r.below(12) as usize;
         let bytes: Vec<u8> = (0..len)
@@ -857,7 +822,7 @@ fn bitop() {
     d.err(&["BITOP", "NOT", "dest", "coll"]);
     d.exact(&["BITOP", "AND", "coll", "a"]);
     d.exact(&["GET", "coll"]);
-    let mut r = Rng(0xb170b);
+    let mut r = Rng::new(0xb170b);
     for _ in 0..40 {
         for key in ["x", "y", "z"] {
             let len = r.below(10) as usize;
@@ -951,7 +916,7 @@ fn bitfield() {
     d.err(&["BITFIELD", "coll", "GET", "u8", "0"]);
     d.err(&["BITFIELD", "coll", "SET", "u8", "0", "1"]);
     d.err(&["BITFIELD_RO", "coll", "GET", "u8", "0"]);
-    let mut r = Rng(0xf1e1d);
+    let mut r = Rng::new(0xf1e1d);
     for _ in 0..150 {
         let mut args: Vec<String> = vec!["BITFIELD".into(), "rand".into()];
         for _ in 0..1 + r.below(3) {

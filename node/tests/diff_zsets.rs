@@ -29,22 +29,6 @@ fn long_member(i: usize) -> String {
     format!("{i:0>70}")
 }
 
-/// Deterministic pseudo-random numbers (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[test]
 fn zadd_flags_and_errors() {
     let mut d = Diff::new();
@@ -980,7 +964,7 @@ fn zscan() {
 #[test]
 fn large_set_random_operations() {
     let mut d = Diff::new();
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     for step in 0..3000 {
         let member = format!("m{}", rng.below(400));
         let score = format!("{}", rng.below(200) as i64 - 100);

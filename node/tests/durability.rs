@@ -4,20 +4,22 @@
 //! a corrupted log file never crashes the node; DUMP/RESTORE speak
 //! redis-server's payloads.
 //!
-//! `STRATA_DUR_TEST_BROKEN=1` passes `STRATA_TEST_ACK_BEFORE_FSYNC=1` to
-//! the node (sync replies stop waiting for the fsync): the sync crash test
-//! must then fail, which shows it can.
+//! The crash rounds are tests/support/crash.rs's, with kill -9 as the
+//! crash; `STRATA_DUR_TEST_BROKEN=1` runs every node with sync replies that
+//! do not wait for the fsync: the sync crash test must then fail, which
+//! shows it can.
 
 mod support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::crash::{self, Crash, Outcome, crash_rounds};
 use support::*;
 
 const SEGMENT: &str = "1048576";
+/// How long a restarted node may take to replay its log.
+const LOAD: Duration = Duration::from_secs(20);
 
 fn start(dir: &DataDir, mode: &str, extra: &[&str]) -> Server {
     start_with_env(dir, mode, extra, &[])
@@ -28,204 +30,49 @@ fn start_with_env(dir: &DataDir, mode: &str, extra: &[&str], extra_env: &[(&str,
     args.extend_from_slice(extra);
     let mut env = vec![("STRATA_SEGMENT_SIZE", SEGMENT)];
     env.extend_from_slice(extra_env);
-    if std::env::var("STRATA_DUR_TEST_BROKEN").is_ok_and(|v| v == "1") {
-        env.push(("STRATA_TEST_ACK_BEFORE_FSYNC", "1"));
-    }
-    let server = Server::strata_with_env(&args, &env);
-    wait_loaded(&server);
-    server
+    crash::start_durable(&args, &env, LOAD)
 }
 
 fn wait_loaded(server: &Server) {
-    let mut c = server.conn();
-    // Until the log is replayed, data commands get -LOADING.
-    let ok = wait_for(Duration::from_secs(20), || !c.cmd(&["EXISTS", "probe"]).is_error());
-    assert!(ok, "still loading after 20 s\n{}", server.logs());
+    crash::wait_loaded(server, LOAD);
 }
 
-/// Per key: the last acknowledged counter and when its reply arrived, and
-/// the last counter sent.
-#[derive(Default, Clone, Copy)]
-struct KeyLog {
-    acked: Option<(u64, Instant)>,
-    sent: u64,
+/// kill -9 of a node on a data dir of its own (one per test, as tests run
+/// in parallel).
+struct Kill<'a> {
+    dir: DataDir,
+    mode: &'a str,
+    extra: &'a [&'a str],
+    env: &'a [(&'a str, &'a str)],
 }
 
-const THREADS: usize = 4;
-const KEYS_PER_THREAD: u64 = 64;
+impl Crash for Kill<'_> {
+    const WHAT: &'static str = "kill";
 
-fn value(t: usize, c: u64) -> String {
-    format!("t{t}-{c:012}-{}", "x".repeat(40))
+    fn start(&mut self) -> Server {
+        start_with_env(&self.dir, self.mode, self.extra, self.env)
+    }
+
+    fn run_for(&self, round: usize) -> Duration {
+        Duration::from_millis(150 + (round as u64 * 37) % 200)
+    }
 }
 
-fn parse_counter(t: usize, v: &[u8]) -> Option<u64> {
-    let s = std::str::from_utf8(v).ok()?;
-    let rest = s.strip_prefix(&format!("t{t}-"))?;
-    let (c, pad) = rest.split_once('-')?;
-    (pad == "x".repeat(40)).then(|| c.parse().ok())?
-}
-
-/// The node's lag clock counts whole µs at both ends (now, and the time
-/// the oldest write not yet durable was appended).
-const LAG_CLOCK_ROUNDING: Duration = Duration::from_micros(2);
-
-/// Each round runs until its writers have this many acknowledgements (as
-/// well as for its time) before the kill: a loaded machine slows them, and
-/// the tests' "enough load" floors hold however slow it gets.
-const MIN_ACKED_PER_ROUND: u64 = 100;
-
-#[derive(Debug, Default)]
-struct Outcome {
-    acked: u64,
-    /// Acknowledged writes missing after the restart.
-    lost: u64,
-    /// ...of which a later acknowledgement proves the node broke its
-    /// promise (see [`crash_rounds`]).
-    broken: u64,
-    /// Values never written.
-    phantom: u64,
-    /// The oldest lost write's acknowledgement before its kill: how long
-    /// the flush in flight took, not a bound the node promises.
-    oldest_lost: Duration,
-    /// The most any acknowledged request was sent after a lost write's
-    /// acknowledgement: what the bound is checked against.
-    acked_after_lost: Duration,
-}
-
-/// Writes under load and kills -9 `rounds` times, then checks every key
-/// against the clients' log. `name` names the data dir: one per test, as
-/// tests run in parallel.
-///
-/// `hold` is the mode's back-pressure bound (`hold_beyond`): no reply
-/// leaves while the oldest write not yet durable is older than that. So
-/// if a request sent at S was acknowledged, every write appended before
-/// S - `hold` was durable when it was; a write whose reply arrived at R
-/// was appended before R. A lost write acknowledged at R therefore breaks
-/// the promise if any request sent after R + `hold` was acknowledged
-/// before the kill. Each clock reading errs towards passing only by the
-/// time a reply or request spends in transit, and none is compared with
-/// the kill's time: a flush starved of CPU or disk on a loaded machine
-/// loses more writes, which the mode allows, without failing the test.
-fn crash_rounds(
+/// [`crash_rounds`] with kill -9 as the crash; `name` names the data dir.
+fn kill_rounds(
     name: &str,
-    mode: &str,
+    mode: &'static str,
     extra: &[&str],
     env: &[(&str, &str)],
     rounds: usize,
     hold: Duration,
 ) -> Outcome {
-    let dir = DataDir::new(name);
-    let logs: Vec<Arc<Mutex<Vec<KeyLog>>>> =
-        (0..THREADS).map(|_| Arc::new(Mutex::new(vec![KeyLog::default(); KEYS_PER_THREAD as usize]))).collect();
-    let mut counters = [0u64; THREADS];
-    let mut out = Outcome::default();
-    for round in 0..rounds {
-        let mut server = start_with_env(&dir, mode, extra, env);
-        let addr = server.addr();
-        let stop = Arc::new(AtomicBool::new(false));
-        let round_acked = Arc::new(AtomicU64::new(0));
-        let handles: Vec<_> = (0..THREADS)
-            .map(|t| {
-                let log = logs[t].clone();
-                let stop = stop.clone();
-                let round_acked = round_acked.clone();
-                let mut c = counters[t];
-                std::thread::spawn(move || {
-                    // (acknowledged, when the last acknowledged request was sent)
-                    let (mut acked, mut last_acked_sent) = (0u64, None);
-                    let Ok(mut conn) = RawConn::connect(addr) else { return (c, acked, last_acked_sent) };
-                    conn.set_timeout(Some(Duration::from_secs(5)));
-                    while !stop.load(Ordering::Relaxed) {
-                        c += 1;
-                        let k = c % KEYS_PER_THREAD;
-                        log.lock().unwrap()[k as usize].sent = c;
-                        let key = format!("w{t}:{k}");
-                        let sent = Instant::now();
-                        if conn.try_send(&["SET", &key, &value(t, c)]).is_err() {
-                            break;
-                        }
-                        match conn.try_read_frame() {
-                            Ok(Some(f)) if f == Frame::ok() => {
-                                log.lock().unwrap()[k as usize].acked = Some((c, Instant::now()));
-                                last_acked_sent = Some(sent);
-                                acked += 1;
-                                round_acked.fetch_add(1, Ordering::Relaxed);
-                            }
-                            _ => break,
-                        }
-                    }
-                    (c, acked, last_acked_sent)
-                })
-            })
-            .collect();
-        std::thread::sleep(Duration::from_millis(150 + (round as u64 * 37) % 200));
-        wait_for(Duration::from_secs(10), || round_acked.load(Ordering::Relaxed) >= MIN_ACKED_PER_ROUND);
-        let kill_time = Instant::now();
-        server.kill();
-        let killed = server;
-        stop.store(true, Ordering::Relaxed);
-        let mut last_acked_sent: Option<Instant> = None;
-        for (t, h) in handles.into_iter().enumerate() {
-            let (c, a, sent) = h.join().unwrap();
-            counters[t] = c;
-            out.acked += a;
-            last_acked_sent = last_acked_sent.max(sent);
-        }
-        // Restart and check every key against the clients' log.
-        let server = start_with_env(&dir, mode, extra, env);
-        let mut conn = server.conn();
-        let broken_before = out.broken;
-        for (t, log) in logs.iter().enumerate() {
-            let mut log = log.lock().unwrap();
-            for k in 0..KEYS_PER_THREAD {
-                let entry = &mut log[k as usize];
-                let got = conn.cmd(&["GET", &format!("w{t}:{k}")]);
-                let found = match got.as_bytes() {
-                    Some(v) => match parse_counter(t, v) {
-                        Some(c) if c <= entry.sent && c % KEYS_PER_THREAD == k => Some(c),
-                        _ => {
-                            out.phantom += 1;
-                            None
-                        }
-                    },
-                    None => None,
-                };
-                if let Some((acked, at)) = entry.acked {
-                    if found.is_none_or(|f| f < acked) {
-                        out.lost += 1;
-                        out.oldest_lost = out.oldest_lost.max(kill_time.saturating_duration_since(at));
-                        let later = last_acked_sent.map(|s| s.saturating_duration_since(at));
-                        out.acked_after_lost = out.acked_after_lost.max(later.unwrap_or_default());
-                        if later.is_some_and(|l| l > hold + LAG_CLOCK_ROUNDING) {
-                            out.broken += 1;
-                            eprintln!(
-                                "{mode} round {round}: w{t}:{k} acked {acked} {:?} before the kill, found {found:?}; \
-                                 a request sent {later:?} after that ack was acknowledged",
-                                kill_time - at
-                            );
-                        }
-                    }
-                }
-                // What survived is the new baseline, durable since before
-                // the kill.
-                entry.acked = found.map(|f| (f, kill_time));
-            }
-        }
-        if out.broken > broken_before {
-            eprintln!(
-                "{mode} round {round}: the killed node\n{}\nthe restarted node\n{}",
-                killed.logs(),
-                server.logs()
-            );
-        }
-        drop(server);
-    }
-    out
+    crash_rounds(&mut Kill { dir: DataDir::new(name), mode, extra, env }, mode, rounds, hold)
 }
 
 #[test]
 fn sync_loses_no_acknowledged_write_across_kill_9() {
-    let o = crash_rounds("kill9-sync", "sync", &[], &[], 20, Duration::ZERO);
+    let o = kill_rounds("kill9-sync", "sync", &[], &[], 20, Duration::ZERO);
     eprintln!("sync: {o:?}");
     assert!(o.acked > 1000, "too little load to mean anything: {}", o.acked);
     assert_eq!((o.lost, o.phantom), (0, 0), "sync lost acknowledged writes");
@@ -235,7 +82,7 @@ fn sync_loses_no_acknowledged_write_across_kill_9() {
 fn periodic_loses_at_most_the_last_interval_across_kill_9() {
     // 10 ms interval: replies are held once the oldest write not yet
     // durable is two intervals old.
-    let o = crash_rounds(
+    let o = kill_rounds(
         "kill9-periodic",
         "periodic",
         &["--fsync-interval", "10ms"],
@@ -255,7 +102,7 @@ fn periodic_loses_at_most_the_last_interval_across_kill_9() {
 #[test]
 fn periodic_holds_replies_while_a_slow_flush_is_in_flight_across_kill_9() {
     let slow = [("STRATA_TEST_FLUSH_DELAY_MS", "100")];
-    let o = crash_rounds(
+    let o = kill_rounds(
         "kill9-periodic-slow",
         "periodic",
         &["--fsync-interval", "10ms"],

@@ -68,15 +68,9 @@ fn truncated_frames_wait_for_the_rest() {
 #[test]
 fn binary_garbage_is_refused_and_server_survives() {
     let mut server = Server::strata();
-    let mut seed = 0x1234_5678_u64;
+    let mut rng = Rng::new(0x1234_5678);
     for _ in 0..200 {
-        let mut junk = Vec::new();
-        for _ in 0..512 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            junk.push((seed & 0xff) as u8);
-        }
+        let junk = rng.bytes(512);
         // Most garbage leaves an incomplete request the server waits on.
         let _ = exchange_raw(server.addr(), &junk, Duration::from_millis(300));
         if !server.is_running() {

@@ -298,15 +298,11 @@ fn glob_edge_cases_match_redis_in_keys_and_scan() {
     patterns.push(b"*a".repeat(1001));
     patterns.push([b"*a".repeat(1000), b"*".to_vec()].concat());
     // Seeded random patterns over the characters that mean something.
-    let mut seed = 36_021u64;
-    let mut next = || {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        (seed >> 33) as usize
-    };
+    let mut rng = Rng::new(36_021);
     let alphabet = b"ab*?[]^-\\\xff";
     for _ in 0..300 {
-        let len = 1 + next() % 8;
-        patterns.push((0..len).map(|_| alphabet[next() % alphabet.len()]).collect());
+        let len = 1 + rng.index(8);
+        patterns.push((0..len).map(|_| *rng.pick(alphabet)).collect());
     }
     for p in &patterns {
         same_reply_fast(&mut s, &mut r, &[b"KEYS", p]);

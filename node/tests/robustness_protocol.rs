@@ -200,27 +200,6 @@ fn load_corpus() -> Vec<Vec<u8>> {
     files.iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
-/// xorshift64*: small, seeded, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.max(1))
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
 const INTERESTING_BYTES: &[u8] = b"\r\n\0*$-+:0 \t\"'\\\xff";
 const INTERESTING_LENGTHS: &[&str] = &[
     "0",
@@ -252,32 +231,32 @@ const INTERESTING_LENGTHS: &[&str] = &[
 /// One mutation (or a few) of a corpus entry.
 fn mutate(rng: &mut Rng, corpus: &[Vec<u8>]) -> Vec<u8> {
     let mut b = rng.pick(corpus).clone();
-    for _ in 0..1 + rng.below(3) {
-        let at = rng.below(b.len() + 1);
+    for _ in 0..1 + rng.index(3) {
+        let at = rng.index(b.len() + 1);
         // A position inside `b` (when it is not empty).
         let inside = at.min(b.len().saturating_sub(1));
-        match rng.below(10) {
-            0 if !b.is_empty() => b[inside] ^= 1 << rng.below(8),
+        match rng.index(10) {
+            0 if !b.is_empty() => b[inside] ^= 1 << rng.index(8),
             1 if !b.is_empty() => b[inside] = *rng.pick(INTERESTING_BYTES),
             2 => b.truncate(at),
             3 => {
                 // Splice: our head, another entry's tail.
                 let other = rng.pick(corpus);
-                let from = rng.below(other.len() + 1);
+                let from = rng.index(other.len() + 1);
                 b.truncate(at);
                 b.extend_from_slice(&other[from..]);
             }
             4 => {
                 // Replace the number after a '*' or '$'.
                 let marks: Vec<usize> = (0..b.len()).filter(|&i| b[i] == b'*' || b[i] == b'$').collect();
-                if let Some(&m) = marks.get(rng.below(marks.len())) {
+                if let Some(&m) = marks.get(rng.index(marks.len())) {
                     let end = (m + 1..b.len()).find(|&i| !b[i].is_ascii_digit() && b[i] != b'-').unwrap_or(b.len());
                     b.splice(m + 1..end, rng.pick(INTERESTING_LENGTHS).bytes());
                 }
             }
             5 => {
                 // Nest: a request wrapped as the argument of another.
-                let mut outer = format!("*{}\r\n", 1 + rng.below(3)).into_bytes();
+                let mut outer = format!("*{}\r\n", 1 + rng.index(3)).into_bytes();
                 outer.extend_from_slice(&b);
                 b = outer;
             }
@@ -287,7 +266,7 @@ fn mutate(rng: &mut Rng, corpus: &[Vec<u8>]) -> Vec<u8> {
             }
             7 if !b.is_empty() => {
                 // Duplicate a chunk.
-                let len = rng.below(16).min(b.len() - inside);
+                let len = rng.index(16).min(b.len() - inside);
                 let chunk = b[inside..inside + len].to_vec();
                 b.splice(inside..inside, chunk);
             }
@@ -304,7 +283,7 @@ fn mutate(rng: &mut Rng, corpus: &[Vec<u8>]) -> Vec<u8> {
                 b.splice(at..at, inline.iter().copied());
             }
             _ => {
-                for _ in 0..rng.below(8) {
+                for _ in 0..rng.index(8) {
                     b.insert(at.min(b.len()), rng.next() as u8);
                 }
             }

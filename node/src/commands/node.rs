@@ -55,8 +55,15 @@ pub struct Node {
 
 impl Node {
     /// The node for `config`, serving the commands of `table` (with `catalog`,
-    /// their names as ACL rules give them: `commands::command_table()`).
-    pub fn new(config: Config, workers: usize, table: CommandTable, catalog: crate::session::acl::Catalog) -> Self {
+    /// their names as ACL rules give them: `commands::command_table()`); an
+    /// error (for the caller to report and exit on) when a part it needs
+    /// cannot be opened.
+    pub fn new(
+        config: Config,
+        workers: usize,
+        table: CommandTable,
+        catalog: crate::session::acl::Catalog,
+    ) -> Result<Self, String> {
         let acl = crate::session::acl::Acl::new(catalog);
         // Before any table exists: the keyspace's tables allocate through the process's pool.
         crate::sys::hugepages::configure(config.startup.hugepages);
@@ -73,7 +80,7 @@ impl Node {
             p.set_partitions(ks.num_partitions());
         }
         let cold_buffers = Arc::<crate::sys::file::BufferGauge>::default();
-        let cold = (sc.max_disk > 0).then(|| {
+        let cold = if sc.max_disk > 0 {
             let dir = sc.dir.join("cold");
             let opened = crate::tier::cold_log::ColdLog::open(&dir, sc.max_disk, choice, cold_buffers.clone());
             match opened.map(|c| c.with_admission(config.runtime.tier_admission_frequent.clone())) {
@@ -81,15 +88,18 @@ impl Node {
                     tracing::info!(dir = %dir.display(), max_disk = sc.max_disk, engine = %c.engine, "cold tier open");
                     let c = Arc::new(c);
                     ks.set_cold(c.clone());
-                    c
+                    Some(c)
                 }
                 Err(e) => {
-                    tracing::error!(dir = %dir.display(), "cannot open the cold tier: {e}; check that dir is writable \
-                                    or start with --max-disk 0");
-                    std::process::exit(1);
+                    return Err(format!(
+                        "cannot open the cold tier in {}: {e}; check that dir is writable or start with --max-disk 0",
+                        dir.display()
+                    ));
                 }
             }
-        });
+        } else {
+            None
+        };
         // Resolved once here (and again by CONFIG SET): never looked up per eviction.
         let rt = &config.runtime;
         ks.set_policy(rt.policy());
@@ -103,7 +113,7 @@ impl Node {
         let pubsub = Arc::new(Hub::new(rt.obuf_limit_pubsub.clone(), workers.clone()));
         let notify_flags = rt.notify_keyspace_events.clone();
         ks.set_key_events(notify_flags.clone(), Arc::new(Notifier::new(pubsub.clone(), notify_flags)));
-        Node {
+        Ok(Node {
             ks,
             clients,
             tracking,
@@ -127,7 +137,7 @@ impl Node {
             latency: Default::default(),
             acl,
             config,
-        }
+        })
     }
 
     /// `used_memory`: keyspace + connection buffers + baseline.

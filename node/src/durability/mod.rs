@@ -27,10 +27,11 @@
 use crate::config;
 use crate::tier::log::{RecordAddr, SegmentLog};
 use crate::tier::record::Record;
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -199,8 +200,8 @@ struct Shared {
     /// The I/O thread waits on `wake` (set and read under `state`): a
     /// notification is a system call, made only when someone sleeps.
     sleeping: std::sync::atomic::AtomicBool,
-    /// STRATA_TEST_FLUSH_DELAY_MS: each flush first sleeps this long (a
-    /// slow disk for the real-binary back-pressure tests).
+    /// Test hook ([`hooks::flush_delay`]; zero in a release build): each
+    /// flush first sleeps this long (a slow disk).
     test_flush_delay: Duration,
 }
 
@@ -232,10 +233,7 @@ impl GroupCommit {
             },
             spare_wanted: std::sync::atomic::AtomicBool::new(false),
             sleeping: std::sync::atomic::AtomicBool::new(false),
-            test_flush_delay: std::env::var("STRATA_TEST_FLUSH_DELAY_MS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .map_or(Duration::ZERO, Duration::from_millis),
+            test_flush_delay: hooks::flush_delay(),
         });
         let s = shared.clone();
         let thread = std::thread::Builder::new().name("strata-commit".to_string()).spawn(move || run(&s))?;
@@ -266,7 +264,7 @@ impl GroupCommit {
                     // one is the I/O thread's, after a flush; not at the
                     // next timer tick (write-back's may be seconds away).
                     s.spare_wanted.store(true, Ordering::Relaxed);
-                    let guard = s.state.lock().unwrap();
+                    let guard = s.state.lock();
                     s.notify(&guard);
                 }
                 return Err(e);
@@ -283,7 +281,7 @@ impl GroupCommit {
             && bytes - len < s.lag.durable_bytes.load(Ordering::Relaxed).saturating_add(threshold)
         {
             // This append crossed the flush threshold: wake the I/O thread once.
-            let guard = s.state.lock().unwrap();
+            let guard = s.state.lock();
             s.notify(&guard);
         }
         Ok(appended)
@@ -314,7 +312,7 @@ impl GroupCommit {
 
     /// Runs `on_durable` once `seq` is durable (at once if it already is).
     pub fn on_durable(&self, seq: u64, on_durable: OnDurable) {
-        let mut st = self.shared.state.lock().unwrap();
+        let mut st = self.shared.state.lock();
         if let Some((kind, msg)) = &st.failed {
             let e = io::Error::new(*kind, msg.clone());
             drop(st);
@@ -343,12 +341,12 @@ impl GroupCommit {
 
     /// The highest sequence number durable.
     pub fn durable_seq(&self) -> u64 {
-        self.shared.state.lock().unwrap().durable
+        self.shared.state.lock().durable
     }
 
     /// The error that stopped the group commit, if any: the node must stop.
     pub fn error(&self) -> Option<io::Error> {
-        let st = self.shared.state.lock().unwrap();
+        let st = self.shared.state.lock();
         st.failed.as_ref().map(|(k, m)| io::Error::new(*k, m.clone()))
     }
 
@@ -364,7 +362,7 @@ impl GroupCommit {
 impl Drop for GroupCommit {
     /// Flushes what is staged, then stops the I/O thread.
     fn drop(&mut self) {
-        self.shared.state.lock().unwrap().shutdown = true;
+        self.shared.state.lock().shutdown = true;
         self.shared.wake.notify_all();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
@@ -375,7 +373,7 @@ impl Drop for GroupCommit {
 impl Shared {
     /// Wakes the I/O thread if it sleeps; `_st` proves the state lock is
     /// held (the thread sets `sleeping` under it before it waits).
-    fn notify(&self, _st: &std::sync::MutexGuard<'_, State>) {
+    fn notify(&self, _st: &MutexGuard<'_, State>) {
         if self.sleeping.load(Ordering::Relaxed) {
             self.wake.notify_one();
         }
@@ -384,7 +382,7 @@ impl Shared {
 
 fn run(shared: &Shared) {
     let mut last_flush = Instant::now();
-    let mut st = shared.state.lock().unwrap();
+    let mut st = shared.state.lock();
     loop {
         let counted = shared.lag.appended_bytes.load(Ordering::Relaxed);
         let appended = shared.log.appended_seq();
@@ -402,7 +400,7 @@ fn run(shared: &Shared) {
             if let Err(e) = shared.log.ensure_spare() {
                 tracing::warn!("no spare log segment: {e}");
             }
-            st = shared.state.lock().unwrap();
+            st = shared.state.lock();
         }
         let due = match shared.policy.flush_every() {
             _ if st.shutdown => pending,
@@ -419,14 +417,15 @@ fn run(shared: &Shared) {
                 return;
             }
             shared.sleeping.store(true, Ordering::Relaxed);
-            st = match shared.policy.flush_every() {
-                None => shared.wake.wait(st).unwrap(),
+            match shared.policy.flush_every() {
+                None => shared.wake.wait(&mut st),
                 Some(every) => {
                     let left = every.saturating_sub(last_flush.elapsed()).max(Duration::from_micros(100));
                     let left = if pending { left } else { every };
-                    shared.wake.wait_timeout(st, left).unwrap().0
+                    // Timed out or woken: the loop looks again either way.
+                    let _ = shared.wake.wait_for(&mut st, left);
                 }
-            };
+            }
             shared.sleeping.store(false, Ordering::Relaxed);
             continue;
         }
@@ -441,7 +440,7 @@ fn run(shared: &Shared) {
         let (flushed_from_us, flushed_bytes) = (shared.lag.now_us(), shared.lag.appended_bytes.load(Ordering::Relaxed));
         let result = shared.log.flush_staged();
         let took = started.elapsed().as_micros() as u64;
-        st = shared.state.lock().unwrap();
+        st = shared.state.lock();
         let ready: Vec<OnDurable>;
         let outcome = match result {
             Ok(durable) => {
@@ -482,10 +481,11 @@ fn run(shared: &Shared) {
         if let Err(e) = shared.log.ensure_spare() {
             tracing::warn!("no spare log segment: {e}");
         }
-        st = shared.state.lock().unwrap();
+        st = shared.state.lock();
     }
 }
 
+mod hooks;
 pub mod persist;
 mod replay;
 #[cfg(test)]

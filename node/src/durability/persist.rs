@@ -88,8 +88,8 @@ pub struct Persistence {
     last_segment: AtomicU32,
     rewrite_segments: AtomicU64,
     pub compactions: AtomicU64,
-    /// Test only (env STRATA_TEST_ACK_BEFORE_FSYNC=1): sync replies do not
-    /// wait; the crash tests must catch it.
+    /// Test hook ([`super::hooks::ack_before_fsync`]; always false in a
+    /// release build): sync replies do not wait; the crash tests must catch it.
     broken_ack: bool,
 }
 
@@ -133,7 +133,7 @@ impl Persistence {
             last_segment: AtomicU32::new(u32::MAX),
             rewrite_segments: AtomicU64::new(0),
             compactions: AtomicU64::new(0),
-            broken_ack: std::env::var("STRATA_TEST_ACK_BEFORE_FSYNC").is_ok_and(|v| v == "1"),
+            broken_ack: super::hooks::ack_before_fsync(),
         }))
     }
 
@@ -486,7 +486,7 @@ impl Persistence {
             self.order.lock().retain(|&s| s != seg);
             a.log.free_segment(seg)?;
             freed += 1;
-            crash_point("compact-freed-one");
+            super::hooks::crash_point("compact-freed-one");
         }
         let used = self.order.lock().len() as u64;
         self.rewrite_segments.store(used, Relaxed);
@@ -502,15 +502,6 @@ impl Persistence {
 enum Live<'a> {
     OnDisk(&'a crate::store::ColdRecord),
     Indexed(&'a crate::store::Entry),
-}
-
-/// Test only: STRATA_TEST_CRASH_AT=<name> aborts the process there, to
-/// prove a crash in the middle of compaction loses nothing.
-fn crash_point(name: &str) {
-    if std::env::var("STRATA_TEST_CRASH_AT").is_ok_and(|v| v == name) {
-        tracing::warn!("test crash point {name}: aborting");
-        std::process::abort();
-    }
 }
 
 impl Journal for Persistence {

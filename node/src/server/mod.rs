@@ -153,8 +153,9 @@ pub enum NewConn {
     Moved(Box<connection::MovedConn>),
 }
 
-/// Builds the shared state from a configuration.
-pub fn build_shared(config: Config) -> Arc<Shared> {
+/// Builds the shared state from a configuration; an error says why the
+/// node cannot start (the caller reports it and exits).
+pub fn build_shared(config: Config) -> Result<Arc<Shared>, String> {
     crate::sys::alloc::configure();
     let (shutdown, _) = watch::channel(false);
     let run_id: String = (0..40).map(|_| format!("{:x}", crate::base::random::fast_rand() % 16)).collect();
@@ -163,7 +164,7 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
     let (script_tx, script_rx) = std::sync::mpsc::channel::<ScriptJob>();
     let (table, catalog) = crate::commands::command_table();
     let shared = Arc::new(Shared {
-        node: Node::new(config, threads, table, catalog),
+        node: Node::new(config, threads, table, catalog)?,
         run_id,
         ready: AtomicBool::new(false),
         shutting_down: AtomicBool::new(false),
@@ -189,7 +190,7 @@ pub fn build_shared(config: Config) -> Arc<Shared> {
             }
         })
         .expect("spawn script thread");
-    shared
+    Ok(shared)
 }
 
 /// Runs the node until SIGTERM/SIGINT; returns the process exit code.

@@ -134,7 +134,7 @@ mod tests {
     fn node_families_sum_over_workers() {
         let cli =
             Cli::try_parse_from(["strata-node", "--threads", "2", "--partitions", "4", "--maxmemory", "1mb"]).unwrap();
-        let shared = crate::server::build_shared(Config::from_cli(cli).unwrap());
+        let shared = crate::server::build_shared(Config::from_cli(cli).unwrap()).unwrap();
         for (i, w) in shared.workers.iter().enumerate() {
             let n = i as u64 + 1;
             ServerStats::add(&w.server.connections_received, n);

@@ -5,16 +5,23 @@
 //! * [`RawConn`] / [`Frame`]: a std-only RESP2/RESP3 client (see `resp.rs`).
 //! * [`Diff`]: differential runner sending the same commands to strata and to
 //!   redis and panicking with a readable report on the first mismatch.
+//! * [`crash`]: the crash tests' harness (writers, their log of acknowledged
+//!   writes, the check after a restart).
+//! * [`Rng`]: the one seeded pseudo-random generator.
 //! * Small helpers: [`redis_cli`], [`info_field`], [`free_port`], [`wait_for`].
 //!
 //! Use it from a test file with `mod support;` and `use support::*;`.
 #![allow(dead_code)]
 
+pub mod crash;
 mod resp;
+mod rng;
 
 // Not every test file uses every re-export.
 #[allow(unused_imports)]
 pub use resp::{DEFAULT_TIMEOUT, Frame, RawConn, display_command, encode_command, parse_bytes, read_frame_from};
+#[allow(unused_imports)]
+pub use rng::Rng;
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File};

@@ -1,0 +1,60 @@
+//! Test hooks: environment variables that break or slow the durability
+//! machinery on purpose, so that the crash tests (tests/durability.rs,
+//! tests/power_loss.rs, tests/log_buffers.rs) can show they catch a node
+//! that breaks its promise.
+//!
+//! They exist only with the `test-hooks` feature, which only test builds
+//! enable (node/Cargo.toml). Without it every hook is inert and no
+//! `STRATA_TEST_*` name is in the binary: a release node never reads them,
+//! so a stray variable cannot void `sync`'s promise or abort the process
+//! (`STRATA_*` is also the prefix of every real parameter's variable).
+
+use std::time::Duration;
+
+/// `STRATA_TEST_ACK_BEFORE_FSYNC=1`: `sync` replies do not wait for the
+/// fsync (the deliberately broken build the sync crash tests must fail on).
+#[cfg(feature = "test-hooks")]
+pub fn ack_before_fsync() -> bool {
+    let on = std::env::var("STRATA_TEST_ACK_BEFORE_FSYNC").is_ok_and(|v| v == "1");
+    if on {
+        // The broken run's harness checks this line: a binary without the
+        // hooks would keep the promise and make the run pass.
+        tracing::warn!("test hook STRATA_TEST_ACK_BEFORE_FSYNC=1: sync replies do not wait for the fsync");
+    }
+    on
+}
+
+#[cfg(not(feature = "test-hooks"))]
+pub fn ack_before_fsync() -> bool {
+    false
+}
+
+/// `STRATA_TEST_FLUSH_DELAY_MS`: each flush first sleeps this long (a slow
+/// disk for the real-binary back-pressure tests).
+#[cfg(feature = "test-hooks")]
+pub fn flush_delay() -> Duration {
+    std::env::var("STRATA_TEST_FLUSH_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_millis)
+}
+
+#[cfg(not(feature = "test-hooks"))]
+pub fn flush_delay() -> Duration {
+    Duration::ZERO
+}
+
+/// `STRATA_TEST_CRASH_AT=<name>`: aborts the process at the crash point
+/// `name`, to prove a crash there (e.g. in the middle of compaction) loses
+/// nothing.
+#[cfg(feature = "test-hooks")]
+pub fn crash_point(name: &str) {
+    if std::env::var("STRATA_TEST_CRASH_AT").is_ok_and(|v| v == name) {
+        tracing::warn!("test crash point {name}: aborting");
+        std::process::abort();
+    }
+}
+
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn crash_point(_name: &str) {}
