@@ -46,7 +46,11 @@ done
 [[ -z $RENDER ]] || "$PY" -c 'import matplotlib' 2>/dev/null || die "python3-matplotlib missing: run 'make deps'"
 
 say "building strata-node and strata-operator ($PROFILE profile)"
-(cd "$ROOT" && cargo build -q --profile "$PROFILE" -p strata-node --bin strata-node -p strata-operator --bin strata-operator)
+# The dev build shares `cargo test`'s node (built with its test-hooks feature, inert
+# unless a test sets them) instead of compiling a second one without them.
+features=()
+[[ $PROFILE == dev ]] && features=(--features strata-node/test-hooks)
+(cd "$ROOT" && cargo build -q --profile "$PROFILE" "${features[@]}" -p strata-node --bin strata-node -p strata-operator --bin strata-operator)
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 [[ $PROFILE == dev ]] && BIN=$TARGET/debug || BIN=$TARGET/$PROFILE
 

@@ -14,6 +14,11 @@ if [[ ! -x $SUITE/run.sh ]]; then
 fi
 cargo build --release -q -p strata-node
 BIN=${CARGO_TARGET_DIR:-target}/release/strata-node
+# The release binary carries no test hook (they live behind the test-hooks feature).
+if hooks=$(strings "$BIN" | grep -c STRATA_TEST_); then
+  echo "redis-tests: the release strata-node names STRATA_TEST_ $hooks times: a test hook leaked into it" >&2
+  exit 1
+fi
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 "$SUITE/run.sh" -- "$BIN" --port '{port}' --metrics-port 0 | tee "$out"

@@ -70,7 +70,7 @@ impl Node {
         let sc = &config.startup;
         let policy = crate::durability::Policy::from_config(sc);
         let choice =
-            crate::durability::persist::engine_choice(&sc.io_engine).unwrap_or(crate::tier::io::EngineChoice::Auto);
+            crate::durability::persist::engine_choice(&sc.io_engine).unwrap_or(crate::tier::engine::EngineChoice::Auto);
         let persist = Persistence::new(policy, sc.dir.clone(), choice);
         let mut ks = match &persist {
             Some(p) => Keyspace::with_journal(sc.partitions, p.clone()),

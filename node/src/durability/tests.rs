@@ -230,7 +230,8 @@ fn shutdown_flushes_what_was_appended_and_none_is_refused() {
 #[ignore]
 fn bench_fsync_latency_and_group_commit() {
     use crate::sys::file::AlignedBuf;
-    use crate::tier::io::{DirVolume, EngineChoice, IoOp, Volume, probe, run_blocking};
+    use crate::tier::engine::{EngineChoice, probe};
+    use crate::tier::io::{DirVolume, IoOp, Volume, run_blocking};
     let dir = std::env::var("STRATA_BENCH_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir().join(format!("strata-bench-{}", std::process::id())));

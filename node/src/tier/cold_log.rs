@@ -23,7 +23,8 @@
 //!   cannot make room, the keys are evicted (their values were the coldest).
 
 use super::cleaning::{self, Segments, Victim};
-use super::io::{DirVolume, EngineChoice, probe};
+use super::engine::{EngineChoice, probe};
+use super::io::DirVolume;
 use super::log::{LogConfig, RecordAddr, SegmentLog};
 use super::record::{OwnedRecord, Record, RecordKind};
 use crate::metrics::IoHistogram;

@@ -4,7 +4,7 @@
 //! - [`io`]: the [`io::IoEngine`] trait (batches of aligned reads, writes
 //!   and fdatasyncs completed through callbacks on engine threads; a sync
 //!   waits for the ops before it in its batch), [`io::Volume`] (a directory
-//!   of files, [`io::DirVolume`] probing O_DIRECT), [`io::probe`] (io_uring
+//!   of files, [`io::DirVolume`] probing O_DIRECT), [`engine::probe`] (io_uring
 //!   or threads, with the reason) and [`io::run_blocking`] for recovery.
 //! - [`uring`] and [`pool`]: the two engines, passing one suite.
 //! - [`record`]: the record format and the scan that validates, skips bad
@@ -29,6 +29,7 @@
 mod admission_sim;
 pub mod cleaning;
 pub mod cold_log;
+pub mod engine;
 pub mod io;
 pub mod log;
 pub mod pool;
@@ -41,7 +42,8 @@ pub mod uring;
 
 #[cfg(test)]
 mod engine_tests {
-    use super::io::{DirVolume, EngineChoice, suite};
+    use super::engine::EngineChoice;
+    use super::io::{DirVolume, suite};
 
     fn scratch(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("strata-tier-{}-{name}", std::process::id()));
@@ -55,7 +57,7 @@ mod engine_tests {
         for direct in [true, false] {
             let _ = std::fs::remove_dir_all(&dir);
             let vol = DirVolume::open(&dir, direct).unwrap();
-            let (engine, _) = super::io::probe(EngineChoice::Threads).unwrap();
+            let (engine, _) = super::engine::probe(EngineChoice::Threads).unwrap();
             suite::run_all(&*engine, &vol);
         }
         let _ = std::fs::remove_dir_all(&dir);
@@ -64,7 +66,7 @@ mod engine_tests {
     #[test]
     fn uring_engine_passes_the_suite_where_available() {
         let dir = scratch("uring");
-        let engine = match super::io::probe(EngineChoice::IoUring) {
+        let engine = match super::engine::probe(EngineChoice::IoUring) {
             Ok((engine, _)) => engine,
             Err(e) => {
                 eprintln!("io_uring refused here ({e}): suite skipped");
@@ -87,7 +89,7 @@ mod engine_tests {
         use super::record::{Record, RecordKind};
         use std::sync::Arc;
         for choice in [EngineChoice::Threads, EngineChoice::IoUring] {
-            let Ok((engine, _)) = super::io::probe(choice) else { continue };
+            let Ok((engine, _)) = super::engine::probe(choice) else { continue };
             let dir = scratch(engine.name());
             let config = LogConfig { segment_size: 64 << 10, max_segments: 8, ..LogConfig::default() };
             let volume = Arc::new(DirVolume::open(&dir, true).unwrap());
@@ -119,7 +121,7 @@ mod engine_tests {
 
     #[test]
     fn auto_probe_gives_an_engine_and_a_reason() {
-        let (engine, reason) = super::io::probe(EngineChoice::Auto).unwrap();
+        let (engine, reason) = super::engine::probe(EngineChoice::Auto).unwrap();
         assert!(reason.starts_with(engine.name()), "{reason} vs {}", engine.name());
     }
 }

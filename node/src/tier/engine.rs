@@ -1,0 +1,48 @@
+//! Choosing the I/O engine: io_uring where the kernel and the container's
+//! seccomp profile allow it, else the thread pool (`--io-engine`). Apart
+//! from `io.rs`, which both engines implement, so neither imports the other.
+
+use super::io::IoEngine;
+use std::io;
+use std::sync::Arc;
+
+/// Which engine to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineChoice {
+    /// io_uring when the kernel and seccomp allow it, else threads.
+    Auto,
+    IoUring,
+    Threads,
+}
+
+/// Threads of the pool engine.
+pub const POOL_THREADS: usize = 4;
+
+/// Picks an engine: with `Auto`, io_uring unless `io_uring_setup` is
+/// refused (EPERM/ENOSYS under the container runtimes' default seccomp
+/// profile), then the thread pool with the reason.
+pub fn probe(choice: EngineChoice) -> io::Result<(Arc<dyn IoEngine>, String)> {
+    match choice {
+        EngineChoice::Threads => {
+            Ok((Arc::new(super::pool::PoolEngine::new(POOL_THREADS)), "threads: chosen".to_string()))
+        }
+        EngineChoice::IoUring => match super::uring::UringEngine::new() {
+            Ok(e) => Ok((Arc::new(e), "io_uring: chosen".to_string())),
+            // Say why and what to do: the usual cause is a container's seccomp profile.
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "io-engine uring: io_uring is refused ({e}); container runtimes' default seccomp profiles \
+                     (Kubernetes RuntimeDefault on containerd >= 2.0, Docker >= 25) and the sysctl \
+                     kernel.io_uring_disabled refuse it; use --io-engine auto (falls back to threads) or threads"
+                ),
+            )),
+        },
+        EngineChoice::Auto => match super::uring::UringEngine::new() {
+            Ok(e) => Ok((Arc::new(e), "io_uring: available".to_string())),
+            Err(e) => {
+                Ok((Arc::new(super::pool::PoolEngine::new(POOL_THREADS)), format!("threads: io_uring refused ({e})")))
+            }
+        },
+    }
+}
