@@ -53,7 +53,7 @@ done < <(find . -name '*.rs' -printf '%P\n' | sort)
 # keys, their client and the configuration (`ctx.config()`), never the node's
 # shared state or the server.
 for file in commands/data/*.rs; do
-  if hits=$(sed -E 's://.*$::' "$file" | grep -nE 'ctx\.(shared|server)\b'); then
+  if hits=$(sed -E 's://.*$::' "$file" | grep -nE 'ctx\.(node|server)\b'); then
     while IFS= read -r hit; do
       echo "check-layers: node/src/$file:${hit%%:*}: a data command reaches past its narrow context (use ctx.keys, ctx.client, ctx.config())" >&2
     done <<<"$hits"

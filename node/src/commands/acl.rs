@@ -218,13 +218,13 @@ fn channels(name: &str, args: &[&[u8]]) -> SmallVec<[(usize, bool); 4]> {
 }
 
 /// Whether `user` may run the request `cmd`.
-pub fn check_user(shared: &Node, user: &User, cmd: &Resolved<'_>) -> Result<(), Denial> {
+pub fn check_user(node: &Node, user: &User, cmd: &Resolved<'_>) -> Result<(), Denial> {
     if user.unrestricted() {
         return Ok(());
     }
     let Some(id) = catalog_id(cmd) else { return Ok(()) };
     let (def, args) = (cmd.def, cmd.args);
-    let is_sub = shared.acl.catalog.entries[id].parent.is_some();
+    let is_sub = node.acl.catalog.entries[id].parent.is_some();
     // A subcommand's own flags where Redis's metadata describes it.
     let cmd_flags = match cmd.sub() {
         Some(sub) if sub.arity.is_some() => sub.flags,
@@ -257,23 +257,20 @@ pub fn check_user(shared: &Node, user: &User, cmd: &Resolved<'_>) -> Result<(), 
 
 /// The client's own check: its user, re-read if the table changed.
 #[inline]
-pub fn check(shared: &Node, client: &mut Client, cmd: &Resolved<'_>) -> Result<(), Denial> {
-    client.refresh_user(&shared.acl);
+pub fn check(node: &Node, client: &mut Client, cmd: &Resolved<'_>) -> Result<(), Denial> {
+    client.refresh_user(&node.acl);
     if client.user.unrestricted() {
         return Ok(());
     }
     let user = client.user.clone();
-    check_user(shared, &user, cmd)
+    check_user(node, &user, cmd)
 }
 
 /// Redis 7.0's NOPERM reply for a refused command.
-pub fn noperm(shared: &Node, d: &Denial) -> String {
+pub fn noperm(node: &Node, d: &Denial) -> String {
     match d.denied {
         Denied::Command => {
-            format!(
-                "NOPERM this user has no permissions to run the '{}' command",
-                shared.acl.catalog.entries[d.id].name
-            )
+            format!("NOPERM this user has no permissions to run the '{}' command", node.acl.catalog.entries[d.id].name)
         }
         Denied::Key(_) => "NOPERM this user has no permissions to access one of the keys used as arguments".into(),
         Denied::Channel(_) => {
@@ -315,8 +312,8 @@ pub fn exec_denial(d: &Denial) -> &'static str {
 }
 
 /// Records a refusal in ACL LOG; `context` is toplevel, multi or lua.
-pub fn log_denial(shared: &Node, client: &Client, d: &Denial, context: &'static str, args: &[&[u8]]) {
-    let cat = &shared.acl.catalog;
+pub fn log_denial(node: &Node, client: &Client, d: &Denial, context: &'static str, args: &[&[u8]]) {
+    let cat = &node.acl.catalog;
     let (reason, object) = match d.denied {
         Denied::Command => (LogReason::Command, cat.entries[d.id].name.as_bytes().to_vec()),
         Denied::Key(p) => (LogReason::Key, args[p].to_vec()),
@@ -330,13 +327,13 @@ pub fn log_denial(shared: &Node, client: &Client, d: &Denial, context: &'static 
         username: client.user.name.clone(),
         ctime_ms: crate::store::now_ms(),
         // A script's client shows the command that ran the script.
-        client_info: client_info(shared, client, (context != "lua").then_some(cat.entries[d.id].name.as_str())),
+        client_info: client_info(node, client, (context != "lua").then_some(cat.entries[d.id].name.as_str())),
     };
-    shared.acl.log(entry, shared.config.runtime.acllog_max_len.load(Relaxed) as usize);
+    node.acl.log(entry, node.config.runtime.acllog_max_len.load(Relaxed) as usize);
 }
 
-fn client_info(shared: &Node, client: &Client, cmd: Option<&str>) -> String {
-    let mut line = super::client_list::client_line(shared, &client.info, cmd);
+fn client_info(node: &Node, client: &Client, cmd: Option<&str>) -> String {
+    let mut line = super::client_list::client_line(node, &client.info, cmd);
     if line.ends_with('\n') {
         line.pop();
     }
@@ -346,7 +343,7 @@ fn client_info(shared: &Node, client: &Client, cmd: Option<&str>) -> String {
 /// AUTH and HELLO AUTH: checks the credentials and switches the client to
 /// the user, or logs the failure (under `typed`, the command's name as sent).
 pub fn authenticate(ctx: &mut Ctx<'_>, typed: &[u8], user: &[u8], pass: &[u8]) -> CmdResult {
-    let acl = &ctx.shared.acl;
+    let acl = &ctx.node.acl;
     let generation = acl.generation();
     match acl.user(user) {
         Some(u) if u.password_ok(pass) => {
@@ -363,29 +360,29 @@ pub fn authenticate(ctx: &mut Ctx<'_>, typed: &[u8], user: &[u8], pass: &[u8]) -
                 username: user.to_vec(),
                 ctime_ms: crate::store::now_ms(),
                 client_info: client_info(
-                    ctx.shared,
+                    ctx.node,
                     ctx.client,
                     Some(&String::from_utf8_lossy(typed).to_ascii_lowercase()),
                 ),
             };
-            acl.log(entry, ctx.shared.config.runtime.acllog_max_len.load(Relaxed) as usize);
+            acl.log(entry, ctx.node.config.runtime.acllog_max_len.load(Relaxed) as usize);
             Err(WRONGPASS.into())
         }
     }
 }
 
 /// After a change of the default user: whether clients must AUTH.
-fn publish_auth_required(shared: &Node) {
-    shared.config.runtime.has_password.store(shared.acl.auth_required(), Relaxed);
+fn publish_auth_required(node: &Node) {
+    node.config.runtime.has_password.store(node.acl.auth_required(), Relaxed);
 }
 
 /// `requirepass` (start-up or CONFIG SET): the default user's password,
 /// as Redis's `ACLUpdateDefaultUserPassword`.
-pub fn apply_requirepass(shared: &Node) {
-    let pass = shared.config.runtime.password();
-    let allchannels = shared.config.runtime.acl_pubsub_allchannels.load(Relaxed);
-    let cat = &shared.acl.catalog;
-    let _ = shared.acl.modify(|users| -> Result<(), ()> {
+pub fn apply_requirepass(node: &Node) {
+    let pass = node.config.runtime.password();
+    let allchannels = node.config.runtime.acl_pubsub_allchannels.load(Relaxed);
+    let cat = &node.acl.catalog;
+    let _ = node.acl.modify(|users| -> Result<(), ()> {
         let mut u = (**users.get(b"default".as_slice()).expect("default user")).clone();
         let _ = u.apply(cat, b"resetpass", allchannels);
         match &pass {
@@ -401,13 +398,13 @@ pub fn apply_requirepass(shared: &Node) {
         users.insert(b"default".to_vec(), Arc::new(u));
         Ok(())
     });
-    publish_auth_required(shared);
+    publish_auth_required(node);
 }
 
 /// Start-up: the users of `aclfile`, if one is configured.
-pub fn load_at_startup(shared: &Node) -> Result<(), String> {
-    if shared.config.startup.aclfile.is_some() {
-        load_file(shared, 0).map_err(|e| e.0.into_owned())?;
+pub fn load_at_startup(node: &Node) -> Result<(), String> {
+    if node.config.startup.aclfile.is_some() {
+        load_file(node, 0).map_err(|e| e.0.into_owned())?;
     }
     Ok(())
 }
@@ -418,15 +415,15 @@ fn acl(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         "getuser" => getuser(ctx, args[2], out),
         "deluser" => deluser(ctx, &args[2..], out),
         "list" => {
-            let users = ctx.shared.acl.snapshot();
+            let users = ctx.node.acl.snapshot();
             out.array(users.len());
             for u in users.values() {
-                out.bulk(&describe_line(ctx.shared, u));
+                out.bulk(&describe_line(ctx.node, u));
             }
             Ok(())
         }
         "users" => {
-            let users = ctx.shared.acl.snapshot();
+            let users = ctx.node.acl.snapshot();
             out.array(users.len());
             for name in users.keys() {
                 out.bulk(name);
@@ -434,7 +431,7 @@ fn acl(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             Ok(())
         }
         "whoami" => {
-            ctx.client.refresh_user(&ctx.shared.acl);
+            ctx.client.refresh_user(&ctx.node.acl);
             out.bulk(&ctx.client.user.name);
             Ok(())
         }
@@ -443,12 +440,12 @@ fn acl(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         "log" => log(ctx, args, out),
         "dryrun" => dryrun(ctx, args, out),
         "save" => {
-            save_file(ctx.shared)?;
+            save_file(ctx.node)?;
             out.ok();
             Ok(())
         }
         "load" => {
-            if load_file(ctx.shared, ctx.client.id())? {
+            if load_file(ctx.node, ctx.client.id())? {
                 ctx.client.close_after_reply = true;
             }
             out.ok();
@@ -462,24 +459,24 @@ fn acl(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 /// `user <name> <rules>`: one line of ACL LIST and of the ACL file.
-fn describe_line(shared: &Node, u: &User) -> Vec<u8> {
+fn describe_line(node: &Node, u: &User) -> Vec<u8> {
     let mut line = b"user ".to_vec();
     line.extend_from_slice(&u.name);
     line.push(b' ');
-    line.extend_from_slice(&u.describe(&shared.acl.catalog));
+    line.extend_from_slice(&u.describe(&node.acl.catalog));
     line
 }
 
 /// Redis's `ACLStringSetUser`: every rule applies to a copy, which
 /// replaces the user only when all of them are valid.
-fn set_user_rules(shared: &Node, name: &[u8], rules: &[&[u8]]) -> Result<(), CmdError> {
+fn set_user_rules(node: &Node, name: &[u8], rules: &[&[u8]]) -> Result<(), CmdError> {
     let merged = crate::session::acl::merge_selector_args(rules).map_err(|j| {
         CmdError::from(format!("ERR Unmatched parenthesis in acl selector starting at '{}'.", lossy(rules[j])))
     })?;
-    let allchannels = shared.config.runtime.acl_pubsub_allchannels.load(Relaxed);
-    let cat = &shared.acl.catalog;
+    let allchannels = node.config.runtime.acl_pubsub_allchannels.load(Relaxed);
+    let cat = &node.acl.catalog;
     let mut before = None;
-    let after = shared.acl.modify(|users| {
+    let after = node.acl.modify(|users| {
         let mut u = match users.get(name) {
             Some(old) => {
                 before = Some(old.clone());
@@ -497,10 +494,10 @@ fn set_user_rules(shared: &Node, name: &[u8], rules: &[&[u8]]) -> Result<(), Cmd
         Ok::<_, CmdError>(u)
     })?;
     if let Some(before) = before {
-        kill_pubsub_clients_if_needed(shared, &before, &after);
+        kill_pubsub_clients_if_needed(node, &before, &after);
     }
     if name == b"default" {
-        publish_auth_required(shared);
+        publish_auth_required(node);
     }
     Ok(())
 }
@@ -510,20 +507,20 @@ fn setuser(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if crate::session::acl::has_spaces(name) {
         return Err("ERR Usernames can't contain spaces or null characters".into());
     }
-    set_user_rules(ctx.shared, name, &args[3..])?;
+    set_user_rules(ctx.node, name, &args[3..])?;
     out.ok();
     Ok(())
 }
 
 /// Redis 7.0's `ACLKillPubsubClientsIfNeeded`: subscribers of `before`
 /// whose channels `after` no longer allows are disconnected.
-fn kill_pubsub_clients_if_needed(shared: &Node, before: &User, after: &User) {
+fn kill_pubsub_clients_if_needed(node: &Node, before: &User, after: &User) {
     let Some(upcoming) = after.channel_rules() else { return };
     // Every old rule kept: nothing is revoked (losing allchannels is).
     if before.channel_rules().is_some_and(|old| old.iter().all(|c| upcoming.contains(c))) {
         return;
     }
-    for info in shared.clients.all() {
+    for info in node.clients.all() {
         let subscriptions = info.subs.load(Relaxed) + info.psubs.load(Relaxed) + info.ssubs.load(Relaxed);
         if subscriptions == 0 || *info.user.lock() != before.name {
             continue;
@@ -533,9 +530,9 @@ fn kill_pubsub_clients_if_needed(shared: &Node, before: &User, after: &User) {
                 subs.contains_key(&info.id) && !crate::session::acl::channel_allowed(&upcoming, name, is_pattern)
             })
         };
-        if offends(&shared.pubsub.patterns, true)
-            || offends(&shared.pubsub.channels, false)
-            || offends(&shared.pubsub.shard_channels, false)
+        if offends(&node.pubsub.patterns, true)
+            || offends(&node.pubsub.channels, false)
+            || offends(&node.pubsub.shard_channels, false)
         {
             info.kill();
         }
@@ -543,11 +540,11 @@ fn kill_pubsub_clients_if_needed(shared: &Node, before: &User, after: &User) {
 }
 
 fn getuser(ctx: &mut Ctx<'_>, name: &[u8], out: &mut Reply) -> CmdResult {
-    let Some(u) = ctx.shared.acl.user(name) else {
+    let Some(u) = ctx.node.acl.user(name) else {
         out.null();
         return Ok(());
     };
-    let cat = &ctx.shared.acl.catalog;
+    let cat = &ctx.node.acl.catalog;
     out.map(6);
     out.bulk(b"flags");
     let names = u.flag_names();
@@ -582,7 +579,7 @@ fn deluser(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply) -> CmdResult {
     if names.iter().any(|n| *n == b"default") {
         return Err("ERR The 'default' user cannot be removed".into());
     }
-    let removed = ctx.shared.acl.modify(|users| {
+    let removed = ctx.node.acl.modify(|users| {
         let removed: Vec<Vec<u8>> = names.iter().filter_map(|n| users.remove(*n).map(|u| u.name.clone())).collect();
         Ok::<_, CmdError>(removed)
     })?;
@@ -598,7 +595,7 @@ fn kill_clients_of(ctx: &mut Ctx<'_>, names: &[Vec<u8>]) {
         return;
     }
     let me = ctx.client.id();
-    for info in ctx.shared.clients.all() {
+    for info in ctx.node.clients.all() {
         if names.contains(&info.user.lock()) {
             if info.id == me {
                 ctx.client.close_after_reply = true;
@@ -624,7 +621,7 @@ fn cat(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let Some(bit) = category_bit(args[2]) else {
         return Err(format!("ERR Unknown category '{}'", lossy(args[2])).into());
     };
-    let cat = &ctx.shared.acl.catalog;
+    let cat = &ctx.node.acl.catalog;
     let names: Vec<&str> = cat.entries.iter().filter(|e| e.categories & bit != 0).map(|e| e.name.as_str()).collect();
     out.array(names.len());
     for n in names {
@@ -681,7 +678,7 @@ fn log(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match args.len() {
         2 => {}
         3 if eq_ic(args[2], "reset") => {
-            ctx.shared.acl.log_reset();
+            ctx.node.acl.log_reset();
             out.ok();
             return Ok(());
         }
@@ -689,7 +686,7 @@ fn log(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         _ => return Err(syntax(args)),
     }
     let now = crate::store::now_ms();
-    let entries = ctx.shared.acl.log_entries(count);
+    let entries = ctx.node.acl.log_entries(count);
     out.array(entries.len());
     for e in entries {
         out.map(7);
@@ -712,21 +709,21 @@ fn log(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn dryrun(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let Some(user) = ctx.shared.acl.user(args[2]) else {
+    let Some(user) = ctx.node.acl.user(args[2]) else {
         return Err(format!("ERR User '{}' not found", lossy(args[2])).into());
     };
     let cmd = &args[3..];
-    let Some(resolved) = ctx.shared.table.resolve(cmd, usize::MAX) else {
+    let Some(resolved) = ctx.node.table.resolve(cmd, usize::MAX) else {
         return Err(format!("ERR Command '{}' not found", lossy(cmd[0])).into());
     };
     let name = match catalog_id(&resolved) {
-        Some(id) => ctx.shared.acl.catalog.entries[id].name.clone(),
+        Some(id) => ctx.node.acl.catalog.entries[id].name.clone(),
         None => return Err(format!("ERR Command '{}' not found", lossy(cmd[0])).into()),
     };
     if resolved.arity_error().is_some() {
         return Err(format!("ERR wrong number of arguments for '{name}' command").into());
     }
-    match check_user(ctx.shared, &user, &resolved) {
+    match check_user(ctx.node, &user, &resolved) {
         Ok(()) => out.ok(),
         Err(d) => {
             let text = match d.denied {
@@ -743,13 +740,13 @@ fn dryrun(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 /// ACL SAVE: every user, one `user ...` line each, written atomically.
-fn save_file(shared: &Node) -> CmdResult {
-    let Some(path) = &shared.config.startup.aclfile else {
+fn save_file(node: &Node) -> CmdResult {
+    let Some(path) = &node.config.startup.aclfile else {
         return Err(NO_ACLFILE.into());
     };
     let mut text = Vec::new();
-    for u in shared.acl.snapshot().values() {
-        text.extend_from_slice(&describe_line(shared, u));
+    for u in node.acl.snapshot().values() {
+        text.extend_from_slice(&describe_line(node, u));
         text.push(b'\n');
     }
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
@@ -767,16 +764,16 @@ fn save_file(shared: &Node) -> CmdResult {
 /// any line is wrong. Clients of users that were replaced are disconnected
 /// (the default user's keep their connection, as in Redis); true when
 /// that includes the caller `me`, which goes after its reply.
-fn load_file(shared: &Node, me: u64) -> Result<bool, CmdError> {
-    let Some(path) = &shared.config.startup.aclfile else {
+fn load_file(node: &Node, me: u64) -> Result<bool, CmdError> {
+    let Some(path) = &node.config.startup.aclfile else {
         return Err(NO_ACLFILE.into());
     };
     let text = std::fs::read(path).map_err(|e| {
         CmdError::from(format!("ERR Error loading ACLs, opening file '{}': {}", path.display(), io_reason(&e)))
     })?;
     let shown = path.display().to_string();
-    let allchannels = shared.config.runtime.acl_pubsub_allchannels.load(Relaxed);
-    let cat = &shared.acl.catalog;
+    let allchannels = node.config.runtime.acl_pubsub_allchannels.load(Relaxed);
+    let cat = &node.acl.catalog;
     let mut users: BTreeMap<Vec<u8>, Arc<User>> = BTreeMap::new();
     // Redis 7.0's `ACLLoadFromFile`: every line is checked and every
     // problem reported; words are separated by single spaces.
@@ -831,7 +828,7 @@ fn load_file(shared: &Node, me: u64) -> Result<bool, CmdError> {
         return Err(format!("ERR {errors}").into());
     }
     let default_missing = !users.contains_key(b"default".as_slice());
-    let old = shared.acl.modify(|table| {
+    let old = node.acl.modify(|table| {
         let old = std::mem::take(table);
         *table = users;
         if default_missing {
@@ -841,7 +838,7 @@ fn load_file(shared: &Node, me: u64) -> Result<bool, CmdError> {
     })?;
     let replaced: Vec<Vec<u8>> = old.keys().filter(|k| k.as_slice() != b"default").cloned().collect();
     let mut close_me = false;
-    for info in shared.clients.all() {
+    for info in node.clients.all() {
         if replaced.contains(&info.user.lock()) {
             if info.id == me {
                 close_me = true;
@@ -850,7 +847,7 @@ fn load_file(shared: &Node, me: u64) -> Result<bool, CmdError> {
             }
         }
     }
-    publish_auth_required(shared);
+    publish_auth_required(node);
     Ok(close_me)
 }
 

@@ -51,7 +51,7 @@ fn flushdb(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         part.clear_db(ks, db);
         part.clear_tracked(ks);
     });
-    ctx.shared.tracking.flushed();
+    ctx.node.tracking.flushed();
     out.ok();
     Ok(())
 }
@@ -65,7 +65,7 @@ fn flushall(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         part.clear_tracked(ks);
     });
-    ctx.shared.tracking.flushed();
+    ctx.node.tracking.flushed();
     out.ok();
     Ok(())
 }
@@ -100,7 +100,7 @@ fn time(_ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn lastsave(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     // Nothing is ever saved: like a Redis that never saved, report start-up.
-    out.int(start_time(ctx.shared) as i64);
+    out.int(start_time(ctx.node) as i64);
     Ok(())
 }
 

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 /// One line of CLIENT LIST / CLIENT INFO in Redis 7.0's format (plus 7.2's
 /// lib-name/lib-ver). `running` names the command the caller is executing.
-pub fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str>) -> String {
+pub fn client_line(node: &Node, info: &ClientInfo, running: Option<&str>) -> String {
     let now = crate::store::now_ms();
     let idle = now.saturating_sub(info.last_active_ms.load(Relaxed)) / 1000;
     let subs = info.subs.load(Relaxed);
@@ -16,7 +16,7 @@ pub fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str>) -> S
     let ssubs = info.ssubs.load(Relaxed);
     let multi = info.multi.load(Relaxed);
     let mut flags = String::new();
-    if shared.monitors.active() && shared.monitors.contains(info.id) {
+    if node.monitors.active() && node.monitors.contains(info.id) {
         flags.push('O');
     }
     if subs + psubs + ssubs > 0 {
@@ -57,7 +57,7 @@ pub fn client_line(shared: &Node, info: &ClientInfo, running: Option<&str>) -> S
         Some(c) => c.to_string(),
         None => match info.last_cmd.load(Relaxed) {
             u32::MAX => "NULL".to_string(),
-            idx if (idx as usize) < shared.table.len() => shared.table.get(idx as usize).name.to_string(),
+            idx if (idx as usize) < node.table.len() => node.table.get(idx as usize).name.to_string(),
             _ => "NULL".to_string(),
         },
     };

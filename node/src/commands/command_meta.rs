@@ -366,36 +366,36 @@ const DOCS: &[(&str, &str, &str, &str, &str)] = &[
 ];
 
 /// Looks up a command by name, or a subcommand by `container|sub`.
-fn find_view(shared: &Node, name: &[u8]) -> Option<CmdView> {
-    if let Some(idx) = shared.table.lookup(name) {
-        return Some(CmdView::of(shared.table.get(idx)));
+fn find_view(node: &Node, name: &[u8]) -> Option<CmdView> {
+    if let Some(idx) = node.table.lookup(name) {
+        return Some(CmdView::of(node.table.get(idx)));
     }
     let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
     let (container, sub) = name.split_once('|')?;
-    let def = shared.table.get(shared.table.lookup(container.as_bytes())?);
+    let def = node.table.get(node.table.lookup(container.as_bytes())?);
     def.subcommands.contains(&sub).then(|| CmdView::of_sub(def.name, sub))
 }
 
-fn write_all_info(shared: &Node, out: &mut Reply) {
-    out.array(shared.table.len());
-    for (_, def) in shared.table.iter() {
+fn write_all_info(node: &Node, out: &mut Reply) {
+    out.array(node.table.len());
+    for (_, def) in node.table.iter() {
         CmdView::of(def).write_info(out);
     }
 }
 
 fn command(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let shared = ctx.shared;
+    let node = ctx.node;
     if args.len() == 1 {
-        write_all_info(shared, out);
+        write_all_info(node, out);
         return Ok(());
     }
     match subcommand("command", COMMAND_SUBS, args)? {
-        "count" => out.int(shared.table.len() as i64),
-        "info" if args.len() == 2 => write_all_info(shared, out),
+        "count" => out.int(node.table.len() as i64),
+        "info" if args.len() == 2 => write_all_info(node, out),
         "info" => {
             out.array(args.len() - 2);
             for name in &args[2..] {
-                match find_view(shared, name) {
+                match find_view(node, name) {
                     Some(v) => v.write_info(out),
                     None => out.null(),
                 }
@@ -403,9 +403,9 @@ fn command(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         "docs" => {
             let views: Vec<CmdView> = if args.len() == 2 {
-                shared.table.iter().map(|(_, d)| CmdView::of(d)).collect()
+                node.table.iter().map(|(_, d)| CmdView::of(d)).collect()
             } else {
-                args[2..].iter().filter_map(|n| find_view(shared, n)).collect()
+                args[2..].iter().filter_map(|n| find_view(node, n)).collect()
             };
             out.map(views.len());
             for v in &views {
@@ -413,15 +413,15 @@ fn command(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
                 v.write_docs(out, None);
             }
         }
-        "list" => command_list(shared, args, out)?,
-        "getkeys" => command_getkeys(shared, &args[2..], false, out)?,
-        "getkeysandflags" => command_getkeys(shared, &args[2..], true, out)?,
+        "list" => command_list(node, args, out)?,
+        "getkeys" => command_getkeys(node, &args[2..], false, out)?,
+        "getkeysandflags" => command_getkeys(node, &args[2..], true, out)?,
         _ => help(out, COMMAND_HELP),
     }
     Ok(())
 }
 
-fn command_list(shared: &Node, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+fn command_list(node: &Node, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     enum Filter<'a> {
         All,
         Module,
@@ -444,7 +444,7 @@ fn command_list(shared: &Node, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         _ => return Err(err::SYNTAX.into()),
     };
     let mut names = Vec::new();
-    for (_, def) in shared.table.iter() {
+    for (_, def) in node.table.iter() {
         let view = CmdView::of(def);
         for v in std::iter::once(&view).chain(view.subs.iter()) {
             let keep = match filter {
@@ -468,10 +468,10 @@ fn command_list(shared: &Node, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 /// COMMAND GETKEYS and GETKEYSANDFLAGS: the keys a full command line refers
 /// to (with their key-spec flags), as Redis's `getKeysSubcommandImpl`.
-fn command_getkeys(shared: &Node, cmd: &[&[u8]], with_flags: bool, out: &mut Reply) -> CmdResult {
+fn command_getkeys(node: &Node, cmd: &[&[u8]], with_flags: bool, out: &mut Reply) -> CmdResult {
     const INVALID: &str = "ERR Invalid command specified";
     // A container with a subcommand is that subcommand (MEMORY USAGE has a key, MEMORY STATS none).
-    let resolved = shared.table.resolve(cmd, usize::MAX).ok_or(CmdError::from(INVALID))?;
+    let resolved = node.table.resolve(cmd, usize::MAX).ok_or(CmdError::from(INVALID))?;
     if resolved.unknown_sub() {
         return Err(INVALID.into());
     }

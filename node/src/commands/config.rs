@@ -37,14 +37,14 @@ fn find_param(name: &[u8]) -> Option<&'static Param> {
 
 fn config(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match subcommand("config", CONFIG_SUBS, args)? {
-        "get" => config_get(ctx.shared, &args[2..], out),
+        "get" => config_get(ctx.node, &args[2..], out),
         "set" => config_set(ctx, &args[2..], out)?,
         "resetstat" => {
-            reset_stats(ctx.shared);
+            reset_stats(ctx.node);
             out.ok();
         }
         "rewrite" => {
-            config_rewrite(ctx.shared)?;
+            config_rewrite(ctx.node)?;
             out.ok();
         }
         _ => help(out, CONFIG_HELP),
@@ -52,7 +52,7 @@ fn config(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     Ok(())
 }
 
-fn config_get(shared: &Node, patterns: &[&[u8]], out: &mut Reply) {
+fn config_get(node: &Node, patterns: &[&[u8]], out: &mut Reply) {
     // Each CONFIG name once, under the name it was first asked for by.
     let mut found: Vec<(String, &'static str, &'static Param)> = Vec::new();
     let mut add = |asked: String, name: &'static str, p: &'static Param| {
@@ -72,7 +72,7 @@ fn config_get(shared: &Node, patterns: &[&[u8]], out: &mut Reply) {
     out.map(found.len());
     for (asked, _, p) in found {
         out.bulk(asked.as_bytes());
-        out.bulk((p.get)(&shared.config).as_bytes());
+        out.bulk((p.get)(&node.config).as_bytes());
     }
 }
 
@@ -94,7 +94,7 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
         // A start-up-only parameter set to the value it has is a no-op
         // (tools write back what CONFIG GET * showed); any other value is
         // refused as Redis refuses its immutable ones.
-        if !p.mutable() && !pair[1].eq_ignore_ascii_case((p.get)(&ctx.shared.config).as_bytes()) {
+        if !p.mutable() && !pair[1].eq_ignore_ascii_case((p.get)(&ctx.node.config).as_bytes()) {
             return Err(failed(&lossy(pair[0]), "can't set immutable config"));
         }
         // As Redis 7.0: a name given twice is refused, a name and its alias
@@ -114,7 +114,7 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
     // and silently capped.
     if let Some((p, v)) = params.iter().zip(&values).find(|(p, _)| p.name == "maxclients") {
         let wanted = v.int().max(0) as usize;
-        if wanted > ctx.shared.config.runtime.maxclients.load(Relaxed)
+        if wanted > ctx.node.config.runtime.maxclients.load(Relaxed)
             && let Err(fit) = ctx.server.fit_maxclients(wanted)
         {
             let why =
@@ -124,7 +124,7 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
     }
     for (p, v) in params.iter().zip(&values) {
         if p.mutable() {
-            p.apply(&ctx.shared.config, v);
+            p.apply(&ctx.node.config, v);
             follow_change(ctx, p.name);
         }
     }
@@ -137,7 +137,7 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
 
 /// Tells the parts of the node that keep their own copy of a setting.
 fn follow_change(ctx: &Ctx<'_>, name: &str) {
-    let (rt, ks) = (&ctx.shared.config.runtime, &ctx.shared.ks);
+    let (rt, ks) = (&ctx.node.config.runtime, &ctx.node.ks);
     match name {
         // Inside EXEC partitions are held: the next eviction switches instead.
         "maxmemory-policy" if !ctx.in_exec => ks.set_policy(rt.policy()),
@@ -149,7 +149,7 @@ fn follow_change(ctx: &Ctx<'_>, name: &str) {
         | "set-max-intset-entries"
         | "zset-max-listpack-entries"
         | "zset-max-listpack-value" => apply_encoding_thresholds(rt),
-        "requirepass" => super::acl::apply_requirepass(ctx.shared),
+        "requirepass" => super::acl::apply_requirepass(ctx.node),
         _ => {}
     }
 }
@@ -171,20 +171,20 @@ fn evict_to_limit(ctx: &Ctx<'_>) {
     if ctx.in_exec {
         return;
     }
-    let shared = ctx.shared;
+    let node = ctx.node;
     let mut last = u64::MAX;
-    while shared.maxmemory() > 0 {
-        let used = shared.used_memory_for_eviction();
+    while node.maxmemory() > 0 {
+        let used = node.used_memory_for_eviction();
         // Stop when under the limit, or when a round freed nothing.
-        if used <= shared.maxmemory() || used >= last || shared.ensure_memory(ctx.keys.stats) {
+        if used <= node.maxmemory() || used >= last || node.ensure_memory(ctx.keys.stats) {
             break;
         }
         last = used;
     }
 }
 
-fn reset_stats(shared: &Node) {
-    for w in &shared.workers {
+fn reset_stats(node: &Node) {
+    for w in &node.workers {
         for c in w.cmds.iter() {
             c.reset();
         }
@@ -192,16 +192,16 @@ fn reset_stats(shared: &Node) {
         w.store.reset();
         w.errors.reset();
     }
-    shared.stat_reset_time.store(unix_secs(), Relaxed);
+    node.stat_reset_time.store(unix_secs(), Relaxed);
 }
 
-fn config_rewrite(shared: &Node) -> CmdResult {
-    let Some(path) = shared.config.startup.config_file.as_ref() else {
+fn config_rewrite(node: &Node) -> CmdResult {
+    let Some(path) = node.config.startup.config_file.as_ref() else {
         return Err("ERR The server is running without a config file".into());
     };
     let fail = |e: std::io::Error| CmdError::from(format!("ERR Rewriting config file: {e}"));
     let old = std::fs::read_to_string(path).map_err(fail)?;
     let value_of =
-        |name: &str| PARAMS.iter().find(|p| p.name == name).map(|p| p.file_value(&shared.config)).unwrap_or_default();
+        |name: &str| PARAMS.iter().find(|p| p.name == name).map(|p| p.file_value(&node.config)).unwrap_or_default();
     replace_file(path, &rewrite_config_text(&old, value_of)).map_err(fail)
 }

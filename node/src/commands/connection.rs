@@ -56,7 +56,7 @@ fn echo(_ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match args.len() {
         2 => {
-            if ctx.shared.acl.default_user().nopass {
+            if ctx.node.acl.default_user().nopass {
                 return Err("ERR AUTH <password> called without any password configured for the default user. \
                             Are you sure your configuration is correct?"
                     .into());
@@ -176,14 +176,14 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     client.multi = None;
     client.multi_dirty = false;
     client.info.multi.store(u32::MAX, Relaxed);
-    crate::commands::transactions::unwatch_all(ctx.shared, client);
-    ctx.shared.pubsub.unsubscribe_all(client);
+    crate::commands::transactions::unwatch_all(ctx.node, client);
+    ctx.node.pubsub.unsubscribe_all(client);
     if client.monitor {
         client.monitor = false;
-        ctx.shared.monitors.remove(client.info.id);
+        ctx.node.monitors.remove(client.info.id);
     }
-    let broadcasting = ctx.shared.tracking.disable(&client.info);
-    ctx.shared.ks.set_broadcasting(broadcasting);
+    let broadcasting = ctx.node.tracking.disable(&client.info);
+    ctx.node.ks.set_broadcasting(broadcasting);
     client.resp3 = false;
     out.resp3 = false;
     client.info.resp.store(2, Relaxed);
@@ -195,7 +195,7 @@ fn reset(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     client.no_touch = false;
     client.info.no_touch.store(false, Relaxed);
     // Back to the default user, authenticated only if it needs no password.
-    let acl = &ctx.shared.acl;
+    let acl = &ctx.node.acl;
     let generation = acl.generation();
     client.set_user(acl.default_user(), generation);
     client.authenticated = !acl.auth_required();
@@ -286,7 +286,7 @@ fn client(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     match subcommand("client", CLIENT_SUBS, args)? {
         "id" => out.int(ctx.client.id() as i64),
         "info" => {
-            let line = super::client_list::client_line(ctx.shared, &ctx.client.info, Some("client|info"));
+            let line = super::client_list::client_line(ctx.node, &ctx.client.info, Some("client|info"));
             out.verbatim(line.as_bytes());
         }
         "list" => client_list(ctx, args, out)?,
@@ -318,8 +318,8 @@ fn client(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         "reply" => client_reply(ctx, args[2], out)?,
         "pause" => client_pause(ctx, args, out)?,
         "unpause" => {
-            ctx.shared.pause.unpause();
-            ctx.shared.ks.pause_expiry(0);
+            ctx.node.pause.unpause();
+            ctx.node.ks.pause_expiry(0);
             out.ok();
         }
         "unblock" => client_unblock(ctx, args, out)?,
@@ -362,8 +362,8 @@ fn client_pause(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
     }
     let now = crate::store::now_ms();
     if timeout > 0 {
-        ctx.shared.pause.pause(now.saturating_add(timeout as u64), mode, now);
-        ctx.shared.ks.pause_expiry(ctx.shared.pause.end_ms());
+        ctx.node.pause.pause(now.saturating_add(timeout as u64), mode, now);
+        ctx.node.ks.pause_expiry(ctx.node.pause.end_ms());
     }
     out.ok();
     Ok(())
@@ -382,7 +382,7 @@ fn client_unblock(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResu
         Some(_) => return Err("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR".into()),
     };
     let id = arg_i64(args[2])?;
-    let target = if id > 0 { ctx.shared.clients.get(id as u64) } else { None };
+    let target = if id > 0 { ctx.node.clients.get(id as u64) } else { None };
     let waiter = target.and_then(|t| t.blocked_on.lock().clone());
     out.int(waiter.is_some_and(|w| w.unblock(error)) as i64);
     Ok(())
@@ -403,7 +403,7 @@ fn client_tracking(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdRes
                 return Err("ERR A client can only redirect to a single other client".into());
             }
             redirect = arg_i64(args[j])?;
-            if redirect <= 0 || ctx.shared.clients.get(redirect as u64).is_none() {
+            if redirect <= 0 || ctx.node.clients.get(redirect as u64).is_none() {
                 return Err("ERR The client ID you want redirect to does not exist".into());
             }
         } else if eq_ic(opt, "bcast") {
@@ -423,7 +423,7 @@ fn client_tracking(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdRes
         j += 1;
     }
     let info = ctx.client.info.clone();
-    let tracking = &ctx.shared.tracking;
+    let tracking = &ctx.node.tracking;
     if eq_ic(args[2], "on") {
         let current = info.tracking.load(Relaxed);
         if options & mode::BCAST == 0 && !prefixes.is_empty() {
@@ -458,10 +458,10 @@ fn client_tracking(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdRes
             }
         }
         let broadcasting = tracking.enable(&info, redirect as u64, options, &prefixes);
-        ctx.shared.ks.set_broadcasting(broadcasting);
+        ctx.node.ks.set_broadcasting(broadcasting);
     } else if eq_ic(args[2], "off") {
         let broadcasting = tracking.disable(&info);
-        ctx.shared.ks.set_broadcasting(broadcasting);
+        ctx.node.ks.set_broadcasting(broadcasting);
     } else {
         return Err(err::SYNTAX.into());
     }
@@ -626,7 +626,7 @@ fn client_list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
     }
     let me = ctx.client.id();
     let mut text = String::new();
-    for info in ctx.shared.clients.all() {
+    for info in ctx.node.clients.all() {
         if wanted_type.is_some_and(|t| t != client_type(&info)) {
             continue;
         }
@@ -634,7 +634,7 @@ fn client_list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
             continue;
         }
         let running = (info.id == me).then_some("client|list");
-        text.push_str(&super::client_list::client_line(ctx.shared, &info, running));
+        text.push_str(&super::client_list::client_line(ctx.node, &info, running));
     }
     out.verbatim(text.as_bytes());
     Ok(())
@@ -665,7 +665,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
     let me = ctx.client.id();
     if args.len() == 3 {
         // Old form: CLIENT KILL addr:port, +OK or an error.
-        let target = ctx.shared.clients.all().into_iter().find(|c| c.addr.as_bytes() == args[2]);
+        let target = ctx.node.clients.all().into_iter().find(|c| c.addr.as_bytes() == args[2]);
         let Some(info) = target else {
             return Err("ERR No such client".into());
         };
@@ -687,7 +687,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
         } else if eq_ic(opt, "type") {
             filter.ctype = Some(parse_client_type(val)?);
         } else if eq_ic(opt, "user") {
-            if ctx.shared.acl.user(val).is_none() {
+            if ctx.node.acl.user(val).is_none() {
                 return Err(format!("ERR No such user '{}'", lossy(val)).into());
             }
             filter.user = Some(val);
@@ -708,7 +708,7 @@ fn client_kill(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult 
         }
     }
     let mut killed = 0;
-    for info in ctx.shared.clients.all() {
+    for info in ctx.node.clients.all() {
         if !filter.matches(&info) || (filter.skip_me && info.id == me) {
             continue;
         }

@@ -79,7 +79,7 @@ fn debug(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         }
         out.ok();
     } else if eq_ic(sub, "active-threads") && args.len() == 3 {
-        let threads = ctx.shared.config.startup.threads as i64;
+        let threads = ctx.node.config.startup.threads as i64;
         let n = Kind::Int { min: 1, max: threads }.parse(args[2], Origin::ConfigSet);
         let n = n.map_err(|e| CmdError::from(format!("ERR {e}")))?.int();
         ctx.server.set_active_threads(n as usize);
@@ -208,7 +208,7 @@ fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             }
         }
         "stats" => memory_stats(ctx, out),
-        "doctor" => out.verbatim(memory_doctor(ctx.shared).as_bytes()),
+        "doctor" => out.verbatim(memory_doctor(ctx.node).as_bytes()),
         "malloc-stats" => out.bulk(b"Stats not supported for the current allocator"),
         "purge" => {
             crate::sys::alloc::purge();
@@ -221,7 +221,7 @@ fn memory(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn memory_stats(ctx: &mut Ctx<'_>, out: &mut Reply) {
     use crate::store::entry::EXPIRY_BYTES;
-    let m = mem_snapshot(ctx.shared);
+    let m = mem_snapshot(ctx.node);
     let counts = keyspace_counts(ctx);
     let startup = m.used.saturating_sub(m.dataset + m.clients);
     let keys: u64 = counts.iter().map(|c| c.keys).sum();
@@ -263,8 +263,8 @@ fn memory_stats(ctx: &mut Ctx<'_>, out: &mut Reply) {
 }
 
 /// MEMORY DOCTOR: Redis's report, for the issues that can arise here.
-fn memory_doctor(shared: &Node) -> String {
-    let m = mem_snapshot(shared);
+fn memory_doctor(node: &Node) -> String {
+    let m = mem_snapshot(node);
     if m.used < 5 * MB {
         return "Hi Sam, this instance is empty or is using very little memory, my issues detector can't be used in \
                 these conditions. Please, leave for your mission on Earth and fill it with some data. The new Sam and \

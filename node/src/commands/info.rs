@@ -60,7 +60,7 @@ fn info(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         if !text.is_empty() {
             text.push_str("\r\n");
         }
-        write_section(ctx.shared, ctx.server, &snap, section, &mut text);
+        write_section(ctx.node, ctx.server, &snap, section, &mut text);
     }
     out.verbatim(text.as_bytes());
     Ok(())
@@ -75,22 +75,22 @@ macro_rules! field {
     }};
 }
 
-fn write_section(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, section: &str, t: &mut String) {
+fn write_section(node: &Node, server: &dyn ServerControl, snap: &Snapshot, section: &str, t: &mut String) {
     let title = match section {
         "cpu" => "CPU".to_string(),
         s => format!("{}{}", s[..1].to_ascii_uppercase(), &s[1..]),
     };
     let _ = write!(t, "# {title}\r\n");
     match section {
-        "server" => info_server(shared, server, snap, t),
-        "clients" => info_clients(shared, snap, t),
-        "memory" => info_memory(shared, snap, t),
-        "persistence" => info_persistence(shared, snap, t),
-        "stats" => info_stats(shared, snap, t),
+        "server" => info_server(node, server, snap, t),
+        "clients" => info_clients(node, snap, t),
+        "memory" => info_memory(node, snap, t),
+        "persistence" => info_persistence(node, snap, t),
+        "stats" => info_stats(node, snap, t),
         "replication" => info_replication(server, t),
         "cpu" => info_cpu(t),
         "commandstats" => info_commandstats(snap, t),
-        "latencystats" => info_latencystats(shared, snap, t),
+        "latencystats" => info_latencystats(node, snap, t),
         "errorstats" => {
             for (prefix, count) in &snap.errors {
                 let _ = write!(t, "errorstat_{prefix}:count={count}\r\n");
@@ -104,8 +104,8 @@ fn write_section(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, sec
     }
 }
 
-fn info_server(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, t: &mut String) {
-    let sc = &shared.config.startup;
+fn info_server(node: &Node, server: &dyn ServerControl, snap: &Snapshot, t: &mut String) {
+    let sc = &node.config.startup;
     let uptime = snap.uptime.as_secs();
     field!(t, "redis_version", "{REDIS_VERSION}");
     field!(t, "strata_version", "{}", env!("CARGO_PKG_VERSION"));
@@ -138,15 +138,15 @@ fn info_server(shared: &Node, server: &dyn ServerControl, snap: &Snapshot, t: &m
     field!(t, "strata_connection_migrations", "{}", snap.connection_migrations);
 }
 
-fn info_clients(shared: &Node, snap: &Snapshot, t: &mut String) {
+fn info_clients(node: &Node, snap: &Snapshot, t: &mut String) {
     let c = &snap.clients;
     field!(t, "connected_clients", "{}", c.connected);
     field!(t, "cluster_connections", "0");
-    field!(t, "maxclients", "{}", shared.config.runtime.maxclients.load(Relaxed));
+    field!(t, "maxclients", "{}", node.config.runtime.maxclients.load(Relaxed));
     field!(t, "client_recent_max_input_buffer", "{}", c.max_input_buffer);
     field!(t, "client_recent_max_output_buffer", "{}", c.max_output_buffer);
     field!(t, "blocked_clients", "{}", c.blocked);
-    field!(t, "tracking_clients", "{}", shared.tracking.clients());
+    field!(t, "tracking_clients", "{}", node.tracking.clients());
 }
 
 /// Redis's `bytesToHuman`.
@@ -165,7 +165,7 @@ fn human_bytes(n: u64) -> String {
     format!("{n}B")
 }
 
-fn info_memory(shared: &Node, snap: &Snapshot, t: &mut String) {
+fn info_memory(node: &Node, snap: &Snapshot, t: &mut String) {
     let m = &snap.memory;
     let max = m.max;
     let total = total_system_memory();
@@ -183,8 +183,8 @@ fn info_memory(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "total_system_memory_human", "{}", human_bytes(total));
     field!(t, "maxmemory", "{max}");
     field!(t, "maxmemory_human", "{}", human_bytes(max));
-    field!(t, "maxmemory_policy", "{}", shared.config.runtime.policy_name());
-    let lua = shared.scripts.memory();
+    field!(t, "maxmemory_policy", "{}", node.config.runtime.policy_name());
+    let lua = node.scripts.memory();
     field!(t, "used_memory_lua", "{}", lua.vm);
     field!(t, "used_memory_lua_human", "{}", human_bytes(lua.vm));
     field!(t, "used_memory_scripts_eval", "{}", lua.scripts_bytes);
@@ -262,14 +262,14 @@ fn loading_fields(p: &crate::metrics::snapshot::LoadingFigures, now_secs: u64, t
     field!(t, "loading_eta_seconds", "{eta}");
 }
 
-fn info_persistence(shared: &Node, snap: &Snapshot, t: &mut String) {
+fn info_persistence(node: &Node, snap: &Snapshot, t: &mut String) {
     // There is no RDB or AOF; `loading` is the replay of the durability log.
     let loading = snap.durability.as_ref().is_some_and(|d| d.loading);
     field!(t, "loading", "{}", loading as u8);
     for name in ["async_loading", "rdb_changes_since_last_save", "rdb_bgsave_in_progress"] {
         field!(t, name, "0");
     }
-    field!(t, "rdb_last_save_time", "{}", start_time(shared));
+    field!(t, "rdb_last_save_time", "{}", start_time(node));
     for (name, value) in NO_RDB_AOF {
         field!(t, name, "{value}");
     }
@@ -278,12 +278,12 @@ fn info_persistence(shared: &Node, snap: &Snapshot, t: &mut String) {
         loading_fields(&d.loading_progress, now, t);
     }
     // Strata's own: the durability mode asked for, and what this build does.
-    field!(t, "strata_durability", "{}", shared.config.startup.durability.name());
+    field!(t, "strata_durability", "{}", node.config.startup.durability.name());
     let Some(d) = &snap.durability else {
         field!(t, "strata_durability_effective", "none");
         return;
     };
-    field!(t, "strata_durability_effective", "{}", shared.config.startup.durability.name());
+    field!(t, "strata_durability_effective", "{}", node.config.startup.durability.name());
     field!(t, "strata_io_engine", "{}", d.engine);
     let r = &d.recovery;
     field!(t, "strata_recovery_duration_ms", "{}", r.duration_ms);
@@ -319,7 +319,7 @@ fn info_persistence(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "strata_durability_lag_us", "{}", d.lag_us);
     field!(t, "strata_durability_lag_bytes", "{}", d.lag_bytes);
     field!(t, "strata_durability_held_replies", "{}", d.held_replies);
-    let sc = &shared.config.startup;
+    let sc = &node.config.startup;
     match sc.durability {
         crate::config::Durability::WriteBack => {
             field!(t, "strata_write_back_max_lag_us", "{}", sc.write_back_max_lag_us);
@@ -372,7 +372,7 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
     }
 }
 
-fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {
+fn info_stats(node: &Node, snap: &Snapshot, t: &mut String) {
     let (server, store) = (&snap.server, &snap.store);
     field!(t, "total_connections_received", "{}", server.connections_received);
     field!(t, "total_commands_processed", "{}", server.commands);
@@ -387,12 +387,12 @@ fn info_stats(shared: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "evicted_clients", "0");
     field!(t, "keyspace_hits", "{}", store.hits);
     field!(t, "keyspace_misses", "{}", store.misses);
-    field!(t, "pubsub_channels", "{}", shared.pubsub.num_channels());
-    field!(t, "pubsub_patterns", "{}", shared.pubsub.num_patterns());
-    field!(t, "pubsubshard_channels", "{}", shared.pubsub.num_shard_channels());
-    field!(t, "tracking_total_keys", "{}", shared.ks.tracked_keys());
-    field!(t, "tracking_total_items", "{}", shared.ks.tracked_items());
-    field!(t, "tracking_total_prefixes", "{}", shared.tracking.prefixes());
+    field!(t, "pubsub_channels", "{}", node.pubsub.num_channels());
+    field!(t, "pubsub_patterns", "{}", node.pubsub.num_patterns());
+    field!(t, "pubsubshard_channels", "{}", node.pubsub.num_shard_channels());
+    field!(t, "tracking_total_keys", "{}", node.ks.tracked_keys());
+    field!(t, "tracking_total_items", "{}", node.ks.tracked_items());
+    field!(t, "tracking_total_prefixes", "{}", node.tracking.prefixes());
     field!(t, "unexpected_error_replies", "0");
     field!(t, "total_error_replies", "{}", snap.error_replies);
     field!(t, "total_protocol_errors", "{}", server.protocol_errors);
@@ -439,8 +439,8 @@ fn info_commandstats(snap: &Snapshot, t: &mut String) {
 
 /// Per command with a latency histogram, the configured percentiles (µs):
 /// the bound of the histogram step where each falls, as Redis reads its own.
-fn info_latencystats(shared: &Node, snap: &Snapshot, t: &mut String) {
-    let percentiles = shared.config.runtime.latency_percentiles.read().clone();
+fn info_latencystats(node: &Node, snap: &Snapshot, t: &mut String) {
+    let percentiles = node.config.runtime.latency_percentiles.read().clone();
     for (name, c) in &snap.commands {
         let total: u64 = c.histogram.iter().sum();
         if total == 0 {

@@ -362,7 +362,7 @@ pub struct Ctx<'a> {
     pub keys: KeyAccess<'a>,
     pub client: &'a mut Client,
     /// The state commands share.
-    pub shared: &'a Node,
+    pub node: &'a Node,
     /// Facts and actions only the server has.
     pub server: &'a dyn ServerControl,
     /// This worker's counters (EXEC records each queued command).
@@ -381,20 +381,20 @@ pub struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     /// A handler's context: not inside EXEC or a script, asking nothing yet.
     pub fn new(
-        shared: &'a Node,
+        node: &'a Node,
         server: &'a dyn ServerControl,
         worker: &'a crate::metrics::WorkerMetrics,
         client: &'a mut Client,
         keys: KeyAccess<'a>,
     ) -> Self {
-        Ctx { keys, client, shared, server, worker, in_exec: false, in_script: false, block: None, pending: None }
+        Ctx { keys, client, node, server, worker, in_exec: false, in_script: false, block: None, pending: None }
     }
 
     /// The configuration: all a data command may know of the node beyond
     /// its keys and its client (`scripts/check-layers.sh` holds the data
     /// families to that).
     pub fn config(&self) -> &crate::config::Config {
-        &self.shared.config
+        &self.node.config
     }
 
     /// Publishes keyspace event `event` (of class `class`, see

@@ -27,7 +27,7 @@ fn monitor(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
     // A second MONITOR is ignored, without a reply, as in Redis.
     if !ctx.client.monitor {
         ctx.client.monitor = true;
-        ctx.shared.monitors.add(ctx.client.info.clone());
+        ctx.node.monitors.add(ctx.client.info.clone());
         out.ok();
     }
     Ok(())
@@ -35,11 +35,11 @@ fn monitor(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 /// Shows `args`, just run by `client` (by its script when `lua`), to the
 /// monitors. Callers check `monitors.active()` first.
-pub fn feed(shared: &Node, client: &Client, args: &[&[u8]], lua: bool) {
+pub fn feed(node: &Node, client: &Client, args: &[&[u8]], lua: bool) {
     let unix_us =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
     let addr = client.info.addr.as_str();
-    let socket = shared.config.startup.unixsocket.as_ref().map(|p| p.to_string_lossy());
+    let socket = node.config.startup.unixsocket.as_ref().map(|p| p.to_string_lossy());
     let origin = match &socket {
         _ if lua => Origin::Lua,
         // A Unix-socket peer is shown as its path (`path:0`), never an IP.
@@ -47,7 +47,7 @@ pub fn feed(shared: &Node, client: &Client, args: &[&[u8]], lua: bool) {
         _ => Origin::Peer(addr),
     };
     let redacted = super::slowlog::redacted_args(args);
-    shared.monitors.feed(&format_line(unix_us, client.db, origin, args, &redacted));
+    node.monitors.feed(&format_line(unix_us, client.db, origin, args, &redacted));
 }
 
 /// What a monitoring client may not run: commands on keys (Redis treats a

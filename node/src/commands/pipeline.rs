@@ -525,15 +525,15 @@ pub fn after_call(
         ctx.block = None;
         ctx.pending = None;
     }
-    let nanos = finish(ctx.shared, ctx.worker, ctx.client, cmd, mark, result, out);
+    let nanos = finish(ctx.node, ctx.worker, ctx.client, cmd, mark, result, out);
     let in_script = matches!(origin, Origin::Script(_));
     // Redis logs EXEC's commands, not EXEC, and no command a script calls.
     if !blocked && !in_script {
-        record_slow(ctx.shared, ctx.client, def, cmd.args, nanos);
+        record_slow(ctx.node, ctx.client, def, cmd.args, nanos);
     }
     // MONITOR: scripts show themselves when they start; admin commands never.
     // One relaxed load while nobody monitors.
-    let node = ctx.shared;
+    let node = ctx.node;
     if node.monitors.active() && !cmd.has(flags::ADMIN) && (in_script || !def.has(flags::RUNS_SCRIPT)) {
         super::monitor::feed(node, ctx.client, cmd.args, in_script);
     }

@@ -126,7 +126,7 @@ fn subscribe_to(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &Kind
     // Confirmations are pushes in Redis 7.0, in RESP2 too: CLIENT REPLY
     // OFF/SKIP does not hold them back.
     ctx.client.reply_always = true;
-    let hub = (kind.hub)(&ctx.shared.pubsub);
+    let hub = (kind.hub)(&ctx.node.pubsub);
     for name in names {
         if (kind.client)(ctx.client).insert(name.to_vec()) {
             hub.write().entry(name.to_vec()).or_default().insert(ctx.client.id(), ctx.client.info.clone());
@@ -150,7 +150,7 @@ fn unsubscribe_from(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &
     }
     for name in names {
         if (kind.client)(ctx.client).remove(&name) {
-            Hub::remove((kind.hub)(&ctx.shared.pubsub), &name, ctx.client.id());
+            Hub::remove((kind.hub)(&ctx.node.pubsub), &name, ctx.client.id());
         }
         confirm(out, kind.unsubscribe, Some(&name), (kind.count)(ctx.client));
     }
@@ -161,7 +161,7 @@ fn unsubscribe_from(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply, kind: &
 fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let (channel, message) = (args[1], args[2]);
     let mut self_msgs = Reply::new(out.resp3);
-    let receivers = ctx.shared.pubsub.publish(channel, message, Some((ctx.client.id(), &mut self_msgs)));
+    let receivers = ctx.node.pubsub.publish(channel, message, Some((ctx.client.id(), &mut self_msgs)));
     out.raw(&self_msgs.buf);
     out.int(receivers as i64);
     Ok(())
@@ -169,15 +169,15 @@ fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn spublish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let (channel, message) = (args[1], args[2]);
-    let shared = ctx.shared;
+    let node = ctx.node;
     let mut receivers = 0i64;
     let mut self_msgs = Reply::new(out.resp3);
     {
-        let channels = shared.pubsub.shard_channels.read();
+        let channels = node.pubsub.shard_channels.read();
         if let Some(subs) = channels.get(channel) {
             let msg = encode(&[b"smessage", channel, message]);
             for sub in subs.values() {
-                shared.pubsub.deliver(sub, &msg, Some((ctx.client.id(), &mut self_msgs)));
+                node.pubsub.deliver(sub, &msg, Some((ctx.client.id(), &mut self_msgs)));
                 receivers += 1;
             }
         }
@@ -209,7 +209,7 @@ fn count_subscribers(map: &SubscriptionMap, names: &[&[u8]], out: &mut Reply) {
 }
 
 fn pubsub(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let hub = &ctx.shared.pubsub;
+    let hub = &ctx.node.pubsub;
     match super::args::subcommand("pubsub", PUBSUB_SUBS, args)? {
         "channels" => list_channels(&hub.channels, args.get(2).copied(), out),
         "shardchannels" => list_channels(&hub.shard_channels, args.get(2).copied(), out),

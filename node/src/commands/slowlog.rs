@@ -175,7 +175,7 @@ const SLOWLOG_HELP: &[&str] = &[
 ];
 
 fn slowlog(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let log = &ctx.shared.slowlog;
+    let log = &ctx.node.slowlog;
     match subcommand("slowlog", SLOWLOG_SUBS, args)? {
         "get" => {
             if args.len() > 3 {
@@ -320,7 +320,7 @@ const LATENCY_HELP: &[&str] = &[
 ];
 
 fn latency(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let mon = &ctx.shared.latency;
+    let mon = &ctx.node.latency;
     match subcommand("latency", LATENCY_SUBS, args)? {
         "latest" => {
             let events = mon.events.lock();
@@ -358,7 +358,7 @@ fn latency(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.verbatim(graph(s, unix_secs()).as_bytes());
         }
         "doctor" => {
-            let threshold = ctx.shared.config.runtime.latency_monitor_threshold.load(Relaxed);
+            let threshold = ctx.node.config.runtime.latency_monitor_threshold.load(Relaxed);
             out.verbatim(doctor(mon, threshold).as_bytes());
         }
         _ => help(out, LATENCY_HELP),
@@ -370,13 +370,13 @@ fn latency(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 /// subcommands) that has a histogram, its calls and the cumulative count of
 /// calls at each step's bound in µs, steps that add nothing left out.
 fn histogram(ctx: &mut Ctx<'_>, names: &[&[u8]], out: &mut Reply) {
-    let table = &ctx.shared.table;
+    let table = &ctx.node.table;
     let slots: Vec<usize> = if names.is_empty() {
         (0..table.stat_slots()).collect()
     } else {
         names.iter().flat_map(|n| table.slots_named(n)).collect()
     };
-    let workers = ctx.shared.workers.as_slice();
+    let workers = ctx.node.workers.as_slice();
     let with_data: Vec<(usize, [u64; HISTOGRAM_STEPS])> = slots
         .into_iter()
         .map(|slot| (slot, crate::metrics::CmdTotals::sum(workers, slot).histogram))

@@ -8,8 +8,8 @@ use crate::store::NUM_DBS;
 pub use crate::sys::clock::{unix_micros, unix_secs};
 
 /// Unix time (s) the server started: LASTSAVE and rdb_last_save_time.
-pub fn start_time(shared: &Node) -> u64 {
-    (unix_micros().saturating_sub(shared.uptime().as_micros()) / 1_000_000) as u64
+pub fn start_time(node: &Node) -> u64 {
+    (unix_micros().saturating_sub(node.uptime().as_micros()) / 1_000_000) as u64
 }
 
 /// Redis's 24-bit LRU clock (seconds resolution).
@@ -35,14 +35,14 @@ pub struct MemSnapshot {
     pub rss: u64,
 }
 
-pub fn mem_snapshot(shared: &Node) -> MemSnapshot {
-    let used = shared.used_memory();
-    let peak = shared.memory.note_peak(used);
+pub fn mem_snapshot(node: &Node) -> MemSnapshot {
+    let used = node.used_memory();
+    let peak = node.memory.note_peak(used);
     MemSnapshot {
         used,
         peak,
-        dataset: shared.ks.used_memory().max(0) as u64,
-        clients: shared.memory.connection_bytes(),
+        dataset: node.ks.used_memory().max(0) as u64,
+        clients: node.memory.connection_bytes(),
         rss: crate::sys::process::rss_bytes(),
     }
 }

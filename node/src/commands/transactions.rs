@@ -57,14 +57,14 @@ pub fn abort_while_busy(client: &mut Client) {
 }
 
 /// Releases the WATCHes `abort_while_busy` set aside (no locks held).
-pub fn release_stale_watches(shared: &Node, client: &mut Client) {
-    unwatch_keys(shared, client.stale_watches.drain(..));
+pub fn release_stale_watches(node: &Node, client: &mut Client) {
+    unwatch_keys(node, client.stale_watches.drain(..));
 }
 
 /// Drops WATCHes, locking each key's partition in turn.
-fn unwatch_keys(shared: &Node, watches: impl Iterator<Item = (usize, Vec<u8>, u64)>) {
+fn unwatch_keys(node: &Node, watches: impl Iterator<Item = (usize, Vec<u8>, u64)>) {
     for (db, key, _) in watches {
-        shared.ks.lock(shared.ks.partition_of_key(&key)).unwatch(db, &key);
+        node.ks.lock(node.ks.partition_of_key(&key)).unwatch(db, &key);
     }
 }
 
@@ -87,7 +87,7 @@ fn watch(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         if ctx.client.watched.iter().any(|(d, k, _)| *d == db && k.as_slice() == *key) {
             continue;
         }
-        let idx = ctx.shared.ks.partition_of_key(key);
+        let idx = ctx.node.ks.partition_of_key(key);
         let version = ctx.keys.with_partition(idx, |part| part.watch(db, key));
         ctx.client.watched.push((db, key.to_vec(), version));
     }
@@ -111,9 +111,9 @@ fn unwatch_locked(keys: &mut KeyAccess<'_>, client: &mut Client) {
 
 /// Forgets every key the client WATCHes, set-aside ones included (no
 /// locks held by the caller).
-pub fn unwatch_all(shared: &Node, client: &mut Client) {
-    release_stale_watches(shared, client);
-    unwatch_keys(shared, client.watched.drain(..));
+pub fn unwatch_all(node: &Node, client: &mut Client) {
+    release_stale_watches(node, client);
+    unwatch_keys(node, client.watched.drain(..));
 }
 
 const EXECABORT: &str = "EXECABORT Transaction discarded because of previous errors.";
@@ -128,7 +128,7 @@ fn exec(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
         unwatch_locked(&mut ctx.keys, ctx.client);
         return Err(EXECABORT.into());
     }
-    let node = ctx.shared;
+    let node = ctx.node;
     let table = &node.table;
     // Each queued command resolved once: its flags and key positions serve
     // the checks, the locks, the disk wait and the call.

@@ -390,7 +390,7 @@ fn with_vm<R>(scripts: &Scripts, f: impl FnOnce(&mut Vm) -> Result<R, CmdError>)
 
 /// SCRIPT LOAD: the body must compile.
 pub fn check_compiles(ctx: &Ctx<'_>, body: &[u8]) -> CmdResult {
-    with_vm(&ctx.shared.scripts, |vm| {
+    with_vm(&ctx.node.scripts, |vm| {
         vm.compile(body, "@user_script")
             .map(|_| ())
             .map_err(|m| format!("ERR Error compiling script (new function): {m}").into())
@@ -403,7 +403,7 @@ pub fn check_compiles(ctx: &Ctx<'_>, body: &[u8]) -> CmdResult {
 pub type Registered = (String, Vec<String>, Option<Vec<u8>>);
 
 pub fn load_library(ctx: &Ctx<'_>, code: &[u8]) -> Result<Vec<Registered>, CmdError> {
-    with_vm(&ctx.shared.scripts, |vm| {
+    with_vm(&ctx.node.scripts, |vm| {
         let funcs = vm.load_library(code)?;
         Ok(funcs.into_iter().map(|(n, _, fl, d)| (n, fl, d)).collect())
     })
@@ -596,7 +596,7 @@ impl CallCtx<'_, '_> {
     /// counts it: in errorstats, and as a rejected call of that command).
     fn exec(&mut self, argv: &[Vec<u8>], resp3: bool) -> Result<Vec<u8>, String> {
         let ctx = &mut *self.ctx;
-        let node = ctx.shared;
+        let node = ctx.node;
         let args: SmallVec<[&[u8]; 8]> = argv.iter().map(|a| a.as_slice()).collect();
         let call =
             ScriptCall { read_only: self.read_only, wrote: self.run.wrote.load(SeqCst), declared: self.declared };
@@ -868,12 +868,12 @@ fn number(v: &Value) -> Option<f64> {
 
 /// Runs a script or function atomically and writes its reply.
 pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
-    let shared = ctx.shared;
-    let scripts = &shared.scripts;
-    if run.check_replicas_upfront && shared.config.runtime.lacks_good_replicas() {
+    let node = ctx.node;
+    let scripts = &node.scripts;
+    if run.check_replicas_upfront && node.config.runtime.lacks_good_replicas() {
         return Err(err::NOREPLICAS.into());
     }
-    if run.check_oom_upfront && !pipeline::memory_allows(shared, ctx.keys.stats, true, false) {
+    if run.check_oom_upfront && !pipeline::memory_allows(node, ctx.keys.stats, true, false) {
         return Err(err::OOM.into());
     }
     scripts.run.active.fetch_add(1, SeqCst);
@@ -881,10 +881,10 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
     // The whole keyspace, taken in order (the declared keys' partitions
     // dispatch took are let go first: nothing ran yet).
     if !ctx.keys.locked.is_all() {
-        ctx.keys.locked = shared.ks.lock_none();
-        ctx.keys.locked = shared.ks.lock_all();
+        ctx.keys.locked = node.ks.lock_none();
+        ctx.keys.locked = node.ks.lock_all();
     }
-    if shared.ks.may_pend()
+    if node.ks.may_pend()
         && let Some(wait) = ctx.keys.pending(run.keys.iter().copied())
     {
         ctx.pending = Some(wait);
@@ -964,7 +964,7 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
                 if args.is_empty() {
                     return raise("Please specify at least one argument for this redis lib call");
                 }
-                let table = &call_ctx.borrow().ctx.shared.table;
+                let table = &call_ctx.borrow().ctx.node.table;
                 let argv: Vec<Vec<u8>> = args
                     .iter()
                     .map(|v| match v {
@@ -978,7 +978,7 @@ pub fn run(ctx: &mut Ctx<'_>, run: Run<'_>, out: &mut Reply) -> CmdResult {
                 match table.resolve(&args, usize::MAX) {
                     Some(cmd) if crate::commands::table::arity_ok(cmd.def.arity, args.len()) => {
                         let st = call_ctx.borrow();
-                        Ok(crate::commands::acl::check_user(st.ctx.shared, &st.ctx.client.user, &cmd).is_ok())
+                        Ok(crate::commands::acl::check_user(st.ctx.node, &st.ctx.client.user, &cmd).is_ok())
                     }
                     _ => raise("Invalid command passed to redis.acl_check_cmd()"),
                 }

@@ -68,7 +68,7 @@ pub fn function(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
         "load" => load(ctx, args, out),
         "delete" => {
             let name = String::from_utf8_lossy(args[2]).into_owned();
-            let scripts = &ctx.shared.scripts;
+            let scripts = &ctx.node.scripts;
             if scripts.libraries.lock().remove(&name).is_none() {
                 return Err("ERR Library not found".into());
             }
@@ -83,24 +83,24 @@ pub fn function(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult
             if args.len() == 3 && !eq_ic(args[2], "sync") && !eq_ic(args[2], "async") {
                 return Err("ERR FUNCTION FLUSH only supports SYNC|ASYNC option".into());
             }
-            let scripts = &ctx.shared.scripts;
+            let scripts = &ctx.node.scripts;
             scripts.libraries.lock().clear();
             scripts.lib_gen.fetch_add(1, SeqCst);
             out.ok();
             Ok(())
         }
         "kill" => {
-            ctx.shared.scripts.kill(true)?;
+            ctx.node.scripts.kill(true)?;
             out.ok();
             Ok(())
         }
         "list" => list(ctx, args, out),
         "stats" => {
-            stats(&ctx.shared.scripts, out);
+            stats(&ctx.node.scripts, out);
             Ok(())
         }
         "dump" => {
-            out.bulk(&dump(&ctx.shared.scripts));
+            out.bulk(&dump(&ctx.node.scripts));
             Ok(())
         }
         "restore" => restore(ctx, args, out),
@@ -164,7 +164,7 @@ fn parse_metadata(code: &[u8]) -> Result<String, CmdError> {
 /// loaded ones, and installs it.
 fn install(ctx: &Ctx<'_>, code: &[u8], replace: bool) -> Result<String, CmdError> {
     let name = parse_metadata(code)?;
-    let scripts = &ctx.shared.scripts;
+    let scripts = &ctx.node.scripts;
     if !replace && scripts.libraries.lock().contains_key(&name) {
         return Err(format!("ERR Library '{name}' already exists").into());
     }
@@ -241,7 +241,7 @@ fn list(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         i += 1;
     }
     let libs: Vec<Arc<Library>> = ctx
-        .shared
+        .node
         .scripts
         .libraries
         .lock()
@@ -367,7 +367,7 @@ fn restore(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         codes.push(code);
     }
     // Check every library first (names and collisions), then install.
-    let scripts = &ctx.shared.scripts;
+    let scripts = &ctx.node.scripts;
     let mut names = Vec::new();
     for code in &codes {
         let name = parse_metadata(code)?;

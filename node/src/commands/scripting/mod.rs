@@ -97,7 +97,7 @@ fn split_keys<'a>(args: &'a [&'a [u8]]) -> Result<KeysAndArgs<'a>, super::CmdErr
 /// Stores a body in the cache; returns its SHA1.
 fn cache_script(ctx: &Ctx<'_>, body: &[u8]) -> (String, Arc<[u8]>) {
     let sha = sha1_hex(body);
-    let mut cache = ctx.shared.scripts.cache.lock();
+    let mut cache = ctx.node.scripts.cache.lock();
     let body = cache.entry(sha.clone()).or_insert_with(|| Arc::from(body)).clone();
     (sha, body)
 }
@@ -124,14 +124,14 @@ const RO_WITH_WRITE: &str = "ERR Can not execute a script with write flag using 
 /// MONITOR shows a script command before the commands its script runs
 /// (once: not again when the client comes back for the result).
 fn feed_monitors(ctx: &Ctx<'_>, args: &[&[u8]]) {
-    if ctx.shared.monitors.active() {
-        super::monitor::feed(ctx.shared, ctx.client, args, false);
+    if ctx.node.monitors.active() {
+        super::monitor::feed(ctx.node, ctx.client, args, false);
     }
 }
 
 /// The reply of this client's script, run on the script thread, if it is done.
 fn collect_result(ctx: &mut Ctx<'_>, out: &mut Reply) -> Option<CmdResult> {
-    let scripts = &ctx.shared.scripts;
+    let scripts = &ctx.node.scripts;
     let id = ctx.client.info.id;
     let r = scripts.results.lock().remove(&id)?;
     Some(match r {
@@ -158,7 +158,7 @@ fn eval_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, by_sha: bool
             return Err(NOSCRIPT_ERR.into());
         }
         let sha = String::from_utf8_lossy(given).to_ascii_lowercase();
-        let found = ctx.shared.scripts.cache.lock().get(&sha).cloned();
+        let found = ctx.node.scripts.cache.lock().get(&sha).cloned();
         match found {
             Some(b) => (sha, b),
             None => return Err(NOSCRIPT_ERR.into()),
@@ -256,15 +256,15 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
         return job.run(ctx, out);
     }
     // Let the declared keys' partitions go: the script thread takes them all.
-    ctx.keys.locked = ctx.shared.ks.lock_none();
-    let shared = ctx.shared;
+    ctx.keys.locked = ctx.node.ks.lock_none();
+    let node = ctx.node;
     // Make room first, as Redis does before any command when over
     // `maxmemory` (eviction takes partition locks: none is held here).
     // A script that still finds no room gets OOM at its first write.
-    if shared.maxmemory() > 0 {
-        shared.ensure_memory(ctx.keys.stats);
+    if node.maxmemory() > 0 {
+        node.ensure_memory(ctx.keys.stats);
     }
-    let worker = shared.workers.iter().position(|w| std::ptr::eq(&**w, ctx.worker)).unwrap_or(0);
+    let worker = node.workers.iter().position(|w| std::ptr::eq(&**w, ctx.worker)).unwrap_or(0);
     let info = ctx.client.info.clone();
     let id = info.id;
     let (db, resp3, now_ms, touch) = (ctx.client.db, ctx.client.resp3, ctx.client.now_ms, !ctx.client.no_touch);
@@ -272,7 +272,7 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
     let (user, acl_generation) = (ctx.client.user.clone(), ctx.client.acl_generation);
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     // Counted as running from now: commands arriving meanwhile wait for it.
-    shared.scripts.run.active.fetch_add(1, SeqCst);
+    node.scripts.run.active.fetch_add(1, SeqCst);
     let task: super::ScriptJob = Box::new(move |node: &super::Node, server: &dyn super::ServerControl| {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut client = crate::session::client::Client::new(info.clone(), true);
@@ -329,7 +329,7 @@ fn start(ctx: &mut Ctx<'_>, job: Job, out: &mut Reply) -> CmdResult {
         let _ = done_tx.send(());
     });
     if !ctx.server.run_script_job(task) {
-        shared.scripts.run.active.fetch_sub(1, SeqCst);
+        node.scripts.run.active.fetch_sub(1, SeqCst);
         return Err("ERR the script thread is not running".into());
     }
     ctx.pending = Some(Box::pin(async move {
@@ -352,7 +352,7 @@ fn fcall_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, ro_cmd: boo
     }
     feed_monitors(ctx, args);
     let name = String::from_utf8_lossy(args[1]).into_owned();
-    let Some((_lib, flags)) = find_function(&ctx.shared.scripts, &name) else {
+    let Some((_lib, flags)) = find_function(&ctx.node.scripts, &name) else {
         return Err("ERR Function not found".into());
     };
     if crate::base::parse_i64(args[2]).is_none() {
@@ -395,7 +395,7 @@ const SCRIPT_HELP: &[&str] = &[
 ];
 
 fn script(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    let scripts = &ctx.shared.scripts;
+    let scripts = &ctx.node.scripts;
     match subcommand("script", SCRIPT_SUBS, args)? {
         "exists" => {
             let cache = scripts.cache.lock();
