@@ -79,7 +79,7 @@ done
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$SCRIPT_DIR/.." && pwd)
-export STRATA_BIN=$REPO/target/release/strata-node
+export STRATA_BIN=${STRATA_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/strata-node}
 DEFAULT_STRATA_CMD='"$STRATA_BIN" --port 0 --unixsocket "$SOCK" --threads "$THREADS" --adaptive-threads "$ADAPTIVE" --metrics-port 0 --maxmemory 0'
 REDIS_CMD=${REDIS_CMD:-'redis-server --port 0 --unixsocket "$SOCK" --save "" --appendonly no --daemonize no'}
 OUT=${RESULTS_DIR:-$SCRIPT_DIR/results/$(date +%Y%m%d-%H%M%S)}
