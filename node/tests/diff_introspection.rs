@@ -287,30 +287,22 @@ fn errorstats_and_total_error_replies() {
 #[test]
 fn script_errors_and_noreplicas_are_counted_as_redis_counts_them() {
     let mut d = Diff::new();
-    let stats = |d: &mut Diff| {
-        d.check(&["INFO", "errorstats"], |a, b| if a == b { Ok(()) } else { Err("errorstats differ".into()) });
-        d.check(&["INFO", "commandstats"], |a, b| {
-            let (ca, cb) = (command_counts(a), command_counts(b));
-            if ca == cb { Ok(()) } else { Err(format!("{ca:?} vs {cb:?}")) }
-        });
-        d.exact(&["CONFIG", "RESETSTAT"]);
-    };
     d.exact(&["CONFIG", "RESETSTAT"]);
     d.err(&["EVAL", "return redis.call('select', 99)", "0"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.exact(&["EVAL", "local t = redis.pcall('select', 99); return t['err']", "0"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.err(&["EVAL", "return redis.pcall('select', 99)", "0"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.err(&["EVAL", "return redis.error_reply('MY_ERR_CODE custom')", "0"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.err(&["EVAL", "return redis.call('nosuch')", "0"]);
     d.err(&["EVAL_RO", "return redis.call('set', 'x', 'y')", "1", "x"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.exact(&["CONFIG", "SET", "maxmemory", "1"]);
     d.err(&["EVAL", "return redis.call('set', 'x', 'y')", "1", "x"]);
     d.exact(&["CONFIG", "SET", "maxmemory", "0"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.exact(&["SET", "x", "v"]);
     d.exact(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
     d.exact(&["CONFIG", "GET", "min-replicas-to-write"]);
@@ -329,7 +321,7 @@ fn script_errors_and_noreplicas_are_counted_as_redis_counts_them() {
     d.exact(&["CONFIG", "SET", "min-replicas-max-lag", "10"]);
     d.exact(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
     d.exact(&["SET", "x", "z"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.finish();
 }
 
@@ -442,28 +434,31 @@ fn latency_graph_shape() {
 #[test]
 fn subcommands_are_admitted_by_their_own_flags_and_arity() {
     let mut d = Diff::new();
-    let stats = |d: &mut Diff| {
-        d.check(&["INFO", "errorstats"], |a, b| if a == b { Ok(()) } else { Err("errorstats differ".into()) });
-        d.check(&["INFO", "commandstats"], |a, b| {
-            let (ca, cb) = (command_counts(a), command_counts(b));
-            if ca == cb { Ok(()) } else { Err(format!("{ca:?} vs {cb:?}")) }
-        });
-        d.exact(&["CONFIG", "RESETSTAT"]);
-    };
     d.exact(&["CONFIG", "RESETSTAT"]);
     d.err(&["EVAL", "return redis.call('client', 'setname')", "0"]);
     d.err(&["EVAL", "return redis.call('object', 'encoding')", "0"]);
     d.exact(&["EVAL", "return redis.pcall('object', 'encoding')['err']", "0"]);
     d.err(&["CLIENT", "SETNAME"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.exact(&["CONFIG", "SET", "maxmemory", "1"]);
     d.err(&["FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function('f', function() return 1 end)"]);
     d.exact(&["CONFIG", "SET", "maxmemory", "0"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.exact(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
     d.err(&["FUNCTION", "FLUSH"]);
     d.exact(&["FUNCTION", "LIST"]);
     d.exact(&["CONFIG", "SET", "min-replicas-to-write", "0"]);
-    stats(&mut d);
+    same_stats_then_reset(&mut d);
     d.finish();
+}
+
+/// INFO errorstats and the calls of INFO commandstats agree with
+/// redis-server's; then both are reset.
+fn same_stats_then_reset(d: &mut Diff) {
+    d.check(&["INFO", "errorstats"], |a, b| if a == b { Ok(()) } else { Err("errorstats differ".into()) });
+    d.check(&["INFO", "commandstats"], |a, b| {
+        let (ca, cb) = (command_counts(a), command_counts(b));
+        if ca == cb { Ok(()) } else { Err(format!("{ca:?} vs {cb:?}")) }
+    });
+    d.exact(&["CONFIG", "RESETSTAT"]);
 }

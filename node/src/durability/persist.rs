@@ -21,8 +21,9 @@
 //!   covers the batch's own writes and every write its reads could have seen.
 //!   write-back and periodic use the same wait, only while the log lags past
 //!   their bound (back-pressure: see the parent module).
-//! - Replay: the log is read in windows (see `tier::log`) and its records
-//!   applied by one thread per CPU, by partition (see [`super::replay`]).
+//! - Replay: the log is read in windows (see `tier::recovery` and
+//!   `tier::segment`) and its records applied by one thread per CPU, by
+//!   partition (see [`super::replay`]).
 //! - Replay under `maxmemory`: after each value replayed the caller's
 //!   `make_room` evicts as before a client's write; when it cannot (the
 //!   policy may not evict) the replay stops with an error rather than drop

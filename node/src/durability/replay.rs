@@ -1,6 +1,6 @@
 //! Replay of the journal into the keyspace at start-up, on several threads.
 //!
-//! The recovery thread scans the log (see [`crate::tier::log`]) and hands
+//! The recovery thread scans the log (see [`crate::tier::recovery`]) and hands
 //! each record to the applier thread owning its partition, in batches:
 //! records of one partition keep their log order, and partitions are
 //! independent, so the keyspace comes out as a replay on one thread makes
