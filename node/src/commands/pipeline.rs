@@ -315,26 +315,24 @@ pub fn admit(
                     return refuse(Refused::ReadOnlyScript);
                 }
             }
-            Gate::MemoryEvict => {
+            // The limits are looked at only while one is set: a command's
+            // `Limits` (a script's declared flags: a cache lookup) are not
+            // worked out on the common path.
+            Gate::MemoryEvict | Gate::MemoryOver if node.maxmemory() > 0 => {
                 let l = *limits.get_or_insert_with(|| Limits::of(node, cmd));
-                if !memory_allows(node, &worker.store, l.grows, true) {
+                if !memory_allows(node, &worker.store, l.grows, *gate == Gate::MemoryEvict) {
                     return refuse(Refused::Oom);
                 }
             }
-            Gate::MemoryOver => {
-                let l = *limits.get_or_insert_with(|| Limits::of(node, cmd));
-                if !memory_allows(node, &worker.store, l.grows, false) {
-                    return refuse(Refused::Oom);
-                }
-            }
-            Gate::Replicas => {
+            Gate::Replicas if !replicas_allow_writes(node) => {
                 let l = *limits.get_or_insert_with(|| Limits::of(node, cmd));
                 // A script that has written cannot fail half-way after.
                 let wrote = matches!(origin, Origin::Script(s) if s.wrote);
-                if l.writes && !wrote && !replicas_allow_writes(node) {
+                if l.writes && !wrote {
                     return refuse(Refused::NoReplicas);
                 }
             }
+            Gate::MemoryEvict | Gate::MemoryOver | Gate::Replicas => {}
         }
     }
     Ok(())
@@ -543,7 +541,7 @@ pub fn after_call(
 /// Whether this client's next reads are tracked: tracking on, not BCAST,
 /// and CLIENT CACHING agreeing with OPTIN / OPTOUT.
 #[inline]
-pub fn tracks_reads(client: &Client) -> bool {
+fn tracks_reads(client: &Client) -> bool {
     let mode = client.info.tracking.load(Relaxed);
     if mode & tracking::mode::ON == 0 || mode & tracking::mode::BCAST != 0 {
         return false;
