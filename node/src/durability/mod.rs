@@ -487,6 +487,6 @@ fn run(shared: &Shared) {
 
 mod hooks;
 pub mod persist;
-mod replay;
+pub mod replay;
 #[cfg(test)]
 mod tests;

@@ -24,10 +24,14 @@
 //! - Replay: the log is read in windows (see `tier::recovery` and
 //!   `tier::segment`) and its records applied by one thread per CPU, by
 //!   partition (see [`super::replay`]).
-//! - Replay under `maxmemory`: after each value replayed the caller's
-//!   `make_room` evicts as before a client's write; when it cannot (the
-//!   policy may not evict) the replay stops with an error rather than drop
-//!   data or grow past the budget (see [`Persistence::recover`]).
+//! - Replay under `maxmemory`: before each value replayed the caller's
+//!   `make_room` evicts (or demotes to the disk tier) as before a client's
+//!   write. The replay's own buffers (read windows, batches for the
+//!   appliers) are the log's, left out of the decision as at run time, and
+//!   its figures may read up to [`replay::slack`] over the limit: a node
+//!   restarts with what it acknowledged on its unchanged configuration.
+//!   Beyond that, when the policy may not evict, the replay stops with an
+//!   error rather than drop data (see [`Persistence::recover`]).
 //! - Failure: a failed write/fsync is logged and stops the node (exit 1);
 //!   never retried.
 //! - Compaction: when the log holds more than `max(4, 2 × the last
@@ -255,18 +259,20 @@ impl Persistence {
     /// `ks`, then starts journaling. Logs progress every second (records,
     /// keys, bytes, rate) and the final figures.
     ///
-    /// `make_room` runs after each value replayed, as before a client's
-    /// write: it evicts by the configured policy to keep the keyspace under
-    /// `maxmemory` and returns false when it cannot (noeviction, or a
-    /// volatile policy with nothing volatile). Then the replay stops with an
-    /// error and the node does not start: it never drops data the policy
-    /// says to keep, nor grows past the budget. The log is left as it was
-    /// (recovery only reads), so raising `maxmemory` or choosing an
-    /// evicting policy and restarting loads it.
+    /// `make_room` runs before each value replayed, as before a client's
+    /// write: it evicts by the configured policy (or demotes to the disk
+    /// tier) to keep the keyspace under `maxmemory`, and says whether the
+    /// value fits, fits within [`replay::slack`] of the limit (loaded: what
+    /// the running node held may read a little higher while the log is
+    /// read), or not (noeviction or a volatile policy with nothing volatile,
+    /// and no tier with room). Then the replay stops with an error and the
+    /// node does not start: it never drops data the policy says to keep.
+    /// The log is left as it was (recovery only reads), so raising
+    /// `maxmemory` or choosing an evicting policy and restarting loads it.
     pub fn recover(
         self: &Arc<Self>,
         ks: &Keyspace,
-        make_room: &(dyn Fn(&StoreStats) -> bool + Sync),
+        make_room: &(dyn Fn(&StoreStats) -> replay::Room + Sync),
     ) -> io::Result<()> {
         let started = Instant::now();
         std::fs::create_dir_all(&self.dir)?;
@@ -294,7 +300,9 @@ impl Persistence {
             nparts: ks.num_partitions() as u32,
             stats: &stats,
             make_room,
+            buffers: self.buffers.clone(),
             over_budget: AtomicBool::new(false),
+            over_limit: AtomicU64::new(0),
             bad_values: AtomicU64::new(0),
         };
         let appliers = replay::appliers();
@@ -330,14 +338,23 @@ impl Persistence {
         if ctx.over_budget.load(Relaxed) {
             let msg = format!(
                 "the durability log in {} holds more than maxmemory allows and maxmemory-policy cannot evict \
-                 enough (stopped after {} records, {} bytes): raise maxmemory or choose an evicting policy; \
-                 the log is unchanged",
+                 enough (stopped after {} records, {} bytes): raise maxmemory, give the node a disk tier \
+                 (--max-disk) or choose an evicting policy; the log is unchanged",
                 self.dir.display(),
                 st.records,
                 st.bytes
             );
             tracing::error!("{msg}");
             return Err(io::Error::new(io::ErrorKind::OutOfMemory, msg));
+        }
+        let over_limit = ctx.over_limit.load(Relaxed);
+        if over_limit > 0 {
+            tracing::warn!(
+                values = over_limit,
+                "the log's last {over_limit} values were loaded over maxmemory (within the replay's slack of \
+                 1/16 of it): writes answer OOM until memory is freed, unless the policy evicts or the disk tier \
+                 takes values"
+            );
         }
         st.evicted = stats.evicted.load(Relaxed);
         st.bad_runs = report.scan.bad_runs;

@@ -11,7 +11,9 @@
 
 use crate::store::dump;
 use crate::store::{KeyAccess, Keyspace, StoreStats, Value};
+use crate::sys::file::BufferGauge;
 use crate::tier::record::{Record, RecordKind};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc;
 
@@ -26,6 +28,31 @@ const LANE_DEPTH: usize = 8;
 /// the limit).
 const MAX_APPLIERS: usize = 8;
 
+/// What the replay is told before each value, as a client's write is
+/// before it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Room {
+    /// Under `maxmemory` (after evicting or demoting, as the policy and the
+    /// tier allow).
+    Fits,
+    /// Over it, but within [`slack`]: what the running node held and
+    /// acknowledged is loaded whole even if the replay's own figures read
+    /// a little higher (read windows and batches coming and going between
+    /// two readings of the allocator).
+    Slack,
+    /// Over it by more: the data does not fit this configuration.
+    Full,
+}
+
+/// How far over `maxmemory` a replay may read before it calls the data too
+/// large for the budget: 1/16 of the limit, at least 1 MiB. A node filled
+/// to its limit and killed must restart on its unchanged configuration;
+/// one restarted with a clearly smaller `maxmemory` (or no evicting policy
+/// where one evicted) is told so.
+pub fn slack(max: u64) -> u64 {
+    (max / 16).max(1 << 20)
+}
+
 /// What every applier shares: the keyspace, the clock of the replay, and
 /// the outcome so far.
 pub(super) struct ReplayCtx<'a> {
@@ -34,10 +61,15 @@ pub(super) struct ReplayCtx<'a> {
     pub now: u64,
     pub nparts: u32,
     pub stats: &'a StoreStats,
-    /// Evicts to stay under maxmemory after a value, as before a client's
-    /// write; false when it cannot (the replay stops).
-    pub make_room: &'a (dyn Fn(&StoreStats) -> bool + Sync),
+    /// Evicts (or demotes) to stay under maxmemory before a value, as
+    /// before a client's write, and says how that went.
+    pub make_room: &'a (dyn Fn(&StoreStats) -> Room + Sync),
+    /// Counts the batches handed to appliers: the log's buffers, left out
+    /// of the eviction decision as the log's read windows are.
+    pub buffers: Arc<BufferGauge>,
     pub over_budget: AtomicBool,
+    /// Values loaded past `maxmemory`, within the slack.
+    pub over_limit: AtomicU64,
     pub bad_values: AtomicU64,
 }
 
@@ -46,11 +78,23 @@ impl ReplayCtx<'_> {
         if self.over_budget.load(Relaxed) {
             return;
         }
+        // Room is made before a value, as before a client's write: a node
+        // that acknowledged its last write just under the limit replays it
+        // the same way (checked after, the last value would not fit).
+        if rec.kind == RecordKind::Set {
+            match (self.make_room)(self.stats) {
+                Room::Fits => {}
+                Room::Slack => {
+                    self.over_limit.fetch_add(1, Relaxed);
+                }
+                Room::Full => {
+                    self.over_budget.store(true, Relaxed);
+                    return;
+                }
+            }
+        }
         if !apply(self.ks, rec, self.now, self.nparts, self.stats) {
             self.bad_values.fetch_add(1, Relaxed);
-        }
-        if rec.kind == RecordKind::Set && !(self.make_room)(self.stats) {
-            self.over_budget.store(true, Relaxed);
         }
     }
 
@@ -100,7 +144,7 @@ pub(super) fn replay<R>(ctx: &ReplayCtx<'_>, threads: usize, scan: impl FnOnce(&
                 }
             });
             match spawned {
-                Ok(_) => lanes.push(Lane { tx, batch: Batch::sized() }),
+                Ok(_) => lanes.push(Lane { tx, batch: Batch::sized(&ctx.buffers) }),
                 // No thread to be had: the ones started (or this one) do it all.
                 Err(e) => {
                     tracing::warn!("cannot start a replay thread: {e}");
@@ -140,7 +184,7 @@ impl Dispatcher<'_, '_> {
                 let lane = &mut self.lanes[p as usize % n];
                 lane.batch.push(rec);
                 if lane.batch.bytes.len() >= BATCH_BYTES || lane.batch.metas.len() >= BATCH_RECORDS {
-                    let _ = lane.tx.send(std::mem::replace(&mut lane.batch, Batch::sized()));
+                    let _ = lane.tx.send(std::mem::replace(&mut lane.batch, Batch::sized(&self.ctx.buffers)));
                 }
             }
             None => {
@@ -178,6 +222,16 @@ struct Batch {
     metas: Vec<Meta>,
     /// Told once the batch (and so every batch before it) is applied.
     done: Option<mpsc::Sender<()>>,
+    /// The gauge its buffers are counted in, and how much they count.
+    gauge: Option<(Arc<BufferGauge>, usize)>,
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if let Some((gauge, counted)) = &self.gauge {
+            gauge.resize(*counted, 0);
+        }
+    }
 }
 
 struct Meta {
@@ -189,9 +243,19 @@ struct Meta {
 }
 
 impl Batch {
-    /// Room for a full batch of small records (no regrowth on the way).
-    fn sized() -> Batch {
-        Batch { bytes: Vec::with_capacity(BATCH_BYTES + 4096), metas: Vec::with_capacity(BATCH_RECORDS), done: None }
+    /// Room for a full batch of small records (no regrowth on the way),
+    /// counted in `gauge` as the allocator counts it. A larger record
+    /// regrows it beyond that count: once, by one value.
+    fn sized(gauge: &Arc<BufferGauge>) -> Batch {
+        let (bytes, metas) = (BATCH_BYTES + 4096, BATCH_RECORDS * std::mem::size_of::<Meta>());
+        let counted = crate::sys::alloc::usable_size(bytes, 1) + crate::sys::alloc::usable_size(metas, 8);
+        gauge.resize(0, counted);
+        Batch {
+            bytes: Vec::with_capacity(bytes),
+            metas: Vec::with_capacity(BATCH_RECORDS),
+            done: None,
+            gauge: Some((gauge.clone(), counted)),
+        }
     }
 
     fn push(&mut self, rec: &Record<'_>) {

@@ -27,8 +27,18 @@ const HEAVY_PERCENT: u64 = 20;
 const FUTILE_RATIO: u64 = 100;
 const REST_MS: u64 = 2_000;
 
+/// How often defragmentation looks at the allocator's figures: as often as
+/// the budget's own calibration does.
+const EVERY_MS: u64 = crate::memory::CALIBRATE_EVERY_MS;
+
 #[derive(Default)]
 pub struct ActiveDefrag {
+    /// When a worker's tick last looked (unix ms): one of them does, every
+    /// `EVERY_MS`, whoever read the allocator meanwhile. (It used to run
+    /// after the tick's own calibration only; near the limit writes
+    /// calibrate every few ms, the tick's then found nothing to do, and
+    /// fragmentation grew unseen exactly while a full node churned.)
+    looked_ms: AtomicU64,
     /// Next partition to visit: passes resume where the last one stopped.
     next: AtomicU32,
     running: AtomicBool,
@@ -52,8 +62,20 @@ impl ActiveDefrag {
             && frag * 100 > stats.allocated * rt.active_defrag_threshold_lower.load(Relaxed) as u64
     }
 
-    /// After a calibration read `stats`: defragments for up to `SLICE` if
-    /// fragmentation calls for it.
+    /// A worker's periodic tick: every `EVERY_MS` (for one worker), reads
+    /// the allocator's figures and defragments if they call for it.
+    pub fn tick(&self, ks: &Keyspace, rt: &RuntimeConfig) {
+        let now = crate::store::now_ms();
+        let last = self.looked_ms.load(Relaxed);
+        if now.saturating_sub(last) < EVERY_MS || self.looked_ms.compare_exchange(last, now, Relaxed, Relaxed).is_err()
+        {
+            return;
+        }
+        self.run(ks, rt, &crate::sys::alloc::stats());
+    }
+
+    /// With the allocator's figures `stats`: defragments for up to `SLICE`
+    /// if fragmentation calls for it.
     pub fn run(&self, ks: &Keyspace, rt: &RuntimeConfig, stats: &AllocatorStats) {
         let now = crate::store::now_ms();
         let frag = stats.active.saturating_sub(stats.allocated);

@@ -264,7 +264,14 @@ pub fn run(shared: Arc<Shared>) -> i32 {
 /// node: serving without it would break the durability promise.
 fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persistence>) {
     let spawned = std::thread::Builder::new().name("strata-recovery".into()).spawn(move || {
-        let make_room = |stats: &crate::metrics::StoreStats| shared.ensure_memory(stats);
+        use crate::durability::replay::{Room, slack};
+        let make_room = |stats: &crate::metrics::StoreStats| {
+            if shared.ensure_memory(stats) {
+                return Room::Fits;
+            }
+            let max = shared.maxmemory();
+            if shared.used_memory_for_eviction() <= max + slack(max) { Room::Slack } else { Room::Full }
+        };
         if let Err(e) = p.recover(&shared.ks, &make_room) {
             error!(dir = %shared.config.startup.dir.display(), "cannot open the durability log: {e}; stopping");
             std::process::exit(1);
@@ -393,9 +400,8 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     }
     shared.ks.flush_mem();
     shared.ks.tick_clock();
-    if let Some(stats) = shared.memory.calibrate(&shared.ks, shared.maxmemory(), crate::memory::CALIBRATE_EVERY_MS) {
-        shared.memory.defrag.run(&shared.ks, &shared.config.runtime, &stats);
-    }
+    shared.memory.calibrate(&shared.ks, shared.maxmemory(), crate::memory::CALIBRATE_EVERY_MS);
+    shared.memory.defrag.tick(&shared.ks, &shared.config.runtime);
     // The limit is hard even without writes: what a reading finds beyond
     // the estimate (allocator metadata, buffers, defrag's moves) is evicted
     // here, not at the next write, which may never come.
