@@ -439,7 +439,7 @@ async fn operator_runs_with_the_install_manifest_rbac() {
 
 /// A pod of CacheCluster `cluster` as the StatefulSet would make it (there is no controller
 /// manager here): the labels the operator's pod watch and selector match.
-async fn create_pod(client: &kube::Client, ns: &str, cluster: &str, ordinal: i32) -> Pod {
+async fn create_pod(client: &kube::Client, ns: &str, cluster: &str, ordinal: i32, revision: &str) -> Pod {
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     // The ServiceAccount admission plugin wants the pod's account to exist.
     let _ = sas
@@ -447,6 +447,8 @@ async fn create_pod(client: &kube::Client, ns: &str, cluster: &str, ordinal: i32
         .await;
     let mut labels = strata_operator::resources::selector_labels(cluster);
     labels.insert("app.kubernetes.io/managed-by".into(), "strata-operator".into());
+    // Labelled at creation: a pod of no revision would be an old one to replace.
+    labels.insert("controller-revision-hash".into(), revision.into());
     let pod = json!({
         "metadata": { "name": format!("{cluster}-{ordinal}"), "labels": labels },
         "spec": { "containers": [{ "name": "node", "image": "strata-node:test" }], "automountServiceAccountToken": false },
@@ -508,7 +510,7 @@ async fn a_crash_looping_node_is_told_with_its_own_error_once_per_restart() {
     let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
     apply_cc(&ccs, "loop", json!({ "storage": { "size": "1Gi" }, "durability": { "mode": "sync" } })).await;
     observed(&ccs, "loop", 1).await;
-    create_pod(&client, &ns, "loop", 0).await;
+    create_pod(&client, &ns, "loop", 0, "loop-v1").await;
 
     // The node's JSON log: its last line is the fatal error, which names the fix.
     let fatal = "the durability log holds more than maxmemory allows: raise maxmemory or choose an evicting policy";
@@ -588,7 +590,7 @@ async fn an_oom_kill_with_derived_max_memory_advises_the_limit() {
     let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
     apply_cc(&ccs, "oomd", json!({ "resources": { "limits": { "memory": "256Mi" } } })).await;
     observed(&ccs, "oomd", 1).await;
-    create_pod(&client, &ns, "oomd", 0).await;
+    create_pod(&client, &ns, "oomd", 0, "oomd-v1").await;
     restarted(&client, &ns, "oomd-0", 1, "OOMKilled", "", false).await;
     let degraded = eventually(WAIT, "Degraded OOMKilled", || async {
         condition(&ccs.get("oomd").await.ok()?, "Degraded").filter(|c| c.reason == "OOMKilled")
@@ -673,7 +675,7 @@ async fn a_planned_rollout_is_progressing_not_unavailable() {
     apply_cc(&ccs, "roll", json!({ "replicas": 2 })).await;
     observed(&ccs, "roll", 1).await;
     for i in 0..2 {
-        create_pod(&client, &ns, "roll", i).await;
+        create_pod(&client, &ns, "roll", i, "roll-v1").await;
         set_pod(&client, &ns, &format!("roll-{i}"), "roll-v1", true).await;
     }
     // What the StatefulSet controller would report after a spec change: a new update revision.
@@ -706,7 +708,7 @@ async fn a_planned_rollout_is_progressing_not_unavailable() {
         available.message
     );
     // Its replacement starting (not Ready yet) is still the rollout.
-    create_pod(&client, &ns, "roll", 1).await;
+    create_pod(&client, &ns, "roll", 1, "roll-v2").await;
     set_pod(&client, &ns, "roll-1", "roll-v2", false).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let cc = ccs.get("roll").await.unwrap();

@@ -210,7 +210,9 @@ pub fn recent_restarts(pods: &[Pod], now: Timestamp) -> Vec<Restart> {
                 reason: last.reason.clone().unwrap_or_else(|| "Terminated".to_owned()),
                 exit_code: last.exit_code,
                 ago_seconds: ago.max(0),
-                last_words: last.message.as_deref().and_then(last_words),
+                // Killed from outside (the kernel's OOM killer, a failed liveness probe), the
+                // node's last line is not why it stopped.
+                last_words: last.message.as_deref().filter(|_| !killed_from_outside(last)).and_then(last_words),
                 crash_looping: looping,
             });
         }
@@ -220,6 +222,11 @@ pub fn recent_restarts(pods: &[Pod], now: Timestamp) -> Vec<Restart> {
 
 fn last_termination(c: &ContainerStatus) -> Option<&ContainerStateTerminated> {
     c.last_state.as_ref()?.terminated.as_ref()
+}
+
+fn killed_from_outside(t: &ContainerStateTerminated) -> bool {
+    // 128 + SIGKILL, 128 + SIGTERM.
+    t.reason.as_deref() == Some("OOMKilled") || t.exit_code == 137 || t.exit_code == 143
 }
 
 fn crash_looping(c: &ContainerStatus) -> bool {
@@ -488,7 +495,9 @@ mod tests {
     fn crash_looping_pod(ordinal: i32, count: i32, finished_secs: i64, message: &str) -> Pod {
         let mut p = restarted(ordinal, count, "Error", finished_secs);
         let c = &mut p.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0];
-        c.last_state.as_mut().unwrap().terminated.as_mut().unwrap().message = Some(message.into());
+        let last = c.last_state.as_mut().unwrap().terminated.as_mut().unwrap();
+        last.message = Some(message.into());
+        last.exit_code = 1;
         c.state = Some(ContainerState {
             waiting: Some(ContainerStateWaiting {
                 reason: Some("CrashLoopBackOff".into()),
@@ -533,11 +542,16 @@ mod tests {
         let r = recent_restarts(&[p], now);
         assert_eq!(r.len(), 1, "{r:?}");
         assert!(r[0].crash_looping);
+        // Killed from outside, its last line is not its error.
+        let mut oom = crash_looping_pod(1, 2, 10_000 - 5, "accepted a connection\n");
+        let c = &mut oom.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0];
+        c.last_state.as_mut().unwrap().terminated.as_mut().unwrap().reason = Some("OOMKilled".into());
+        assert_eq!(recent_restarts(&[oom], now)[0].last_words, None);
         assert_eq!(r[0].last_words.as_deref(), Some("strata-node: cannot listen"));
         assert_eq!(
             r[0].describe(),
             format!(
-                "demo-0: container node restarted 7 times, last Error (exit code 137) {}s ago, now in CrashLoopBackOff, \
+                "demo-0: container node restarted 7 times, last Error (exit code 1) {}s ago, now in CrashLoopBackOff, \
                  its last log line: \"strata-node: cannot listen\"",
                 RESTART_WINDOW_SECONDS + 100
             )
