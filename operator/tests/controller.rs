@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Service, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use strata_operator::api::{CacheCluster, Condition, ConditionStatus};
@@ -418,7 +418,13 @@ async fn operator_runs_with_the_install_manifest_rbac() {
     );
     let client = plane.client().await;
     let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
-    apply_cc(&ccs, "guarded", json!({ "storage": { "size": "1Gi" }, "monitoring": { "serviceMonitor": true } })).await;
+    // Durable, so the scaled-in volumes check (a PVC list) runs under the ServiceAccount too.
+    apply_cc(
+        &ccs,
+        "guarded",
+        json!({ "storage": { "size": "1Gi" }, "durability": { "mode": "periodic" }, "monitoring": { "serviceMonitor": true } }),
+    )
+    .await;
     let cc = observed(&ccs, "guarded", 1).await;
     assert!(condition(&cc, "Available").is_some());
     // Status, events and leases all worked without a single "forbidden".
@@ -429,4 +435,309 @@ async fn operator_runs_with_the_install_manifest_rbac() {
     let forbidden = support::grep(&op.log, "forbidden");
     assert!(forbidden.is_empty(), "RBAC denials:\n{}", forbidden.join("\n"));
     assert_eq!(op.metric("strata_operator_leader"), Some(1.0));
+}
+
+/// A pod of CacheCluster `cluster` as the StatefulSet would make it (there is no controller
+/// manager here): the labels the operator's pod watch and selector match.
+async fn create_pod(client: &kube::Client, ns: &str, cluster: &str, ordinal: i32, revision: &str) -> Pod {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    // The ServiceAccount admission plugin wants the pod's account to exist.
+    let _ = sas
+        .create(&PostParams::default(), &serde_json::from_value(json!({ "metadata": { "name": "default" } })).unwrap())
+        .await;
+    let mut labels = strata_operator::resources::selector_labels(cluster);
+    labels.insert("app.kubernetes.io/managed-by".into(), "strata-operator".into());
+    // Labelled at creation: a pod of no revision would be an old one to replace.
+    labels.insert("controller-revision-hash".into(), revision.into());
+    let pod = json!({
+        "metadata": { "name": format!("{cluster}-{ordinal}"), "labels": labels },
+        "spec": { "containers": [{ "name": "node", "image": "strata-node:test" }], "automountServiceAccountToken": false },
+    });
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.expect("creating a pod")
+}
+
+/// Marks `pod` as made from StatefulSet revision `revision` and (not) Ready. Its phase stays
+/// Pending: the Eviction API then needs no PodDisruptionBudget status (no controller here
+/// computes one), and a pod that was never scheduled is deleted at once.
+async fn set_pod(client: &kube::Client, ns: &str, pod: &str, revision: &str, ready: bool) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let label = json!({ "metadata": { "labels": { "controller-revision-hash": revision } } });
+    pods.patch(pod, &PatchParams::default(), &Patch::Merge(&label)).await.expect("labelling a pod");
+    let status =
+        json!({ "status": { "conditions": [{ "type": "Ready", "status": if ready { "True" } else { "False" } }] } });
+    pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status)).await.expect("writing pod status");
+}
+
+/// Writes what a kubelet would after the node container's `count`th restart (through the status
+/// subresource): its last termination with `message` (the log tail), now in CrashLoopBackOff
+/// when `looping`.
+async fn restarted(client: &kube::Client, ns: &str, pod: &str, count: i32, reason: &str, message: &str, looping: bool) {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let state = if looping {
+        json!({ "waiting": { "reason": "CrashLoopBackOff", "message": format!("back-off 10s restarting failed container=node pod={pod}") } })
+    } else {
+        json!({ "running": { "startedAt": now } })
+    };
+    let status = json!({ "status": { "phase": "Running", "containerStatuses": [{
+        "name": "node", "image": "strata-node:test", "imageID": "", "ready": false, "restartCount": count,
+        "state": state,
+        "lastState": { "terminated": {
+            "exitCode": if reason == "OOMKilled" { 137 } else { 1 }, "reason": reason, "message": message,
+            "containerID": format!("containerd://{pod}-{count}"), "startedAt": now, "finishedAt": now,
+        } },
+    }] } });
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status)).await.expect("writing pod status");
+}
+
+/// (reason, note) of the Warning Events on CacheCluster `name`.
+async fn warnings(ns: &str, name: &str) -> Vec<(String, String)> {
+    events_for(ns, name)
+        .await
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_looping_node_is_told_with_its_own_error_once_per_restart() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("crashloop");
+    let _op = plane.operator("crashloop", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "loop", json!({ "storage": { "size": "1Gi" }, "durability": { "mode": "sync" } })).await;
+    observed(&ccs, "loop", 1).await;
+    create_pod(&client, &ns, "loop", 0, "loop-v1").await;
+
+    // The node's JSON log: its last line is the fatal error, which names the fix.
+    let fatal = "the durability log holds more than maxmemory allows: raise maxmemory or choose an evicting policy";
+    let log = format!(
+        "{{\"level\":\"INFO\",\"fields\":{{\"message\":\"strata-node starting\"}}}}\n\
+         {{\"timestamp\":\"2026-11-28T13:00:00Z\",\"level\":\"ERROR\",\"fields\":{{\"message\":\"{fatal}\"}},\"target\":\"strata_node\"}}\n"
+    );
+    restarted(&client, &ns, "loop-0", 1, "Error", &log, true).await;
+    let degraded = eventually(WAIT, "Degraded with the node's own error", || async {
+        let cc = ccs.get("loop").await.ok()?;
+        condition(&cc, "Degraded").filter(|c| c.message.contains(fatal))
+    })
+    .await;
+    assert_eq!((degraded.status, degraded.reason.as_str()), (ConditionStatus::True, "ContainerRestarted"));
+    assert!(degraded.message.contains("now in CrashLoopBackOff"), "{}", degraded.message);
+    // sync: nothing acknowledged is lost, but it is unreachable while the node cannot start.
+    assert!(!degraded.message.contains("in RAM is lost"), "{}", degraded.message);
+    assert!(degraded.message.contains("unreachable until the node starts"), "{}", degraded.message);
+    // Restart Events (the Degraded transition's Event has the same reason, the condition's message).
+    let told = |n: usize| {
+        let ns = ns.clone();
+        async move {
+            eventually(WAIT, &format!("{n} restart Event(s)"), || async {
+                let w: Vec<String> = warnings(&ns, "loop")
+                    .await
+                    .into_iter()
+                    .filter(|(r, note)| r == "ContainerRestarted" && note.starts_with("Container node"))
+                    .map(|e| e.1)
+                    .collect();
+                (w.len() == n).then_some(w)
+            })
+            .await
+        }
+    };
+    let first = told(1).await;
+    assert!(
+        first[0]
+            .starts_with("Container node of pod loop-0 terminated (Error, exit code 1) and was restarted (restart 1)")
+    );
+    assert!(first[0].contains(&format!("its last log line: \"{fatal}\"")), "{}", first[0]);
+
+    // More reconciles (the pod's status rewritten, a spec change) tell nothing new.
+    restarted(&client, &ns, "loop-0", 1, "Error", &log, false).await;
+    apply_cc(
+        &ccs,
+        "loop",
+        json!({ "storage": { "size": "1Gi" }, "durability": { "mode": "sync" }, "evictionPolicy": "allkeys-lfu" }),
+    )
+    .await;
+    observed(&ccs, "loop", 2).await;
+    restarted(&client, &ns, "loop-0", 1, "Error", &log, true).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(told(1).await.len(), 1);
+
+    // The next restart is its own Event, with its own last words.
+    restarted(&client, &ns, "loop-0", 2, "Error", "strata-node: cannot listen on 0.0.0.0:6379: Address in use\n", true)
+        .await;
+    let both = told(2).await;
+    assert!(
+        both.iter().any(|n| n.contains("(restart 2)")
+            && n.contains("\"strata-node: cannot listen on 0.0.0.0:6379: Address in use\"")),
+        "{both:?}"
+    );
+    // The crash loop's cycles (waiting, running, waiting) changed the condition's message only:
+    // its one transition Event, no more.
+    let all = warnings(&ns, "loop").await;
+    let degraded_events = all.iter().filter(|(_, note)| !note.starts_with("Container node")).count();
+    assert_eq!(degraded_events, 1, "{all:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oom_kill_with_derived_max_memory_advises_the_limit() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("oom-derived");
+    let _op = plane.operator("oom-derived", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "oomd", json!({ "resources": { "limits": { "memory": "256Mi" } } })).await;
+    observed(&ccs, "oomd", 1).await;
+    create_pod(&client, &ns, "oomd", 0, "oomd-v1").await;
+    restarted(&client, &ns, "oomd-0", 1, "OOMKilled", "", false).await;
+    let degraded = eventually(WAIT, "Degraded OOMKilled", || async {
+        condition(&ccs.get("oomd").await.ok()?, "Degraded").filter(|c| c.reason == "OOMKilled")
+    })
+    .await;
+    assert!(degraded.message.contains("raise resources.limits.memory"), "{}", degraded.message);
+    assert!(!degraded.message.contains("lower maxMemory"), "maxMemory is derived: {}", degraded.message);
+    // durability none: this time the data really is gone.
+    assert!(degraded.message.contains("its data in RAM is lost"), "{}", degraded.message);
+    let note = eventually(WAIT, "an OOMKilled Event", || async {
+        warnings(&ns, "oomd")
+            .await
+            .into_iter()
+            .find(|(r, n)| r == "OOMKilled" && n.starts_with("Container node"))
+            .map(|e| e.1)
+    })
+    .await;
+    assert!(
+        note.starts_with("Container node of pod oomd-0 terminated (OOMKilled, exit code 137) and was restarted"),
+        "{note}"
+    );
+    assert!(note.contains("raise resources.limits.memory") && !note.contains("lower maxMemory"), "{note}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scaling_in_names_the_pods_whose_data_the_service_no_longer_reaches() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("scale-in");
+    let _op = plane.operator("scale-in", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    let spec = |replicas: i32, policy: &str| json!({ "replicas": replicas, "storage": { "size": "1Gi" }, "durability": { "mode": "sync" }, "evictionPolicy": policy });
+    apply_cc(&ccs, "shrink", spec(3, "allkeys-lru")).await;
+    observed(&ccs, "shrink", 1).await;
+    // The claims the StatefulSet controller would have made, with its labels.
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    for i in 0..3 {
+        let pvc = json!({
+            "metadata": { "name": format!("data-shrink-{i}"), "labels": strata_operator::resources::selector_labels("shrink") },
+            "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "1Gi" } } },
+        });
+        pvcs.create(&PostParams::default(), &serde_json::from_value(pvc).unwrap()).await.expect("creating a PVC");
+    }
+
+    apply_cc(&ccs, "shrink", spec(1, "allkeys-lru")).await;
+    let cc = observed(&ccs, "shrink", 2).await;
+    let degraded = condition(&cc, "Degraded").expect("Degraded");
+    assert_eq!((degraded.status, degraded.reason.as_str()), (ConditionStatus::True, "DataUnreachable"));
+    assert!(
+        degraded.message.contains("the data of shrink-1, shrink-2 stays on data-shrink-1, data-shrink-2"),
+        "{}",
+        degraded.message
+    );
+    let note = eventually(WAIT, "a ScaledIn Event", || async {
+        warnings(&ns, "shrink").await.into_iter().find(|(r, _)| r == "ScaledIn").map(|e| e.1)
+    })
+    .await;
+    assert!(note.starts_with("Scaling in from 3 to 1 replicas removes shrink-1, shrink-2;"), "{note}");
+    assert!(note.contains("data-shrink-1, data-shrink-2"), "{note}");
+
+    // Once the claims are deleted, nothing is unreachable any more.
+    for i in 1..3 {
+        pvcs.delete(&format!("data-shrink-{i}"), &DeleteParams::default()).await.expect("deleting a PVC");
+    }
+    // No kubelet or controller to remove the claims' finalizer: the PVCs stay Terminating,
+    // which counts as gone.
+    apply_cc(&ccs, "shrink", spec(1, "allkeys-lfu")).await;
+    let cc = observed(&ccs, "shrink", 3).await;
+    let degraded = condition(&cc, "Degraded").expect("Degraded");
+    assert_eq!(degraded.status, ConditionStatus::False, "{}", degraded.message);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planned_rollout_is_progressing_not_unavailable() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("rollout");
+    let _op = plane.operator("rollout", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "roll", json!({ "replicas": 2 })).await;
+    observed(&ccs, "roll", 1).await;
+    for i in 0..2 {
+        create_pod(&client, &ns, "roll", i, "roll-v1").await;
+        set_pod(&client, &ns, &format!("roll-{i}"), "roll-v1", true).await;
+    }
+    // What the StatefulSet controller would report after a spec change: a new update revision.
+    let sts_status = |ready: i32| {
+        let sts_api = sts_api.clone();
+        async move {
+            let generation = sts_api.get("roll").await.unwrap().metadata.generation;
+            let status = json!({ "status": {
+                "observedGeneration": generation, "replicas": 2, "readyReplicas": ready, "availableReplicas": ready,
+                "currentRevision": "roll-v1", "updateRevision": "roll-v2",
+            } });
+            sts_api
+                .patch_status("roll", &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .expect("StatefulSet status");
+        }
+    };
+    sts_status(2).await;
+    // The operator replaces the highest ordinal first.
+    eventually(WAIT, "roll-1 evicted", || async { pods.get_opt("roll-1").await.ok()?.is_none().then_some(()) }).await;
+    sts_status(1).await;
+    let available = eventually(WAIT, "Available through the planned outage", || async {
+        condition(&ccs.get("roll").await.ok()?, "Available").filter(|c| c.reason == "RollingUpdate")
+    })
+    .await;
+    assert_eq!(available.status, ConditionStatus::True, "{}", available.message);
+    assert!(
+        available.message.starts_with("1/2 pods ready; roll-1 down for the rolling update"),
+        "{}",
+        available.message
+    );
+    // Its replacement starting (not Ready yet) is still the rollout.
+    create_pod(&client, &ns, "roll", 1, "roll-v2").await;
+    set_pod(&client, &ns, "roll-1", "roll-v2", false).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cc = ccs.get("roll").await.unwrap();
+    let available = condition(&cc, "Available").unwrap();
+    assert_eq!(
+        (available.status, available.reason.as_str()),
+        (ConditionStatus::True, "RollingUpdate"),
+        "{}",
+        available.message
+    );
+    let progressing = condition(&cc, "Progressing").unwrap();
+    assert_eq!((progressing.status, progressing.reason.as_str()), (ConditionStatus::True, "RollingUpdate"));
+    assert!(progressing.message.contains("roll-1"), "{}", progressing.message);
+    let events = events_for(&ns, "roll").await;
+    assert!(events.iter().any(|e| e.reason.as_deref() == Some("RollingPod")), "the eviction is told");
+    let warned: Vec<_> = events.iter().filter(|e| e.type_.as_deref() == Some("Warning")).collect();
+    assert!(warned.is_empty(), "a planned rollout is no warning: {warned:?}");
+
+    // A pod lost for another reason is not the rollout's: roll-0 (still the old revision)
+    // going unready while roll-1 starts makes the cluster unavailable, with a Warning.
+    set_pod(&client, &ns, "roll-0", "roll-v1", false).await;
+    sts_status(0).await;
+    let available = eventually(WAIT, "Unavailable once a pod fails outside the rollout", || async {
+        condition(&ccs.get("roll").await.ok()?, "Available").filter(|c| c.reason == "ReplicasNotReady")
+    })
+    .await;
+    assert_eq!(available.status, ConditionStatus::False);
+    eventually(WAIT, "a Warning Unavailable Event", || async {
+        warnings(&ns, "roll").await.into_iter().find(|(r, _)| r == "Unavailable")
+    })
+    .await;
 }

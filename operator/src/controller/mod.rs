@@ -5,13 +5,14 @@ mod backoff;
 pub mod rollout;
 pub mod status;
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use backoff::Backoffs;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, PersistentVolumeClaim, Pod, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -28,7 +29,7 @@ use crate::api::{CacheCluster, CacheClusterStatus, ConditionStatus};
 use crate::metrics::Metrics;
 use crate::resources::{self, Desired, SpecError};
 use rollout::Step;
-use status::{Observation, Verdict};
+use status::{DataFate, MemorySetting, Observation, Verdict};
 
 /// The field manager of every server-side apply this operator makes.
 pub const FIELD_MANAGER: &str = "strata-operator";
@@ -49,21 +50,31 @@ pub struct Context {
     pub client: Client,
     pub metrics: Arc<Metrics>,
     recorder: Recorder,
+    reporter: Reporter,
     backoffs: Backoffs,
-    /// Restart counts already told with an Event, per "namespace/pod/container": each
-    /// restart gets one Warning Event, however many reconciles see it.
-    reported_restarts: std::sync::Mutex<std::collections::HashMap<String, i32>>,
+    /// When this process took the lead: restarts that ended before are the previous leader's to
+    /// have told.
+    started: Timestamp,
+    /// Per cluster ("namespace/name"), the restart count already told with an Event per
+    /// "pod UID/container": each restart gets one Warning Event, however many reconciles see it.
+    told_restarts: Mutex<HashMap<String, HashMap<String, i32>>>,
+    /// Per cluster, the pods the rollout evicted and the UID each had: until the replacement is
+    /// Ready, that pod being down is planned.
+    evicted: Mutex<HashMap<String, BTreeMap<String, String>>>,
 }
 
 impl Context {
     pub fn new(client: Client, metrics: Arc<Metrics>, instance: Option<String>) -> Self {
         let reporter = Reporter { controller: FIELD_MANAGER.to_owned(), instance };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            reporter,
             client,
             metrics,
             backoffs: Backoffs::default(),
-            reported_restarts: Default::default(),
+            started: Timestamp::now(),
+            told_restarts: Default::default(),
+            evicted: Default::default(),
         }
     }
 }
@@ -174,6 +185,9 @@ fn error_policy(cc: Arc<CacheCluster>, error: &Error, ctx: Arc<Context>) -> Acti
 async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, Error> {
     if cc.metadata.deletion_timestamp.is_some() {
         ctx.metrics.forget_cluster(cc.namespace().as_deref().unwrap_or_default(), &cc.name_any());
+        let key = format!("{}/{}", cc.namespace().unwrap_or_default(), cc.name_any());
+        lock(&ctx.told_restarts).remove(&key);
+        lock(&ctx.evicted).remove(&key);
         // Owner references make the garbage collector delete everything we created.
         return Ok(Action::await_change());
     }
@@ -199,13 +213,23 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         }
     };
 
+    let before = existing.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas);
+    if let Some(before) = before.filter(|&b| b > cc.spec.replicas) {
+        report_scale_in(ctx, cc, before).await;
+    }
+
     apply(client, &ns, &desired.config_map).await?;
     apply(client, &ns, &desired.headless_service).await?;
     apply(client, &ns, &desired.client_service).await?;
     apply(client, &ns, &desired.pdb).await?;
     let sts = apply(client, &ns, &desired.stateful_set).await?;
 
-    let mut obs = Observation { desired: cc.spec.replicas, ..Default::default() };
+    let mut obs = Observation {
+        desired: cc.spec.replicas,
+        data: DataFate::of(&cc.spec),
+        memory: MemorySetting::of(&cc.spec),
+        ..Default::default()
+    };
     // Discovery costs an API call: only when a ServiceMonitor or PrometheusRule is wanted, or
     // may be left to delete (monitoring was on at the last reconcile, even if half of it could
     // not be applied).
@@ -246,9 +270,17 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         .await
         .map_err(|e| read(format!("pods of {ns}/{name}"), e))?
         .items;
+    let key = format!("{ns}/{name}");
     let mut step = rollout::next_step(&sts, &pods);
-    if let Step::Evict(pod) = &step {
+    if let Step::Evict(pod) = step.clone() {
+        let pod = &pod;
+        let uid = pods.iter().find(|p| p.metadata.name.as_ref() == Some(pod)).and_then(|p| p.metadata.uid.clone());
         step = evict(ctx, cc, &pods_api, pod).await?;
+        if let (Step::Waiting { why, .. }, Some(uid)) = (&step, uid)
+            && why == EVICTED
+        {
+            lock(&ctx.evicted).entry(key.clone()).or_default().insert(pod.clone(), uid);
+        }
     }
 
     let sts_status = sts.status.clone().unwrap_or_default();
@@ -257,7 +289,27 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     obs.updated = rollout::updated_pods(&sts, &pods);
     obs.failing_pods = rollout::failing_pods(&pods, Timestamp::now());
     obs.restarts = rollout::recent_restarts(&pods, Timestamp::now());
-    report_restarts(ctx, cc, &ns, &obs.restarts).await;
+    let troubled: Vec<String> = obs
+        .failing_pods
+        .iter()
+        .filter_map(|f| f.split(':').next().map(str::to_owned))
+        .chain(obs.restarts.iter().map(|r| r.pod.clone()))
+        .collect();
+    obs.planned_outage = {
+        let mut evicted = lock(&ctx.evicted);
+        let ours = evicted.entry(key.clone()).or_default();
+        // A replacement that is Ready again ends the planned outage of its name.
+        ours.retain(|pod, uid| {
+            !pods.iter().any(|p| {
+                p.metadata.name.as_ref() == Some(pod) && p.metadata.uid.as_ref() != Some(uid) && rollout::ready(p)
+            })
+        });
+        rollout::planned_outage(&sts, &pods, ours, &troubled)
+    };
+    if obs.data != DataFate::Lost {
+        obs.unreachable = unreachable_volumes(client, &ns, &name, cc.spec.replicas).await?;
+    }
+    report_restarts(ctx, cc, &key, &pods, &obs).await;
     let settled = step == Step::Complete && obs.ready >= obs.desired;
     obs.rollout = Some(step);
     write_status(cc, ctx, &obs).await?;
@@ -391,7 +443,7 @@ async fn evict(ctx: &Context, cc: &CacheCluster, pods: &Api<Pod>, pod: &str) -> 
                 secondary: Some(related),
             };
             publish(ctx, cc, &event).await;
-            Ok(Step::Waiting { pod: pod.to_owned(), why: "to be replaced".to_owned() })
+            Ok(Step::Waiting { pod: pod.to_owned(), why: EVICTED.to_owned() })
         }
         // 429: the PodDisruptionBudget allows no disruption right now.
         Err(kube::Error::Api(e)) if e.code == 429 => Ok(Step::Waiting {
@@ -405,46 +457,120 @@ async fn evict(ctx: &Context, cc: &CacheCluster, pods: &Api<Pod>, pod: &str) -> 
     }
 }
 
-/// One Warning Event per container restart not told yet, on the pod: an OOM kill means the
-/// cache lost what it held and the memory limit is too tight.
-async fn report_restarts(ctx: &Context, cc: &CacheCluster, ns: &str, restarts: &[rollout::Restart]) {
-    let fresh: Vec<&rollout::Restart> = {
-        let mut told = ctx.reported_restarts.lock().unwrap_or_else(|e| e.into_inner());
-        restarts
-            .iter()
-            .filter(|r| {
-                let key = format!("{ns}/{}/{}", r.pod, r.container);
-                told.insert(key, r.count).is_none_or(|before| before < r.count)
-            })
-            .collect()
+/// What [`evict`] says about a pod whose eviction was accepted.
+const EVICTED: &str = "to be replaced";
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One Warning Event per container restart not told yet, on the CacheCluster with the pod as
+/// related object: why it stopped (the node's own last log line, which says what to fix), what
+/// became of its data, and for an OOM kill what to change.
+async fn report_restarts(ctx: &Context, cc: &CacheCluster, key: &str, pods: &[Pod], obs: &Observation) {
+    let fresh = {
+        let mut all = lock(&ctx.told_restarts);
+        let told = all.entry(key.to_owned()).or_default();
+        let leading_for = Timestamp::now().as_second() - ctx.started.as_second();
+        untold(told, pods, &obs.restarts, leading_for)
     };
     for r in fresh {
-        tracing::warn!(pod = %r.pod, container = %r.container, reason = %r.reason, restarts = r.count, "container restarted");
+        tracing::warn!(pod = %r.pod, container = %r.container, reason = %r.reason, restarts = r.count, last_words = ?r.last_words, "container restarted");
         let related = ObjectReference {
             api_version: Some("v1".to_owned()),
             kind: Some("Pod".to_owned()),
             name: Some(r.pod.clone()),
-            namespace: Some(ns.to_owned()),
+            namespace: cc.namespace(),
+            uid: Some(r.pod_uid.clone()).filter(|u| !u.is_empty()),
             ..Default::default()
         };
-        let advice = if r.oom_killed() {
-            ": the pod's memory limit is too small for maxMemory plus the node's overhead; raise resources.limits.memory, \
-             or lower maxMemory (unset, it is derived with room to spare)"
-        } else {
-            ""
-        };
+        let mut note = format!(
+            "Container {} of pod {} terminated ({}, exit code {}) and was restarted (restart {})",
+            r.container, r.pod, r.reason, r.exit_code, r.count
+        );
+        if let Some(words) = &r.last_words {
+            note.push_str(&format!("; its last log line: \"{words}\""));
+        }
+        note.push_str("; ");
+        note.push_str(&obs.data.after_restart(r.crash_looping));
+        if r.oom_killed() {
+            note.push_str("; ");
+            note.push_str(obs.memory.oom_advice());
+        }
         let event = Event {
             type_: EventType::Warning,
             reason: if r.oom_killed() { "OOMKilled" } else { "ContainerRestarted" }.to_owned(),
-            note: Some(format!(
-                "Container {} of pod {} terminated ({}, exit code {}) and was restarted (restart {}); its data in RAM is lost{advice}",
-                r.container, r.pod, r.reason, r.exit_code, r.count
-            )),
+            note: Some(note),
             action: "Observe".to_owned(),
             secondary: Some(related),
         };
-        publish(ctx, cc, &event).await;
+        // A Recorder of its own: the shared one folds repeats of a reason and pod into one
+        // Event's series count, keeping the first restart's note; each restart has its own.
+        let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+        if let Err(e) = recorder.publish(&event, &cc.object_ref(&())).await {
+            tracing::warn!(error = %e, reason = %event.reason, "could not publish an Event");
+        }
     }
+}
+
+/// The restarts not told yet, recording them in `told` ("pod UID/container" to the restart count
+/// told): a restart is told once whatever the number of reconciles that see it, and a recreated
+/// pod (a new UID) counts from 0 again. One seen for the first time that ended before this
+/// process led for `leading_for` seconds was the previous leader's to tell. Pods gone are forgotten.
+fn untold<'a>(
+    told: &mut HashMap<String, i32>,
+    pods: &[Pod],
+    restarts: &'a [rollout::Restart],
+    leading_for: i64,
+) -> Vec<&'a rollout::Restart> {
+    told.retain(|k, _| {
+        pods.iter().filter_map(|p| p.metadata.uid.as_deref()).any(|uid| k.starts_with(&format!("{uid}/")))
+    });
+    restarts
+        .iter()
+        .filter(|r| {
+            let before = told.insert(format!("{}/{}", r.pod_uid, r.container), r.count);
+            let previous_leaders = before.is_none() && r.ago_seconds > leading_for;
+            !previous_leaders && before.is_none_or(|b| b < r.count)
+        })
+        .collect()
+}
+
+/// A Warning Event when the replicas go down: which pods go, and what becomes of their data.
+async fn report_scale_in(ctx: &Context, cc: &CacheCluster, before: i32) {
+    let name = cc.name_any();
+    let note = status::scale_in_note(&name, before, cc.spec.replicas, &DataFate::of(&cc.spec));
+    tracing::info!(cachecluster = %name, before, after = cc.spec.replicas, "scaling in");
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "ScaledIn".to_owned(),
+        note: Some(note),
+        action: "Scale".to_owned(),
+        secondary: None,
+    };
+    publish(ctx, cc, &event).await;
+}
+
+/// Pods above `replicas` whose retained volume (`data-<name>-<ordinal>`) still exists: durable
+/// data the Service no longer reaches. Without the right to list claims, nothing is reported.
+async fn unreachable_volumes(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    replicas: i32,
+) -> Result<Vec<(String, String)>, Error> {
+    let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let claims = match api.list(&ListParams::default().labels(&resources::selector_string(name))).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            tracing::warn!(error = %e, "cannot list PersistentVolumeClaims: scaled-in volumes are not reported");
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(read(format!("PersistentVolumeClaims of {ns}/{name}"), e)),
+    };
+    let names: Vec<String> =
+        claims.iter().filter(|c| c.metadata.deletion_timestamp.is_none()).map(|c| c.name_any()).collect();
+    Ok(status::unreachable_claims(name, replicas, &names))
 }
 
 /// Writes status with server-side apply and publishes Events for condition changes.
@@ -465,8 +591,8 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
         conditions: status::merge(&previous.conditions, &verdicts, cc.metadata.generation, &now),
     };
     for v in status::transitions(&previous.conditions, &verdicts) {
-        let first = previous.conditions.iter().all(|c| c.type_ != v.type_);
-        if let Some((kind, reason)) = event_for(v, first) {
+        let before = previous.conditions.iter().find(|c| c.type_ == v.type_);
+        if let Some((kind, reason)) = event_for(v, before) {
             let event = Event {
                 type_: kind,
                 reason: reason.to_owned(),
@@ -492,15 +618,24 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
     Ok(())
 }
 
-/// Which condition changes are worth an Event, and its type and reason. `first`: the condition
-/// is reported for the first time (a new cluster is not "unavailable", it is being created).
-fn event_for(v: &Verdict, first: bool) -> Option<(EventType, &'static str)> {
+/// Which condition changes are worth an Event, and its type and reason. `before`: the condition
+/// as it was (none: reported for the first time; a new cluster is not "unavailable", it is
+/// being created).
+fn event_for(v: &Verdict, before: Option<&crate::api::Condition>) -> Option<(EventType, &'static str)> {
     use crate::api::Condition;
+    let first = before.is_none();
+    let was = before.map(|c| c.status);
     match (v.type_, v.status) {
+        // Staying available while the rollout takes a pod down (or back) is no news.
+        (Condition::AVAILABLE, ConditionStatus::True) if was == Some(ConditionStatus::True) => None,
         (Condition::AVAILABLE, ConditionStatus::True) => Some((EventType::Normal, "Available")),
         (Condition::AVAILABLE, _) if first => None,
+        // A planned outage (one replica, rolled): the Progressing Event tells it.
+        (Condition::AVAILABLE, _) if v.reason == status::reason::ROLLING => None,
         (Condition::AVAILABLE, _) => Some((EventType::Warning, "Unavailable")),
         (Condition::DEGRADED, ConditionStatus::False) if first => None,
+        // Told by the ScaledIn Event when the replicas went down.
+        (Condition::DEGRADED, ConditionStatus::True) if v.reason == status::reason::DATA_UNREACHABLE => None,
         (Condition::DEGRADED, ConditionStatus::True) => Some((EventType::Warning, v.reason)),
         (Condition::DEGRADED, _) => Some((EventType::Normal, "Recovered")),
         (Condition::PROGRESSING, ConditionStatus::True) => Some((EventType::Normal, "RolloutStarted")),
@@ -523,4 +658,85 @@ async fn publish(ctx: &Context, cc: &CacheCluster, event: &Event) {
 
 fn read(what: String, source: kube::Error) -> Error {
     Error::Read { what, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Condition;
+    use status::reason;
+
+    fn was(type_: &str, status: ConditionStatus, reason: &str) -> Condition {
+        Condition {
+            type_: type_.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message: String::new(),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+            observed_generation: None,
+        }
+    }
+
+    fn verdict(type_: &'static str, status: ConditionStatus, reason: &'static str) -> Verdict {
+        Verdict { type_, status, reason, message: String::new() }
+    }
+
+    #[test]
+    fn a_planned_rollout_publishes_no_warning() {
+        use ConditionStatus::{False, True};
+        let available = was(Condition::AVAILABLE, True, reason::ALL_READY);
+        // All ready -> one pod down for the rollout (still available): no Event at all.
+        assert_eq!(event_for(&verdict(Condition::AVAILABLE, True, reason::ROLLING), Some(&available)), None);
+        // One replica, rolled: unavailable, but planned (the Progressing Event tells it).
+        assert_eq!(event_for(&verdict(Condition::AVAILABLE, False, reason::ROLLING), Some(&available)), None);
+        // A pod lost for another reason is a Warning, also after a planned outage.
+        let unplanned = verdict(Condition::AVAILABLE, False, reason::NOT_READY);
+        assert_eq!(event_for(&unplanned, Some(&available)), Some((EventType::Warning, "Unavailable")));
+        let rolling = was(Condition::AVAILABLE, False, reason::ROLLING);
+        assert_eq!(event_for(&unplanned, Some(&rolling)), Some((EventType::Warning, "Unavailable")));
+        let back = verdict(Condition::AVAILABLE, True, reason::ALL_READY);
+        assert_eq!(event_for(&back, Some(&rolling)), Some((EventType::Normal, "Available")));
+        let progressing = verdict(Condition::PROGRESSING, True, reason::ROLLING);
+        assert_eq!(event_for(&progressing, None), Some((EventType::Normal, "RolloutStarted")));
+    }
+
+    #[test]
+    fn each_restart_is_told_once() {
+        let pod = |uid: &str| Pod {
+            metadata: kube::api::ObjectMeta { uid: Some(uid.into()), ..Default::default() },
+            ..Default::default()
+        };
+        let restart = |uid: &str, count: i32, ago_seconds: i64| rollout::Restart {
+            pod: "demo-0".into(),
+            pod_uid: uid.into(),
+            container: "node".into(),
+            count,
+            ago_seconds,
+            ..Default::default()
+        };
+        let mut told = HashMap::new();
+        let pods = [pod("a")];
+        // Led for 100 s: a restart 5 s ago is news, once.
+        assert_eq!(untold(&mut told, &pods, &[restart("a", 1, 5)], 100).len(), 1);
+        assert!(untold(&mut told, &pods, &[restart("a", 1, 6)], 101).is_empty(), "the same restart again");
+        assert_eq!(untold(&mut told, &pods, &[restart("a", 2, 1)], 120).len(), 1, "the next restart");
+        // The pod recreated (new UID) counts from 1 again: still news; the old pod is forgotten.
+        let pods = [pod("b")];
+        assert_eq!(untold(&mut told, &pods, &[restart("b", 1, 1)], 130).len(), 1);
+        assert!(!told.keys().any(|k| k.starts_with("a/")), "{told:?}");
+        // Ended before this process led: the previous leader told it.
+        let mut fresh_leader = HashMap::new();
+        assert!(untold(&mut fresh_leader, &pods, &[restart("b", 1, 300)], 10).is_empty());
+        assert_eq!(untold(&mut fresh_leader, &pods, &[restart("b", 2, 1)], 20).len(), 1);
+    }
+
+    #[test]
+    fn degraded_events_follow_the_reason_but_scale_in_is_told_once() {
+        use ConditionStatus::{False, True};
+        let fine = was(Condition::DEGRADED, False, reason::AS_EXPECTED);
+        let oom = verdict(Condition::DEGRADED, True, reason::OOM_KILLED);
+        assert_eq!(event_for(&oom, Some(&fine)), Some((EventType::Warning, reason::OOM_KILLED)));
+        let unreachable = verdict(Condition::DEGRADED, True, reason::DATA_UNREACHABLE);
+        assert_eq!(event_for(&unreachable, Some(&fine)), None, "the ScaledIn Event told it");
+    }
 }

@@ -4,7 +4,7 @@
 //! controller performs them.
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, ContainerStatus, Pod};
 use k8s_openapi::jiff::Timestamp;
 
 /// Label the StatefulSet controller puts on each pod: the revision it was created from.
@@ -101,11 +101,14 @@ pub fn failing_pods(pods: &[Pod], now: Timestamp) -> Vec<String> {
     let mut out = Vec::new();
     for p in pods {
         let Some(status) = &p.status else { continue };
+        // A crash loop with a last termination is told by `recent_restarts`, with the
+        // container's own last words: the kubelet's back-off message says nothing about why.
         let waiting = status
             .container_statuses
             .iter()
             .flatten()
             .chain(status.init_container_statuses.iter().flatten())
+            .filter(|c| !(crash_looping(c) && last_termination(c).is_some()))
             .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
             .find(|w| w.reason.as_deref().is_some_and(|r| STUCK_REASONS.contains(&r)));
         if let Some(w) = waiting {
@@ -131,10 +134,15 @@ pub fn failing_pods(pods: &[Pod], now: Timestamp) -> Vec<String> {
 /// How long after a container's last restart the cluster reports it (Degraded).
 pub const RESTART_WINDOW_SECONDS: i64 = 600;
 
+/// Longest excerpt of a container's last words carried into a condition or an Event.
+pub const LAST_WORDS_MAX_CHARS: usize = 300;
+
 /// A container of a pod that terminated and was restarted by the kubelet.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Restart {
     pub pod: String,
+    /// The pod's UID: a recreated pod counts its restarts from 0 again.
+    pub pod_uid: String,
     pub container: String,
     /// The container's restart count (each restart is told once by it).
     pub count: i32,
@@ -143,6 +151,11 @@ pub struct Restart {
     pub exit_code: i32,
     /// Seconds since it last terminated.
     pub ago_seconds: i64,
+    /// The last line of its termination message (with `FallbackToLogsOnError`, the tail of its
+    /// log): the node's own fatal error, which says what to fix.
+    pub last_words: Option<String>,
+    /// Waiting in CrashLoopBackOff now: it keeps failing the same way.
+    pub crash_looping: bool,
 }
 
 impl Restart {
@@ -152,7 +165,7 @@ impl Restart {
 
     /// A phrase for the Degraded condition.
     pub fn describe(&self) -> String {
-        format!(
+        let mut out = format!(
             "{}: container {} restarted {} time{}, last {} (exit code {}) {}s ago",
             self.pod,
             self.container,
@@ -161,37 +174,125 @@ impl Restart {
             self.reason,
             self.exit_code,
             self.ago_seconds
-        )
+        );
+        if self.crash_looping {
+            out.push_str(", now in CrashLoopBackOff");
+        }
+        if let Some(words) = &self.last_words {
+            out.push_str(&format!(", its last log line: \"{words}\""));
+        }
+        out
     }
 }
 
-/// Containers that were restarted within [`RESTART_WINDOW_SECONDS`]: a cache that restarts
-/// loses what it held in RAM (an OOM kill above all), which must never pass as "no problems".
+/// Containers that were restarted within [`RESTART_WINDOW_SECONDS`], or are crash-looping
+/// however long ago they last ran: a restart must never pass as "no problems".
 pub fn recent_restarts(pods: &[Pod], now: Timestamp) -> Vec<Restart> {
     let mut out = Vec::new();
     for p in pods {
         let Some(status) = &p.status else { continue };
         for c in status.container_statuses.iter().flatten() {
-            let Some(last) = c.last_state.as_ref().and_then(|s| s.terminated.as_ref()) else { continue };
+            let Some(last) = last_termination(c) else { continue };
             if c.restart_count == 0 {
                 continue;
             }
             let finished = last.finished_at.as_ref().map_or(now, |t| t.0);
             let ago = now.as_second() - finished.as_second();
-            if ago > RESTART_WINDOW_SECONDS {
+            let looping = crash_looping(c);
+            if ago > RESTART_WINDOW_SECONDS && !looping {
                 continue;
             }
             out.push(Restart {
                 pod: pod_name(p),
+                pod_uid: p.metadata.uid.clone().unwrap_or_default(),
                 container: c.name.clone(),
                 count: c.restart_count,
                 reason: last.reason.clone().unwrap_or_else(|| "Terminated".to_owned()),
                 exit_code: last.exit_code,
                 ago_seconds: ago.max(0),
+                // Killed from outside (the kernel's OOM killer, a failed liveness probe), the
+                // node's last line is not why it stopped.
+                last_words: last.message.as_deref().filter(|_| !killed_from_outside(last)).and_then(last_words),
+                crash_looping: looping,
             });
         }
     }
     out
+}
+
+fn last_termination(c: &ContainerStatus) -> Option<&ContainerStateTerminated> {
+    c.last_state.as_ref()?.terminated.as_ref()
+}
+
+fn killed_from_outside(t: &ContainerStateTerminated) -> bool {
+    // 128 + SIGKILL, 128 + SIGTERM.
+    t.reason.as_deref() == Some("OOMKilled") || t.exit_code == 137 || t.exit_code == 143
+}
+
+fn crash_looping(c: &ContainerStatus) -> bool {
+    c.state.as_ref().and_then(|s| s.waiting.as_ref()).and_then(|w| w.reason.as_deref()) == Some("CrashLoopBackOff")
+}
+
+/// The last non-empty line of a termination message, trimmed and at most
+/// [`LAST_WORDS_MAX_CHARS`]. The node logs JSON in pods (`{"level":"ERROR","fields":{"message":
+/// ...}}`): then its message and fields, without the timestamp and target.
+pub fn last_words(message: &str) -> Option<String> {
+    let line = message.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    let text = match serde_json::from_str::<serde_json::Value>(line) {
+        Ok(serde_json::Value::Object(record)) => {
+            let fields = record.get("fields").and_then(|f| f.as_object());
+            let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            let mut out = fields.and_then(|f| f.get("message")).map(text).unwrap_or_default();
+            for (key, value) in fields.into_iter().flatten().filter(|(k, _)| *k != "message") {
+                out.push_str(&format!(" {key}={}", text(value)));
+            }
+            if out.trim().is_empty() { line.to_owned() } else { out.trim().to_owned() }
+        }
+        _ => line.to_owned(),
+    };
+    Some(match text.char_indices().nth(LAST_WORDS_MAX_CHARS) {
+        Some((i, _)) => format!("{}...", &text[..i]),
+        None => text,
+    })
+}
+
+/// Whether the pods that are not Ready are all down because the operator's own rollout replaces
+/// them, and which. `evicted` maps each pod the operator evicted to the UID it had then; `troubled`
+/// names pods that crash or are stuck (a replacement that fails is no longer planned). A pod at
+/// the update revision that is not Ready while others still wait for theirs is taken as the
+/// rollout's too (the operator that evicted it may have restarted since).
+pub fn planned_outage(
+    sts: &StatefulSet,
+    pods: &[Pod],
+    evicted: &std::collections::BTreeMap<String, String>,
+    troubled: &[String],
+) -> Option<Vec<String>> {
+    let name = sts.metadata.name.as_deref().unwrap_or_default();
+    let desired = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0);
+    let update = sts.status.as_ref().and_then(|s| s.update_revision.as_deref());
+    let rollout_midway = update.is_some_and(|u| pods.iter().any(|p| ordinal(name, p).is_some() && !at_revision(p, u)));
+    let mut down = Vec::new();
+    for o in 0..desired {
+        let pod_name = format!("{name}-{o}");
+        let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(&pod_name));
+        if pod.is_some_and(|p| ready(p) && !terminating(p)) {
+            continue;
+        }
+        if troubled.contains(&pod_name) {
+            return None;
+        }
+        let ours = match (pod, evicted.get(&pod_name)) {
+            (None, Some(_)) => true,
+            (Some(p), Some(uid)) => p.metadata.uid.as_ref() == Some(uid) || !terminating(p),
+            (Some(p), None) => rollout_midway && update.is_some_and(|u| at_revision(p, u)) && !terminating(p),
+            (None, None) => false,
+        };
+        if !ours {
+            return None;
+        }
+        down.push(pod_name);
+    }
+    Some(down)
 }
 
 /// The pod's ordinal if it belongs to StatefulSet `sts` (`<sts>-<n>`).
@@ -389,5 +490,104 @@ mod tests {
         assert!(r[0].oom_killed());
         assert_eq!((r[0].pod.as_str(), r[0].count, r[0].ago_seconds), ("demo-0", 2, 30));
         assert_eq!(r[0].describe(), "demo-0: container node restarted 2 times, last OOMKilled (exit code 137) 30s ago");
+    }
+
+    fn crash_looping_pod(ordinal: i32, count: i32, finished_secs: i64, message: &str) -> Pod {
+        let mut p = restarted(ordinal, count, "Error", finished_secs);
+        let c = &mut p.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0];
+        let last = c.last_state.as_mut().unwrap().terminated.as_mut().unwrap();
+        last.message = Some(message.into());
+        last.exit_code = 1;
+        c.state = Some(ContainerState {
+            waiting: Some(ContainerStateWaiting {
+                reason: Some("CrashLoopBackOff".into()),
+                message: Some("back-off 5m0s restarting failed container=node pod=demo-0_ns(uid)".into()),
+            }),
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn last_words_are_the_last_line_trimmed_and_bounded() {
+        assert_eq!(
+            last_words("starting\nstrata-node: bad port \"x\"\n\n  "),
+            Some("strata-node: bad port \"x\"".into())
+        );
+        assert_eq!(last_words(" \n"), None);
+        // The node's JSON log line: its message and fields, not the timestamp and target.
+        let json = r#"{"timestamp":"2026-11-28T13:00:00Z","level":"ERROR","fields":{"message":"cannot open the durability log: Permission denied; stopping","dir":"/data"},"target":"strata_node::server"}"#;
+        assert_eq!(
+            last_words(&format!("{{\"level\":\"INFO\"}}\n{json}\n")),
+            Some("cannot open the durability log: Permission denied; stopping dir=/data".into())
+        );
+        let long = "x".repeat(LAST_WORDS_MAX_CHARS + 50);
+        let words = last_words(&long).unwrap();
+        assert_eq!(words.chars().count(), LAST_WORDS_MAX_CHARS + 3);
+        assert!(words.ends_with("..."));
+        // Multi-byte characters are not cut in half.
+        assert_eq!(
+            last_words(&"é".repeat(LAST_WORDS_MAX_CHARS + 1)).unwrap().chars().count(),
+            LAST_WORDS_MAX_CHARS + 3
+        );
+    }
+
+    #[test]
+    fn a_crash_loop_is_a_restart_with_the_nodes_last_words() {
+        let now = Timestamp::from_second(10_000).unwrap();
+        // Its last run ended long ago (a 5-minute back-off and more): still reported.
+        let p =
+            crash_looping_pod(0, 7, 10_000 - RESTART_WINDOW_SECONDS - 100, "replaying\nstrata-node: cannot listen\n");
+        assert!(failing_pods(std::slice::from_ref(&p), now).is_empty(), "told by the restart, with its reason");
+        let r = recent_restarts(&[p], now);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].crash_looping);
+        // Killed from outside, its last line is not its error.
+        let mut oom = crash_looping_pod(1, 2, 10_000 - 5, "accepted a connection\n");
+        let c = &mut oom.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0];
+        c.last_state.as_mut().unwrap().terminated.as_mut().unwrap().reason = Some("OOMKilled".into());
+        assert_eq!(recent_restarts(&[oom], now)[0].last_words, None);
+        assert_eq!(r[0].last_words.as_deref(), Some("strata-node: cannot listen"));
+        assert_eq!(
+            r[0].describe(),
+            format!(
+                "demo-0: container node restarted 7 times, last Error (exit code 1) {}s ago, now in CrashLoopBackOff, \
+                 its last log line: \"strata-node: cannot listen\"",
+                RESTART_WINDOW_SECONDS + 100
+            )
+        );
+    }
+
+    #[test]
+    fn an_outage_is_planned_only_for_pods_the_rollout_replaces() {
+        use std::collections::BTreeMap;
+        let s = sts(3, 2, 2, "v2");
+        let with_uid = |mut p: Pod, uid: &str| {
+            p.metadata.uid = Some(uid.into());
+            p
+        };
+        let evicted = BTreeMap::from([("demo-2".to_owned(), "old".to_owned())]);
+        let none = BTreeMap::new();
+        // Evicted and gone, evicted and terminating, replaced and starting: planned.
+        let up = [with_uid(pod(0, "v1", true), "a"), with_uid(pod(1, "v1", true), "b")];
+        assert_eq!(planned_outage(&s, &up, &evicted, &[]), Some(vec!["demo-2".into()]));
+        let mut going = with_uid(pod(2, "v1", true), "old");
+        going.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        let pods = [up[0].clone(), up[1].clone(), going];
+        assert_eq!(planned_outage(&s, &pods, &evicted, &[]), Some(vec!["demo-2".into()]));
+        let pods = [up[0].clone(), up[1].clone(), with_uid(pod(2, "v2", false), "new")];
+        assert_eq!(planned_outage(&s, &pods, &evicted, &[]), Some(vec!["demo-2".into()]));
+        // ... unless the replacement crashes or is stuck.
+        assert_eq!(planned_outage(&s, &pods, &evicted, &["demo-2".into()]), None);
+        // Without the operator's record, mid-rollout (demo-0 and demo-1 still old) still counts.
+        assert_eq!(planned_outage(&s, &pods, &none, &[]), Some(vec!["demo-2".into()]));
+        // A pod deleted by someone else is not the rollout's.
+        assert_eq!(planned_outage(&s, &up, &none, &[]), None);
+        let all_new =
+            [with_uid(pod(0, "v2", true), "a"), with_uid(pod(1, "v2", false), "b"), with_uid(pod(2, "v2", true), "c")];
+        assert_eq!(planned_outage(&s, &all_new, &none, &[]), None, "every pod current: a crash, not the rollout");
+        // Everything Ready: nothing down.
+        let ready = [all_new[0].clone(), with_uid(pod(1, "v2", true), "b"), all_new[2].clone()];
+        assert_eq!(planned_outage(&s, &ready, &none, &[]), Some(vec![]));
     }
 }

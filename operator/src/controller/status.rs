@@ -2,7 +2,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::api::{Condition, ConditionStatus};
+use crate::api::{CacheClusterSpec, Condition, ConditionStatus, DurabilityMode};
 
 use super::rollout::{Restart, Step};
 
@@ -19,10 +19,20 @@ pub struct Observation {
     pub invalid_spec: Option<String>,
     /// Pods that cannot start or keep running, e.g. "demo-0: CrashLoopBackOff (...)".
     pub failing_pods: Vec<String>,
-    /// Containers restarted lately (an OOM kill, a crash): what they held in RAM is gone.
+    /// Containers restarted lately (an OOM kill, a crash) or crash-looping.
     pub restarts: Vec<Restart>,
+    /// What a restart costs the data, from the spec.
+    pub data: DataFate,
+    /// How `maxmemory` was set, for the advice after an OOM kill.
+    pub memory: MemorySetting,
     /// Where the rollout stands.
     pub rollout: Option<Step>,
+    /// `Some(pods)` when every pod that is not Ready is down because the operator's rollout
+    /// replaces it (a planned outage, not a failure); `None` when some pod is down for another reason.
+    pub planned_outage: Option<Vec<String>>,
+    /// Pods removed by scaling in whose volumes still hold durable data the Service no longer
+    /// reaches, as (pod, PVC).
+    pub unreachable: Vec<(String, String)>,
     /// Monitoring asked for but impossible (ServiceMonitor CRD missing): the message.
     pub monitoring_unavailable: Option<String>,
     /// Monitoring asked for and applied.
@@ -31,6 +41,91 @@ pub struct Observation {
     pub rule_unavailable: Option<String>,
     /// A PrometheusRule asked for and applied.
     pub rule_ready: bool,
+}
+
+/// What a node's restart does to its data.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum DataFate {
+    /// durability none (or no volume): the data lives in RAM only.
+    #[default]
+    Lost,
+    /// write-back: replayed, but for the writes not yet in the log.
+    WriteBack,
+    /// periodic with this fsync interval: replayed, but for at most the last interval.
+    Periodic(String),
+    /// sync: every acknowledged write is replayed.
+    Sync,
+}
+
+impl DataFate {
+    pub fn of(spec: &CacheClusterSpec) -> Self {
+        match spec.durability.mode {
+            _ if spec.storage.is_none() => Self::Lost,
+            DurabilityMode::None => Self::Lost,
+            DurabilityMode::WriteBack => Self::WriteBack,
+            // The node's own default when unset.
+            DurabilityMode::Periodic => Self::Periodic(spec.durability.fsync_interval.clone().unwrap_or("10ms".into())),
+            DurabilityMode::Sync => Self::Sync,
+        }
+    }
+
+    /// What became of a restarted node's data; `looping`: it has not started again yet.
+    pub fn after_restart(&self, looping: bool) -> String {
+        match self {
+            Self::Lost => "its data in RAM is lost (durability none)".to_owned(),
+            _ if looping => "its acknowledged writes stay on its volume, unreachable until the node starts".to_owned(),
+            Self::WriteBack => {
+                "it replays its durability log on start: only writes still within the write-back lag are lost"
+                    .to_owned()
+            }
+            Self::Periodic(interval) => format!(
+                "it replays its durability log on start: at most the last fsync interval ({interval}) of acknowledged \
+                 writes is lost"
+            ),
+            Self::Sync => "it replays its durability log on start: no acknowledged write is lost".to_owned(),
+        }
+    }
+}
+
+/// How the node's `maxmemory` was set, which decides what to change after an OOM kill.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemorySetting {
+    /// `spec.maxMemory` set by the user.
+    Explicit,
+    /// Derived from `resources.limits.memory`, with room for the process's own overhead.
+    #[default]
+    Derived,
+    /// Neither: no limit, no budget.
+    Unbounded,
+}
+
+impl MemorySetting {
+    pub fn of(spec: &CacheClusterSpec) -> Self {
+        let limit = spec.resources.as_ref().and_then(|r| r.limits.as_ref()).is_some_and(|l| l.contains_key("memory"));
+        match (&spec.max_memory, limit) {
+            (Some(_), _) => Self::Explicit,
+            (None, true) => Self::Derived,
+            (None, false) => Self::Unbounded,
+        }
+    }
+
+    /// What to change after an OOM kill.
+    pub fn oom_advice(self) -> &'static str {
+        match self {
+            Self::Explicit => {
+                "the memory limit is too small for maxMemory plus the node's overhead: raise \
+                 resources.limits.memory, or lower maxMemory (unset, it is derived with room to spare)"
+            }
+            Self::Derived => {
+                "maxMemory is derived from resources.limits.memory with room for the node's own overhead, and the \
+                 node outgrew that room: raise resources.limits.memory"
+            }
+            Self::Unbounded => {
+                "the pod has no memory limit, so the node has no maxMemory and the kernel killed it under the \
+                 machine's memory pressure: set resources.limits.memory (maxMemory is derived from it)"
+            }
+        }
+    }
 }
 
 /// One condition's new state, before timestamps are attached.
@@ -52,6 +147,7 @@ pub mod reason {
     pub const PODS_FAILING: &str = "PodsFailing";
     pub const OOM_KILLED: &str = "OOMKilled";
     pub const RESTARTED: &str = "ContainerRestarted";
+    pub const DATA_UNREACHABLE: &str = "DataUnreachable";
     pub const AS_EXPECTED: &str = "AsExpected";
     pub const SM_APPLIED: &str = "ServiceMonitorApplied";
     pub const SM_CRD_MISSING: &str = "ServiceMonitorCRDMissing";
@@ -66,12 +162,27 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
     let mut out = Vec::with_capacity(4);
 
     let all_ready = obs.ready >= obs.desired && obs.desired > 0;
-    out.push(Verdict {
-        type_: Condition::AVAILABLE,
-        status: if all_ready { True } else { False },
-        reason: if all_ready { reason::ALL_READY } else { reason::NOT_READY },
-        message: format!("{}/{} pods ready", obs.ready, obs.desired),
-    });
+    let counted = format!("{}/{} pods ready", obs.ready, obs.desired);
+    let available = match &obs.planned_outage {
+        _ if all_ready => (True, reason::ALL_READY, counted),
+        // The operator's own rollout takes one pod down at a time: planned, not a failure.
+        Some(pods) if !pods.is_empty() && obs.invalid_spec.is_none() => {
+            let which = pods.join(", ");
+            if obs.ready > 0 {
+                (True, reason::ROLLING, format!("{counted}; {which} down for the rolling update, one pod at a time"))
+            } else {
+                let message = format!(
+                    "{counted}: {which} is being replaced by the rolling update; with {} replica{} the Service has \
+                     no pod until it is Ready",
+                    obs.desired,
+                    if obs.desired == 1 { "" } else { "s" }
+                );
+                (False, reason::ROLLING, message)
+            }
+        }
+        _ => (False, reason::NOT_READY, counted),
+    };
+    out.push(Verdict { type_: Condition::AVAILABLE, status: available.0, reason: available.1, message: available.2 });
 
     // A spec the operator refuses does not progress: nothing is being changed.
     let progressing = match (&obs.invalid_spec, &obs.rollout) {
@@ -105,19 +216,34 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
         }
     } else if !obs.restarts.is_empty() {
         let oom = obs.restarts.iter().any(|r| r.oom_killed());
+        let looping = obs.restarts.iter().any(|r| r.crash_looping);
         let mut message = obs.restarts.iter().map(|r| r.describe()).collect::<Vec<_>>().join("; ");
+        message.push_str("; ");
+        message.push_str(&obs.data.after_restart(looping));
         if oom {
-            message.push_str(
-                "; the memory limit is too small for maxMemory plus the node's overhead: raise \
-                 resources.limits.memory, or lower maxMemory (unset, it is derived with room to spare)",
-            );
+            message.push_str("; ");
+            message.push_str(obs.memory.oom_advice());
         }
+        // One reason whether the container is between two crashes or running again: a crash
+        // loop must not flip the condition (and publish an Event) on every cycle.
         Verdict {
             type_: Condition::DEGRADED,
             status: True,
             reason: if oom { reason::OOM_KILLED } else { reason::RESTARTED },
             message,
         }
+    } else if !obs.unreachable.is_empty() {
+        let pods: Vec<&str> = obs.unreachable.iter().map(|(p, _)| p.as_str()).collect();
+        let claims: Vec<&str> = obs.unreachable.iter().map(|(_, c)| c.as_str()).collect();
+        let message = format!(
+            "scaled in to {} replica{}: the data of {} stays on {} but the Service no longer reaches it (pods \
+             do not hand data over yet); scale back out to serve it again, or delete those PVCs once it is not needed",
+            obs.desired,
+            if obs.desired == 1 { "" } else { "s" },
+            pods.join(", "),
+            claims.join(", "),
+        );
+        Verdict { type_: Condition::DEGRADED, status: True, reason: reason::DATA_UNREACHABLE, message }
     } else {
         Verdict {
             type_: Condition::DEGRADED,
@@ -154,6 +280,37 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
         message: monitoring.2,
     });
     out
+}
+
+/// Pods above `replicas` that still have their data claim among `claims`, as (pod, claim),
+/// by ordinal.
+pub fn unreachable_claims(cluster: &str, replicas: i32, claims: &[String]) -> Vec<(String, String)> {
+    let prefix = crate::resources::data_claim_name(cluster, 0);
+    let prefix = prefix.trim_end_matches('0');
+    let mut out: Vec<(i32, String)> = claims
+        .iter()
+        .filter_map(|c| c.strip_prefix(prefix)?.parse::<i32>().ok().map(|o| (o, c.clone())))
+        .filter(|(o, c)| *o >= replicas && *c == crate::resources::data_claim_name(cluster, *o))
+        .collect();
+    out.sort();
+    out.into_iter().map(|(o, c)| (format!("{cluster}-{o}"), c)).collect()
+}
+
+/// The ScaledIn Event's note: which pods go and what becomes of their data.
+pub fn scale_in_note(cluster: &str, before: i32, after: i32, data: &DataFate) -> String {
+    let pods: Vec<String> = (after..before).map(|o| format!("{cluster}-{o}")).collect();
+    let fate = match data {
+        DataFate::Lost => "what they hold is lost (durability none: a cache)".to_owned(),
+        _ => {
+            let claims: Vec<String> = (after..before).map(|o| crate::resources::data_claim_name(cluster, o)).collect();
+            format!(
+                "their data stays on {} but the Service no longer reaches it (pods do not hand data over yet): scale \
+                 back to {before} replicas to serve it again, or delete those PVCs once it is not needed",
+                claims.join(", ")
+            )
+        }
+    };
+    format!("Scaling in from {before} to {after} replicas removes {}; {fate}", pods.join(", "))
 }
 
 /// Merges verdicts into the previous conditions: `lastTransitionTime` moves only when the status
@@ -201,6 +358,7 @@ pub fn transitions<'a>(previous: &[Condition], verdicts: &'a [Verdict]) -> Vec<&
 mod tests {
     use super::*;
     use k8s_openapi::jiff::Timestamp;
+    use serde_json::json;
 
     fn time(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
@@ -339,8 +497,15 @@ mod tests {
             reason: reason.into(),
             exit_code: 137,
             ago_seconds: 5,
+            ..Default::default()
         };
-        let obs = Observation { desired: 1, ready: 1, restarts: vec![restart("OOMKilled")], ..Default::default() };
+        let obs = Observation {
+            desired: 1,
+            ready: 1,
+            restarts: vec![restart("OOMKilled")],
+            memory: MemorySetting::Explicit,
+            ..Default::default()
+        };
         let v = verdicts(&obs);
         let d = find(&v, "Degraded");
         assert_eq!((d.status, d.reason), (ConditionStatus::True, reason::OOM_KILLED));
@@ -349,5 +514,144 @@ mod tests {
         assert_eq!(find(&verdicts(&obs), "Degraded").reason, reason::RESTARTED);
         let healthy = Observation { desired: 1, ready: 1, ..Default::default() };
         assert_eq!(find(&verdicts(&healthy), "Degraded").status, ConditionStatus::False);
+    }
+
+    fn spec(spec: serde_json::Value) -> CacheClusterSpec {
+        crate::resources::test_support::cluster(spec).spec
+    }
+
+    fn oom(memory: MemorySetting, data: DataFate) -> Verdict {
+        let restart = Restart {
+            pod: "demo-0".into(),
+            container: "node".into(),
+            count: 1,
+            reason: "OOMKilled".into(),
+            exit_code: 137,
+            ..Default::default()
+        };
+        let obs = Observation { desired: 1, ready: 1, restarts: vec![restart], memory, data, ..Default::default() };
+        find(&verdicts(&obs), "Degraded").clone()
+    }
+
+    #[test]
+    fn oom_advice_follows_how_max_memory_was_set() {
+        assert_eq!(MemorySetting::of(&spec(json!({"maxMemory": "95Mi"}))), MemorySetting::Explicit);
+        let derived = spec(json!({"resources": {"limits": {"memory": "256Mi"}}}));
+        assert_eq!(MemorySetting::of(&derived), MemorySetting::Derived);
+        assert_eq!(MemorySetting::of(&spec(json!({}))), MemorySetting::Unbounded);
+
+        let explicit = oom(MemorySetting::Explicit, DataFate::Lost).message;
+        assert!(explicit.contains("raise resources.limits.memory, or lower maxMemory"), "{explicit}");
+        // Derived: maxMemory is not the user's to lower; the limit is.
+        let derived = oom(MemorySetting::Derived, DataFate::Lost).message;
+        assert!(derived.contains("raise resources.limits.memory"), "{derived}");
+        assert!(!derived.contains("lower maxMemory"), "{derived}");
+        let unbounded = oom(MemorySetting::Unbounded, DataFate::Lost).message;
+        assert!(unbounded.contains("set resources.limits.memory"), "{unbounded}");
+    }
+
+    #[test]
+    fn data_is_called_lost_only_when_it_was() {
+        assert_eq!(DataFate::of(&spec(json!({}))), DataFate::Lost);
+        assert_eq!(DataFate::of(&spec(json!({"storage": {"size": "1Gi"}}))), DataFate::Lost, "durability none");
+        let durable = |mode: &str| spec(json!({"storage": {"size": "1Gi"}, "durability": {"mode": mode}}));
+        assert_eq!(DataFate::of(&durable("sync")), DataFate::Sync);
+        assert_eq!(DataFate::of(&durable("periodic")), DataFate::Periodic("10ms".into()));
+        assert_eq!(DataFate::of(&durable("write-back")), DataFate::WriteBack);
+
+        assert!(oom(MemorySetting::Derived, DataFate::Lost).message.contains("its data in RAM is lost"));
+        let sync = oom(MemorySetting::Derived, DataFate::Sync).message;
+        assert!(!sync.contains("lost (") && !sync.contains("in RAM is lost"), "{sync}");
+        assert!(sync.contains("no acknowledged write is lost"), "{sync}");
+        let periodic = oom(MemorySetting::Derived, DataFate::Periodic("1s".into())).message;
+        assert!(periodic.contains("at most the last fsync interval (1s)"), "{periodic}");
+        // A durable node that cannot start has not replayed anything yet.
+        assert!(DataFate::Sync.after_restart(true).contains("unreachable until the node starts"));
+    }
+
+    #[test]
+    fn a_crash_loop_carries_the_nodes_own_error_and_keeps_one_reason() {
+        let crash = |looping: bool| Restart {
+            pod: "demo-0".into(),
+            container: "node".into(),
+            count: 4,
+            reason: "Error".into(),
+            exit_code: 1,
+            ago_seconds: 20,
+            last_words: Some("cannot open the durability log: Permission denied; stopping".into()),
+            crash_looping: looping,
+            ..Default::default()
+        };
+        let degraded = |looping| {
+            let obs =
+                Observation { desired: 1, restarts: vec![crash(looping)], data: DataFate::Sync, ..Default::default() };
+            find(&verdicts(&obs), "Degraded").clone()
+        };
+        let waiting = degraded(true);
+        assert_eq!((waiting.status, waiting.reason), (ConditionStatus::True, reason::RESTARTED));
+        assert!(waiting.message.contains("now in CrashLoopBackOff"), "{}", waiting.message);
+        assert!(waiting.message.contains("\"cannot open the durability log: Permission denied; stopping\""));
+        assert!(waiting.message.contains("unreachable until the node starts"), "{}", waiting.message);
+        // Between two crashes (running again) the reason stays: no flip, no Event per cycle.
+        assert_eq!(degraded(false).reason, waiting.reason);
+    }
+
+    #[test]
+    fn a_planned_rollout_stays_available_and_progressing() {
+        let rolling = Observation {
+            desired: 2,
+            replicas: 2,
+            ready: 1,
+            updated: 1,
+            rollout: Some(Step::Waiting { pod: "demo-1".into(), why: "to become Ready".into() }),
+            planned_outage: Some(vec!["demo-1".into()]),
+            ..Default::default()
+        };
+        let v = verdicts(&rolling);
+        let a = find(&v, "Available");
+        assert_eq!((a.status, a.reason), (ConditionStatus::True, reason::ROLLING));
+        assert!(a.message.starts_with("1/2 pods ready; demo-1 down for the rolling update"), "{}", a.message);
+        assert_eq!(find(&v, "Progressing").status, ConditionStatus::True);
+        assert_eq!(find(&v, "Degraded").status, ConditionStatus::False);
+        // One replica: the truth is that nothing serves meanwhile, but it is planned.
+        let single = Observation {
+            desired: 1,
+            replicas: 1,
+            ready: 0,
+            planned_outage: Some(vec!["demo-0".into()]),
+            ..rolling.clone()
+        };
+        let a = find(&verdicts(&single), "Available").clone();
+        assert_eq!((a.status, a.reason), (ConditionStatus::False, reason::ROLLING));
+        assert!(a.message.contains("with 1 replica the Service has no pod"), "{}", a.message);
+        // Not planned: a pod down for another reason.
+        let unplanned = Observation { planned_outage: None, ..rolling };
+        let a = find(&verdicts(&unplanned), "Available").clone();
+        assert_eq!((a.status, a.reason), (ConditionStatus::False, reason::NOT_READY));
+    }
+
+    #[test]
+    fn scaling_in_names_the_pods_whose_data_is_unreachable() {
+        let claims: Vec<String> =
+            ["data-demo-0", "data-demo-1", "data-demo-3", "data-demo-4", "data-demo-extra-5", "data-demo-10"]
+                .map(String::from)
+                .to_vec();
+        let far = unreachable_claims("demo", 2, &claims);
+        assert_eq!(
+            far,
+            [("demo-3", "data-demo-3"), ("demo-4", "data-demo-4"), ("demo-10", "data-demo-10")]
+                .map(|(p, c)| (p.to_owned(), c.to_owned()))
+        );
+        let obs = Observation { desired: 2, ready: 2, unreachable: far, ..Default::default() };
+        let d = find(&verdicts(&obs), "Degraded").clone();
+        assert_eq!((d.status, d.reason), (ConditionStatus::True, reason::DATA_UNREACHABLE));
+        assert!(d.message.contains("demo-3, demo-4, demo-10"), "{}", d.message);
+        assert!(d.message.contains("data-demo-3, data-demo-4, data-demo-10"), "{}", d.message);
+
+        let note = scale_in_note("demo", 5, 3, &DataFate::Sync);
+        assert!(note.starts_with("Scaling in from 5 to 3 replicas removes demo-3, demo-4;"), "{note}");
+        assert!(note.contains("stays on data-demo-3, data-demo-4"), "{note}");
+        let note = scale_in_note("demo", 2, 1, &DataFate::Lost);
+        assert!(note.contains("removes demo-1; what they hold is lost"), "{note}");
     }
 }

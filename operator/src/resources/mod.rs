@@ -26,6 +26,7 @@ use crate::api::CacheCluster;
 
 pub use monitoring::{prometheus_rule_resource, service_monitor_resource};
 pub use node_config::node_config;
+pub use statefulset::data_claim_name;
 
 /// Pod template annotation holding a hash of everything the node process reads (its config
 /// file, image, resources, hugepages and password reference), so changing any of them rolls

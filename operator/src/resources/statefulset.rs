@@ -82,6 +82,12 @@ pub(super) fn stateful_set(cc: &CacheCluster, owner: &Owner, config: &str) -> Re
     })
 }
 
+/// The PersistentVolumeClaim the StatefulSet controller creates for pod `<cluster>-<ordinal>`
+/// (`<claim template>-<pod>`).
+pub fn data_claim_name(cluster: &str, ordinal: i32) -> String {
+    format!("{DATA_VOLUME}-{cluster}-{ordinal}")
+}
+
 /// What happens to the pods' PersistentVolumeClaims (the documented PVC policy):
 ///
 /// - durability `none`: deleted with the CacheCluster and when scaling down. The volume only
@@ -221,6 +227,10 @@ fn node_container(spec: &CacheClusterSpec) -> Container {
         liveness_probe: Some(http_probe("/healthz", 10, 3)),
         // Up to a minute to start before liveness applies.
         startup_probe: Some(http_probe("/healthz", 2, 30)),
+        // A node that cannot start prints why (and what to fix) as its last log line: with no
+        // termination message file, the kubelet puts the log's tail in
+        // lastState.terminated.message, where the operator reads it for status and Events.
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
         security_context: Some(SecurityContext {
             allow_privilege_escalation: Some(false),
             read_only_root_filesystem: Some(true),
@@ -591,6 +601,8 @@ mod tests {
         assert_eq!(probe(node.readiness_probe), ("/readyz".to_owned(), metrics.clone(), 5, 2));
         assert_eq!(probe(node.liveness_probe), ("/healthz".to_owned(), metrics.clone(), 10, 3));
         assert_eq!(probe(node.startup_probe), ("/healthz".to_owned(), metrics, 2, 30));
+        // The node's last log line reaches lastState.terminated.message (status and Events).
+        assert_eq!(node.termination_message_policy.as_deref(), Some("FallbackToLogsOnError"));
     }
 
     #[test]
