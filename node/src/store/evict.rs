@@ -2,6 +2,18 @@
 //! proposes its best candidate; the keyspace compares candidates of a few
 //! partitions, one lock at a time, and removes the winner. The memory
 //! budget (`crate::memory`) decides when and how much.
+//!
+//! With a disk tier, values leave RAM for it under every policy. Policies
+//! that may not discard just any key (`noeviction`, `volatile-*`) still
+//! have victims to *demote*: a search by recency (frequency for
+//! `volatile-lfu`) over all keys, from the access state every policy keeps
+//! (`Ranking`). The policy decides only what may be discarded
+//! (`Keyspace::may_discard`).
+//!
+//! A search that finds nothing is remembered (`futile_until`) until
+//! something that could give it a victim changes (a key in RAM, a TTL, a
+//! record dead on disk, the policy) or briefly at most, so that at the
+//! limit each command costs one comparison, not a search.
 
 use super::Keyspace;
 use super::StoreStats;
@@ -34,6 +46,27 @@ pub struct Victim {
 
 /// A database gives a search at most one candidate per this many keys.
 const KEYS_PER_CANDIDATE: usize = 32;
+
+/// How long a search that found nothing is trusted at most (ms): a change
+/// made while it ran may have been missed (the flag it clears was not set
+/// yet), and some changes (a segment the cleaner freed) clear nothing.
+const FUTILE_MS: u64 = 20;
+
+/// How a search ranks candidates (lower goes first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ranking {
+    /// The configured policy's candidates (what it may evict).
+    Policy,
+    /// Any key with its value in RAM, least recently used first: victims to
+    /// demote to the disk tier whatever the policy.
+    Recency,
+    /// The same, lowest decayed LFU counter first (`volatile-lfu`).
+    Frequency,
+}
+
+/// Random slots a demotion search draws past cold entries (as
+/// `DbEntries::random_slot` does for the policies).
+const COLD_SKIPS: usize = 16;
 
 /// `Keyspace::dbs_used` has a bit per database.
 const _: () = assert!(NUM_DBS <= 64);
@@ -80,12 +113,19 @@ impl Keyspace {
     /// candidates to `out` with their scores (lower goes first), for a
     /// caller that keeps a pool of candidates across searches.
     pub fn eviction_victims(&self, samples: usize, keep: usize, out: &mut Vec<(u64, Victim)>) {
+        self.victims_by(Ranking::Policy, samples, keep, out);
+    }
+
+    /// [`Self::eviction_victims`] ranked by `ranking`.
+    pub fn victims_by(&self, ranking: Ranking, samples: usize, keep: usize, out: &mut Vec<(u64, Victim)>) {
+        self.searches.fetch_add(1, Relaxed);
         let nparts = self.num_partitions() as u64;
         let clock = self.policy_clock();
         // Random policies: one random draw is a uniform victim already
         // (each further draw is another cache miss for nothing).
-        let samples = if self.policy_kind().is_random() { 1 } else { samples.max(1) };
-        let mut search = Search { best: SmallVec::new(), keep: keep.clamp(1, samples), taken: 0, clock };
+        let random = ranking == Ranking::Policy && self.policy_kind().is_random();
+        let samples = if random { 1 } else { samples.max(1) };
+        let mut search = Search { best: SmallVec::new(), keep: keep.clamp(1, samples), taken: 0, clock, ranking };
         // The candidates of one search come from as few random partitions
         // as the keyspace allows: a partition's keys are a uniform sample of
         // the keyspace's (keys go to partitions by hash), so random slots of
@@ -113,7 +153,14 @@ impl Keyspace {
                 if !d.is_empty() {
                     for _ in 0..k {
                         let r = fast_rand();
-                        d.prefetch_candidate(r);
+                        match ranking {
+                            Ranking::Policy => d.prefetch_candidate(r),
+                            _ => {
+                                if let Some(slot) = d.table.probe_slot(r) {
+                                    d.table.prefetch(slot);
+                                }
+                            }
+                        }
                         draws.push((db, r));
                     }
                 }
@@ -147,23 +194,36 @@ impl Keyspace {
         out.extend(search.best);
     }
 
-    /// Removes a victim if it is still the key that was chosen and the
-    /// policy may still evict it (volatile-*: it still has a TTL); returns
-    /// the bytes freed.
+    /// Whether the policy may discard a key whose deadline is `expire_at`
+    /// (0: none): any key under allkeys-* and SIEVE, one with a TTL under
+    /// volatile-*, none under noeviction. Demoting is not discarding.
+    pub fn may_discard(&self, expire_at: u64) -> bool {
+        let kind = self.policy_kind();
+        kind.evicts() && (expire_at != 0 || !kind.is_volatile())
+    }
+
+    /// Removes a victim if it is still the key that was chosen, or with a
+    /// disk tier moves its value (and its key, when it can) there; a key the
+    /// policy may not discard (`may_discard`) is only demoted. Returns the
+    /// bytes freed.
     pub fn evict(&self, v: &Victim, stats: &StoreStats) -> Option<usize> {
         if v.part as usize >= self.num_partitions() || v.db >= NUM_DBS {
             return None;
         }
         let mut part = self.lock(v.part);
         let table = &part.dbs[v.db].table;
-        if table.hash_of(v.slot) != Some(v.hash)
-            || (self.policy_kind().is_volatile() && table.get(v.slot).is_some_and(|e| e.expire_at() == 0))
-        {
+        if table.hash_of(v.slot) != Some(v.hash) {
+            return None;
+        }
+        let discard = table.get(v.slot).is_some_and(|e| self.may_discard(e.expire_at()));
+        if !discard && self.cold().is_none() {
             return None;
         }
         // With a disk tier the victim's value moves there instead, and its
-        // key too when it can (`cold/forget.rs`).
-        if let Some(freed) = self.try_demote(&mut part, v.db, v.slot) {
+        // key too when it can (`cold/forget.rs`). The tier's admission
+        // (rarely used values are not worth a write) applies only to what
+        // could be discarded instead.
+        if let Some(freed) = self.try_demote(&mut part, v.db, v.slot, !discard) {
             return Some(freed + part.forget_key(self, v.db, v.slot).unwrap_or(0));
         }
         if part.dbs[v.db].table.get(v.slot).is_some_and(Entry::is_cold) {
@@ -174,13 +234,72 @@ impl Keyspace {
             if let Some(freed) = part.forget_key(self, v.db, v.slot) {
                 return Some(freed);
             }
+            if !discard {
+                return None;
+            }
             self.cold_stats().evicted_cold.fetch_add(1, Relaxed);
+        } else if !discard {
+            return None; // the tier took nothing
         }
         let freed = part.remove_entry(self, v.db, v.slot, None, ChangeKind::Evicted).mem();
         StoreStats::bump(&stats.evicted, 1);
         StoreStats::bump(&stats.evicted_bytes, freed as u64);
         Some(freed)
     }
+
+    /// Something that may give a search a victim changed (a key or value
+    /// in RAM, a TTL, a record dead on disk, the policy): the next command
+    /// at the limit searches again. A load, and a store only after a
+    /// search found nothing.
+    #[inline]
+    pub(super) fn victims_may_have_changed(&self) {
+        if self.futile_until.load(Relaxed) != 0 {
+            self.futile_until.store(0, Relaxed);
+        }
+    }
+
+    /// Whether a search is known to find nothing now (`note_futile_search`).
+    #[inline]
+    pub fn search_known_futile(&self, now_ms: u64) -> bool {
+        let until = self.futile_until.load(Relaxed);
+        until != 0 && now_ms < until
+    }
+
+    /// A search (or a round of them) found nothing it could free.
+    pub fn note_futile_search(&self, now_ms: u64) {
+        self.futile_until.store(now_ms + FUTILE_MS, Relaxed);
+    }
+
+    /// Searches for victims made since start-up (INFO).
+    pub fn eviction_searches(&self) -> u64 {
+        self.searches.load(Relaxed)
+    }
+}
+
+/// A candidate to demote from database `d` (partition locked): the first
+/// of a few random slots whose value is in RAM, scored by recency or
+/// frequency; a cold entry when only such are drawn (its key may be
+/// forgotten).
+fn demotion_candidate(
+    d: &super::partition::Db,
+    lfu: bool,
+    clock: &Clock,
+    rand: &mut dyn FnMut() -> u64,
+) -> Option<(u64, u32)> {
+    let mut cold = None;
+    for _ in 0..COLD_SKIPS {
+        let slot = d.table.random_slot(rand())?;
+        let e = d.table.get(slot)?;
+        if e.is_cold() {
+            cold = Some((0, slot));
+            continue;
+        }
+        let s = &e.meta;
+        let score =
+            if lfu { ((clock.lfu_counter(s) as u64) << 32) | s.last_access as u64 } else { s.last_access as u64 };
+        return Some((score, slot));
+    }
+    cold
 }
 
 /// One search for victims: the best candidates so far.
@@ -191,6 +310,7 @@ struct Search {
     /// Candidates seen.
     taken: usize,
     clock: Clock,
+    ranking: Ranking,
 }
 
 impl Search {
@@ -198,13 +318,17 @@ impl Search {
     /// its candidate, with random source `rand`.
     fn visit(&mut self, part: &mut Partition, pidx: u32, db: usize, rand: &mut dyn FnMut() -> u64) {
         let d = &mut part.dbs[db];
-        let proposed = d.eviction_candidate(1, &self.clock, rand).or_else(|| {
-            // The policy's queues hold nothing warm here: a cold entry (a
-            // key still in RAM, its value on disk) may go, or RAM that holds
-            // only such entries would answer OOM.
-            let slot = d.table.random_slot(rand())?;
-            d.table.get(slot).is_some_and(Entry::is_cold).then_some((0, slot))
-        });
+        let proposed = match self.ranking {
+            Ranking::Policy => d.eviction_candidate(1, &self.clock, rand).or_else(|| {
+                // The policy's queues hold nothing warm here: a cold entry (a
+                // key still in RAM, its value on disk) may go, or RAM that holds
+                // only such entries would answer OOM.
+                let slot = d.table.random_slot(rand())?;
+                d.table.get(slot).is_some_and(Entry::is_cold).then_some((0, slot))
+            }),
+            Ranking::Recency => demotion_candidate(d, false, &self.clock, rand),
+            Ranking::Frequency => demotion_candidate(d, true, &self.clock, rand),
+        };
         let Some((score, slot)) = proposed else { return };
         self.taken += 1;
         let Some(hash) = d.table.hash_of(slot) else { return };

@@ -36,11 +36,11 @@ pub use crate::base::hash::hash_bytes;
 pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{Changed, EntryMut, KeyAccess, WriteOutcome, clear_db};
-pub use cold::{ColdRecord, ColdStats, ColdTier, PendingRead};
+pub use cold::{ColdRecord, ColdStats, ColdTier, PendingRead, Relocated};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
 pub use events::KeyEvents;
-pub use evict::Victim;
+pub use evict::{Ranking, Victim};
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, NUM_DBS, Partition, Serve, Waiter};
 pub use tracking::KeyTracker;
@@ -93,6 +93,12 @@ pub struct Keyspace {
     forget_limit: AtomicU64,
     /// KEYS walks in progress: no key is forgotten meanwhile.
     walks: AtomicU32,
+    /// Until when (unix ms) a search for victims is known to find nothing:
+    /// the last one did, and nothing has changed since (`evict.rs`); 0:
+    /// unknown.
+    futile_until: AtomicU64,
+    /// Searches for victims made (INFO `strata_eviction_searches`).
+    searches: OwnLine<AtomicU64>,
     /// Bytes the batches of recalled keys hold (`cold/recall.rs`), bounded.
     recall_held: Arc<AtomicU64>,
     /// Client-side caching: the tracker and the tracking table's totals,
@@ -154,6 +160,8 @@ impl Keyspace {
             cold_stats: ColdStats::default(),
             forget_limit: AtomicU64::new(0),
             walks: AtomicU32::new(0),
+            futile_until: AtomicU64::new(0),
+            searches: OwnLine(AtomicU64::new(0)),
             recall_held: Arc::new(AtomicU64::new(0)),
             tracking: OwnLine(Default::default()),
             expiry_paused_until: AtomicU64::new(0),
@@ -331,6 +339,7 @@ impl Keyspace {
     /// policy re-links the entries it finds.
     pub fn set_policy(&self, kind: PolicyKind) {
         self.policy.store(kind as u8, Ordering::Relaxed);
+        self.victims_may_have_changed();
         let clock = self.policy_clock();
         for i in 0..self.parts.len() as u32 {
             let mut part = self.lock(i);

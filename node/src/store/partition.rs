@@ -538,6 +538,10 @@ impl Partition {
         if delta != 0 {
             self.mem += delta;
             ks.add_mem(delta);
+            if delta > 0 {
+                // Something new in RAM (a key, a promoted value): a victim.
+                ks.victims_may_have_changed();
+            }
         }
     }
 

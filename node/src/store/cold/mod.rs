@@ -24,5 +24,5 @@ pub(super) mod recall;
 mod test_tier;
 pub mod values;
 
-pub use disk::{ColdRecord, ColdStats, ColdTier};
+pub use disk::{ColdRecord, ColdStats, ColdTier, Relocated};
 pub use pending::PendingRead;
