@@ -27,7 +27,7 @@ pub mod defrag;
 use crate::config::RuntimeConfig;
 use crate::policy::PolicyKind;
 use crate::store::expire::ActiveExpiry;
-use crate::store::{Keyspace, Ranking, StoreStats, Victim};
+use crate::store::{Evicted, Keyspace, Ranking, StoreStats, Victim};
 use crate::sys::alloc::AllocatorStats;
 use crate::sys::file::BufferGauge;
 use std::cell::RefCell;
@@ -300,7 +300,10 @@ pub fn ensure_memory(
         }
     }
     let kind = rt.policy();
-    let tier = ks.cold().is_some();
+    let now = crate::store::now_ms();
+    // A tier that refused a demotion lately (full) is not asked again
+    // until it has room (or a little later).
+    let tier = ks.cold().is_some() && !ks.tier_refused(now);
     if !kind.evicts() && !tier {
         return false;
     }
@@ -311,7 +314,6 @@ pub fn ensure_memory(
     // The last search found nothing and nothing changed since: no search
     // per command at the limit (volatile-* without TTL keys, a node whose
     // own overhead is over the limit, a full tier under noeviction).
-    let now = crate::store::now_ms();
     if ks.search_known_futile(now) {
         return false;
     }
@@ -323,6 +325,7 @@ pub fn ensure_memory(
     let samples = rt.maxmemory_samples.load(Relaxed);
     let target = max - headroom(max);
     let mut ranking = first_ranking(kind, tier);
+    let token = ks.begin_search();
     EVICTION_POOL.with_borrow_mut(|pool| {
         let clock = ks.clock_secs();
         if clock.wrapping_sub(pool.clock) > POOL_IDLE_SECS {
@@ -353,8 +356,12 @@ pub fn ensure_memory(
                 // against it would empty RAM of warm values.
                 budget.calibrate(ks, max, CALIBRATE_NEAR_LIMIT_MS);
             }
-            ks.victims_by(ranking, samples, samples, pool);
-            if pool.is_empty() || futile_rounds >= FUTILE_ROUNDS {
+            // The tier refused a demotion: not asked again in this call.
+            let refused = ranking != Ranking::Policy && ks.tier_refused(now);
+            if !refused {
+                ks.victims_by(ranking, samples, samples, pool);
+            }
+            if refused || pool.is_empty() || futile_rounds >= FUTILE_ROUNDS {
                 pool.clear();
                 // Nothing more to demote: what the policy may discard.
                 if ranking != Ranking::Policy && kind.evicts() {
@@ -362,7 +369,7 @@ pub fn ensure_memory(
                     futile_rounds = 0;
                     continue;
                 }
-                ks.note_futile_search(now);
+                ks.note_futile_search(token, now);
                 return fits_after_fresh_reading(ks, budget, max);
             }
             pool.sort_by_key(|(score, _)| *score);
@@ -385,12 +392,22 @@ pub fn ensure_memory(
                 0 => 1,
                 warm => warm,
             };
-            let mut freed = false;
+            // A round counts as futile only when a victim had to stay (not
+            // when all were stale: taken by another thread's search).
+            let (mut freed, mut kept) = (false, false);
             for (_, victim) in pool.drain(..take) {
-                freed |= ks.evict(&victim, stats).is_some();
+                match ks.evict_victim(&victim, stats) {
+                    Evicted::Freed(_) => freed = true,
+                    Evicted::Kept => kept = true,
+                    Evicted::Stale => {}
+                }
                 evicted += 1;
             }
-            futile_rounds = if freed { 0 } else { futile_rounds + 1 };
+            if freed {
+                futile_rounds = 0;
+            } else if kept {
+                futile_rounds += 1;
+            }
             pool.truncate(POOL);
         }
         fits_after_fresh_reading(ks, budget, max)

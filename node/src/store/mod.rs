@@ -40,7 +40,7 @@ pub use cold::{ColdRecord, ColdStats, ColdTier, PendingRead, Relocated};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
 pub use events::KeyEvents;
-pub use evict::{Ranking, Victim};
+pub use evict::{Evicted, Ranking, Victim};
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, NUM_DBS, Partition, Serve, Waiter};
 pub use tracking::KeyTracker;
@@ -93,10 +93,15 @@ pub struct Keyspace {
     forget_limit: AtomicU64,
     /// KEYS walks in progress: no key is forgotten meanwhile.
     walks: AtomicU32,
-    /// Until when (unix ms) a search for victims is known to find nothing:
-    /// the last one did, and nothing has changed since (`evict.rs`); 0:
-    /// unknown.
-    futile_until: AtomicU64,
+    /// What searches for victims found (`evict.rs`): a generation, bumped
+    /// by a change while either bit is set, a bit "a search is under way"
+    /// and a bit "the last search found nothing"; and when that was found
+    /// (unix ms).
+    futile: AtomicU64,
+    futile_at: AtomicU64,
+    /// Until when (unix ms) demotions are not tried: the tier refused one
+    /// (full, its writer behind). Cleared when the cleaner frees a segment.
+    tier_refused_until: AtomicU64,
     /// Searches for victims made (INFO `strata_eviction_searches`).
     searches: OwnLine<AtomicU64>,
     /// Bytes the batches of recalled keys hold (`cold/recall.rs`), bounded.
@@ -160,7 +165,9 @@ impl Keyspace {
             cold_stats: ColdStats::default(),
             forget_limit: AtomicU64::new(0),
             walks: AtomicU32::new(0),
-            futile_until: AtomicU64::new(0),
+            futile: AtomicU64::new(0),
+            futile_at: AtomicU64::new(0),
+            tier_refused_until: AtomicU64::new(0),
             searches: OwnLine(AtomicU64::new(0)),
             recall_held: Arc::new(AtomicU64::new(0)),
             tracking: OwnLine(Default::default()),

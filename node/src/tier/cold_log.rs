@@ -312,6 +312,15 @@ impl ColdLog {
     /// budget. (Only this thread prepares spares: see
     /// [`Segments::end_use`].)
     pub fn maintain(&self, ks: &Keyspace) {
+        let cleaned = self.stats.cleaned_segments.load(Relaxed);
+        self.maintain_segments(ks);
+        if self.stats.cleaned_segments.load(Relaxed) != cleaned {
+            // Room for demotions the tier refused, or the keyspace gave up on.
+            ks.tier_has_room();
+        }
+    }
+
+    fn maintain_segments(&self, ks: &Keyspace) {
         let _ = self.log.ensure_spare();
         while let Some(v) = self.pick(true) {
             if !self.free_unread(v) {

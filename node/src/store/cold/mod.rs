@@ -21,7 +21,7 @@ pub mod keyless;
 pub mod pending;
 pub(super) mod recall;
 #[cfg(test)]
-mod test_tier;
+pub(in crate::store) mod test_tier;
 pub mod values;
 
 pub use disk::{ColdRecord, ColdStats, ColdTier, Relocated};

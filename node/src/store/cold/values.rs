@@ -62,12 +62,16 @@ impl Keyspace {
             return None;
         }
         let kind = ValueKind::of(e.value());
-        let (segment, offset, len) = ENCODE_BUF.with(|buf| {
+        let Some((segment, offset, len)) = ENCODE_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
             buf.clear();
             encode(e.value(), &mut buf);
             tier.demote(db, e.key(), e.expire_at(), &buf)
-        })?;
+        }) else {
+            // Full, or its writer behind: not tried again for a while.
+            self.note_tier_refused();
+            return None;
+        };
         let freed = part.demote_entry(self, db, slot, ColdLoc { segment, offset, len, kind });
         self.cold_stats.keys.fetch_add(1, Relaxed);
         self.cold_stats.demoted.fetch_add(1, Relaxed);
