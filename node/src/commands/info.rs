@@ -398,6 +398,9 @@ fn info_stats(node: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "total_protocol_errors", "{}", server.protocol_errors);
     field!(t, "client_output_buffer_limit_disconnections", "{}", server.output_buffer_disconnects);
     field!(t, "strata_evicted_bytes", "{}", store.evicted_bytes);
+    // Searches for victims at the limit: a search that found nothing is not
+    // made again per command (`store::evict`).
+    field!(t, "strata_eviction_searches", "{}", node.ks.eviction_searches());
 }
 
 fn info_replication(server: &dyn ServerControl, t: &mut String) {

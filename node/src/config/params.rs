@@ -105,8 +105,10 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "maxmemory-policy", aliases: &[], group: "Memory",
-        help: "What to do at the limit: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, \
-               volatile-lfu, volatile-random, volatile-ttl, sieve.",
+        help: "What may be discarded at the limit: noeviction, allkeys-lru, allkeys-lfu, allkeys-random, \
+               volatile-lru, volatile-lfu, volatile-random, volatile-ttl, sieve. With --max-disk, values move to \
+               disk under every policy (least recently used first); noeviction answers OOM only when the disk \
+               budget is full too, volatile-* then discards keys with a TTL only.",
         default: Some("noeviction"), kind: Kind::Policy,
         store: Store::Runtime(|rt, v| {
             let Parsed::Policy(p) = v else { unreachable!("a policy") };
@@ -388,9 +390,9 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "max-disk", aliases: &[], group: "Storage",
-        help: "Disk budget of the cold tier, e.g. 10gb: at maxmemory the policy's victims are demoted to segment \
-               files in <dir>/cold instead of lost, and read back when used. 0 = no tier (victims are evicted). \
-               The tier is a cache: it starts empty.",
+        help: "Disk budget of the cold tier, e.g. 10gb: at maxmemory values are demoted to segment files in \
+               <dir>/cold instead of lost (under every maxmemory-policy, noeviction included), and read back \
+               when used. 0 = no tier (victims are evicted). The tier is a cache: it starts empty.",
         default: Some("0"), kind: Kind::Memory { min: 0, max: u64::MAX },
         store: Store::Startup(|c, v| {
             c.max_disk = v.bytes();

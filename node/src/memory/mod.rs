@@ -5,18 +5,29 @@
 //! `ensure_memory` reclaims until the node is back under the limit:
 //! TTL-expired keys first, whatever the policy (nothing live is evicted
 //! while dead data still holds memory; this costs nothing while no
-//! deadline has passed, see `store::expire`), then the eviction policy's
-//! victims in a batch down to a little below the limit (see
+//! deadline has passed, see `store::expire`), then victims in a batch
+//! down to a little below the limit (see
 //! `store::Keyspace::eviction_victims`), so that the writes that follow
-//! do not each pay for a search. Under noeviction a write over the limit
-//! costs one comparison before its OOM error.
+//! do not each pay for a search.
+//!
+//! With a disk tier (`--max-disk`) victims are demoted under every policy:
+//!
+//! | policy        | no tier: at the limit             | with a tier: at the limit                                                              |
+//! |---------------|-----------------------------------|----------------------------------------------------------------------------------------|
+//! | allkeys-*, sieve | evict the policy's victims     | demote the policy's victims; evict those the tier does not take (full, admission)      |
+//! | volatile-*    | evict keys with a TTL; else OOM   | demote any key, least recently (volatile-lfu: frequently) used first; once the tier takes nothing, evict keys with a TTL; else OOM |
+//! | noeviction    | OOM                               | demote any key, least recently used first; OOM once the tier is full                    |
+//!
+//! A search that found nothing to free is remembered (see `store::evict`):
+//! until something changes, a command over the limit costs one comparison
+//! more, not a search; under noeviction without a tier, none.
 
 pub mod defrag;
 
 use crate::config::RuntimeConfig;
 use crate::policy::PolicyKind;
 use crate::store::expire::ActiveExpiry;
-use crate::store::{Keyspace, StoreStats, Victim};
+use crate::store::{Evicted, Keyspace, Ranking, StoreStats, Victim};
 use crate::sys::alloc::AllocatorStats;
 use crate::sys::file::BufferGauge;
 use std::cell::RefCell;
@@ -213,21 +224,37 @@ const POOL: usize = 16;
 /// afresh: its scores are too old to compare with new samples.
 const POOL_IDLE_SECS: u32 = 2;
 
+/// Rounds of victims in a row that freed nothing (the tier full, keys the
+/// policy keeps) before a call gives up on a ranking.
+const FUTILE_ROUNDS: usize = 4;
+
 /// Each thread's eviction pool, kept from one batch to the next (as Redis
 /// keeps its pool): with small batches, a pool that started empty every
 /// time would often have only the first few samples to choose from.
 struct Pool {
-    /// The keyspace (address) and policy the candidates were scored for,
-    /// and the clock second of the last search.
-    owner: (usize, PolicyKind),
+    /// The keyspace (address), policy and ranking the candidates were
+    /// scored for, and the clock second of the last search.
+    owner: (usize, PolicyKind, Ranking),
     clock: u32,
     /// Sorted by score, lower first.
     victims: Vec<(u64, Victim)>,
 }
 
 thread_local! {
-    static EVICTION_POOL: RefCell<Pool> =
-        const { RefCell::new(Pool { owner: (0, PolicyKind::NoEviction), clock: 0, victims: Vec::new() }) };
+    static EVICTION_POOL: RefCell<Pool> = const {
+        RefCell::new(Pool { owner: (0, PolicyKind::NoEviction, Ranking::Policy), clock: 0, victims: Vec::new() })
+    };
+}
+
+/// How the first search of a call ranks victims: with a disk tier under a
+/// policy that may not discard every key, any key by recency (volatile-lfu:
+/// frequency), to demote; otherwise the policy's own victims.
+fn first_ranking(kind: PolicyKind, tier: bool) -> Ranking {
+    match kind {
+        _ if !tier || (kind.evicts() && !kind.is_volatile()) => Ranking::Policy,
+        PolicyKind::VolatileLfu => Ranking::Frequency,
+        _ => Ranking::Recency,
+    }
 }
 
 /// Partitions a write at the limit sweeps for expired keys per window.
@@ -273,12 +300,22 @@ pub fn ensure_memory(
         }
     }
     let kind = rt.policy();
-    if !kind.evicts() {
+    let now = crate::store::now_ms();
+    // A tier that refused a demotion lately (full) is not asked again
+    // until it has room (or a little later).
+    let tier = ks.cold().is_some() && !ks.tier_refused(now);
+    if !kind.evicts() && !tier {
         return false;
     }
     if ks.policy_kind() != kind {
         // CONFIG SET changed the policy inside EXEC: the keyspace follows now.
         ks.set_policy(kind);
+    }
+    // The last search found nothing and nothing changed since: no search
+    // per command at the limit (volatile-* without TTL keys, a node whose
+    // own overhead is over the limit, a full tier under noeviction).
+    if ks.search_known_futile(now) {
+        return false;
     }
     // Keys on disk only may keep half of what the budget leaves the
     // keyspace (beyond the node's own overhead and client buffers) for
@@ -287,16 +324,23 @@ pub fn ensure_memory(
     ks.set_forget_limit(max.saturating_sub(overhead) / 2);
     let samples = rt.maxmemory_samples.load(Relaxed);
     let target = max - headroom(max);
+    let mut ranking = first_ranking(kind, tier);
+    let token = ks.begin_search();
     EVICTION_POOL.with_borrow_mut(|pool| {
-        let owner = (ks as *const Keyspace as usize, kind);
         let clock = ks.clock_secs();
-        if pool.owner != owner || clock.wrapping_sub(pool.clock) > POOL_IDLE_SECS {
+        if clock.wrapping_sub(pool.clock) > POOL_IDLE_SECS {
             pool.victims.clear();
         }
-        (pool.owner, pool.clock) = (owner, clock);
-        let pool = &mut pool.victims;
+        pool.clock = clock;
         let mut evicted = 0;
+        let mut futile_rounds = 0;
         while evicted < MAX_EVICTIONS_PER_CALL {
+            let owner = (ks as *const Keyspace as usize, kind, ranking);
+            if pool.owner != owner {
+                pool.victims.clear();
+                pool.owner = owner;
+            }
+            let pool = &mut pool.victims;
             if budget.used_for_eviction(ks) <= target {
                 // The estimate says done; the allocator has the last word
                 // when its figures are older than a near-limit reading
@@ -312,8 +356,20 @@ pub fn ensure_memory(
                 // against it would empty RAM of warm values.
                 budget.calibrate(ks, max, CALIBRATE_NEAR_LIMIT_MS);
             }
-            ks.eviction_victims(samples, samples, pool);
-            if pool.is_empty() {
+            // The tier refused a demotion: not asked again in this call.
+            let refused = ranking != Ranking::Policy && ks.tier_refused(now);
+            if !refused {
+                ks.victims_by(ranking, samples, samples, pool);
+            }
+            if refused || pool.is_empty() || futile_rounds >= FUTILE_ROUNDS {
+                pool.clear();
+                // Nothing more to demote: what the policy may discard.
+                if ranking != Ranking::Policy && kind.evicts() {
+                    ranking = Ranking::Policy;
+                    futile_rounds = 0;
+                    continue;
+                }
+                ks.note_futile_search(token, now);
                 return fits_after_fresh_reading(ks, budget, max);
             }
             pool.sort_by_key(|(score, _)| *score);
@@ -323,7 +379,7 @@ pub fn ensure_memory(
                 if !pool[0].1.cold {
                     break;
                 }
-                ks.eviction_victims(samples, samples, pool);
+                ks.victims_by(ranking, samples, samples, pool);
                 pool.sort_by_key(|(score, _)| *score);
             }
             // A key drawn again must not take two places in the pool.
@@ -336,9 +392,21 @@ pub fn ensure_memory(
                 0 => 1,
                 warm => warm,
             };
+            // A round counts as futile only when a victim had to stay (not
+            // when all were stale: taken by another thread's search).
+            let (mut freed, mut kept) = (false, false);
             for (_, victim) in pool.drain(..take) {
-                ks.evict(&victim, stats);
+                match ks.evict_victim(&victim, stats) {
+                    Evicted::Freed(_) => freed = true,
+                    Evicted::Kept => kept = true,
+                    Evicted::Stale => {}
+                }
                 evicted += 1;
+            }
+            if freed {
+                futile_rounds = 0;
+            } else if kept {
+                futile_rounds += 1;
             }
             pool.truncate(POOL);
         }

@@ -2,6 +2,18 @@
 //! proposes its best candidate; the keyspace compares candidates of a few
 //! partitions, one lock at a time, and removes the winner. The memory
 //! budget (`crate::memory`) decides when and how much.
+//!
+//! With a disk tier, values leave RAM for it under every policy. Policies
+//! that may not discard just any key (`noeviction`, `volatile-*`) still
+//! have victims to *demote*: a search by recency (frequency for
+//! `volatile-lfu`) over all keys, from the access state every policy keeps
+//! (`Ranking`). The policy decides only what may be discarded
+//! (`Keyspace::may_discard`).
+//!
+//! A search that finds nothing is remembered (`futile_until`) until
+//! something that could give it a victim changes (a key in RAM, a TTL, a
+//! record dead on disk, the policy) or briefly at most, so that at the
+//! limit each command costs one comparison, not a search.
 
 use super::Keyspace;
 use super::StoreStats;
@@ -12,7 +24,7 @@ use crate::base::random::fast_rand;
 use crate::policy::Clock;
 use crate::sys::cpu::prefetch;
 use smallvec::SmallVec;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{AcqRel, Relaxed};
 
 /// A key chosen for eviction, named by where it is and by its key's hash.
 /// Between choosing (under one partition's lock) and evicting (under it
@@ -32,8 +44,47 @@ pub struct Victim {
     pub cold: bool,
 }
 
+/// What evicting a victim did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evicted {
+    /// Removed, demoted or forgotten: the RAM bytes freed.
+    Freed(usize),
+    /// Not the key chosen any more (gone, replaced, demoted meanwhile).
+    Stale,
+    /// Still there, and must stay: the policy may not discard it and the
+    /// tier took nothing (full, or none), or a walk of every key holds it.
+    Kept,
+}
+
 /// A database gives a search at most one candidate per this many keys.
 const KEYS_PER_CANDIDATE: usize = 32;
+
+/// How long a search that found nothing is trusted at most (ms), for the
+/// changes that do not say so (the forget limit, a KEYS walk ending).
+const FUTILE_MS: u64 = 1000;
+/// `Keyspace::futile` bits: the last search found nothing; a search is
+/// under way. The rest is a generation.
+const NOTHING: u64 = 1;
+const SEARCHING: u64 = 2;
+/// How long demotions are not tried after the tier refused one (ms),
+/// unless the cleaner frees a segment first.
+const TIER_REFUSED_MS: u64 = 100;
+
+/// How a search ranks candidates (lower goes first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ranking {
+    /// The configured policy's candidates (what it may evict).
+    Policy,
+    /// Any key with its value in RAM, least recently used first: victims to
+    /// demote to the disk tier whatever the policy.
+    Recency,
+    /// The same, lowest decayed LFU counter first (`volatile-lfu`).
+    Frequency,
+}
+
+/// Random slots a demotion search draws past cold entries (as
+/// `DbEntries::random_slot` does for the policies).
+const COLD_SKIPS: usize = 16;
 
 /// `Keyspace::dbs_used` has a bit per database.
 const _: () = assert!(NUM_DBS <= 64);
@@ -80,12 +131,18 @@ impl Keyspace {
     /// candidates to `out` with their scores (lower goes first), for a
     /// caller that keeps a pool of candidates across searches.
     pub fn eviction_victims(&self, samples: usize, keep: usize, out: &mut Vec<(u64, Victim)>) {
+        self.victims_by(Ranking::Policy, samples, keep, out);
+    }
+
+    /// [`Self::eviction_victims`] ranked by `ranking`.
+    pub fn victims_by(&self, ranking: Ranking, samples: usize, keep: usize, out: &mut Vec<(u64, Victim)>) {
         let nparts = self.num_partitions() as u64;
         let clock = self.policy_clock();
         // Random policies: one random draw is a uniform victim already
         // (each further draw is another cache miss for nothing).
-        let samples = if self.policy_kind().is_random() { 1 } else { samples.max(1) };
-        let mut search = Search { best: SmallVec::new(), keep: keep.clamp(1, samples), taken: 0, clock };
+        let random = ranking == Ranking::Policy && self.policy_kind().is_random();
+        let samples = if random { 1 } else { samples.max(1) };
+        let mut search = Search { best: SmallVec::new(), keep: keep.clamp(1, samples), taken: 0, clock, ranking };
         // The candidates of one search come from as few random partitions
         // as the keyspace allows: a partition's keys are a uniform sample of
         // the keyspace's (keys go to partitions by hash), so random slots of
@@ -113,7 +170,14 @@ impl Keyspace {
                 if !d.is_empty() {
                     for _ in 0..k {
                         let r = fast_rand();
-                        d.prefetch_candidate(r);
+                        match ranking {
+                            Ranking::Policy => d.prefetch_candidate(r),
+                            _ => {
+                                if let Some(slot) = d.table.probe_slot(r) {
+                                    d.table.prefetch(slot);
+                                }
+                            }
+                        }
                         draws.push((db, r));
                     }
                 }
@@ -147,40 +211,155 @@ impl Keyspace {
         out.extend(search.best);
     }
 
-    /// Removes a victim if it is still the key that was chosen and the
-    /// policy may still evict it (volatile-*: it still has a TTL); returns
-    /// the bytes freed.
+    /// Whether the policy may discard a key whose deadline is `expire_at`
+    /// (0: none): any key under allkeys-* and SIEVE, one with a TTL under
+    /// volatile-*, none under noeviction. Demoting is not discarding.
+    pub fn may_discard(&self, expire_at: u64) -> bool {
+        let kind = self.policy_kind();
+        kind.evicts() && (expire_at != 0 || !kind.is_volatile())
+    }
+
+    /// Removes a victim if it is still the key that was chosen, or with a
+    /// disk tier moves its value (and its key, when it can) there; a key the
+    /// policy may not discard (`may_discard`) is only demoted. Returns the
+    /// bytes freed.
     pub fn evict(&self, v: &Victim, stats: &StoreStats) -> Option<usize> {
+        match self.evict_victim(v, stats) {
+            Evicted::Freed(bytes) => Some(bytes),
+            Evicted::Stale | Evicted::Kept => None,
+        }
+    }
+
+    /// [`Self::evict`], saying why nothing was freed.
+    pub fn evict_victim(&self, v: &Victim, stats: &StoreStats) -> Evicted {
         if v.part as usize >= self.num_partitions() || v.db >= NUM_DBS {
-            return None;
+            return Evicted::Stale;
         }
         let mut part = self.lock(v.part);
         let table = &part.dbs[v.db].table;
-        if table.hash_of(v.slot) != Some(v.hash)
-            || (self.policy_kind().is_volatile() && table.get(v.slot).is_some_and(|e| e.expire_at() == 0))
-        {
-            return None;
+        if table.hash_of(v.slot) != Some(v.hash) {
+            return Evicted::Stale;
+        }
+        let discard = table.get(v.slot).is_some_and(|e| self.may_discard(e.expire_at()));
+        if !discard && self.cold().is_none() {
+            return Evicted::Kept;
         }
         // With a disk tier the victim's value moves there instead, and its
-        // key too when it can (`cold/forget.rs`).
-        if let Some(freed) = self.try_demote(&mut part, v.db, v.slot) {
-            return Some(freed + part.forget_key(self, v.db, v.slot).unwrap_or(0));
+        // key too when it can (`cold/forget.rs`). The tier's admission
+        // (rarely used values are not worth a write) applies only to what
+        // could be discarded instead.
+        if let Some(freed) = self.try_demote(&mut part, v.db, v.slot, !discard) {
+            return Evicted::Freed(freed + part.forget_key(self, v.db, v.slot).unwrap_or(0));
         }
         if part.dbs[v.db].table.get(v.slot).is_some_and(Entry::is_cold) {
+            if !v.cold {
+                return Evicted::Stale; // chosen warm, demoted by another search since
+            }
             // A walk of every key (KEYS) holds cold keys where they are.
-            if !v.cold || !self.may_forget() {
-                return None;
+            if !self.may_forget() {
+                return Evicted::Kept;
             }
             if let Some(freed) = part.forget_key(self, v.db, v.slot) {
-                return Some(freed);
+                return Evicted::Freed(freed);
+            }
+            if !discard {
+                return Evicted::Kept;
             }
             self.cold_stats().evicted_cold.fetch_add(1, Relaxed);
+        } else if !discard {
+            return Evicted::Kept; // the tier took nothing
         }
         let freed = part.remove_entry(self, v.db, v.slot, None, ChangeKind::Evicted).mem();
         StoreStats::bump(&stats.evicted, 1);
         StoreStats::bump(&stats.evicted_bytes, freed as u64);
-        Some(freed)
+        Evicted::Freed(freed)
     }
+
+    /// Something that may give a search a victim changed (a key or value
+    /// in RAM, a TTL, a record dead on disk, a segment freed, the policy):
+    /// the next command at the limit searches again. A load, and a write
+    /// only while a search is under way or found nothing (then a search
+    /// under way cannot conclude "nothing" either: it may have missed this).
+    #[inline]
+    pub fn victims_may_have_changed(&self) {
+        if self.futile.load(Relaxed) & (NOTHING | SEARCHING) != 0 {
+            let _ = self.futile.fetch_update(AcqRel, Relaxed, |s| {
+                (s & (NOTHING | SEARCHING) != 0).then_some((s | NOTHING | SEARCHING) + 1)
+            });
+        }
+    }
+
+    /// Whether a search is known to find nothing now: the last one found
+    /// nothing, nothing changed since, and not long ago.
+    #[inline]
+    pub fn search_known_futile(&self, now_ms: u64) -> bool {
+        self.futile.load(Relaxed) & NOTHING != 0 && now_ms < self.futile_at.load(Relaxed) + FUTILE_MS
+    }
+
+    /// A search for victims begins (one per call that makes room, however
+    /// many rounds it takes): the token `note_futile_search` needs.
+    pub fn begin_search(&self) -> u64 {
+        self.searches.fetch_add(1, Relaxed);
+        self.futile.fetch_or(SEARCHING, AcqRel) | SEARCHING
+    }
+
+    /// The search begun with `token` found nothing it could free: so will
+    /// the next ones, until a change (unless one came meanwhile).
+    pub fn note_futile_search(&self, token: u64, now_ms: u64) {
+        self.futile_at.store(now_ms, Relaxed);
+        let _ = self.futile.compare_exchange(token, (token & !SEARCHING) | NOTHING, AcqRel, Relaxed);
+    }
+
+    /// Whether the tier refused a demotion lately (`TIER_REFUSED_MS`, or
+    /// until the cleaner frees a segment): searches for values to demote
+    /// are not made meanwhile.
+    #[inline]
+    pub fn tier_refused(&self, now_ms: u64) -> bool {
+        now_ms < self.tier_refused_until.load(Relaxed)
+    }
+
+    pub(super) fn note_tier_refused(&self) {
+        self.tier_refused_until.store(crate::store::now_ms() + TIER_REFUSED_MS, Relaxed);
+    }
+
+    /// The disk tier freed a segment: demotions may succeed again.
+    pub fn tier_has_room(&self) {
+        if self.tier_refused_until.load(Relaxed) != 0 {
+            self.tier_refused_until.store(0, Relaxed);
+        }
+        self.victims_may_have_changed();
+    }
+
+    /// Searches for victims made since start-up (INFO).
+    pub fn eviction_searches(&self) -> u64 {
+        self.searches.load(Relaxed)
+    }
+}
+
+/// A candidate to demote from database `d` (partition locked): the first
+/// of a few random slots whose value is in RAM, scored by recency or
+/// frequency; a cold entry when only such are drawn (its key may be
+/// forgotten).
+fn demotion_candidate(
+    d: &super::partition::Db,
+    lfu: bool,
+    clock: &Clock,
+    rand: &mut dyn FnMut() -> u64,
+) -> Option<(u64, u32)> {
+    let mut cold = None;
+    for _ in 0..COLD_SKIPS {
+        let slot = d.table.random_slot(rand())?;
+        let e = d.table.get(slot)?;
+        if e.is_cold() {
+            cold = Some((0, slot));
+            continue;
+        }
+        let s = &e.meta;
+        let score =
+            if lfu { ((clock.lfu_counter(s) as u64) << 32) | s.last_access as u64 } else { s.last_access as u64 };
+        return Some((score, slot));
+    }
+    cold
 }
 
 /// One search for victims: the best candidates so far.
@@ -191,6 +370,7 @@ struct Search {
     /// Candidates seen.
     taken: usize,
     clock: Clock,
+    ranking: Ranking,
 }
 
 impl Search {
@@ -198,13 +378,17 @@ impl Search {
     /// its candidate, with random source `rand`.
     fn visit(&mut self, part: &mut Partition, pidx: u32, db: usize, rand: &mut dyn FnMut() -> u64) {
         let d = &mut part.dbs[db];
-        let proposed = d.eviction_candidate(1, &self.clock, rand).or_else(|| {
-            // The policy's queues hold nothing warm here: a cold entry (a
-            // key still in RAM, its value on disk) may go, or RAM that holds
-            // only such entries would answer OOM.
-            let slot = d.table.random_slot(rand())?;
-            d.table.get(slot).is_some_and(Entry::is_cold).then_some((0, slot))
-        });
+        let proposed = match self.ranking {
+            Ranking::Policy => d.eviction_candidate(1, &self.clock, rand).or_else(|| {
+                // The policy's queues hold nothing warm here: a cold entry (a
+                // key still in RAM, its value on disk) may go, or RAM that holds
+                // only such entries would answer OOM.
+                let slot = d.table.random_slot(rand())?;
+                d.table.get(slot).is_some_and(Entry::is_cold).then_some((0, slot))
+            }),
+            Ranking::Recency => demotion_candidate(d, false, &self.clock, rand),
+            Ranking::Frequency => demotion_candidate(d, true, &self.clock, rand),
+        };
         let Some((score, slot)) = proposed else { return };
         self.taken += 1;
         let Some(hash) = d.table.hash_of(slot) else { return };
@@ -292,6 +476,77 @@ mod tests {
         ks.set_policy(crate::config::EvictionPolicy::AllKeysLru);
         assert!(ks.evict(&victim, &stats).is_some());
         assert_eq!(ks.lock(0).db_len(0), 0);
+    }
+
+    /// A search that found nothing is remembered until a change; a change
+    /// made while a search runs keeps that search from concluding nothing.
+    #[test]
+    fn a_futile_search_is_remembered_until_a_change() {
+        let ks = Keyspace::new(1);
+        let now = 1_000_000;
+        assert!(!ks.search_known_futile(now));
+        let token = ks.begin_search();
+        ks.note_futile_search(token, now);
+        assert!(ks.search_known_futile(now + 1));
+        assert!(!ks.search_known_futile(now + FUTILE_MS), "trusted for a while only");
+        set(&ks, b"k"); // a new key: a victim for allkeys-*
+        assert!(!ks.search_known_futile(now + 1));
+        // A change while a search runs (a TTL set by another client).
+        let token = ks.begin_search();
+        set_ttl(&ks, b"k", u64::MAX / 2);
+        ks.note_futile_search(token, now);
+        assert!(!ks.search_known_futile(now + 1), "the search may have missed the change");
+        // Two searches, the first ends with nothing, then a change, then the
+        // second: neither leaves a memo behind.
+        let (a, b) = (ks.begin_search(), ks.begin_search());
+        ks.note_futile_search(a, now);
+        assert!(ks.search_known_futile(now + 1));
+        set(&ks, b"other");
+        ks.note_futile_search(b, now);
+        assert!(!ks.search_known_futile(now + 1));
+        assert_eq!(ks.eviction_searches(), 4);
+    }
+
+    /// With a disk tier, noeviction and volatile-* demote any key (victims
+    /// by recency), and never discard what they keep; without one there is
+    /// nothing to do with such a victim.
+    #[test]
+    fn policies_that_keep_keys_demote_them_and_never_discard() {
+        use crate::config::EvictionPolicy as P;
+        use crate::store::cold::test_tier::HeldTier;
+        let stats = StoreStats::default();
+        for kind in [P::NoEviction, P::VolatileLru, P::VolatileLfu] {
+            let plain = Keyspace::new(2);
+            plain.set_policy(kind);
+            set(&plain, b"a");
+            let mut out = Vec::new();
+            plain.victims_by(Ranking::Recency, 5, 1, &mut out);
+            let (_, v) = out.pop().expect("a key to demote");
+            assert_eq!(plain.evict_victim(&v, &stats), Evicted::Kept, "{kind}: no tier, kept");
+            assert!(!plain.may_discard(0));
+            assert_eq!(plain.may_discard(1), kind.is_volatile(), "{kind}");
+
+            let ks = Keyspace::new(2);
+            ks.set_cold(std::sync::Arc::new(HeldTier::default()));
+            ks.set_policy(kind);
+            for i in 0..20 {
+                set(&ks, format!("k{i}").as_bytes());
+            }
+            let mut demoted = 0;
+            while let Some((_, v)) = {
+                let mut out = Vec::new();
+                ks.victims_by(Ranking::Recency, 5, 1, &mut out);
+                out.pop().filter(|(_, v)| !v.cold)
+            } {
+                assert!(matches!(ks.evict_victim(&v, &stats), Evicted::Freed(_)), "{kind}");
+                demoted += 1;
+                assert!(demoted <= 20, "{kind}: each key demoted once");
+            }
+            assert_eq!(demoted, 20, "{kind}");
+            assert_eq!(ks.cold_stats().keys.load(Relaxed), 20, "{kind}");
+            assert_eq!(stats.evicted.load(Relaxed), 0, "{kind}: nothing discarded");
+            assert_eq!((0..2).map(|i| ks.lock(i).db_len(0)).sum::<usize>(), 20);
+        }
     }
 
     #[test]

@@ -36,6 +36,8 @@ impl Keyspace {
     /// A key got a deadline (called under its partition's lock, before the
     /// key is in): sweeps must look again from then on.
     pub(super) fn note_deadline(&self, at: u64) {
+        // A key with a TTL: a victim for volatile-* policies.
+        self.victims_may_have_changed();
         // `next` first: a sweep ending now reads it after storing `ttl_due`.
         // Each is written only when `at` is sooner (most deadlines are later
         // than the soonest one), so writers do not all write one line that

@@ -140,6 +140,7 @@ mod tests {
         let slot = ks.lock(idx).dbs[0].find(crate::store::hash_bytes(b"e"), b"e").unwrap();
         let victim =
             crate::store::Victim { part: idx, db: 0, slot, hash: crate::store::hash_bytes(b"e") as u32, cold: false };
+        ks.set_policy(crate::config::EvictionPolicy::AllKeysRandom); // noeviction discards nothing
         assert!(ks.evict(&victim, &StoreStats::default()).is_some());
         assert!(ks.evict(&victim, &StoreStats::default()).is_none(), "evicted once");
         {

@@ -36,11 +36,11 @@ pub use crate::base::hash::hash_bytes;
 pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{Changed, EntryMut, KeyAccess, WriteOutcome, clear_db};
-pub use cold::{ColdRecord, ColdStats, ColdTier, PendingRead};
+pub use cold::{ColdRecord, ColdStats, ColdTier, PendingRead, Relocated};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
 pub use events::KeyEvents;
-pub use evict::Victim;
+pub use evict::{Evicted, Ranking, Victim};
 pub use journal::{Change, ChangeKind, Journal};
 pub use partition::{Db, NUM_DBS, Partition, Serve, Waiter};
 pub use tracking::KeyTracker;
@@ -93,6 +93,17 @@ pub struct Keyspace {
     forget_limit: AtomicU64,
     /// KEYS walks in progress: no key is forgotten meanwhile.
     walks: AtomicU32,
+    /// What searches for victims found (`evict.rs`): a generation, bumped
+    /// by a change while either bit is set, a bit "a search is under way"
+    /// and a bit "the last search found nothing"; and when that was found
+    /// (unix ms).
+    futile: AtomicU64,
+    futile_at: AtomicU64,
+    /// Until when (unix ms) demotions are not tried: the tier refused one
+    /// (full, its writer behind). Cleared when the cleaner frees a segment.
+    tier_refused_until: AtomicU64,
+    /// Searches for victims made (INFO `strata_eviction_searches`).
+    searches: OwnLine<AtomicU64>,
     /// Bytes the batches of recalled keys hold (`cold/recall.rs`), bounded.
     recall_held: Arc<AtomicU64>,
     /// Client-side caching: the tracker and the tracking table's totals,
@@ -154,6 +165,10 @@ impl Keyspace {
             cold_stats: ColdStats::default(),
             forget_limit: AtomicU64::new(0),
             walks: AtomicU32::new(0),
+            futile: AtomicU64::new(0),
+            futile_at: AtomicU64::new(0),
+            tier_refused_until: AtomicU64::new(0),
+            searches: OwnLine(AtomicU64::new(0)),
             recall_held: Arc::new(AtomicU64::new(0)),
             tracking: OwnLine(Default::default()),
             expiry_paused_until: AtomicU64::new(0),
@@ -331,6 +346,7 @@ impl Keyspace {
     /// policy re-links the entries it finds.
     pub fn set_policy(&self, kind: PolicyKind) {
         self.policy.store(kind as u8, Ordering::Relaxed);
+        self.victims_may_have_changed();
         let clock = self.policy_clock();
         for i in 0..self.parts.len() as u32 {
             let mut part = self.lock(i);

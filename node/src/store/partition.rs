@@ -503,6 +503,8 @@ impl Partition {
         ks.note_db_used(db);
         self.mem += mem;
         ks.add_mem(mem);
+        // A new key: a victim for a search that found none.
+        ks.victims_may_have_changed();
         self.settle_write(ks, db, slot, ChangeKind::Write);
         let key = self.dbs[db].entry(slot).key();
         ks.key_event(crate::config::keyspace_events::NEW, "new", db, key);
@@ -538,6 +540,10 @@ impl Partition {
         if delta != 0 {
             self.mem += delta;
             ks.add_mem(delta);
+            if delta > 0 {
+                // Something new in RAM (a key, a promoted value): a victim.
+                ks.victims_may_have_changed();
+            }
         }
     }
 

@@ -20,7 +20,10 @@
 //!   read, its records that are still some key's value move to the head
 //!   for their expiry, and it is recycled; records of keys deleted,
 //!   overwritten, expired or promoted since are dropped. When even that
-//!   cannot make room, the keys are evicted (their values were the coldest).
+//!   cannot make room, the keys are evicted (their values were the coldest)
+//!   if the eviction policy may discard them; under `noeviction` (and
+//!   `volatile-*` for keys without a TTL) they stay, the segment is kept,
+//!   and demotions fail at once: writes at the limit then get OOM.
 
 use super::cleaning::{self, Segments, Victim};
 use super::engine::{EngineChoice, probe};
@@ -29,7 +32,7 @@ use super::log::{LogConfig, RecordAddr, SegmentLog};
 use super::record::{OwnedRecord, Record, RecordKind};
 use crate::metrics::IoHistogram;
 use crate::store::entry::{ColdLoc, ValueKind};
-use crate::store::{ColdRecord, ColdTier, Keyspace};
+use crate::store::{ColdRecord, ColdTier, Keyspace, Relocated};
 use crate::sys::file::BufferGauge;
 use parking_lot::{Condvar, Mutex};
 use std::io;
@@ -105,6 +108,11 @@ pub struct ColdLog {
     admission_frequent: Arc<std::sync::atomic::AtomicBool>,
     /// Until when (clock ms) the tier counts as full of live data.
     pressured_until: AtomicU64,
+    /// The cleaner found a segment it could not free without discarding
+    /// values the policy keeps (noeviction, volatile-* without a TTL):
+    /// until a segment is freed, a demotion that finds no room fails at
+    /// once.
+    stuck: std::sync::atomic::AtomicBool,
     /// Appends in progress by parity of `generation`: the cleaner waits
     /// for those begun before it looked at which segments are active
     /// ([`Self::settle`]).
@@ -159,6 +167,7 @@ impl ColdLog {
             clock,
             admission_frequent: Arc::default(),
             pressured_until: AtomicU64::new(0),
+            stuck: Default::default(),
             appending: [AtomicU64::new(0), AtomicU64::new(0)],
             generation: AtomicU64::new(0),
             kick: (Mutex::new(false), Condvar::new()),
@@ -303,6 +312,15 @@ impl ColdLog {
     /// budget. (Only this thread prepares spares: see
     /// [`Segments::end_use`].)
     pub fn maintain(&self, ks: &Keyspace) {
+        let cleaned = self.stats.cleaned_segments.load(Relaxed);
+        self.maintain_segments(ks);
+        if self.stats.cleaned_segments.load(Relaxed) != cleaned {
+            // Room for demotions the tier refused, or the keyspace gave up on.
+            ks.tier_has_room();
+        }
+    }
+
+    fn maintain_segments(&self, ks: &Keyspace) {
         let _ = self.log.ensure_spare();
         while let Some(v) = self.pick(true) {
             if !self.free_unread(v) {
@@ -315,6 +333,15 @@ impl ColdLog {
                 break;
             }
             let Some(victim) = self.pick(false) else { break };
+            let kind = ks.policy_kind();
+            if !victim.unread && victim.dead == 0 && (!kind.evicts() || kind.is_volatile()) {
+                // Moving a segment whose every record is still some key's
+                // value frees nothing unless keys are evicted, which this
+                // policy may not do to all of them: only churn.
+                self.pressured();
+                self.stuck.store(true, Relaxed);
+                break;
+            }
             let appended = victim.live + victim.dead;
             if !victim.unread && victim.live as f64 >= FULL_LIVE_SHARE * appended as f64 {
                 self.pressured();
@@ -351,6 +378,7 @@ impl ColdLog {
     fn recycle(&self, victim: u32) -> bool {
         match self.log.free_segment(victim) {
             Ok(()) => {
+                self.stuck.store(false, Relaxed);
                 let dead = self.segments.end_use(victim);
                 let _ = self.stats.dead_bytes.fetch_update(Relaxed, Relaxed, |d| Some(d.saturating_sub(dead)));
                 self.stats.cleaned_segments.fetch_add(1, Relaxed);
@@ -380,6 +408,9 @@ impl ColdLog {
     fn clean(&self, ks: &Keyspace, victim: u32) -> bool {
         let mut live = Vec::new();
         let mut held = 0;
+        // Keys the policy may not discard that found no room: the segment
+        // still holds their values and is not recycled.
+        let kept = std::cell::Cell::new(0u64);
         let relocate = |live: &mut Vec<(OwnedRecord, RecordAddr)>| {
             for (rec, addr) in live.drain(..) {
                 let moved = ks.relocate_cold(rec.db as usize, &rec.key, (victim, addr.offset), || {
@@ -389,10 +420,14 @@ impl ColdLog {
                     }
                 });
                 match moved {
-                    Some(true) => self.stats.moved_records.fetch_add(1, Relaxed),
-                    Some(false) => {
+                    Some(Relocated::Moved) => self.stats.moved_records.fetch_add(1, Relaxed),
+                    Some(Relocated::Evicted) => {
                         self.pressured();
                         self.stats.evicted_keys.fetch_add(1, Relaxed)
+                    }
+                    Some(Relocated::Kept) => {
+                        kept.set(kept.get() + 1);
+                        0
                     }
                     None => 0,
                 };
@@ -420,6 +455,14 @@ impl ColdLog {
             tracing::error!("cold tier: write failed while cleaning: {e}");
             return false;
         }
+        if kept.get() > 0 {
+            // Full of values the policy keeps (noeviction): demotions fail
+            // at once from now on, until a segment is freed, instead of
+            // each waiting `FULL_WAIT` for a cleaner that cannot help.
+            self.pressured();
+            self.stuck.store(true, Relaxed);
+            return false;
+        }
         self.recycle(victim)
     }
 }
@@ -440,7 +483,11 @@ impl ColdTier for ColdLog {
         loop {
             match self.append(db, key, expire_at, encoded, 1) {
                 Ok(a) => return Some((a.segment, a.offset, a.len)),
-                Err(e) if e.kind() == io::ErrorKind::StorageFull && std::time::Instant::now() < deadline => {
+                Err(e)
+                    if e.kind() == io::ErrorKind::StorageFull
+                        && !self.stuck.load(Relaxed)
+                        && std::time::Instant::now() < deadline =>
+                {
                     self.wake();
                     let mut guard = self.flushed.0.lock();
                     self.flushed.1.wait_for(&mut guard, Duration::from_millis(2));
@@ -726,6 +773,7 @@ mod tests {
         let frequent = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let rig = Rig::with_admission("admission", frequent.clone());
         let ks = Keyspace::new(4);
+        ks.set_policy(crate::policy::PolicyKind::AllKeysLru);
         assert!(rig.log.admits_rarely_used(), "tier-admission all");
         frequent.store(true, Relaxed);
         assert!(rig.log.admits_rarely_used(), "frequent, but the tier has room");
@@ -744,6 +792,32 @@ mod tests {
         assert!(rig.log.admits_rarely_used(), "pressure passes");
         rig.log.not_admitted();
         assert_eq!(rig.log.stats.not_admitted.load(Relaxed), 1);
+    }
+
+    /// Under noeviction the cleaner does not churn a budget full of live
+    /// values (moving them frees nothing), and a demotion that finds no
+    /// room fails at once instead of waiting for it.
+    #[test]
+    fn a_budget_full_of_values_noeviction_keeps_refuses_demotions_at_once() {
+        let rig = Rig::new("noeviction-full");
+        let ks = Keyspace::new(4);
+        rig.demote(6000, 0);
+        rig.log.flush_step(Duration::ZERO);
+        rig.log.maintain(&ks);
+        assert_eq!(rig.log.stats.segment_reads.load(Relaxed), 0, "nothing dead to clean");
+        assert!(rig.log.stuck.load(Relaxed));
+        let value = vec![7u8; 1000];
+        let mut refused = 0;
+        for i in 0..2000 {
+            if i % 64 == 0 {
+                rig.log.flush_step(Duration::ZERO);
+            }
+            if rig.log.demote(0, format!("more{i}").as_bytes(), 0, &value).is_none() {
+                refused += 1;
+            }
+        }
+        assert!(refused > 1000, "the budget is full: {refused} refused");
+        assert!(rig.log.stuck.load(Relaxed), "until a segment is freed");
     }
 
     #[test]

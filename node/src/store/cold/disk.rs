@@ -46,6 +46,18 @@ pub trait ColdTier: Send + Sync {
     fn not_admitted(&self) {}
 }
 
+/// What became of a key whose record the cleaner moves (`relocate_cold`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Relocated {
+    /// Its record was copied forward.
+    Moved,
+    /// No room for the copy: the key was evicted.
+    Evicted,
+    /// No room, and the policy may not discard the key (noeviction, or a
+    /// volatile-* policy and no TTL): it keeps its record where it is.
+    Kept,
+}
+
 /// A record read back: the key it was written for (checked against the
 /// key a command looks for) and the value in `store::dump`'s encoding.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,7 +32,7 @@
 //!   settles like any removed key, with the key from its record where one
 //!   is needed.
 
-use super::disk::{ColdRecord, ColdState};
+use super::disk::{ColdRecord, ColdState, Relocated};
 use super::keyless::{Forgotten, deadline_of, hash32};
 use super::pending::PendingRead;
 use super::recall::{BATCH_MIN, HELD_MAX, RecallBatch};
@@ -287,7 +287,7 @@ impl Partition {
         for db in 0..crate::store::NUM_DBS {
             let slots: Vec<u32> = self.dbs[db].table.iter().map(|(slot, _)| slot).collect();
             for slot in slots {
-                if ks.try_demote(self, db, slot).is_some() {
+                if ks.try_demote(self, db, slot, true).is_some() {
                     n += 1;
                 }
                 if self.dbs[db].entry(slot).is_cold() && ks.may_forget() {
@@ -374,9 +374,10 @@ impl Partition {
     }
 
     /// The cleaner moved (or could not move) the record of a forgotten
-    /// `key` at `from`: Some(true) when the slot follows it to `move_to`'s
-    /// address, Some(false) when the key was evicted, None when no
-    /// forgotten key of any database has that record.
+    /// `key` at `from`: Moved when the slot follows it to `move_to`'s
+    /// address, Evicted or Kept (the policy may not discard it: the record
+    /// stays where it is) when it cannot, None when no forgotten key of any
+    /// database has that record.
     pub(in crate::store) fn relocate_forgotten(
         &mut self,
         ks: &Keyspace,
@@ -384,7 +385,7 @@ impl Partition {
         key: &[u8],
         from: (u32, u32),
         move_to: impl FnOnce() -> Option<(u32, u32, u32)>,
-    ) -> Option<bool> {
+    ) -> Option<Relocated> {
         let h = hash32(hash_bytes(key));
         let (db, pos) = std::iter::once(db)
             .chain(0..crate::store::NUM_DBS)
@@ -393,16 +394,20 @@ impl Partition {
         if let Some((segment, offset, len)) = move_to() {
             let loc = crate::store::entry::ColdLoc { segment, offset, len, ..self.dbs[db].forgotten.get(pos).loc };
             if self.dbs[db].forgotten.set_loc(pos, loc) {
-                return Some(true);
+                return Some(Relocated::Moved);
             }
-            // An address no slot can hold: the key goes (its new record is
-            // dead at once).
+            // An address no slot can hold: the new record is dead at once.
             ks.forget_cold(loc);
             ks.cold_stats.keys.fetch_add(1, Relaxed);
         }
+        // The key goes, if the policy may discard it (by its slot's deadline:
+        // 0 only for a key without a TTL).
+        if !ks.may_discard(u64::from(self.dbs[db].forgotten.get(pos).deadline)) {
+            return Some(Relocated::Kept);
+        }
         ks.cold_stats.evicted_cold.fetch_add(1, Relaxed);
         self.remove_forgotten(ks, db, pos, key, ChangeKind::Evicted);
-        Some(false)
+        Some(Relocated::Evicted)
     }
 
     /// Removes the forgotten `key` at `pos` as any removed key is settled.
@@ -598,12 +603,16 @@ mod tests {
         };
         let l0 = loc_of(&keys[0]);
         let moved = ks.relocate_cold(0, &keys[0], (l0.segment, l0.offset), || Some((0, 1000, l0.len)));
-        assert_eq!(moved, Some(true));
+        assert_eq!(moved, Some(Relocated::Moved));
         assert_eq!(loc_of(&keys[0]), ColdLoc { offset: 1000, ..l0 });
         let stale = ks.relocate_cold(0, &keys[1], (l0.segment, l0.offset), || unreachable!());
         assert_eq!(stale, None, "not the key's record");
         let l1 = loc_of(&keys[1]);
-        assert_eq!(ks.relocate_cold(0, &keys[1], (l1.segment, l1.offset), || None), Some(false));
+        // noeviction: a key the cleaner cannot move stays, its record too.
+        assert_eq!(ks.relocate_cold(0, &keys[1], (l1.segment, l1.offset), || None), Some(Relocated::Kept));
+        assert_eq!(ks.lock(idx).db_len(0), 50);
+        ks.set_policy(crate::policy::PolicyKind::AllKeysLru);
+        assert_eq!(ks.relocate_cold(0, &keys[1], (l1.segment, l1.offset), || None), Some(Relocated::Evicted));
         assert_eq!(ks.lock(idx).db_len(0), 49);
         assert_eq!(ks.keys_in_slot(crate::base::slot::key_slot(&keys[0])), 49);
         // FLUSHDB: every forgotten key goes, counts and memory with them.

@@ -21,8 +21,8 @@ pub mod keyless;
 pub mod pending;
 pub(super) mod recall;
 #[cfg(test)]
-mod test_tier;
+pub(in crate::store) mod test_tier;
 pub mod values;
 
-pub use disk::{ColdRecord, ColdStats, ColdTier};
+pub use disk::{ColdRecord, ColdStats, ColdTier, Relocated};
 pub use pending::PendingRead;

@@ -61,7 +61,7 @@ pub(in crate::store) fn access<'a>(ks: &'a Keyspace, stats: &'a StoreStats, key:
 pub(in crate::store) fn demote(ks: &Keyspace, key: &[u8]) {
     let mut part = ks.lock(ks.partition_of_key(key));
     let slot = part.dbs[0].find(crate::store::hash_bytes(key), key).unwrap();
-    assert!(ks.try_demote(&mut part, 0, slot).is_some());
+    assert!(ks.try_demote(&mut part, 0, slot, true).is_some());
     assert!(part.dbs[0].entry(slot).is_cold());
 }
 

@@ -21,7 +21,7 @@
 //!   ([`ColdTier`], implemented by `tier::cold_log`); this layer sees bytes in
 //!   the DUMP value encoding of `store::dump`.
 
-use super::disk::{ColdRead, ColdRecord, ColdState, ColdStats, ColdTier};
+use super::disk::{ColdRead, ColdRecord, ColdState, ColdStats, ColdTier, Relocated};
 use crate::store::dump;
 use crate::store::entry::{ColdLoc, ValueKind};
 use crate::store::journal::ChangeKind;
@@ -49,24 +49,29 @@ impl Keyspace {
     }
 
     /// Demotes the entry in `slot` instead of evicting it, when there is a
-    /// tier and it is worth it; the RAM bytes freed.
-    pub(in crate::store) fn try_demote(&self, part: &mut Partition, db: usize, slot: u32) -> Option<usize> {
+    /// tier and it is worth it (`keep`: whatever its use, the key may not
+    /// be discarded instead); the RAM bytes freed.
+    pub(in crate::store) fn try_demote(&self, part: &mut Partition, db: usize, slot: u32, keep: bool) -> Option<usize> {
         let tier = self.cold()?;
         let e = part.dbs[db].entry(slot);
         if e.is_cold() {
             return None;
         }
-        if crate::policy::hits_hint(&e.meta) != crate::policy::Hits::Many && !tier.admits_rarely_used() {
+        if !keep && crate::policy::hits_hint(&e.meta) != crate::policy::Hits::Many && !tier.admits_rarely_used() {
             tier.not_admitted();
             return None;
         }
         let kind = ValueKind::of(e.value());
-        let (segment, offset, len) = ENCODE_BUF.with(|buf| {
+        let Some((segment, offset, len)) = ENCODE_BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
             buf.clear();
             encode(e.value(), &mut buf);
             tier.demote(db, e.key(), e.expire_at(), &buf)
-        })?;
+        }) else {
+            // Full, or its writer behind: not tried again for a while.
+            self.note_tier_refused();
+            return None;
+        };
         let freed = part.demote_entry(self, db, slot, ColdLoc { segment, offset, len, kind });
         self.cold_stats.keys.fetch_add(1, Relaxed);
         self.cold_stats.demoted.fetch_add(1, Relaxed);
@@ -76,16 +81,17 @@ impl Keyspace {
 
     /// The cleaner moves the record at `from` (segment, offset) of `key`:
     /// if the key's value is still that record, `move_to` appends a copy
-    /// and the entry points to it (Some(true)); if there is no room, the key
-    /// is evicted (Some(false)); None: the record is not the key's value any
-    /// more (nothing to do).
+    /// and the entry points to it (Moved); if there is no room, the key is
+    /// evicted (Evicted) when the policy may discard it, else it stays with
+    /// its record (Kept: the segment must not be recycled); None: the
+    /// record is not the key's value any more (nothing to do).
     pub fn relocate_cold(
         &self,
         db: usize,
         key: &[u8],
         from: (u32, u32),
         move_to: impl FnOnce() -> Option<(u32, u32, u32)>,
-    ) -> Option<bool> {
+    ) -> Option<Relocated> {
         let mut part = self.lock(self.partition_of_key(key));
         let hash = crate::store::hash_bytes(key);
         // The record names the database the key was in when it was demoted;
@@ -102,12 +108,13 @@ impl Keyspace {
         match move_to() {
             Some((segment, offset, len)) => {
                 part.dbs[db].entry_mut(slot).make_cold(ColdLoc { segment, offset, len, ..loc });
-                Some(true)
+                Some(Relocated::Moved)
             }
+            None if !self.may_discard(part.dbs[db].entry(slot).expire_at()) => Some(Relocated::Kept),
             None => {
                 self.cold_stats.evicted_cold.fetch_add(1, Relaxed);
                 part.remove_entry(self, db, slot, None, ChangeKind::Evicted);
-                Some(false)
+                Some(Relocated::Evicted)
             }
         }
     }
@@ -150,6 +157,8 @@ impl Keyspace {
 
     /// A cold entry is going away (deleted, expired, evicted, overwritten).
     pub(in crate::store) fn forget_cold(&self, loc: ColdLoc) {
+        // Dead bytes on disk: the cleaner may make room for demotions.
+        self.victims_may_have_changed();
         self.cold_stats.keys.fetch_sub(1, Relaxed);
         if let Some(t) = self.cold() {
             t.forget(loc);
