@@ -31,9 +31,9 @@ use crate::store::{Evicted, Keyspace, Ranking, StoreStats, Victim};
 use crate::sys::alloc::AllocatorStats;
 use crate::sys::file::BufferGauge;
 use std::cell::RefCell;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI64, AtomicU64};
-use std::sync::{Arc, OnceLock};
 
 /// How often the estimate is set right against the allocator's statistics:
 /// every tick, and much more often while writes run close to the limit,
@@ -41,6 +41,8 @@ use std::sync::{Arc, OnceLock};
 /// would otherwise add up over a tick of pipelined writes.
 pub const CALIBRATE_EVERY_MS: u64 = 100;
 const CALIBRATE_NEAR_LIMIT_MS: u64 = 2;
+/// How often the process's RSS outside the allocator is read again.
+const BASE_EVERY_MS: u64 = 100;
 /// Readings of the allocator one calibration may take to find the logs'
 /// buffers unchanged across one.
 const STEADY_READING_TRIES: usize = 3;
@@ -56,7 +58,7 @@ const RECHECK_EVERY: usize = 64;
 /// caches keep for reuse, which may be a few hundred KiB at any moment
 /// and are free memory to the program) and its metadata, plus the fixed part
 /// of the process outside the heap (code, thread stacks: its RSS beyond
-/// the allocator's resident pages, measured once at start-up), so that
+/// the allocator's resident pages, read every 100 ms), so that
 /// `maxmemory` bounds RSS whatever the value sizes. The keyspace and
 /// connection buffers keep an exact running estimate of their own bytes
 /// (jemalloc size classes, updated by every write, so the limit holds
@@ -89,8 +91,10 @@ pub struct Budget {
     correction: AtomicI64,
     /// When the last calibration ran (unix ms).
     calibrated_ms: AtomicU64,
-    /// The process's RSS outside the allocator, measured once.
-    process_base: OnceLock<u64>,
+    /// The process's RSS outside the allocator, and when it was read (unix
+    /// ms): read again every `BASE_EVERY_MS`.
+    process_base: AtomicU64,
+    base_read_ms: AtomicU64,
     /// The logs' buffers (None: no such log).
     journal_buffers: Option<Arc<BufferGauge>>,
     cold_buffers: Option<Arc<BufferGauge>>,
@@ -179,7 +183,18 @@ impl Budget {
         if stats.allocated == 0 {
             return Some(stats);
         }
-        let base = *self.process_base.get_or_init(|| crate::sys::process::rss_bytes().saturating_sub(stats.resident));
+        // Read once at start-up, this figure depended on when the first
+        // reading came (a fresh node's early, with little of its code and
+        // stacks touched; a restarted node's during the replay, with its
+        // appliers' stacks): a node filled to its limit then could not hold
+        // the same data after a restart. Read every `BASE_EVERY_MS`, it is
+        // what the process holds now (and costs one small /proc read).
+        if now.saturating_sub(self.base_read_ms.load(Relaxed)) >= BASE_EVERY_MS || self.process_base.load(Relaxed) == 0
+        {
+            self.base_read_ms.store(now, Relaxed);
+            self.process_base.store(crate::sys::process::rss_bytes().saturating_sub(stats.resident), Relaxed);
+        }
+        let base = self.process_base.load(Relaxed);
         let real = stats.allocated.saturating_sub(stats.thread_cached)
             + stats.metadata
             + crate::sys::hugepages::mapped_bytes() as u64
