@@ -440,7 +440,13 @@ impl ColdTier for ColdLog {
         loop {
             match self.append(db, key, expire_at, encoded, 1) {
                 Ok(a) => return Some((a.segment, a.offset, a.len)),
-                Err(e) if e.kind() == io::ErrorKind::StorageFull && std::time::Instant::now() < deadline => {
+                // The cleaner frees room within the budget; a full volume
+                // (the log is out of space) it cannot: evict at once.
+                Err(e)
+                    if e.kind() == io::ErrorKind::StorageFull
+                        && !self.log.is_out_of_space()
+                        && std::time::Instant::now() < deadline =>
+                {
                     self.wake();
                     let mut guard = self.flushed.0.lock();
                     self.flushed.1.wait_for(&mut guard, Duration::from_millis(2));
