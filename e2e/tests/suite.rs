@@ -34,6 +34,8 @@ impl Drop for Cleanup<'_> {
         }
         // Waits, so that a next run does not meet a namespace still terminating.
         self.0.kubectl(&["delete", "namespace", NS, "--ignore-not-found", "--timeout=120s"]);
+        // The fault scenarios' static PersistentVolume (cluster-scoped), and the node they cordon.
+        self.0.kubectl(&["delete", "pv", "-l", FAULT_LABEL, "--ignore-not-found", "--timeout=60s"]);
         self.0.helm(&["uninstall", RELEASE, "-n", OPERATOR_NS, "--ignore-not-found"]);
         self.0.kubectl(&["delete", "namespace", OPERATOR_NS, "--ignore-not-found", "--timeout=120s"]);
     }
@@ -1019,6 +1021,7 @@ async fn drain_the_node(env: &Env, log: &client::AckLog) {
         ])
     };
     let uncordon = || env.kubectl(&["uncordon", &node]).ok("kubectl uncordon");
+    let _uncordoned_at_the_end = Uncordon(env, node.clone());
     let pdb = get_json(env, &["-n", NS, "get", "pdb", name]).expect("the operator's PodDisruptionBudget");
     let allowed = pdb["status"]["disruptionsAllowed"].clone();
 
@@ -1026,10 +1029,7 @@ async fn drain_the_node(env: &Env, log: &client::AckLog) {
     let uid = pods_of(env, &pod).expect("the pod").uid;
     let drained_at = Instant::now();
     let out = drain(WAIT_DRAIN);
-    if !out.success {
-        uncordon();
-        panic!("draining the node with one pod failed:\n{}{}", out.stdout, out.stderr);
-    }
+    assert!(out.success, "draining the node with one pod failed:\n{}{}", out.stdout, out.stderr);
     let evicted = out.stdout.contains(&format!("pod/{pod} evicted"));
     // Evicted and recreated by the StatefulSet, it cannot be scheduled on a cordoned node.
     eventually(Duration::from_secs(60), "the recreated pod to wait for a node", || async {
@@ -1084,6 +1084,18 @@ async fn drain_the_node(env: &Env, log: &client::AckLog) {
     eprintln!("  the drain scenario took {:.0}s", started.elapsed().as_secs_f64());
 }
 
+/// Labels what the fault scenarios make outside the test namespace.
+const FAULT_LABEL: &str = "e2e.strata.dev/fault=true";
+
+/// Uncordons the node on drop (also when a drain step fails).
+struct Uncordon<'a>(&'a Env, String);
+
+impl Drop for Uncordon<'_> {
+    fn drop(&mut self) {
+        self.0.kubectl(&["uncordon", &self.1]);
+    }
+}
+
 /// How long a drain may take to evict what the PDB allows.
 const WAIT_DRAIN: &str = "60s";
 
@@ -1125,7 +1137,8 @@ impl SmallVolume {
 
 impl Drop for SmallVolume {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.dir).status();
+        // Lazy: a pod still using it (a failed run) keeps it until it goes.
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.dir).status();
         let _ = std::fs::remove_file(&self.image);
     }
 }
@@ -1158,7 +1171,7 @@ async fn volume_full(env: &Env) {
     let pv = format!("{NS}-{name}");
     let pv_spec = json!({
         "apiVersion": "v1", "kind": "PersistentVolume",
-        "metadata": { "name": pv },
+        "metadata": { "name": pv, "labels": { "e2e.strata.dev/fault": "true" } },
         "spec": {
             "capacity": { "storage": "1Gi" }, "accessModes": ["ReadWriteOnce"],
             "storageClassName": "standard", "persistentVolumeReclaimPolicy": "Retain",
@@ -1166,6 +1179,8 @@ async fn volume_full(env: &Env) {
             "claimRef": { "namespace": NS, "name": format!("data-{pod}") }
         }
     });
+    // A PV left by a failed run is Released, bound to a claim that is gone: never reused.
+    env.kubectl(&["delete", "pv", &pv, "--ignore-not-found", "--timeout=60s"]);
     env.kubectl_stdin(&["apply", "-f", "-"], &pv_spec.to_string()).ok("the static PersistentVolume");
     let free_before = volume.free_mib();
     let spec = json!({ "durability": { "mode": "sync" }, "storage": { "size": "1Gi" },
