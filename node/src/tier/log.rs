@@ -482,13 +482,14 @@ impl SegmentLog {
                 *self.space_error.lock() = None;
             }
             Err(e) if file::is_out_of_space(e) => {
+                // The error first: whoever sees the flag finds it.
+                *self.space_error.lock() = Some(e.to_string());
                 if !self.out_of_space.swap(true, Ordering::AcqRel) {
                     tracing::error!(
                         "the log's volume has no room for a new segment of {} bytes: {e}",
                         self.config.segment_size
                     );
                 }
-                *self.space_error.lock() = Some(e.to_string());
             }
             _ => {}
         }
