@@ -385,8 +385,9 @@ pub fn read_back(
                 let mut out = Vec::new();
                 let mut line = String::new();
                 let mut value = Vec::new();
-                let gone =
-                    |e: std::io::Error, r: &ReadReport| format!("reading after {} replies: {e}", r.hits + r.misses);
+                let gone = |e: std::io::Error, r: &ReadReport| {
+                    format!("reading on connection {c} after {} hits and {} misses: {e}", r.hits, r.misses)
+                };
                 for _ in 0..rounds {
                     let mut next = c;
                     while next < keys {
@@ -402,7 +403,10 @@ pub fn read_back(
                         for _ in 0..batch {
                             line.clear();
                             if reader.read_line(&mut line).map_err(|e| gone(e, &report))? == 0 {
-                                return Err(format!("the node closed the connection after {} replies", report.hits));
+                                return Err(format!(
+                                    "the node closed connection {c} after {} hits and {} misses",
+                                    report.hits, report.misses
+                                ));
                             }
                             let head = line.trim_end();
                             if head == "$-1" || head == "_" {
