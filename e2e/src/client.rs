@@ -151,3 +151,302 @@ pub fn flood(
         None => Ok(total),
     }
 }
+
+/// The value [`write_with_ack_log`] writes for key number `i`: `value-<i>-<prefix>`, padded with
+/// `.` to `size` bytes (at least the bare value).
+pub fn logged_value(i: u64, prefix: &str, size: usize) -> Vec<u8> {
+    let mut v = format!("value-{i}-{prefix}").into_bytes();
+    if v.len() < size {
+        v.resize(size, b'.');
+    }
+    v
+}
+
+/// What [`write_with_ack_log`] did: the key numbers whose SET was answered `+OK` (as
+/// half-open ranges), and the rest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AckLog {
+    /// `[start, end)` ranges of acknowledged key numbers, ascending.
+    pub acked: Vec<(u64, u64)>,
+    /// SETs sent whose reply never came (the connection broke): each may or may not be there.
+    pub unknown: u64,
+    /// SETs answered with an error (e.g. `-LOADING` while the node replays its log).
+    pub errors: u64,
+    pub first_error: Option<String>,
+    /// Connections that broke (or could not be made) and were made again.
+    pub reconnects: u64,
+    pub elapsed_ms: u64,
+}
+
+impl AckLog {
+    pub fn acked_count(&self) -> u64 {
+        self.acked.iter().map(|(a, b)| b - a).sum()
+    }
+
+    fn ack(&mut self, i: u64) {
+        match self.acked.last_mut() {
+            Some((_, end)) if *end == i => *end += 1,
+            _ => self.acked.push((i, i + 1)),
+        }
+    }
+
+    /// One line: `acked=N unknown=U errors=E reconnects=C ms=T ranges=a-b,c-d first_error=...`.
+    pub fn render(&self) -> String {
+        let ranges: Vec<String> = self.acked.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+        format!(
+            "acked={} unknown={} errors={} reconnects={} ms={} ranges={} first_error={}",
+            self.acked_count(),
+            self.unknown,
+            self.errors,
+            self.reconnects,
+            self.elapsed_ms,
+            ranges.join(","),
+            self.first_error.as_deref().unwrap_or("none").replace(' ', "_")
+        )
+    }
+
+    /// Parses [`AckLog::render`]'s line (anywhere in `text`).
+    pub fn parse(text: &str) -> Option<AckLog> {
+        let line = text.lines().find(|l| l.contains("acked=") && l.contains("ranges="))?;
+        let field =
+            |name: &str| line.split_whitespace().find_map(|w| w.strip_prefix(name).and_then(|w| w.strip_prefix('=')));
+        let num = |name: &str| field(name)?.parse::<u64>().ok();
+        let mut acked = Vec::new();
+        for r in field("ranges")?.split(',').filter(|r| !r.is_empty()) {
+            let (a, b) = r.split_once('-')?;
+            acked.push((a.parse().ok()?, b.parse().ok()?));
+        }
+        let log = AckLog {
+            acked,
+            unknown: num("unknown")?,
+            errors: num("errors")?,
+            first_error: field("first_error").filter(|e| *e != "none").map(|e| e.replace('_', " ")),
+            reconnects: num("reconnects")?,
+            elapsed_ms: num("ms")?,
+        };
+        (log.acked_count() == num("acked")?).then_some(log)
+    }
+}
+
+/// Writes keys `<prefix>:<i>` = [`logged_value`] for i = 0, 1, 2, ... on one connection,
+/// `pipeline` SETs per round trip, for `duration`, and logs which were acknowledged. A broken
+/// connection (the node was killed) is made again (every 100 ms until it answers) and the
+/// writes go on with the next numbers: the SETs whose replies were lost count as unknown. With
+/// `stop_after_errors` > 0 it stops once that many error replies came; numbering starts at `from`.
+#[allow(clippy::too_many_arguments)]
+pub fn write_with_ack_log(
+    host: &str,
+    port: u16,
+    duration: std::time::Duration,
+    pipeline: usize,
+    value_size: usize,
+    prefix: &str,
+    from: u64,
+    stop_after_errors: u64,
+) -> AckLog {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::ToSocketAddrs;
+    use std::time::Duration;
+    let started = std::time::Instant::now();
+    let mut log = AckLog::default();
+    let mut next = from;
+    let mut connected_once = false;
+    'connect: while started.elapsed() < duration {
+        // Resolved on every attempt: a Service name keeps its address, a pod's may change.
+        let addr = (host, port).to_socket_addrs().ok().and_then(|mut a| a.next());
+        let Some(stream) = addr.and_then(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).ok())
+        else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        if connected_once {
+            log.reconnects += 1;
+        }
+        connected_once = true;
+        stream.set_nodelay(true).ok();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).ok();
+        let mut reader = BufReader::new(stream.try_clone().expect("cloning a socket"));
+        let mut writer = stream;
+        let mut out = Vec::new();
+        while started.elapsed() < duration {
+            if stop_after_errors > 0 && log.errors >= stop_after_errors {
+                break 'connect;
+            }
+            out.clear();
+            let first = next;
+            for i in first..first + pipeline as u64 {
+                let key = format!("{prefix}:{i}");
+                let value = logged_value(i, prefix, value_size);
+                write!(out, "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n", key.len(), value.len()).unwrap();
+                out.extend_from_slice(&value);
+                out.extend_from_slice(b"\r\n");
+            }
+            next += pipeline as u64;
+            if writer.write_all(&out).is_err() {
+                log.unknown += pipeline as u64;
+                continue 'connect;
+            }
+            let mut line = String::new();
+            for i in first..first + pipeline as u64 {
+                line.clear();
+                match reader.read_line(&mut line) {
+                    Ok(n) if n > 0 && line.starts_with('+') => log.ack(i),
+                    Ok(n) if n > 0 => {
+                        log.errors += 1;
+                        log.first_error.get_or_insert_with(|| line.trim_end().to_owned());
+                    }
+                    _ => {
+                        log.unknown += first + pipeline as u64 - i;
+                        continue 'connect;
+                    }
+                }
+            }
+        }
+    }
+    log.elapsed_ms = started.elapsed().as_millis() as u64;
+    log
+}
+
+/// Reads back every acknowledged key of `log` (MGET batches): the numbers whose value is
+/// missing or different, at most `limit` of them, and how many there were.
+pub fn missing_acked(
+    conn: &mut Connection,
+    log: &AckLog,
+    prefix: &str,
+    value_size: usize,
+    limit: usize,
+) -> Result<(u64, Vec<u64>), String> {
+    let mut lost = 0;
+    let mut first = Vec::new();
+    for &(a, b) in &log.acked {
+        let mut at = a;
+        while at < b {
+            let end = (at + 500).min(b);
+            let names: Vec<String> = (at..end).map(|i| format!("{prefix}:{i}")).collect();
+            let values: Vec<Option<Vec<u8>>> = conn.mget(&names).map_err(|e| format!("MGET at {at}: {e}"))?;
+            for (i, v) in (at..end).zip(values) {
+                if v.as_deref() != Some(&logged_value(i, prefix, value_size)[..]) {
+                    lost += 1;
+                    if first.len() < limit {
+                        first.push(i);
+                    }
+                }
+            }
+            at = end;
+        }
+    }
+    Ok((lost, first))
+}
+
+/// What [`read_back`] found.
+#[derive(Debug, Clone, Default)]
+pub struct ReadReport {
+    /// GETs answered with the value [`flood`] wrote.
+    pub hits: u64,
+    /// GETs answered nil (the key was evicted).
+    pub misses: u64,
+    /// GETs answered with another value, or an error.
+    pub wrong: u64,
+    pub first_wrong: Option<String>,
+    pub elapsed: std::time::Duration,
+}
+
+/// GETs keys `<prefix>:<n, 12 digits>` for n < `keys` (what [`flood`] wrote with
+/// `value_size`-byte values of `x`), `rounds` times over, on `connections` connections with
+/// `pipeline` GETs in flight each. Nil counts as a miss; another value or an error as wrong. A
+/// connection error (the node went away) is an error.
+#[allow(clippy::too_many_arguments)]
+pub fn read_back(
+    host: &str,
+    port: u16,
+    keys: u64,
+    value_size: usize,
+    pipeline: usize,
+    connections: usize,
+    prefix: &str,
+    rounds: u32,
+) -> Result<ReadReport, String> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let started = std::time::Instant::now();
+    let connections = connections.max(1) as u64;
+    let pipeline = pipeline.max(1) as u64;
+    let workers: Vec<_> = (0..connections)
+        .map(|c| {
+            let (host, prefix) = (host.to_owned(), prefix.to_owned());
+            std::thread::spawn(move || -> Result<ReadReport, String> {
+                let s = std::net::TcpStream::connect((host.as_str(), port))
+                    .map_err(|e| format!("connecting to {host}:{port}: {e}"))?;
+                s.set_nodelay(true).ok();
+                s.set_read_timeout(Some(std::time::Duration::from_secs(30))).ok();
+                let mut reader = BufReader::with_capacity(256 << 10, s.try_clone().map_err(|e| e.to_string())?);
+                let mut writer = s;
+                let mut report = ReadReport::default();
+                let want = vec![b'x'; value_size];
+                let mut out = Vec::new();
+                let mut line = String::new();
+                let mut value = Vec::new();
+                let gone = |e: std::io::Error, r: &ReadReport| {
+                    format!("reading on connection {c} after {} hits and {} misses: {e}", r.hits, r.misses)
+                };
+                for _ in 0..rounds {
+                    let mut next = c;
+                    while next < keys {
+                        out.clear();
+                        let mut batch = 0;
+                        while batch < pipeline && next < keys {
+                            let key = format!("{prefix}:{next:012}");
+                            write!(out, "*2\r\n$3\r\nGET\r\n${}\r\n{key}\r\n", key.len()).unwrap();
+                            batch += 1;
+                            next += connections;
+                        }
+                        writer.write_all(&out).map_err(|e| format!("writing GETs: {e}"))?;
+                        for _ in 0..batch {
+                            line.clear();
+                            if reader.read_line(&mut line).map_err(|e| gone(e, &report))? == 0 {
+                                return Err(format!(
+                                    "the node closed connection {c} after {} hits and {} misses",
+                                    report.hits, report.misses
+                                ));
+                            }
+                            let head = line.trim_end();
+                            if head == "$-1" || head == "_" {
+                                report.misses += 1;
+                            } else if let Some(len) = head.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                                value.resize(len + 2, 0);
+                                reader.read_exact(&mut value).map_err(|e| gone(e, &report))?;
+                                if value[..len] == want[..] {
+                                    report.hits += 1;
+                                } else {
+                                    report.wrong += 1;
+                                    report.first_wrong.get_or_insert_with(|| format!("a {len}-byte value"));
+                                }
+                            } else {
+                                report.wrong += 1;
+                                report.first_wrong.get_or_insert_with(|| head.to_owned());
+                            }
+                        }
+                    }
+                }
+                Ok(report)
+            })
+        })
+        .collect();
+    let mut total = ReadReport::default();
+    let mut failure = None;
+    for w in workers {
+        match w.join().map_err(|_| "a read-back thread panicked".to_owned()).and_then(|r| r) {
+            Ok(r) => {
+                total.hits += r.hits;
+                total.misses += r.misses;
+                total.wrong += r.wrong;
+                total.first_wrong = total.first_wrong.or(r.first_wrong);
+            }
+            Err(e) => failure = failure.or(Some(e)),
+        }
+    }
+    total.elapsed = started.elapsed();
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(total),
+    }
+}

@@ -103,6 +103,8 @@ enum Gate {
     MemoryOver,
     /// `min-replicas-to-write`: writes are refused.
     Replicas,
+    /// The durability log's volume is full: writes are refused (MISCONF).
+    Disk,
 }
 
 impl Origin<'_> {
@@ -112,14 +114,25 @@ impl Origin<'_> {
     fn gates(&self) -> &'static [Gate] {
         use Gate::*;
         match self {
-            Origin::Client => {
-                &[Arity, Auth, Protected, Acl, Loading, Monitor, Pause, Busy, PubSubContext, MemoryEvict, Replicas]
-            }
+            Origin::Client => &[
+                Arity,
+                Auth,
+                Protected,
+                Acl,
+                Loading,
+                Monitor,
+                Pause,
+                Busy,
+                PubSubContext,
+                Disk,
+                MemoryEvict,
+                Replicas,
+            ],
             Origin::Queue => {
-                &[Arity, Auth, Protected, Acl, Loading, Monitor, Pause, Busy, NoMulti, MemoryOver, Replicas]
+                &[Arity, Auth, Protected, Acl, Loading, Monitor, Pause, Busy, NoMulti, Disk, MemoryOver, Replicas]
             }
             Origin::Exec => &[Acl],
-            Origin::Script(_) => &[Arity, NoScript, Acl, ReadOnlyScript, Replicas, MemoryOver],
+            Origin::Script(_) => &[Arity, NoScript, Acl, ReadOnlyScript, Disk, Replicas, MemoryOver],
         }
     }
 
@@ -157,6 +170,8 @@ pub enum Refused {
     ReadOnlyScript,
     Oom,
     NoReplicas,
+    /// The durability log cannot grow: its message.
+    Disk(String),
 }
 
 /// Redis's refusal of DEBUG when `enable-debug-command` does not allow the client.
@@ -212,6 +227,7 @@ impl Refused {
             Refused::ReadOnlyScript => "ERR Write commands are not allowed from read-only scripts.".into(),
             Refused::Oom => err::OOM.into(),
             Refused::NoReplicas => err::NOREPLICAS.into(),
+            Refused::Disk(e) => e.clone().into(),
         };
         match text {
             Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
@@ -332,6 +348,16 @@ pub fn admit(
                     return refuse(Refused::NoReplicas);
                 }
             }
+            // As Redis's MISCONF: before the memory gate, writes only (a
+            // script that has written cannot fail half-way after).
+            Gate::Disk => {
+                if let Some(e) = node.persist.as_ref().filter(|p| p.refuses_writes()).and_then(|p| p.write_refusal()) {
+                    let wrote = matches!(origin, Origin::Script(s) if s.wrote);
+                    if Limits::of(node, cmd).writes && !wrote {
+                        return refuse(Refused::Disk(e));
+                    }
+                }
+            }
             Gate::MemoryEvict | Gate::MemoryOver | Gate::Replicas => {}
         }
     }
@@ -373,7 +399,9 @@ impl Limits {
     pub fn of(node: &Node, cmd: &Resolved<'_>) -> Limits {
         // Looked up only when a limit could refuse it (EVALSHA's lookup takes
         // the script cache's lock).
-        let limited = node.maxmemory() > 0 || node.config.runtime.lacks_good_replicas();
+        let limited = node.maxmemory() > 0
+            || node.config.runtime.lacks_good_replicas()
+            || node.persist.as_ref().is_some_and(|p| p.refuses_writes());
         let declared = if cmd.def.has(flags::RUNS_SCRIPT) && limited {
             node.scripts.declared_flags(cmd.def.name, cmd.args)
         } else {

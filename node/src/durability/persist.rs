@@ -34,6 +34,14 @@
 //!   error rather than drop data (see [`Persistence::recover`]).
 //! - Failure: a failed write/fsync is logged and stops the node (exit 1);
 //!   never retried.
+//! - A full volume: segments are zero-filled when made, so appends inside
+//!   one never need space; the next segment failing for lack of it (ENOSPC,
+//!   EDQUOT) makes every write command get `MISCONF` (as Redis when its AOF
+//!   cannot be written) while reads are served, and the background tick
+//!   tries again every 500 ms: once a segment fits, writes are accepted
+//!   again. What the active segment has left is the room for the writes
+//!   admitted before. A node restarted on a full volume opens its log and
+//!   serves it the same way (no crash loop).
 //! - Compaction: when the log holds more than `max(4, 2 × the last
 //!   rewrite)` segments, every live key is rewritten from RAM (partition by
 //!   partition, under its lock, so no newer write can be overtaken), the
@@ -384,7 +392,13 @@ impl Persistence {
         // decay, so RSS after a restart is the data's.
         crate::sys::alloc::purge();
         let log = Arc::new(log);
-        log.ensure_spare()?;
+        // A full volume still serves what the log holds: reads, and writes
+        // refused (`write_refusal`) until a segment fits.
+        if let Err(e) = log.ensure_spare()
+            && !crate::sys::file::is_out_of_space(&e)
+        {
+            return Err(e);
+        }
         let commit = GroupCommit::start(log.clone(), self.policy)?;
         let dir = self.dir.clone();
         // The group commit tells every waiter of its failure: this one stops the node.
@@ -401,6 +415,36 @@ impl Persistence {
         let _ = self.active.set(Active { log, commit });
         self.loading.store(false, Relaxed);
         Ok(())
+    }
+
+    /// Why writes must be refused now, as the error reply: the log's
+    /// volume had no room for its next segment (ENOSPC or EDQUOT), so a
+    /// write could not be kept. Cleared by [`Self::maintain`] once a segment
+    /// fits. The segment in use keeps room for what was admitted before.
+    pub fn write_refusal(&self) -> Option<String> {
+        let error = self.active.get()?.log.out_of_space()?;
+        Some(format!(
+            "MISCONF Errors writing to the durability log in {}: {error}. Writes are refused until a new segment \
+             of {} MiB fits on its volume (free space there, or grow the volume); reads are served",
+            self.dir.display(),
+            self.segment_size >> 20
+        ))
+    }
+
+    /// Whether [`Self::write_refusal`] has a refusal (one atomic load).
+    #[inline]
+    pub fn refuses_writes(&self) -> bool {
+        self.active.get().is_some_and(|a| a.log.is_out_of_space())
+    }
+
+    /// The background tick: while the volume is full, tries again to ready
+    /// the next segment (writes are accepted again once it is).
+    pub fn maintain(&self) {
+        if let Some(a) = self.active.get()
+            && a.log.out_of_space().is_some()
+        {
+            let _ = a.log.ensure_spare();
+        }
     }
 
     /// Makes everything appended durable (graceful shutdown).

@@ -280,6 +280,7 @@ fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persis
         info!("durability log replayed: ready");
         while !shared.shutting_down.load(Relaxed) {
             std::thread::sleep(Duration::from_millis(500));
+            p.maintain();
             if p.compaction_due() {
                 if let Err(e) = p.compact(&shared.ks) {
                     error!("log compaction failed: {e}");

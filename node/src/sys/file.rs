@@ -163,6 +163,53 @@ pub fn open_rw(path: &Path, create_new: bool, direct: bool) -> io::Result<File> 
     options.open(path)
 }
 
+/// Reserves `len` bytes of `file` on its filesystem (fallocate, mode 0:
+/// the blocks are allocated, reads of them give zeros, the size grows to
+/// `len`), so that a full volume shows at once with ENOSPC rather than at a
+/// later write. Filesystems without fallocate answer EOPNOTSUPP.
+pub fn allocate(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let len = libc::off_t::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    loop {
+        // SAFETY: fallocate takes no pointers; the descriptor is open for as
+        // long as `file` is borrowed.
+        let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Bytes an unprivileged writer can still allocate on the filesystem
+/// holding `path` (statvfs: available blocks × fragment size).
+pub fn available_bytes(path: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::ErrorKind::InvalidInput)?;
+    // SAFETY: an all-zero statvfs is a valid value of this plain C struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a valid, writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// Whether an error says the filesystem has no room (ENOSPC) or the
+/// user's quota is used up (EDQUOT): freeing space on the volume, or
+/// growing it, ends it — unlike an I/O error.
+pub fn is_out_of_space(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
+/// Whether an error is a filesystem not implementing fallocate.
+pub fn is_unsupported(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS))
+}
+
 /// Whether an error is the kernel refusing O_DIRECT (tmpfs and some
 /// overlay setups answer EINVAL).
 pub fn is_direct_refused(err: &io::Error) -> bool {

@@ -483,9 +483,13 @@ impl ColdTier for ColdLog {
         loop {
             match self.append(db, key, expire_at, encoded, 1) {
                 Ok(a) => return Some((a.segment, a.offset, a.len)),
+                // The cleaner frees room within the budget; a full volume
+                // (the log is out of space) it cannot, nor a cleaner stuck on
+                // keys the policy keeps: the demotion gives up at once.
                 Err(e)
                     if e.kind() == io::ErrorKind::StorageFull
                         && !self.stuck.load(Relaxed)
+                        && !self.log.is_out_of_space()
                         && std::time::Instant::now() < deadline =>
                 {
                     self.wake();

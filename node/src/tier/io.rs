@@ -94,6 +94,17 @@ pub trait Volume: Send + Sync {
     fn sync_dir(&self) -> io::Result<()>;
     /// Whether files are opened with O_DIRECT.
     fn direct_io(&self) -> bool;
+    /// The file's length now.
+    fn len(&self, file: &FileHandle) -> io::Result<u64>;
+    /// Reserves the file's blocks up to `len` (fallocate): ENOSPC now
+    /// rather than at a later write. Unsupported by the filesystem: Ok
+    /// (the writes then find out).
+    fn allocate(&self, file: &FileHandle, len: u64) -> io::Result<()>;
+    /// Deletes a file (one whose creation failed half-way: its blocks go
+    /// back to the filesystem).
+    fn remove(&self, name: &str) -> io::Result<()>;
+    /// Bytes the filesystem can still give (None: unknown).
+    fn available(&self) -> Option<u64>;
 }
 
 /// A real directory. O_DIRECT is used when the filesystem accepts it.
@@ -114,6 +125,11 @@ impl DirVolume {
                 Ok(()) => (true, "O_DIRECT accepted".to_string()),
                 Err(e) if file::is_direct_refused(&e) => {
                     (false, format!("O_DIRECT refused ({e}): buffered I/O + fdatasync"))
+                }
+                // The probe writes a block: a full volume cannot say.
+                // Buffered I/O is right on every filesystem.
+                Err(e) if file::is_out_of_space(&e) => {
+                    (false, format!("O_DIRECT not probed, the volume is full ({e}): buffered I/O + fdatasync"))
                 }
                 Err(e) => return Err(e),
             }
@@ -159,6 +175,21 @@ impl Volume for DirVolume {
     }
     fn direct_io(&self) -> bool {
         self.direct
+    }
+    fn len(&self, file: &FileHandle) -> io::Result<u64> {
+        Ok(file.os()?.metadata()?.len())
+    }
+    fn allocate(&self, file: &FileHandle, len: u64) -> io::Result<()> {
+        match file::allocate(file.os()?, len) {
+            Err(e) if file::is_unsupported(&e) => Ok(()),
+            other => other,
+        }
+    }
+    fn remove(&self, name: &str) -> io::Result<()> {
+        std::fs::remove_file(self.dir.join(name))
+    }
+    fn available(&self) -> Option<u64> {
+        file::available_bytes(&self.dir).ok()
     }
 }
 

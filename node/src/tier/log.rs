@@ -19,11 +19,11 @@ use super::record::{self, OwnedRecord, Record};
 use super::recovery;
 use super::segment::{SEGMENT_HEADER, SegmentMeta, SegmentWindows, header_block, segment_name};
 use crate::base::random::splitmix64;
-use crate::sys::file::{AlignedBuf, BufferGauge, IO_ALIGN};
+use crate::sys::file::{self, AlignedBuf, BufferGauge, IO_ALIGN};
 use crate::sys::hugepages::HugeAlloc;
 use parking_lot::{Mutex, RwLock};
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 
 pub use super::recovery::{ReadProgress, RecoveryReport};
@@ -174,6 +174,16 @@ pub struct SegmentLog {
     in_flight: Mutex<Vec<Chunk>>,
     shared: RwLock<Shared>,
     durable_seq: AtomicU64,
+    /// Held while a spare segment is readied: one at a time (the I/O
+    /// thread and a maintenance thread may both ask).
+    readying: Mutex<()>,
+    /// `Shared::poisoned`, read without a lock by appends.
+    failed: AtomicBool,
+    /// The volume had no room for the next segment (ENOSPC, EDQUOT): set
+    /// when readying one failed so, cleared once one is ready. The error,
+    /// for the user.
+    out_of_space: AtomicBool,
+    space_error: Mutex<Option<String>>,
 }
 
 impl SegmentLog {
@@ -226,9 +236,18 @@ impl SegmentLog {
             in_flight: Mutex::new(Vec::new()),
             shared: RwLock::new(Shared { segments, free, poisoned: false }),
             durable_seq: AtomicU64::new(last_seq),
+            readying: Mutex::new(()),
+            failed: AtomicBool::new(false),
+            out_of_space: AtomicBool::new(false),
+            space_error: Mutex::new(None),
         };
-        // Recovery is done; the appender needs a segment to roll into.
-        log.ensure_spare()?;
+        // Recovery is done; the appender needs a segment to roll into. A
+        // full volume does not keep the log from opening: what it holds is
+        // readable, and appends wait for room (see `out_of_space`).
+        match log.ensure_spare() {
+            Err(e) if !file::is_out_of_space(&e) => return Err(e),
+            _ => {}
+        }
         Ok((log, report))
     }
 
@@ -252,6 +271,12 @@ impl SegmentLog {
             return Err(error(io::ErrorKind::UnexpectedEof, "the segment shrank during recovery"));
         }
         Ok(Staged::copy_of(&buf[..want], gauge))
+    }
+
+    /// Marks the log failed: no more flushes, nor appends.
+    fn poison(&self) {
+        self.shared.write().poisoned = true;
+        self.failed.store(true, Ordering::Relaxed);
     }
 
     /// The highest sequence number appended (staged or written).
@@ -294,6 +319,11 @@ impl SegmentLog {
         let len = record::encoded_len(rec.key.len(), rec.value.len()) as u64;
         if len > self.config.segment_size - SEGMENT_HEADER {
             return Err(error(io::ErrorKind::InvalidInput, "record larger than a segment"));
+        }
+        if self.failed.load(Ordering::Relaxed) {
+            // Staged now, it would be dropped by the next flush, which fails
+            // at once: the caller must know it was not kept.
+            return Err(error(io::ErrorKind::Other, "the log failed a write or sync"));
         }
         let payload_crc = record::payload_crc(rec.key, rec.value);
         let mut guard = self.staging.lock();
@@ -421,7 +451,7 @@ impl SegmentLog {
         };
         if !ops.is_empty() {
             if let Err(e) = check(run_blocking(&*self.engine, ops)) {
-                self.shared.write().poisoned = true;
+                self.poison();
                 return Err(e);
             }
             self.durable_seq.fetch_max(upto, Ordering::AcqRel);
@@ -433,10 +463,58 @@ impl SegmentLog {
     /// zero-filled file while the budget allows (slow: call it after
     /// publishing a flush, not before). Without one, appends that need a
     /// new segment fail with StorageFull.
+    ///
+    /// A volume without room for the segment (ENOSPC, EDQUOT) fails it and
+    /// marks the log [`Self::out_of_space`] until a later call succeeds; a
+    /// file whose creation failed half-way is deleted, giving its blocks
+    /// back.
     pub fn ensure_spare(&self) -> io::Result<()> {
+        let _one_at_a_time = self.readying.lock();
         if self.staging.lock().spare.is_some() {
             return Ok(());
         }
+        let result = self.ready_spare();
+        match &result {
+            Ok(true) => {
+                if self.out_of_space.swap(false, Ordering::AcqRel) {
+                    tracing::info!("the log's volume has room again: a new segment is ready");
+                }
+                *self.space_error.lock() = None;
+            }
+            Err(e) if file::is_out_of_space(e) => {
+                // The error first: whoever sees the flag finds it.
+                *self.space_error.lock() = Some(e.to_string());
+                if !self.out_of_space.swap(true, Ordering::AcqRel) {
+                    tracing::error!(
+                        "the log's volume has no room for a new segment of {} bytes: {e}",
+                        self.config.segment_size
+                    );
+                }
+            }
+            _ => {}
+        }
+        result.map(|_| ())
+    }
+
+    /// Whether the last attempt to ready a segment found the volume full
+    /// (and none is ready since): the error, e.g. "No space left on device
+    /// (os error 28)". Appends that need a new segment fail meanwhile.
+    pub fn out_of_space(&self) -> Option<String> {
+        if !self.out_of_space.load(Ordering::Acquire) {
+            return None;
+        }
+        self.space_error.lock().clone()
+    }
+
+    /// Whether [`Self::out_of_space`] has an error (one atomic load).
+    #[inline]
+    pub fn is_out_of_space(&self) -> bool {
+        self.out_of_space.load(Ordering::Relaxed)
+    }
+
+    /// [`Self::ensure_spare`]'s work: true when a spare is ready, false
+    /// when the budget has none to give.
+    fn ready_spare(&self) -> io::Result<bool> {
         let (recycled, missing, next) = {
             let shared = self.shared.read();
             let missing = shared.segments.iter().position(Option::is_none);
@@ -444,7 +522,19 @@ impl SegmentLog {
         };
         let id = match (recycled, missing) {
             (Some(id), _) => {
-                self.shared.write().free.pop();
+                let file = {
+                    let mut shared = self.shared.write();
+                    shared.free.pop();
+                    shared.segments[id as usize].as_ref().expect("free segments exist").file.clone()
+                };
+                // A file shorter than a segment (its creation was cut short
+                // by a crash or a full volume) is completed first: appends
+                // never grow a file.
+                let len = self.volume.len(&file)?;
+                if let Err(e) = self.prepare_segment(&file, len) {
+                    self.shared.write().free.push(id);
+                    return Err(e);
+                }
                 id
             }
             (None, Some(id)) => {
@@ -458,15 +548,20 @@ impl SegmentLog {
                 next as u32
             }
             // Full: appends fail until the cleaner frees segments.
-            (None, None) => return Ok(()),
+            (None, None) => return Ok(false),
         };
         self.staging.lock().spare = Some(id);
-        Ok(())
+        Ok(true)
     }
 
-    /// Creates segment file `id`, writes zeros over all of it, syncs it and
-    /// its directory entry.
+    /// Creates segment file `id` and prepares all of it; a file whose
+    /// preparation fails is deleted. A volume that says it has less room
+    /// than a segment fails it at once (ENOSPC) rather than write zeros
+    /// until it is full, at every retry.
     fn create_segment(&self, id: u32) -> io::Result<FileHandle> {
+        if self.volume.available().is_some_and(|room| room < self.config.segment_size) {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
         let name = segment_name(id);
         let file = match self.volume.create(&name) {
             Ok(f) => f,
@@ -474,16 +569,34 @@ impl SegmentLog {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.volume.open(&name)?,
             Err(e) => return Err(e),
         };
+        if let Err(e) = self.prepare_segment(&file, 0) {
+            drop(file);
+            if let Err(removing) = self.volume.remove(&name) {
+                tracing::warn!("cannot delete {name}, whose creation failed ({e}): {removing}");
+            }
+            return Err(e);
+        }
+        Ok(file)
+    }
+
+    /// Makes a segment file whole from byte `from` on: with `sync`, writes
+    /// zeros up to the segment size and syncs it and its directory entry;
+    /// without, reserves its blocks (a full volume fails here, not at a
+    /// flush).
+    fn prepare_segment(&self, file: &FileHandle, from: u64) -> io::Result<()> {
+        let size = self.config.segment_size;
+        if from >= size {
+            return Ok(());
+        }
         if !self.config.sync {
-            // Never fsynced: nothing to gain from allocated extents, and
+            // Never fsynced: nothing to gain from written extents, and
             // writing zeros would hold up the flushes behind it.
-            return Ok(file);
+            return self.volume.allocate(file, size);
         }
         // In waves of IO_WAVE writes of the same zeroed buffers (a write
         // leaves them zero): the RAM a new segment costs is bounded.
-        let size = self.config.segment_size;
         let mut zeros: Vec<AlignedBuf> = Vec::new();
-        let mut at = 0;
+        let mut at = from - from % IO_ALIGN as u64;
         while at < size {
             let mut ops = Vec::with_capacity(IO_WAVE + 1);
             while ops.len() < IO_WAVE && at < size {
@@ -500,8 +613,7 @@ impl SegmentLog {
             }
             zeros.extend(check(run_blocking(&*self.engine, ops))?.into_iter().filter_map(|d| d.buf));
         }
-        self.volume.sync_dir()?;
-        Ok(file)
+        self.volume.sync_dir()
     }
 
     /// Makes a segment the cleaner has emptied reusable: its header is
@@ -538,7 +650,7 @@ impl SegmentLog {
             (file, IoOp::Sync),
         ];
         if let Err(e) = check(run_blocking(&*self.engine, ops)) {
-            self.shared.write().poisoned = true;
+            self.poison();
             return Err(e);
         }
         self.shared.write().free.push(id);
@@ -1147,6 +1259,73 @@ mod tests {
         disk.reboot();
         assert!(log.flush().is_err(), "a log whose sync failed must stay failed");
         assert!(log.append(&Record { value: &[0; 4000], ..rec }).is_err() || log.flush().is_err());
+    }
+
+    /// A volume that fills up (ENOSPC from the disk, not the budget): the
+    /// spare cannot be made, the half-made file is deleted, appends that
+    /// need a new segment fail and the log says it is out of space, while
+    /// what it holds stays readable; a log reopened on the full volume
+    /// opens; once there is room, a spare is made and appends go on, and
+    /// nothing written is lost. A short free segment (a creation cut short)
+    /// is completed before it is used.
+    #[test]
+    fn a_full_volume_stops_new_segments_until_there_is_room() {
+        let disk = SimDisk::new(21);
+        let config = small_config(21);
+        let size = config.segment_size;
+        // Two segments and a half: the active one, the spare, not a third.
+        disk.set_capacity(Some(2 * size + size / 2));
+        let (log, _, _) = open(&disk, &config).unwrap();
+        assert_eq!(log.out_of_space(), None);
+        let value = vec![7u8; 1000];
+        let mut written = Vec::new();
+        let mut refused = None;
+        for i in 0..100u64 {
+            let key = i.to_be_bytes();
+            let rec = Record { kind: RecordKind::Set, db: 0, key: &key, value: &value, expire_at_ms: 0, seq: 0 };
+            match log.append(&rec) {
+                Ok((seq, addr)) => written.push((OwnedRecord { seq, ..rec.to_owned() }, addr)),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+            let _ = log.flush();
+        }
+        assert_eq!(refused.expect("the volume must fill").kind(), io::ErrorKind::StorageFull);
+        let why = log.out_of_space().expect("out of space");
+        assert!(why.contains("No space left on device"), "{why}");
+        assert_eq!(disk.files().len(), 2, "the half-made segment was deleted: {:?}", disk.files());
+        for (rec, addr) in &written {
+            assert_eq!(&log.read(*addr).unwrap(), rec, "readable while full");
+        }
+        drop(log);
+        let (log, recovered, _) = open_salted(&disk, &config, 1).expect("a full volume does not stop the log opening");
+        assert_eq!(recovered, written);
+        assert!(log.out_of_space().is_some());
+        disk.set_capacity(None);
+        log.ensure_spare().unwrap();
+        assert_eq!(log.out_of_space(), None, "room again");
+        for i in 100..120u64 {
+            let key = i.to_be_bytes();
+            let rec = Record { kind: RecordKind::Set, db: 0, key: &key, value: &value, expire_at_ms: 0, seq: 0 };
+            let (seq, addr) = log.append(&rec).unwrap();
+            written.push((OwnedRecord { seq, ..rec.to_owned() }, addr));
+            log.flush().unwrap();
+        }
+        drop(log);
+        let (_, recovered, _) = open_salted(&disk, &config, 2).unwrap();
+        assert_eq!(recovered, written);
+
+        // A free segment file shorter than a segment: made whole before use.
+        let disk = SimDisk::new(22);
+        disk.volume().create(&segment_name(0)).unwrap();
+        disk.scribble(&segment_name(0), 0, &[0; IO_ALIGN]);
+        let (log, _, _) = open(&disk, &config).unwrap();
+        assert_eq!(disk.files(), vec![(segment_name(0), size as usize)], "the short segment was completed");
+        let rec = Record { kind: RecordKind::Set, db: 0, key: b"k", value: &value, expire_at_ms: 0, seq: 0 };
+        log.append(&rec).unwrap();
+        log.flush().unwrap();
     }
 
     #[test]

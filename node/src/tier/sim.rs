@@ -40,6 +40,9 @@ struct State {
     crashed: bool,
     /// The least time a sync takes.
     sync_delay: std::time::Duration,
+    /// Bytes the files may hold in all (a full volume: writes that would
+    /// grow past it fail with ENOSPC).
+    capacity: Option<u64>,
 }
 
 impl State {
@@ -99,6 +102,17 @@ impl State {
         Ok(())
     }
 
+    /// ENOSPC if file `id` cannot grow to `len` bytes within the capacity.
+    fn room_for(&self, id: u64, len: usize) -> io::Result<()> {
+        let Some(capacity) = self.capacity else { return Ok(()) };
+        let used: usize = self.files.values().map(|f| f.current.len()).sum();
+        let grows = len.saturating_sub(self.files.get(&id).map_or(0, |f| f.current.len()));
+        if grows > 0 && (used + grows) as u64 > capacity {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
+    }
+
     fn file(&mut self, id: u64) -> io::Result<&mut SimFile> {
         self.files.get_mut(&id).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "simulated file gone"))
     }
@@ -127,8 +141,9 @@ impl State {
                 if *offset + buf.len() as u64 > MAX_FILE {
                     return Err(io::Error::from_raw_os_error(libc::EFBIG));
                 }
-                let f = self.file(id)?;
                 let (a, b) = (*offset as usize, *offset as usize + buf.len());
+                self.room_for(id, b)?;
+                let f = self.file(id)?;
                 if f.current.len() < b {
                     f.current.resize(b, 0);
                 }
@@ -166,6 +181,12 @@ impl SimDisk {
     /// Each sync takes at least `delay` from now on (a slow device).
     pub fn set_sync_delay(&self, delay: std::time::Duration) {
         self.state.lock().sync_delay = delay;
+    }
+
+    /// The files may hold `bytes` in all from now on (None: no limit):
+    /// growing past it fails with ENOSPC, as a full filesystem.
+    pub fn set_capacity(&self, bytes: Option<u64>) {
+        self.state.lock().capacity = bytes;
     }
 
     /// The disk crashes by itself after `ops` more writes/syncs.
@@ -286,6 +307,35 @@ impl Volume for SimVolume {
     }
     fn direct_io(&self) -> bool {
         true
+    }
+    fn len(&self, file: &FileHandle) -> io::Result<u64> {
+        let FileKind::Sim(id) = *file.0 else { unreachable!("a real file handed to the simulated volume") };
+        Ok(self.disk.state.lock().file(id)?.current.len() as u64)
+    }
+    fn allocate(&self, file: &FileHandle, len: u64) -> io::Result<()> {
+        let FileKind::Sim(id) = *file.0 else { unreachable!("a real file handed to the simulated volume") };
+        let mut s = self.disk.state.lock();
+        s.tick()?;
+        s.room_for(id, len as usize)?;
+        let f = s.file(id)?;
+        if (f.current.len() as u64) < len {
+            // Allocated blocks read as zeros; their size is durable only at a sync.
+            f.current.resize(len as usize, 0);
+        }
+        Ok(())
+    }
+    fn available(&self) -> Option<u64> {
+        let s = self.disk.state.lock();
+        let used: usize = s.files.values().map(|f| f.current.len()).sum();
+        s.capacity.map(|c| c.saturating_sub(used as u64))
+    }
+    fn remove(&self, name: &str) -> io::Result<()> {
+        let mut s = self.disk.state.lock();
+        s.tick()?;
+        let id = s.names.remove(name).ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, name.to_string()))?;
+        s.files.remove(&id);
+        s.volatile_names.remove(name);
+        Ok(())
     }
 }
 
