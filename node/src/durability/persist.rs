@@ -360,7 +360,7 @@ impl Persistence {
             tracing::warn!(
                 values = over_limit,
                 "the log's last {over_limit} values were loaded over maxmemory (within the replay's slack of \
-                 1/16 of it): writes answer OOM until memory is freed, unless the policy evicts or the disk tier \
+                 1/8 of it): writes answer OOM until memory is freed, unless the policy evicts or the disk tier \
                  takes values"
             );
         }

@@ -57,8 +57,9 @@ const RECHECK_EVERY: usize = 64;
 /// holds: jemalloc's allocated bytes (less the freed blocks its thread
 /// caches keep for reuse, which may be a few hundred KiB at any moment
 /// and are free memory to the program) and its metadata, plus the fixed part
-/// of the process outside the heap (code, thread stacks: its RSS beyond
-/// the allocator's resident pages, read every 100 ms), so that
+/// of the process outside the heap (thread stacks, runtime mappings: its
+/// anonymous RSS beyond the allocator's resident pages, read every 100 ms;
+/// code pages are file-backed and reclaimable), so that
 /// `maxmemory` bounds RSS whatever the value sizes. The keyspace and
 /// connection buffers keep an exact running estimate of their own bytes
 /// (jemalloc size classes, updated by every write, so the limit holds
@@ -95,6 +96,8 @@ pub struct Budget {
     /// ms): read again every `BASE_EVERY_MS`.
     process_base: AtomicU64,
     base_read_ms: AtomicU64,
+    /// While set, `process_base` is not read again (see `hold_base`).
+    base_held: std::sync::atomic::AtomicBool,
     /// The logs' buffers (None: no such log).
     journal_buffers: Option<Arc<BufferGauge>>,
     cold_buffers: Option<Arc<BufferGauge>>,
@@ -184,15 +187,18 @@ impl Budget {
             return Some(stats);
         }
         // Read once at start-up, this figure depended on when the first
-        // reading came (a fresh node's early, with little of its code and
-        // stacks touched; a restarted node's during the replay, with its
-        // appliers' stacks): a node filled to its limit then could not hold
-        // the same data after a restart. Read every `BASE_EVERY_MS`, it is
-        // what the process holds now (and costs one small /proc read).
-        if now.saturating_sub(self.base_read_ms.load(Relaxed)) >= BASE_EVERY_MS || self.process_base.load(Relaxed) == 0
-        {
+        // reading came (a fresh node's early, with little of its code
+        // touched; a restarted node's during the replay, with the replay's
+        // code and its appliers' stacks): a node filled to its limit then
+        // could not hold the same data after a restart. Now it is the
+        // anonymous memory outside the allocator (stacks, runtime mappings)
+        // read every `BASE_EVERY_MS`: code pages are file-backed, come and
+        // go with the paths a load takes, and the kernel reclaims them
+        // under pressure rather than kill the process.
+        let due = now.saturating_sub(self.base_read_ms.load(Relaxed)) >= BASE_EVERY_MS && !self.base_held.load(Relaxed);
+        if due || self.process_base.load(Relaxed) == 0 {
             self.base_read_ms.store(now, Relaxed);
-            self.process_base.store(crate::sys::process::rss_bytes().saturating_sub(stats.resident), Relaxed);
+            self.process_base.store(crate::sys::process::anon_rss_bytes().saturating_sub(stats.resident), Relaxed);
         }
         let base = self.process_base.load(Relaxed);
         let real = stats.allocated.saturating_sub(stats.thread_cached)
@@ -211,6 +217,14 @@ impl Budget {
             crate::sys::alloc::purge();
         }
         Some(stats)
+    }
+
+    /// Keeps the process's fixed part as last read (`hold`) or reads it
+    /// again as usual: the replay at start-up holds it, so that its own
+    /// threads' stacks count as the running node's would (not at all), not
+    /// as the node's data.
+    pub fn hold_base(&self, hold: bool) {
+        self.base_held.store(hold, Relaxed);
     }
 
     /// Records `used` as the peak if it is the highest yet; returns the peak.
