@@ -31,9 +31,9 @@ use crate::store::{Evicted, Keyspace, Ranking, StoreStats, Victim};
 use crate::sys::alloc::AllocatorStats;
 use crate::sys::file::BufferGauge;
 use std::cell::RefCell;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::{Arc, OnceLock};
 
 /// How often the estimate is set right against the allocator's statistics:
 /// every tick, and much more often while writes run close to the limit,
@@ -41,8 +41,6 @@ use std::sync::atomic::{AtomicI64, AtomicU64};
 /// would otherwise add up over a tick of pipelined writes.
 pub const CALIBRATE_EVERY_MS: u64 = 100;
 const CALIBRATE_NEAR_LIMIT_MS: u64 = 2;
-/// How often the process's RSS outside the allocator is read again.
-const BASE_EVERY_MS: u64 = 100;
 /// Readings of the allocator one calibration may take to find the logs'
 /// buffers unchanged across one.
 const STEADY_READING_TRIES: usize = 3;
@@ -57,9 +55,8 @@ const RECHECK_EVERY: usize = 64;
 /// holds: jemalloc's allocated bytes (less the freed blocks its thread
 /// caches keep for reuse, which may be a few hundred KiB at any moment
 /// and are free memory to the program) and its metadata, plus the fixed part
-/// of the process outside the heap (thread stacks, runtime mappings: its
-/// anonymous RSS beyond the allocator's resident pages, read every 100 ms;
-/// code pages are file-backed and reclaimable), so that
+/// of the process outside the heap (code, thread stacks: its RSS beyond
+/// the allocator's resident pages, measured once at start-up), so that
 /// `maxmemory` bounds RSS whatever the value sizes. The keyspace and
 /// connection buffers keep an exact running estimate of their own bytes
 /// (jemalloc size classes, updated by every write, so the limit holds
@@ -92,12 +89,10 @@ pub struct Budget {
     correction: AtomicI64,
     /// When the last calibration ran (unix ms).
     calibrated_ms: AtomicU64,
-    /// The process's RSS outside the allocator, and when it was read (unix
-    /// ms): read again every `BASE_EVERY_MS`.
-    process_base: AtomicU64,
-    base_read_ms: AtomicU64,
-    /// While set, `process_base` is not read again (see `hold_base`).
-    base_held: std::sync::atomic::AtomicBool,
+    /// The process's RSS outside the allocator, measured once, at the first
+    /// reading (a restarted node takes it before its replay, as a fresh
+    /// node does before its first writes).
+    process_base: OnceLock<u64>,
     /// The logs' buffers (None: no such log).
     journal_buffers: Option<Arc<BufferGauge>>,
     cold_buffers: Option<Arc<BufferGauge>>,
@@ -186,21 +181,7 @@ impl Budget {
         if stats.allocated == 0 {
             return Some(stats);
         }
-        // Read once at start-up, this figure depended on when the first
-        // reading came (a fresh node's early, with little of its code
-        // touched; a restarted node's during the replay, with the replay's
-        // code and its appliers' stacks): a node filled to its limit then
-        // could not hold the same data after a restart. Now it is the
-        // anonymous memory outside the allocator (stacks, runtime mappings)
-        // read every `BASE_EVERY_MS`: code pages are file-backed, come and
-        // go with the paths a load takes, and the kernel reclaims them
-        // under pressure rather than kill the process.
-        let due = now.saturating_sub(self.base_read_ms.load(Relaxed)) >= BASE_EVERY_MS && !self.base_held.load(Relaxed);
-        if due || self.process_base.load(Relaxed) == 0 {
-            self.base_read_ms.store(now, Relaxed);
-            self.process_base.store(crate::sys::process::anon_rss_bytes().saturating_sub(stats.resident), Relaxed);
-        }
-        let base = self.process_base.load(Relaxed);
+        let base = *self.process_base.get_or_init(|| crate::sys::process::rss_bytes().saturating_sub(stats.resident));
         let real = stats.allocated.saturating_sub(stats.thread_cached)
             + stats.metadata
             + crate::sys::hugepages::mapped_bytes() as u64
@@ -217,14 +198,6 @@ impl Budget {
             crate::sys::alloc::purge();
         }
         Some(stats)
-    }
-
-    /// Keeps the process's fixed part as last read (`hold`) or reads it
-    /// again as usual: the replay at start-up holds it, so that its own
-    /// threads' stacks count as the running node's would (not at all), not
-    /// as the node's data.
-    pub fn hold_base(&self, hold: bool) {
-        self.base_held.store(hold, Relaxed);
     }
 
     /// Records `used` as the peak if it is the highest yet; returns the peak.

@@ -263,10 +263,11 @@ pub fn run(shared: Arc<Shared>) -> i32 {
 /// ready and keeps the log compact. A log that cannot be opened stops the
 /// node: serving without it would break the durability promise.
 fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persistence>) {
-    // The node's fixed part is read now and held through the replay: its
-    // appliers' stacks are the replay's, not the node's data.
+    // The node's fixed part outside the allocator is measured once, at the
+    // first reading: now, before the replay, as a fresh node's is before
+    // its first writes. Taken during the replay it counted the replay's
+    // threads and mappings as the node's own for good.
     shared.memory.calibrate(&shared.ks, shared.maxmemory(), 0);
-    shared.memory.hold_base(true);
     let spawned = std::thread::Builder::new().name("strata-recovery".into()).spawn(move || {
         use crate::durability::replay::{Room, slack};
         let make_room = |stats: &crate::metrics::StoreStats| {
@@ -280,7 +281,6 @@ fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persis
             error!(dir = %shared.config.startup.dir.display(), "cannot open the durability log: {e}; stopping");
             std::process::exit(1);
         }
-        shared.memory.hold_base(false);
         shared.ready.store(true, Relaxed);
         info!("durability log replayed: ready");
         while !shared.shutting_down.load(Relaxed) {

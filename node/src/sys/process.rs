@@ -26,20 +26,6 @@ pub fn rusage(children: bool) -> (f64, f64) {
     }
 }
 
-/// Resident pages of the process not backed by a file: its RSS less the
-/// pages `/proc/self/statm` counts as shared (file-backed, such as the
-/// binary's code, and shared memory). Code pages come and go with the code
-/// paths a load touches (megabytes in a debug build) and the kernel may
-/// drop them under memory pressure; anonymous pages it cannot.
-pub fn anon_rss_bytes() -> u64 {
-    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let mut f = s.split_whitespace().skip(1).map(|p| p.parse::<u64>().unwrap_or(0));
-    let (resident, shared) = (f.next().unwrap_or(0), f.next().unwrap_or(0));
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(0) as u64;
-    resident.saturating_sub(shared) * page
-}
-
 /// Resident set size of the process, from /proc.
 pub fn rss_bytes() -> u64 {
     let pages = std::fs::read_to_string("/proc/self/statm")
