@@ -125,6 +125,15 @@ fn rss_stays_within_the_budget_while_reading_back_ten_times_ram() {
             }
             samples
         });
+        // Stops the sampler however the phases end: a phase that panics
+        // must fail the test, not leave the scope waiting for the sampler.
+        struct StopSampler<'a>(&'a AtomicBool);
+        impl Drop for StopSampler<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Relaxed);
+            }
+        }
+        let stop = StopSampler(&done);
         let phase = |name: &str, f: &(dyn Fn(usize) + Sync)| {
             let started = Instant::now();
             std::thread::scope(|s| {
@@ -139,7 +148,7 @@ fn rss_stays_within_the_budget_while_reading_back_ten_times_ram() {
         phase("write 10x RAM", &|conn| pass(&server, conn, n, true, &missed));
         phase("read back", &|conn| pass(&server, conn, n, false, &missed));
         phase("random reads and writes", &|conn| mixed(&server, conn, n, 5, &missed));
-        done.store(true, Relaxed);
+        drop(stop);
         let samples = sampler.join().unwrap();
         assert!(samples > 20, "RSS sampled {samples} times");
     });
