@@ -394,18 +394,6 @@ fn a_taken_port_metrics_port_or_unix_socket_ends_the_process_at_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Resident memory of a process, in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap();
-    kb * 1024
-}
-
 /// RSS per connection of `n` connections that each sent one PING and went
 /// idle, and the RSS above the baseline still held once they closed.
 fn idle_connection_cost(server: &Server, n: usize) -> (f64, f64) {

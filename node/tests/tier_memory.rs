@@ -21,80 +21,60 @@ const VALUE: usize = 2048;
 const CONNECTIONS: usize = 8;
 const PIPELINE: usize = 32;
 
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    kb * 1024
-}
-
 fn value_of(i: usize) -> Vec<u8> {
     let seed = format!("v{i}:");
     seed.repeat(VALUE / seed.len() + 1).as_bytes()[..VALUE].to_vec()
 }
 
-/// Keys `lo..hi` of every `CONNECTIONS`th starting at `conn`, pipelined:
-/// SETs (`write`) or GETs checked against their values (a key not found is
-/// counted in `missed`, told with the node's figures at the end).
-fn pass(server: &Server, conn: usize, n: usize, write: bool, missed: &AtomicU64) {
-    let mut c = server.conn();
-    let keys: Vec<usize> = (conn..n).step_by(CONNECTIONS).collect();
-    for chunk in keys.chunks(PIPELINE) {
-        for &i in chunk {
-            let key = format!("key:{i}");
-            if write {
-                c.send(&[b"SET".as_slice(), key.as_bytes(), &value_of(i)]);
-            } else {
-                c.send(&["GET", &key]);
-            }
+/// One pipeline: a SET (`true`) or GET of `key:<i>` per op, then each
+/// reply checked (a GET's value against the one written; a key not found
+/// is counted in `missed`, told with the node's figures at the end).
+fn round(c: &mut RawConn, ops: &[(usize, bool)], missed: &AtomicU64) {
+    for &(i, write) in ops {
+        let key = format!("key:{i}");
+        if write {
+            c.send(&[b"SET".as_slice(), key.as_bytes(), &value_of(i)]);
+        } else {
+            c.send(&["GET", &key]);
         }
-        for &i in chunk {
-            let got = c.read_frame();
-            let want = if write { Frame::ok() } else { Frame::Bulk(value_of(i)) };
-            if got.is_null() && !write {
-                missed.fetch_add(1, Relaxed);
-                continue;
-            }
-            assert!(got == want, "key:{i}: {got:?}");
+    }
+    for &(i, write) in ops {
+        let got = c.read_frame();
+        if got.is_null() && !write {
+            missed.fetch_add(1, Relaxed);
+            continue;
         }
+        let want = if write { Frame::ok() } else { Frame::Bulk(value_of(i)) };
+        assert!(got == want, "key:{i}: {got:?}");
     }
 }
 
-/// Random GETs (checked) and SETs (of the same values) for `secs`.
+/// Every `CONNECTIONS`th key of `0..n` from `conn` on, pipelined: SETs
+/// (`write`) or checked GETs.
+fn pass(server: &Server, conn: usize, n: usize, write: bool, missed: &AtomicU64) {
+    let mut c = server.conn();
+    let keys: Vec<(usize, bool)> = (conn..n).step_by(CONNECTIONS).map(|i| (i, write)).collect();
+    for ops in keys.chunks(PIPELINE) {
+        round(&mut c, ops, missed);
+    }
+}
+
+/// Random checked GETs and SETs (of the same values), one in four a SET,
+/// for `secs`.
 fn mixed(server: &Server, conn: usize, n: usize, secs: u64, missed: &AtomicU64) {
     let mut c = server.conn();
     let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ conn as u64;
     let end = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < end {
-        let mut sent = Vec::with_capacity(PIPELINE);
-        for _ in 0..PIPELINE {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let i = (x % n as u64) as usize;
-            let key = format!("key:{i}");
-            let write = x % 4 == 0;
-            if write {
-                c.send(&[b"SET".as_slice(), key.as_bytes(), &value_of(i)]);
-            } else {
-                c.send(&["GET", &key]);
-            }
-            sent.push((i, write));
-        }
-        for (i, write) in sent {
-            let got = c.read_frame();
-            let want = if write { Frame::ok() } else { Frame::Bulk(value_of(i)) };
-            if got.is_null() && !write {
-                // Told with the node's figures once the phase is over.
-                missed.fetch_add(1, Relaxed);
-                continue;
-            }
-            assert!(got == want, "key:{i}: {got:?}");
-        }
+        let ops: Vec<(usize, bool)> = (0..PIPELINE)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                ((x % n as u64) as usize, x % 4 == 0)
+            })
+            .collect();
+        round(&mut c, &ops, missed);
     }
 }
 

@@ -877,3 +877,15 @@ impl Diff {
         }
     }
 }
+
+/// Resident memory of a process (VmRSS), in bytes; 0 once it is gone.
+pub fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    kb * 1024
+}
