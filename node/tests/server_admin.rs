@@ -394,7 +394,10 @@ fn config_set_maxmemory_evicts() {
     assert_eq!(mem["maxmemory"], limit.to_string());
     assert_eq!(mem["maxmemory_policy"], "allkeys-lru");
     let left = c.cmd(&["DBSIZE"]).as_int().unwrap();
-    assert!(left < 3000 && left > 500, "{left} keys left");
+    // About half stays; how many exactly moves with what else the process
+    // holds at that moment (a loaded CI machine left 466), so only "not
+    // everything, not nothing" is asserted here.
+    assert!(left < 3000 && left > 100, "{left} keys left");
     let evicted = num(&info(&mut c, Some("stats")), "evicted_keys") as i64;
     assert_eq!(evicted, 3000 - left);
     c.ok(&["SET", "one-more", "v"]);
