@@ -9,12 +9,14 @@
 
 pub mod balance;
 mod connection;
+mod forward;
 mod http;
 mod snapshot;
 
 use crate::commands::{Node, ScriptJob, ServerControl};
 use crate::config::Config;
 use crate::metrics::{DbFigures, Snapshot, WorkerMetrics};
+use crate::session::client::PortKind;
 use crate::store::NUM_DBS;
 use balance::Balancer;
 use parking_lot::Mutex;
@@ -147,7 +149,7 @@ impl OpsSampler {
 
 /// A connection handed from the acceptor to a worker.
 pub enum NewConn {
-    Tcp(std::net::TcpStream, SocketAddr, SocketAddr),
+    Tcp(std::net::TcpStream, SocketAddr, SocketAddr, PortKind),
     Unix(std::os::unix::net::UnixStream, String),
     /// A connection another worker handed over (see [`balance`]).
     Moved(Box<connection::MovedConn>),
@@ -477,7 +479,7 @@ fn adjust_open_files_limit(shared: &Shared) -> bool {
 
 /// The node's listeners, bound before anything else starts.
 struct Listeners {
-    tcp: Vec<tokio::net::TcpListener>,
+    tcp: Vec<(tokio::net::TcpListener, PortKind)>,
     unix: Option<tokio::net::UnixListener>,
 }
 
@@ -495,19 +497,26 @@ async fn listen(shared: &Arc<Shared>) -> Option<Listeners> {
                 sc.tcp_backlog
             );
         }
-        for addr in &sc.binds {
-            match listen_tcp(addr, sc.port, sc.tcp_backlog).await {
-                Ok(l) => {
-                    let local = l.local_addr().ok();
-                    if let Some(a) = local {
-                        shared.tcp_port.store(a.port() as usize, Relaxed);
+        let ports = [
+            (sc.port, PortKind::Plain, "Redis clients"),
+            (sc.direct_port(), PortKind::Direct, "cluster-aware clients (MOVED)"),
+            (sc.admin_port(), PortKind::Admin, "the cluster's admin channel"),
+        ];
+        for (port, kind, what) in ports.into_iter().filter(|p| p.0 != 0) {
+            for addr in &sc.binds {
+                match listen_tcp(addr, port, sc.tcp_backlog).await {
+                    Ok(l) => {
+                        let local = l.local_addr().ok();
+                        if let Some(a) = local.filter(|_| kind == PortKind::Plain) {
+                            shared.tcp_port.store(a.port() as usize, Relaxed);
+                        }
+                        info!(addr = ?local, "listening for {what}");
+                        tcp.push((l, kind));
                     }
-                    info!(addr = ?local, "listening for Redis clients");
-                    tcp.push(l);
-                }
-                Err(e) => {
-                    error!("could not create server TCP listening socket {addr}:{}: {e}", sc.port);
-                    return None;
+                    Err(e) => {
+                        error!("could not create server TCP listening socket {addr}:{port} for {what}: {e}");
+                        return None;
+                    }
                 }
             }
         }
@@ -664,10 +673,10 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
             }
             r = accept_any(&tcp), if !tcp.is_empty() => {
                 match r {
-                    Ok((stream, peer)) => {
+                    Ok((stream, peer, kind)) => {
                         let local = stream.local_addr().unwrap_or(peer);
                         if let Ok(std) = stream.into_std() {
-                            dispatch_conn(&shared, NewConn::Tcp(std, peer, local));
+                            dispatch_conn(&shared, NewConn::Tcp(std, peer, local, kind));
                         }
                     }
                     Err(e) => accept_errors.failed("Redis port", &e).await,
@@ -700,11 +709,13 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
 }
 
 /// Accepts from whichever of several listeners is ready first.
-async fn accept_any(ls: &[tokio::net::TcpListener]) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+async fn accept_any(
+    ls: &[(tokio::net::TcpListener, PortKind)],
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr, PortKind)> {
     std::future::poll_fn(|cx| {
-        for l in ls {
+        for (l, kind) in ls {
             if let std::task::Poll::Ready(r) = l.poll_accept(cx) {
-                return std::task::Poll::Ready(r);
+                return std::task::Poll::Ready(r.map(|(s, a)| (s, a, *kind)));
             }
         }
         std::task::Poll::Pending
