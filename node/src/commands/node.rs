@@ -206,6 +206,9 @@ pub trait ServerControl: Send + Sync {
     /// Every figure INFO and `/metrics` report, with the keyspace's as the
     /// caller counted them.
     fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot;
+    /// Cluster mode: hands a PUBLISH to the other nodes (asynchronously;
+    /// their subscribers are not counted in the reply, as in Redis Cluster).
+    fn broadcast_publish(&self, channel: &[u8], message: &[u8]);
 }
 
 /// Cluster mode's state: the topology kept in the data directory, the

@@ -170,7 +170,13 @@ impl ConnState {
         let mut client = Client::new(info.clone(), authenticated);
         client.port = port;
         // No buffers until input arrives.
-        let bufs = Buffers { rbuf: Vec::new(), start: 0, out: Reply { buf: Vec::new(), resp3: false }, accounted: 0 };
+        let bufs = Buffers {
+            rbuf: Vec::new(),
+            start: 0,
+            out: Reply { buf: Vec::new(), resp3: false },
+            accounted: 0,
+            awaited: Vec::new(),
+        };
         ConnState { info, push_rx, client, bufs, seen_epoch: 0 }
     }
 
@@ -208,6 +214,8 @@ struct Buffers {
     start: usize,
     out: Reply,
     accounted: i64,
+    /// Forwarded requests' replies to put in `out` before it is written.
+    awaited: Vec<Awaited>,
 }
 
 impl Buffers {
@@ -313,9 +321,6 @@ enum Step {
     Pending(PendingRead),
     /// Protocol error or QUIT: write what we have and close.
     Close,
-    /// Cluster mode: this request goes to its slot's owner; its reply is
-    /// relayed in its place.
-    Forward(Relay),
 }
 
 /// A request on its way to another node.
@@ -324,8 +329,13 @@ struct Relay {
     bytes: Vec<u8>,
     replies: usize,
     dedicated: bool,
-    /// CLIENT REPLY OFF/SKIP: the reply is dropped.
-    quiet: bool,
+}
+
+/// A forwarded request's reply still to come, and where in the output it
+/// goes (the replies of the requests after it are already there).
+struct Awaited {
+    at: usize,
+    reply: super::forward::Pending,
 }
 
 async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, worker: usize) -> Exit {
@@ -397,6 +407,10 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
         let mut resume: Option<Resume> = None;
         loop {
             let step = process(shared, metrics, client, bufs, &mut req, resume.take());
+            // Forwarded requests' replies take their places before anything is written.
+            if !bufs.awaited.is_empty() && !settle_relays(bufs, info, &mut attention, shared).await {
+                break 'conn;
+            }
             match step {
                 Step::NeedMore => break,
                 Step::Flush => {
@@ -408,11 +422,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                     let _ = flush(stream, &mut bufs.out, metrics, &mut attention, shared).await;
                     break 'conn;
                 }
-                Step::Forward(relay) => {
-                    if !relay_reply(relay, client, &mut bufs.out, &mut attention, shared).await {
-                        break 'conn;
-                    }
-                }
+
                 Step::Pending(wait) => {
                     // No cold value and no test delay: the wait is a pause or a script's.
                     resume = Some(Resume { mark: client.clock_mark_ns, disk: shared.ks.may_pend() });
@@ -479,41 +489,43 @@ fn relay_for(
     } else {
         encode(&mut bytes, args);
     }
-    Relay { addr: f.addr, bytes, replies, dedicated: f.dedicated, quiet: false }
+    Relay { addr: f.addr, bytes, replies, dedicated: f.dedicated }
 }
 
-/// Sends a request to its owner and puts the reply in the output; false
-/// when the client went away (killed, shutdown) meanwhile.
-async fn relay_reply(
-    relay: Relay,
-    client: &Client,
-    out: &mut Reply,
+/// Puts forwarded requests' replies in their places in the output, in
+/// order; false when the client went away (killed, shutdown) meanwhile.
+async fn settle_relays(
+    bufs: &mut Buffers,
+    info: &ClientInfo,
     attention: &mut Attention<'_, '_>,
     shared: &Shared,
 ) -> bool {
-    let hello = super::forward::Hello {
-        password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.clone()),
-        resp3: client.resp3,
-    };
-    let sent = super::forward::forward(&relay.addr, &hello, relay.bytes, relay.replies, relay.dedicated);
-    tokio::pin!(sent);
-    let reply = loop {
-        tokio::select! {
-            r = &mut sent => break r,
-            _ = attention.fired() => {
-                if client.info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
-                    return false;
+    let awaited = std::mem::take(&mut bufs.awaited);
+    let tail = bufs.out.buf.split_off(awaited[0].at.min(bufs.out.buf.len()));
+    let base = bufs.out.buf.len();
+    let mut copied = awaited[0].at.min(base + tail.len());
+    for a in awaited {
+        let at = a.at.min(base + tail.len());
+        bufs.out.buf.extend_from_slice(&tail[copied - base..at - base]);
+        copied = at;
+        let settled = super::forward::settle(a.reply);
+        tokio::pin!(settled);
+        let reply = loop {
+            tokio::select! {
+                r = &mut settled => break r,
+                _ = attention.fired() => {
+                    if info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                        return false;
+                    }
                 }
             }
+        };
+        match reply {
+            Ok(bytes) => bufs.out.raw(&bytes),
+            Err(e) => bufs.out.error(&format!("ERR cannot reach the node serving this hash slot: {e}")),
         }
-    };
-    if relay.quiet {
-        return true;
     }
-    match reply {
-        Ok(bytes) => out.raw(&bytes),
-        Err(e) => out.error(&format!("ERR cannot reach the node serving this hash slot: {e}")),
-    }
+    bufs.out.buf.extend_from_slice(&tail[copied - base..]);
     true
 }
 
@@ -611,10 +623,22 @@ fn process(
                 return Step::Pending(wait);
             }
             if let Outcome::Forward(f) = outcome {
-                let quiet = skip_this || client.reply_off;
+                // Sent now; the next requests run meanwhile (pipelining).
                 let relay = relay_for(&shared.node, client, f, &args);
+                let hello = super::forward::Hello {
+                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.clone()),
+                    resp3: client.resp3,
+                };
+                let reply = super::forward::send(&relay.addr, &hello, relay.bytes, relay.replies, relay.dedicated);
+                if !(skip_this || client.reply_off) {
+                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply });
+                }
                 bufs.start += consumed;
-                return Step::Forward(Relay { quiet, ..relay });
+                if relay.dedicated {
+                    // A blocking command: what follows waits for its reply.
+                    return Step::Flush;
+                }
+                continue;
             }
             // Only the batch's first request can have waited.
             let from_disk = std::mem::take(&mut waited_on_disk);

@@ -53,6 +53,9 @@ pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
     }
 }
 
+/// The owner's reply, once it comes.
+pub type Pending = oneshot::Receiver<Result<Vec<u8>, String>>;
+
 /// Sends `bytes` (`replies` commands) to `addr` and waits for the last reply.
 pub async fn forward(
     addr: &str,
@@ -61,30 +64,40 @@ pub async fn forward(
     replies: usize,
     dedicated: bool,
 ) -> Result<Vec<u8>, String> {
+    settle(send(addr, hello, bytes, replies, dedicated)).await
+}
+
+pub async fn settle(pending: Pending) -> Result<Vec<u8>, String> {
+    pending.await.unwrap_or_else(|_| Err("link closed".into()))
+}
+
+/// Queues `bytes` for `addr` on this worker's link (call on a worker's
+/// runtime); the reply comes through the returned receiver.
+pub fn send(addr: &str, hello: &Hello, bytes: Vec<u8>, replies: usize, dedicated: bool) -> Pending {
     let (done, rx) = oneshot::channel();
     let job = Job { bytes, replies, done };
     if dedicated {
         tokio::spawn(serve_one(addr.to_string(), hello.clone(), job));
-    } else {
-        let key = (addr.to_string(), hello.resp3);
-        let job = LINKS.with_borrow_mut(|links| {
-            let tx = links.entry(key.clone()).or_insert_with(|| open_link(addr.to_string(), hello.clone()));
-            match tx.send(job) {
-                Ok(()) => None,
-                // The link died (its owner restarted): a new one.
-                Err(mpsc::error::SendError(job)) => {
-                    let tx = open_link(addr.to_string(), hello.clone());
-                    let sent = tx.send(job);
-                    links.insert(key, tx);
-                    sent.err().map(|e| e.0)
-                }
-            }
-        });
-        if let Some(job) = job {
-            let _ = job.done.send(Err("link closed".into()));
-        }
+        return rx;
     }
-    rx.await.unwrap_or_else(|_| Err("link closed".into()))
+    let key = (addr.to_string(), hello.resp3);
+    let failed = LINKS.with_borrow_mut(|links| {
+        let tx = links.entry(key.clone()).or_insert_with(|| open_link(addr.to_string(), hello.clone()));
+        match tx.send(job) {
+            Ok(()) => None,
+            // The link died (its owner restarted): a new one.
+            Err(mpsc::error::SendError(job)) => {
+                let tx = open_link(addr.to_string(), hello.clone());
+                let sent = tx.send(job);
+                links.insert(key, tx);
+                sent.err().map(|e| e.0)
+            }
+        }
+    });
+    if let Some(job) = failed {
+        let _ = job.done.send(Err("link closed".into()));
+    }
+    rx
 }
 
 fn open_link(addr: String, hello: Hello) -> mpsc::UnboundedSender<Job> {

@@ -50,6 +50,9 @@ pub struct Shared {
     worker_inbox: OnceLock<Vec<mpsc::UnboundedSender<NewConn>>>,
     /// The script thread's inbox (EVAL, FCALL).
     script_jobs: Mutex<std::sync::mpsc::Sender<ScriptJob>>,
+    /// Cluster mode: PUBLISH messages for the other nodes (set once the
+    /// acceptor runs; its runtime sends them).
+    cluster_publish: OnceLock<mpsc::UnboundedSender<Vec<u8>>>,
 }
 
 impl std::ops::Deref for Shared {
@@ -79,6 +82,14 @@ impl Shared {
 }
 
 impl ServerControl for Shared {
+    fn broadcast_publish(&self, channel: &[u8], message: &[u8]) {
+        if let Some(tx) = self.cluster_publish.get() {
+            let mut bytes = Vec::with_capacity(channel.len() + message.len() + 40);
+            forward::encode(&mut bytes, &[b"PUBLISH", channel, message]);
+            let _ = tx.send(bytes);
+        }
+    }
+
     fn run_script_job(&self, job: ScriptJob) -> bool {
         self.script_jobs.lock().send(job).is_ok()
     }
@@ -178,6 +189,7 @@ pub fn build_shared(config: Config) -> Result<Arc<Shared>, String> {
         balance: Balancer::new(threads, adaptive),
         worker_inbox: OnceLock::new(),
         script_jobs: Mutex::new(script_tx),
+        cluster_publish: OnceLock::new(),
     });
     // `requirepass` is the default user's password.
     crate::commands::acl::apply_requirepass(&shared.node);
@@ -636,6 +648,9 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
     let sc = &shared.config.startup;
     let Listeners { tcp, unix } = listeners;
     let mut accept_errors = AcceptErrors::default();
+    if shared.node.cluster.is_some() {
+        start_cluster_publish(&shared);
+    }
     match shared.persist.clone() {
         // Clients get -LOADING and /readyz fails until the log is replayed.
         Some(p) => start_recovery(shared.clone(), p),
@@ -706,6 +721,37 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
         c.attention.notify_one();
     }
     0
+}
+
+/// Cluster mode: PUBLISH reaches subscribers on every node, as in Redis
+/// Cluster. Messages go to the other nodes' admin ports on this (the
+/// acceptor's) runtime, over one pipelined link per node, in order; a node
+/// that cannot be reached misses them (as a Redis Cluster node cut off from
+/// the bus does).
+fn start_cluster_publish(shared: &Arc<Shared>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    if shared.cluster_publish.set(tx).is_err() {
+        return;
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        while let Some(bytes) = rx.recv().await {
+            let Some(c) = shared.node.cluster.as_ref() else { break };
+            let Some(t) = c.current() else { continue };
+            let hello = forward::Hello { password: c.admin_password.clone(), resp3: false };
+            for (i, m) in t.members.iter().enumerate() {
+                if i != t.myself {
+                    let addr = format!("{}:{}", m.ip, m.admin_port);
+                    let (hello, bytes) = (hello.clone(), bytes.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = forward::forward(&addr, &hello, bytes, 1, false).await {
+                            tracing::debug!("PUBLISH not delivered to {addr}: {e}");
+                        }
+                    });
+                }
+            }
+        }
+    });
 }
 
 /// Accepts from whichever of several listeners is ready first.

@@ -268,4 +268,3 @@ mod tests {
         assert_eq!(&buf[..4], b"abc\0");
     }
 }
-
