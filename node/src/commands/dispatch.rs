@@ -67,6 +67,10 @@ fn execute_request(
     match pipeline::admit(node, worker, client, &cmd, &origin) {
         Ok(()) => {}
         Err(Refusal::Wait(wait)) => return Outcome::Pending(wait),
+        Err(Refusal::Forward(f)) => {
+            client.asking = false;
+            return Outcome::Forward(f);
+        }
         Err(Refusal::Refused(Refused::Busy(e))) if client.multi.is_some() && cmd.def.name == "exec" => {
             // A refused EXEC ends the transaction (Redis's `execCommandAbort`).
             let msg = format!("EXECABORT Transaction discarded because of: {e}");
@@ -77,6 +81,14 @@ fn execute_request(
         }
         Err(Refusal::Refused(r)) => {
             pipeline::refuse(node, worker, client, Some(&cmd), args, &origin, &r, out);
+            if matches!(r, Refused::Moved(..) | Refused::CrossSlot | Refused::ClusterDown(..))
+                && cmd.def.name == "exec"
+                && client.multi.is_some()
+            {
+                // As Redis: a redirected EXEC discards the transaction.
+                super::transactions::discard_transaction(node, client);
+            }
+            client.asking = false;
             return Outcome::Done;
         }
     }
@@ -86,6 +98,10 @@ fn execute_request(
         client.info.multi.store(queued.len() as u32, Relaxed);
         out.simple("QUEUED");
         return Outcome::Done;
+    }
+    // ASKING lasts for the one command after it, as in Redis.
+    if client.asking && cmd.def.name != "asking" {
+        client.asking = false;
     }
     // Keys evicted for this command: their invalidations precede its reply.
     tracking::take_own(&mut out.buf);

@@ -9,7 +9,7 @@ use crate::commands::pipeline::Outcome;
 use crate::commands::{BlockRequest, Keys, Woken, flags};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, is_cross_protocol_attack, parse_request};
-use crate::session::client::{Client, ClientInfo, PushMsg};
+use crate::session::client::{Client, ClientInfo, PortKind, PushMsg};
 use crate::store::PendingRead;
 use crate::sys::socket::ClientSocket;
 use smallvec::SmallVec;
@@ -41,24 +41,24 @@ thread_local! {
 const OUT_FLUSH_AT: usize = 256 * 1024;
 
 pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
-    let new_state = |addr: String, laddr: String, fd: i32| {
+    let new_state = |addr: String, laddr: String, fd: i32, port: PortKind| {
         let (push_tx, push_rx) = mpsc::unbounded_channel();
         let id = shared.clients.next_id();
         ServerStats::add(&shared.workers[worker].server.connections_received, 1);
         let info = new_info(id, addr, laddr, fd, push_tx, worker);
-        ConnState::new(&shared, info, push_rx)
+        ConnState::new(&shared, info, push_rx, port)
     };
     let (fd, mut state) = match conn {
-        NewConn::Tcp(std, peer, local) => {
+        NewConn::Tcp(std, peer, local, port) => {
             let _ = std.set_nonblocking(true);
             let _ = std.set_nodelay(true);
             crate::sys::socket::set_keepalive(&std, shared.config.runtime.tcp_keepalive.load(Relaxed));
-            let state = new_state(peer.to_string(), local.to_string(), std.as_raw_fd());
+            let state = new_state(peer.to_string(), local.to_string(), std.as_raw_fd(), port);
             (OwnedFd::from(std), state)
         }
         NewConn::Unix(std, path) => {
             let _ = std.set_nonblocking(true);
-            let state = new_state(format!("{path}:0"), format!("{path}:0"), std.as_raw_fd());
+            let state = new_state(format!("{path}:0"), format!("{path}:0"), std.as_raw_fd(), PortKind::Plain);
             (OwnedFd::from(std), state)
         }
         NewConn::Moved(moved) => (moved.fd, moved.state),
@@ -160,12 +160,23 @@ struct ConnState {
 }
 
 impl ConnState {
-    fn new(shared: &Shared, info: Arc<ClientInfo>, push_rx: mpsc::UnboundedReceiver<PushMsg>) -> Self {
+    fn new(shared: &Shared, info: Arc<ClientInfo>, push_rx: mpsc::UnboundedReceiver<PushMsg>, port: PortKind) -> Self {
         shared.clients.add(info.clone());
-        let authenticated = !shared.config.runtime.has_password.load(Relaxed);
-        let client = Client::new(info.clone(), authenticated);
+        // The admin port has its own password (or none: local development).
+        let authenticated = match port {
+            PortKind::Admin => shared.node.cluster.as_ref().is_none_or(|c| c.admin_password.is_none()),
+            _ => !shared.config.runtime.has_password.load(Relaxed),
+        };
+        let mut client = Client::new(info.clone(), authenticated);
+        client.port = port;
         // No buffers until input arrives.
-        let bufs = Buffers { rbuf: Vec::new(), start: 0, out: Reply { buf: Vec::new(), resp3: false }, accounted: 0 };
+        let bufs = Buffers {
+            rbuf: Vec::new(),
+            start: 0,
+            out: Reply { buf: Vec::new(), resp3: false },
+            accounted: 0,
+            awaited: Vec::new(),
+        };
         ConnState { info, push_rx, client, bufs, seen_epoch: 0 }
     }
 
@@ -203,6 +214,8 @@ struct Buffers {
     start: usize,
     out: Reply,
     accounted: i64,
+    /// Forwarded requests' replies to put in `out` before it is written.
+    awaited: Vec<Awaited>,
 }
 
 impl Buffers {
@@ -310,6 +323,21 @@ enum Step {
     Close,
 }
 
+/// A request on its way to another node.
+struct Relay {
+    addr: String,
+    bytes: Vec<u8>,
+    replies: usize,
+    dedicated: bool,
+}
+
+/// A forwarded request's reply still to come, and where in the output it
+/// goes (the replies of the requests after it are already there).
+struct Awaited {
+    at: usize,
+    reply: super::forward::Pending,
+}
+
 async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, worker: usize) -> Exit {
     let metrics = &*shared.workers[worker];
     let ConnState { info, push_rx, client, bufs, seen_epoch } = state;
@@ -379,6 +407,10 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
         let mut resume: Option<Resume> = None;
         loop {
             let step = process(shared, metrics, client, bufs, &mut req, resume.take());
+            // Forwarded requests' replies take their places before anything is written.
+            if !bufs.awaited.is_empty() && !settle_relays(bufs, info, &mut attention, shared).await {
+                break 'conn;
+            }
             match step {
                 Step::NeedMore => break,
                 Step::Flush => {
@@ -390,6 +422,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                     let _ = flush(stream, &mut bufs.out, metrics, &mut attention, shared).await;
                     break 'conn;
                 }
+
                 Step::Pending(wait) => {
                     // No cold value and no test delay: the wait is a pause or a script's.
                     resume = Some(Resume { mark: client.clock_mark_ns, disk: shared.ks.may_pend() });
@@ -430,6 +463,70 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
     }
 
     Exit::Close
+}
+
+/// The bytes that carry a forwarded request: the command, or for EXEC the
+/// whole transaction (which ends here: it runs on the owner).
+fn relay_for(
+    node: &crate::commands::Node,
+    client: &mut Client,
+    f: crate::commands::pipeline::Forward,
+    args: &[&[u8]],
+) -> Relay {
+    use super::forward::encode;
+    let mut bytes = Vec::new();
+    let mut replies = 1;
+    if f.transaction {
+        let queued = client.multi.take().unwrap_or_default();
+        encode(&mut bytes, &[b"MULTI"]);
+        for q in &queued {
+            let argv: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
+            encode(&mut bytes, &argv);
+        }
+        encode(&mut bytes, args);
+        replies = queued.len() + 2;
+        crate::commands::transactions::discard_transaction(node, client);
+    } else {
+        encode(&mut bytes, args);
+    }
+    Relay { addr: f.addr, bytes, replies, dedicated: f.dedicated }
+}
+
+/// Puts forwarded requests' replies in their places in the output, in
+/// order; false when the client went away (killed, shutdown) meanwhile.
+async fn settle_relays(
+    bufs: &mut Buffers,
+    info: &ClientInfo,
+    attention: &mut Attention<'_, '_>,
+    shared: &Shared,
+) -> bool {
+    let awaited = std::mem::take(&mut bufs.awaited);
+    let tail = bufs.out.buf.split_off(awaited[0].at.min(bufs.out.buf.len()));
+    let base = bufs.out.buf.len();
+    let mut copied = awaited[0].at.min(base + tail.len());
+    for a in awaited {
+        let at = a.at.min(base + tail.len());
+        bufs.out.buf.extend_from_slice(&tail[copied - base..at - base]);
+        copied = at;
+        let settled = super::forward::settle(a.reply);
+        tokio::pin!(settled);
+        let reply = loop {
+            tokio::select! {
+                r = &mut settled => break r,
+                _ = attention.fired() => {
+                    if info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                        return false;
+                    }
+                }
+            }
+        };
+        match reply {
+            Ok(bytes) => bufs.out.raw(&bytes),
+            Err(e) => bufs.out.error(&format!("ERR cannot reach the node serving this hash slot: {e}")),
+        }
+    }
+    bufs.out.buf.extend_from_slice(&tail[copied - base..]);
+    true
 }
 
 /// Appends a pub/sub message to the output.
@@ -524,6 +621,24 @@ fn process(
                 // Not run: it runs again from the start after the wait.
                 client.reply_skip_next = skip_this;
                 return Step::Pending(wait);
+            }
+            if let Outcome::Forward(f) = outcome {
+                // Sent now; the next requests run meanwhile (pipelining).
+                let relay = relay_for(&shared.node, client, f, &args);
+                let hello = super::forward::Hello {
+                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.clone()),
+                    resp3: client.resp3,
+                };
+                let reply = super::forward::send(&relay.addr, &hello, relay.bytes, relay.replies, relay.dedicated);
+                if !(skip_this || client.reply_off) {
+                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply });
+                }
+                bufs.start += consumed;
+                if relay.dedicated {
+                    // A blocking command: what follows waits for its reply.
+                    return Step::Flush;
+                }
+                continue;
             }
             // Only the batch's first request can have waited.
             let from_disk = std::mem::take(&mut waited_on_disk);
@@ -753,7 +868,8 @@ async fn wait_blocked(
         let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
         let Some(cmd) = shared.table.resolve(&argv, client.last_lookup) else { break true };
         match crate::commands::pipeline::run(&shared.node, shared, metrics, client, &cmd, &mut bufs.out) {
-            Outcome::Done => break true,
+            // `run` never forwards: admission does, before a command blocks.
+            Outcome::Done | Outcome::Forward(_) => break true,
             Outcome::Pending(wait) => {
                 // Woken to retry, but a key is not ready: wait, retry again.
                 if !wait_pending(wait, attention, shared).await {

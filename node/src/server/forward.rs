@@ -1,0 +1,247 @@
+//! Forwarding for plain clients in cluster mode: a command for a slot
+//! another node serves is sent to that node's admin port and its reply
+//! relayed byte for byte.
+//!
+//! Each worker keeps one link per (owner, RESP version): a connection with
+//! a writer task and a reader task, so that every connection of the worker
+//! shares it and requests are pipelined (sent as they come, replies matched
+//! in order). A blocking command gets a connection of its own, so that its
+//! wait holds up nobody else's commands.
+
+use crate::protocol::frame::reply_len;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One request for the owner: the bytes of `replies` commands; the reply
+/// relayed is the last one (a transaction's EXEC), or the only one.
+pub struct Job {
+    pub bytes: Vec<u8>,
+    pub replies: usize,
+    pub done: oneshot::Sender<Result<Vec<u8>, String>>,
+}
+
+/// What the reader expects, in the order requests were written.
+struct Expect {
+    replies: usize,
+    done: oneshot::Sender<Result<Vec<u8>, String>>,
+}
+
+thread_local! {
+    static LINKS: RefCell<HashMap<(String, bool), mpsc::UnboundedSender<Job>>> = RefCell::new(HashMap::new());
+}
+
+/// How a link introduces itself to the owner's admin port.
+#[derive(Clone)]
+pub struct Hello {
+    pub password: Option<Vec<u8>>,
+    pub resp3: bool,
+}
+
+/// Encodes a command as a RESP array of bulk strings.
+pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
+    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The owner's reply, once it comes.
+pub type Pending = oneshot::Receiver<Result<Vec<u8>, String>>;
+
+/// Sends `bytes` (`replies` commands) to `addr` and waits for the last reply.
+pub async fn forward(
+    addr: &str,
+    hello: &Hello,
+    bytes: Vec<u8>,
+    replies: usize,
+    dedicated: bool,
+) -> Result<Vec<u8>, String> {
+    settle(send(addr, hello, bytes, replies, dedicated)).await
+}
+
+pub async fn settle(pending: Pending) -> Result<Vec<u8>, String> {
+    pending.await.unwrap_or_else(|_| Err("link closed".into()))
+}
+
+/// Queues `bytes` for `addr` on this worker's link (call on a worker's
+/// runtime); the reply comes through the returned receiver.
+pub fn send(addr: &str, hello: &Hello, bytes: Vec<u8>, replies: usize, dedicated: bool) -> Pending {
+    let (done, rx) = oneshot::channel();
+    let job = Job { bytes, replies, done };
+    if dedicated {
+        tokio::spawn(serve_one(addr.to_string(), hello.clone(), job));
+        return rx;
+    }
+    let key = (addr.to_string(), hello.resp3);
+    let failed = LINKS.with_borrow_mut(|links| {
+        let tx = links.entry(key.clone()).or_insert_with(|| open_link(addr.to_string(), hello.clone()));
+        match tx.send(job) {
+            Ok(()) => None,
+            // The link died (its owner restarted): a new one.
+            Err(mpsc::error::SendError(job)) => {
+                let tx = open_link(addr.to_string(), hello.clone());
+                let sent = tx.send(job);
+                links.insert(key, tx);
+                sent.err().map(|e| e.0)
+            }
+        }
+    });
+    if let Some(job) = failed {
+        let _ = job.done.send(Err("link closed".into()));
+    }
+    rx
+}
+
+fn open_link(addr: String, hello: Hello) -> mpsc::UnboundedSender<Job> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(run_link(addr, hello, rx));
+    tx
+}
+
+/// Connects, authenticates and switches protocol; the greeting replies are
+/// read and checked here.
+async fn connect(addr: &str, hello: &Hello) -> Result<(TcpStream, Vec<u8>), String> {
+    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| format!("connecting to {addr} timed out"))?
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let mut greeting = Vec::new();
+    let mut expected = 0;
+    if let Some(p) = &hello.password {
+        encode(&mut greeting, &[b"AUTH", p]);
+        expected += 1;
+    }
+    if hello.resp3 {
+        encode(&mut greeting, &[b"HELLO", b"3"]);
+        expected += 1;
+    }
+    let mut buf = Vec::new();
+    if expected > 0 {
+        stream.write_all(&greeting).await.map_err(|e| format!("{addr}: {e}"))?;
+        for _ in 0..expected {
+            let reply = read_reply(&mut stream, &mut buf, addr).await?;
+            if reply.first() == Some(&b'-') {
+                return Err(format!("{addr} refused the link: {}", String::from_utf8_lossy(&reply).trim_end()));
+            }
+        }
+    }
+    Ok((stream, buf))
+}
+
+/// Reads one reply from `stream` (bytes left over stay in `buf`).
+async fn read_reply<R: AsyncReadExt + Unpin>(stream: &mut R, buf: &mut Vec<u8>, addr: &str) -> Result<Vec<u8>, String> {
+    loop {
+        match reply_len(buf) {
+            Ok(Some(n)) => return Ok(buf.drain(..n).collect()),
+            Ok(None) => {}
+            Err(e) => return Err(format!("{addr}: {e}")),
+        }
+        buf.reserve(16 * 1024);
+        match stream.read_buf(buf).await {
+            Ok(0) => return Err(format!("{addr} closed the connection")),
+            Ok(_) => {}
+            Err(e) => return Err(format!("{addr}: {e}")),
+        }
+    }
+}
+
+/// Reads `replies` replies and keeps the last.
+async fn read_replies<R: AsyncReadExt + Unpin>(
+    stream: &mut R,
+    buf: &mut Vec<u8>,
+    addr: &str,
+    replies: usize,
+) -> Result<Vec<u8>, String> {
+    let mut last = Vec::new();
+    for _ in 0..replies {
+        last = read_reply(stream, buf, addr).await?;
+    }
+    Ok(last)
+}
+
+async fn run_link(addr: String, hello: Hello, mut jobs: mpsc::UnboundedReceiver<Job>) {
+    let (stream, mut buf) = match connect(&addr, &hello).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("forwarding link: {e}");
+            // Everything queued meanwhile fails; the next command opens a new link.
+            jobs.close();
+            while let Some(job) = jobs.recv().await {
+                let _ = job.done.send(Err(e.clone()));
+            }
+            return;
+        }
+    };
+    let (mut reader, mut writer) = stream.into_split();
+    let (expect_tx, mut expect_rx) = mpsc::unbounded_channel::<Expect>();
+    let reader_addr = addr.clone();
+    let read_side = tokio::spawn(async move {
+        while let Some(e) = expect_rx.recv().await {
+            match read_replies(&mut reader, &mut buf, &reader_addr, e.replies).await {
+                Ok(reply) => {
+                    let _ = e.done.send(Ok(reply));
+                }
+                Err(err) => {
+                    let _ = e.done.send(Err(err.clone()));
+                    expect_rx.close();
+                    while let Some(e) = expect_rx.recv().await {
+                        let _ = e.done.send(Err(err.clone()));
+                    }
+                    return;
+                }
+            }
+        }
+    });
+    let mut out = Vec::new();
+    while let Some(job) = jobs.recv().await {
+        // Everything queued goes out in one write.
+        out.clear();
+        let mut batch = vec![job];
+        while let Ok(more) = jobs.try_recv() {
+            batch.push(more);
+        }
+        for job in batch {
+            out.extend_from_slice(&job.bytes);
+            if expect_tx.send(Expect { replies: job.replies, done: job.done }).is_err() {
+                break;
+            }
+        }
+        if let Err(e) = writer.write_all(&out).await {
+            tracing::warn!("forwarding link to {addr}: {e}");
+            break;
+        }
+    }
+    // Replies still owed are read (or failed) by the reader.
+    drop(expect_tx);
+    jobs.close();
+    while let Ok(job) = jobs.try_recv() {
+        let _ = job.done.send(Err(format!("link to {addr} closed")));
+    }
+    let _ = read_side.await;
+}
+
+/// A blocking command on a connection of its own, closed after the reply.
+async fn serve_one(addr: String, hello: Hello, job: Job) {
+    let Job { bytes, replies, mut done } = job;
+    let work = async {
+        let (mut stream, mut buf) = connect(&addr, &hello).await?;
+        stream.write_all(&bytes).await.map_err(|e| format!("{addr}: {e}"))?;
+        read_replies(&mut stream, &mut buf, &addr, replies).await
+    };
+    tokio::select! {
+        result = work => {
+            let _ = done.send(result);
+        }
+        // The client left: closing this connection ends the wait there too.
+        _ = done.closed() => {}
+    }
+}
