@@ -601,7 +601,7 @@ fn clusterdown_matches_redis() {
     let a = c.reference.conns[0].cmd(&["CLUSTER", "ADDSLOTSRANGE", "0", "100"]);
     assert_eq!(a, Frame::ok(), "redis ADDSLOTSRANGE");
     let node = &c.tested.cluster.nodes[0];
-    let entry = topology_entry(&node.id, "127.0.0.1", None, node.direct, node.plain, &[(0, 100)]);
+    let entry = topology_entry(&node.id, "127.0.0.1", None, node.direct, node.plain, &[(0, 100)], node.bus);
     let b = push_topology(&mut node.admin_conn(), 1, &node.id.clone(), &[entry]);
     c.record("STRATA.TOPOLOGY SET 1 <one node, slots 0-100> (redis: CLUSTER ADDSLOTSRANGE 0 100)", How::Same, &a, &b);
     let state_fail = wait_for(Duration::from_secs(10), || {

@@ -194,9 +194,8 @@ fn cluster_client_writes_and_reads_100k_keys() {
 }
 
 /// Plain clients through one node's plain port: every key is forwarded to
-/// its owner. Needs forwarding on the plain port (issue 22).
+/// its owner (forwarding on the plain port).
 #[test]
-#[ignore = "needs forwarding on the plain port (issue 22's node side): run with --ignored once main has it"]
 fn plain_client_through_one_node_writes_and_reads_100k_keys() {
     if skip_without_redis("plain_client_through_one_node_writes_and_reads_100k_keys") {
         return;
@@ -236,7 +235,6 @@ fn plain_client_through_one_node_writes_and_reads_100k_keys() {
 /// scripts for another node's slot run there as a unit; cross-slot requests
 /// still get CROSSSLOT; `redis-cli` without `-c` just works.
 #[test]
-#[ignore = "needs forwarding on the plain port (issue 22's node side): run with --ignored once main has it"]
 fn plain_port_forwards_transactions_scripts_and_multi_key_commands() {
     if skip_without_redis("plain_port_forwards_transactions_scripts_and_multi_key_commands") {
         return;

@@ -161,7 +161,9 @@ pub fn test_node_id(seed: u64, i: usize) -> String {
 }
 
 /// One node's field of `STRATA.TOPOLOGY SET`:
-/// `<id> <ip> <hostname-or-dash> <direct-port> <plain-port> <slot-ranges>`.
+/// `<id> <ip> <hostname-or-dash> <direct-port> <plain-port> <slot-ranges> <admin-port>`
+/// (the seventh field is optional for the node, which then assumes
+/// plain + 10000; tests pick free ports, so they always give it).
 pub fn topology_entry(
     id: &str,
     ip: &str,
@@ -169,6 +171,7 @@ pub fn topology_entry(
     direct: u16,
     plain: u16,
     slots: &[(u16, u16)],
+    admin: u16,
 ) -> String {
     let ranges = if slots.is_empty() {
         "-".to_string()
@@ -179,7 +182,7 @@ pub fn topology_entry(
             .collect::<Vec<_>>()
             .join(",")
     };
-    format!("{id} {ip} {} {direct} {plain} {ranges}", hostname.unwrap_or("-"))
+    format!("{id} {ip} {} {direct} {plain} {ranges} {admin}", hostname.unwrap_or("-"))
 }
 
 /// Sends `STRATA.TOPOLOGY SET <epoch> <myid> <entries...>` on a connection to
@@ -286,7 +289,10 @@ impl Cluster {
 
     /// The `STRATA.TOPOLOGY SET` node entries describing this cluster.
     pub fn topology_entries(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| topology_entry(&n.id, "127.0.0.1", None, n.direct, n.plain, &[n.slots])).collect()
+        self.nodes
+            .iter()
+            .map(|n| topology_entry(&n.id, "127.0.0.1", None, n.direct, n.plain, &[n.slots], n.bus))
+            .collect()
     }
 
     /// Pushes this cluster's topology at `epoch` to every node; panics unless each answers `+OK`.
