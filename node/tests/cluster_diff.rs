@@ -36,6 +36,9 @@ impl Names {
             subs.push((format!("127.0.0.1:{}@{}", n.direct, n.bus), format!("<addr{i}>@<bus{i}>")));
             subs.push((format!("127.0.0.1:{}", n.direct), format!("<addr{i}>")));
             subs.push((format!(":{}@{}", n.direct, n.bus), format!(":<port{i}>@<bus{i}>")));
+            if let Some(h) = &n.hostname {
+                subs.push((format!("{h}:{}", n.direct), format!("{h}:<port{i}>")));
+            }
             if !n.id.is_empty() {
                 subs.push((n.id.clone(), format!("<id{i}>")));
             }
@@ -567,6 +570,7 @@ fn clusterdown_matches_redis() {
         plain: redis.port(),
         bus: bus.parse().unwrap(),
         slots: (0, 100),
+        hostname: None,
         server: redis,
     };
     let mut c = Compare::new(Cluster { kind: ServerKind::Redis, nodes: vec![redis_node] }, strata);
@@ -617,6 +621,47 @@ fn clusterdown_matches_redis() {
     // (CLUSTER SLOTS/NODES of a lone redis-server show an empty IP: it learns
     // its own address from a peer; not compared here.)
     c.finish("CLUSTERDOWN");
+}
+
+/// Nodes announcing hostnames (`node<i>.example`), as the operator's pods do
+/// through the headless Service: SHARDS gains a `hostname` field, SLOTS a
+/// `hostname` metadata entry, NODES `,<hostname>` after the address; with
+/// `cluster-preferred-endpoint-type hostname`, SLOTS' first endpoint, SHARDS'
+/// `endpoint` and MOVED name the host.
+fn hostname_cases(preferred: &str) {
+    let args = ["--cluster-preferred-endpoint-type", preferred];
+    let redis = Cluster::redis_with(3, true, &args);
+    let mut strata = Cluster::strata_unconfigured(3, &args);
+    strata.name_hosts();
+    strata.push_topology(1);
+    let mut c = Compare::new(redis, strata);
+    for node in [0, 2] {
+        c.case(node, How::TopSorted, &["CLUSTER", "SHARDS"]);
+        c.case(node, How::Same, &["CLUSTER", "SLOTS"]);
+        c.case(node, How::Nodes, &["CLUSTER", "NODES"]);
+    }
+    c.case3(0, How::TopSorted, &["CLUSTER", "SHARDS"]);
+    c.case3(0, How::Same, &["CLUSTER", "SLOTS"]);
+    c.case(0, How::Same, &["GET", "foo"]);
+    c.case(2, How::Same, &["SET", "b", "1"]);
+    c.case(0, How::Same, &["EVAL", "return redis.call('get', KEYS[1])", "1", "c"]);
+    c.finish(&format!("hostnames, cluster-preferred-endpoint-type {preferred}"));
+}
+
+#[test]
+fn hostname_endpoints_match_redis_preferring_ip() {
+    if skip_without_redis("hostname_endpoints_match_redis_preferring_ip") {
+        return;
+    }
+    hostname_cases("ip");
+}
+
+#[test]
+fn hostname_endpoints_match_redis_preferring_hostname() {
+    if skip_without_redis("hostname_endpoints_match_redis_preferring_hostname") {
+        return;
+    }
+    hostname_cases("hostname");
 }
 
 /// CLUSTER INFO's `cluster_state` and `cluster_slots_assigned` lines on node 0.

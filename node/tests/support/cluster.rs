@@ -108,6 +108,8 @@ pub struct ClusterNode {
     pub bus: u16,
     /// The slot range this node owns.
     pub slots: (u16, u16),
+    /// The hostname the node announces (`node<i>.example` when asked for).
+    pub hostname: Option<String>,
 }
 
 impl ClusterNode {
@@ -198,20 +200,27 @@ impl Cluster {
     /// `redis-cli --cluster create` (no replicas); returns once every node
     /// sees every other and all slots are covered (`cluster_state:ok`).
     pub fn redis(n: usize) -> Cluster {
+        Self::redis_with(n, false, &[])
+    }
+
+    /// [`Cluster::redis`], each node announcing the hostname `node<i>.example`
+    /// if `hostnames`, with `extra` arguments for every redis-server.
+    pub fn redis_with(n: usize, hostnames: bool, extra: &[&str]) -> Cluster {
         let spread = slot_spread(n);
         let mut nodes = Vec::with_capacity(n);
-        for slots in spread {
-            let bus = free_ports(1)[0];
-            let server = Server::redis_with(&[
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "{dir}/nodes.conf",
-                "--cluster-port",
-                &bus.to_string(),
-            ]);
+        for (i, slots) in spread.into_iter().enumerate() {
+            let bus = free_ports(1)[0].to_string();
+            let hostname = hostnames.then(|| format!("node{i}.example"));
+            let mut args =
+                vec!["--cluster-enabled", "yes", "--cluster-config-file", "{dir}/nodes.conf", "--cluster-port", &bus];
+            if let Some(h) = &hostname {
+                args.extend(["--cluster-announce-hostname", h]);
+            }
+            args.extend(extra);
+            let server = Server::redis_with(&args);
             let port = server.port();
-            nodes.push(ClusterNode { server, id: String::new(), direct: port, plain: port, bus, slots });
+            let bus = bus.parse().unwrap();
+            nodes.push(ClusterNode { server, id: String::new(), direct: port, plain: port, bus, slots, hostname });
         }
         let addrs: Vec<String> = nodes.iter().map(ClusterNode::direct_addr).collect();
         let out = Command::new("redis-cli")
@@ -250,8 +259,12 @@ impl Cluster {
             ok && lines.len() == self.nodes.len()
                 && self.nodes.iter().all(|other| {
                     lines.iter().any(|l| {
+                        let addr = match &other.hostname {
+                            Some(h) => format!(" 127.0.0.1:{}@{},{h} ", other.direct, other.bus),
+                            None => format!(" 127.0.0.1:{}@{} ", other.direct, other.bus),
+                        };
                         l.starts_with(&other.id)
-                            && l.contains(&format!(" 127.0.0.1:{}@{} ", other.direct, other.bus))
+                            && l.contains(&addr)
                             && l.contains(" connected")
                             && l.ends_with(&format!(" {}-{}", other.slots.0, other.slots.1))
                     })
@@ -281,7 +294,7 @@ impl Cluster {
                 let refs: Vec<&str> = args.iter().map(String::as_str).collect();
                 let server = Server::strata_with(&refs);
                 let plain = server.port();
-                ClusterNode { server, id: test_node_id(seed, i), direct, plain, bus, slots }
+                ClusterNode { server, id: test_node_id(seed, i), direct, plain, bus, slots, hostname: None }
             })
             .collect();
         Cluster { kind: ServerKind::Strata, nodes }
@@ -291,8 +304,15 @@ impl Cluster {
     pub fn topology_entries(&self) -> Vec<String> {
         self.nodes
             .iter()
-            .map(|n| topology_entry(&n.id, "127.0.0.1", None, n.direct, n.plain, &[n.slots], n.bus))
+            .map(|n| topology_entry(&n.id, "127.0.0.1", n.hostname.as_deref(), n.direct, n.plain, &[n.slots], n.bus))
             .collect()
+    }
+
+    /// Gives node `i` the hostname `node<i>.example` (in the next topology pushed).
+    pub fn name_hosts(&mut self) {
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            n.hostname = Some(format!("node{i}.example"));
+        }
     }
 
     /// Pushes this cluster's topology at `epoch` to every node; panics unless each answers `+OK`.
