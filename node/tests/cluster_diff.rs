@@ -664,6 +664,64 @@ fn hostname_endpoints_match_redis_preferring_hostname() {
     hostname_cases("hostname");
 }
 
+/// A slot changes owner while a client is blocked on one of its keys: Redis
+/// unblocks it with MOVED to the new owner. Redis moves slot 3300 (empty) from
+/// node 0 to node 1 with `CLUSTER SETSLOT 3300 NODE <id1>` on both; Strata
+/// gets the same layout as topology epoch 2. Then SLOTS/SHARDS/NODES and
+/// MOVED agree on the new owner.
+#[test]
+fn a_slot_moving_to_another_node_matches_redis() {
+    if skip_without_redis("a_slot_moving_to_another_node_matches_redis") {
+        return;
+    }
+    let mut c = Compare::new(Cluster::redis(3), Cluster::strata(3));
+    assert_eq!(key_slot(b"{b}zz"), 3300);
+    let mut blocked: Vec<RawConn> = [&c.reference, &c.tested].iter().map(|s| s.cluster.nodes[0].conn()).collect();
+    for conn in &mut blocked {
+        conn.send(&["BLPOP", "{b}zz", "0"]);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // Redis: node 0 gives the slot away, node 1 takes it.
+    let id1 = c.reference.cluster.nodes[1].id.clone();
+    for node in [0, 1] {
+        let reply = c.reference.conns[node].cmd(&["CLUSTER", "SETSLOT", "3300", "NODE", &id1]);
+        assert_eq!(reply, Frame::ok(), "redis node {node}: CLUSTER SETSLOT 3300 NODE {id1}");
+    }
+    // Strata: the same layout as epoch 2.
+    let s = &c.tested.cluster;
+    let ranges: [&[(u16, u16)]; 3] = [&[(0, 3299), (3301, 5460)], &[(3300, 3300), (5461, 10922)], &[(10923, 16383)]];
+    let entries: Vec<String> = s
+        .nodes
+        .iter()
+        .zip(ranges)
+        .map(|(n, r)| topology_entry(&n.id, "127.0.0.1", None, n.direct, n.plain, r, n.bus))
+        .collect();
+    for n in &s.nodes {
+        let reply = push_topology(&mut n.admin_conn(), 2, &n.id, &entries);
+        assert_eq!(reply, Frame::ok(), "STRATA.TOPOLOGY SET 2 on {}", n.direct_addr());
+    }
+    let next = |conn: &mut RawConn| {
+        conn.set_timeout(Some(Duration::from_secs(5)));
+        match conn.try_read_frame() {
+            Ok(Some(f)) => f,
+            other => Frame::Simple(format!("<no reply within 5 s: {other:?}>")),
+        }
+    };
+    let (a, b) = (next(&mut blocked[0]), next(&mut blocked[1]));
+    c.record("node0 (blocked in BLPOP {b}zz 0 while slot 3300 moves to node1)", How::Same, &a, &b);
+    for node in [0, 1] {
+        c.case(node, How::Same, &["CLUSTER", "SLOTS"]);
+        c.case(node, How::TopSorted, &["CLUSTER", "SHARDS"]);
+        c.case(node, How::Nodes, &["CLUSTER", "NODES"]);
+    }
+    c.case(0, How::Same, &["GET", "{b}zz"]);
+    c.case(0, How::Same, &["GET", "b"]);
+    c.case(1, How::Same, &["GET", "{b}zz"]);
+    c.case(1, How::Same, &["CLUSTER", "COUNTKEYSINSLOT", "3300"]);
+    c.case(2, How::Same, &["GET", "{b}zz"]);
+    c.finish("a slot moving");
+}
+
 /// CLUSTER INFO's `cluster_state` and `cluster_slots_assigned` lines on node 0.
 fn cluster_state(c: &mut Compare, when: &str) {
     let pick = |f: Frame| {
