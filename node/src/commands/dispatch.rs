@@ -80,6 +80,9 @@ fn execute_request(
             return Outcome::Done;
         }
         Err(Refusal::Refused(r)) => {
+            if matches!(r, Refused::Moved(..)) {
+                crate::metrics::ClusterStats::add(&worker.cluster.moved, 1);
+            }
             pipeline::refuse(node, worker, client, Some(&cmd), args, &origin, &r, out);
             if matches!(r, Refused::Moved(..) | Refused::CrossSlot | Refused::ClusterDown(..))
                 && cmd.def.name == "exec"

@@ -336,6 +336,8 @@ struct Relay {
 struct Awaited {
     at: usize,
     reply: super::forward::Pending,
+    /// When it was sent (`mono_ns`).
+    sent_ns: u64,
 }
 
 async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, worker: usize) -> Exit {
@@ -408,7 +410,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
         loop {
             let step = process(shared, metrics, client, bufs, &mut req, resume.take());
             // Forwarded requests' replies take their places before anything is written.
-            if !bufs.awaited.is_empty() && !settle_relays(bufs, info, &mut attention, shared).await {
+            if !bufs.awaited.is_empty() && !settle_relays(bufs, info, &mut attention, shared, metrics).await {
                 break 'conn;
             }
             match step {
@@ -499,6 +501,7 @@ async fn settle_relays(
     info: &ClientInfo,
     attention: &mut Attention<'_, '_>,
     shared: &Shared,
+    metrics: &WorkerMetrics,
 ) -> bool {
     let awaited = std::mem::take(&mut bufs.awaited);
     let tail = bufs.out.buf.split_off(awaited[0].at.min(bufs.out.buf.len()));
@@ -520,9 +523,13 @@ async fn settle_relays(
                 }
             }
         };
+        metrics.cluster.forward_latency.record(crate::store::mono_ns().saturating_sub(a.sent_ns));
         match reply {
             Ok(bytes) => bufs.out.raw(&bytes),
-            Err(e) => bufs.out.error(&format!("ERR cannot reach the node serving this hash slot: {e}")),
+            Err(e) => {
+                crate::metrics::ClusterStats::add(&metrics.cluster.forward_errors, 1);
+                bufs.out.error(&format!("ERR cannot reach the node serving this hash slot: {e}"));
+            }
         }
     }
     bufs.out.buf.extend_from_slice(&tail[copied - base..]);
@@ -629,9 +636,11 @@ fn process(
                     password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.clone()),
                     resp3: client.resp3,
                 };
+                let sent_ns = crate::store::mono_ns();
                 let reply = super::forward::send(&relay.addr, &hello, relay.bytes, relay.replies, relay.dedicated);
+                crate::metrics::ClusterStats::add(&metrics.cluster.forwarded, 1);
                 if !(skip_this || client.reply_off) {
-                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply });
+                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply, sent_ns });
                 }
                 bufs.start += consumed;
                 if relay.dedicated {
