@@ -169,7 +169,9 @@ redis_cluster() {
   echo "$group did not reach cluster_state:ok" >&2; exit 1
 }
 
-# Three Strata nodes in cluster mode with the topology pushed (epoch 1).
+# Three Strata nodes in cluster mode with the topology pushed (epoch 1). Each has its own
+# --dir in $WORK: the node keeps its topology there (the default, ./data, would be shared
+# with other runs and refuse a new epoch 1).
 # The node's plain port is STRATA_PLAIN[i]; PORT[strata-n$i] is its direct port.
 declare -a STRATA_PLAIN=() STRATA_DIRECT=() STRATA_ADMIN=() STRATA_ID=()
 strata_cluster() {
@@ -185,7 +187,7 @@ strata_cluster() {
     name=strata-n$i
     start "$name" "${STRATA_PLAIN[$i]}" "\"$STRATA_BIN\" --bind 127.0.0.1 --port ${STRATA_PLAIN[$i]} \
       --cluster-enabled yes --cluster-direct-port ${STRATA_DIRECT[$i]} --cluster-port ${STRATA_ADMIN[$i]} \
-      --threads $THREADS --adaptive-threads $ADAPTIVE --metrics-port 0 --maxmemory 0"
+      --threads $THREADS --adaptive-threads $ADAPTIVE --metrics-port 0 --maxmemory 0 --dir $WORK/$name"
     PORT[$name]=${STRATA_DIRECT[$i]}
     GROUP[strata]+="$name "
   done
@@ -265,7 +267,7 @@ redis_cluster redis2
 if [[ $SINGLE == 1 ]]; then
   mapfile -t sp < <(free_ports 3)
   start strata-1 "${sp[0]}" "\"$STRATA_BIN\" --bind 127.0.0.1 --port ${sp[0]} --threads $THREADS \
-    --adaptive-threads $ADAPTIVE --metrics-port 0 --maxmemory 0"
+    --adaptive-threads $ADAPTIVE --metrics-port 0 --maxmemory 0 --dir $WORK/strata-1"
   for pair in "redis-1 ${sp[1]}" "redis2-1 ${sp[2]}"; do
     read -r name port <<<"$pair"
     start "$name" "$port" "redis-server --bind 127.0.0.1 --port $port --dir $WORK --save '' --appendonly no --daemonize no"
