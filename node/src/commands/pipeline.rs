@@ -46,6 +46,58 @@ pub enum Outcome {
     /// Cluster mode, plain port: the command's slot is another node's; the
     /// connection sends it there and relays the reply in its place.
     Forward(Forward),
+    /// Cluster mode, plain port: a command about the whole node (FLUSHALL,
+    /// SCRIPT LOAD, DBSIZE, ...) ran here; the connection runs it on the
+    /// other nodes too and combines the replies, so that a plain client
+    /// sees one cache.
+    FanOut(FanOut),
+}
+
+/// Where a fanned-out command also goes, and how replies combine.
+#[derive(Debug, Clone)]
+pub struct FanOut {
+    /// The other nodes' admin ports, `ip:port`.
+    pub addrs: Vec<String>,
+    /// DBSIZE: the integers add up. Otherwise the local reply stands unless
+    /// another node answered with an error.
+    pub sum: bool,
+}
+
+/// Commands a plain client sends about "the server" that, in cluster mode,
+/// must reach every node: (command, subcommand or "" for any, sums).
+const FAN_OUT: &[(&str, &str, bool)] = &[
+    ("flushall", "", false),
+    ("flushdb", "", false),
+    ("dbsize", "", true),
+    ("script", "load", false),
+    ("script", "flush", false),
+    ("function", "load", false),
+    ("function", "delete", false),
+    ("function", "flush", false),
+    ("function", "restore", false),
+];
+
+/// Whether a client's command, just run here, fans out to the other nodes.
+pub fn fan_out(node: &Node, client: &Client, cmd: &Resolved<'_>) -> Option<FanOut> {
+    let c = node.cluster.as_ref()?;
+    if client.port != PortKind::Plain || client.multi.is_some() {
+        return None;
+    }
+    let &(_, _, sum) = FAN_OUT.iter().find(|&&(name, sub, _)| {
+        name == cmd.def.name
+            && (sub.is_empty() || cmd.args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(sub.as_bytes())))
+    })?;
+    let addrs = c.with(|t| {
+        t.map(|t| {
+            t.members
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != t.myself)
+                .map(|(_, m)| format!("{}:{}", m.ip, m.admin_port))
+                .collect::<Vec<_>>()
+        })
+    })?;
+    (!addrs.is_empty()).then_some(FanOut { addrs, sum })
 }
 
 /// Where a command (or a transaction) for another node's slot goes.
