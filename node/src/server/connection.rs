@@ -325,7 +325,7 @@ enum Step {
 
 /// A request on its way to another node.
 struct Relay {
-    addr: String,
+    addr: std::sync::Arc<str>,
     bytes: Vec<u8>,
     replies: usize,
     dedicated: bool,
@@ -680,11 +680,11 @@ fn process(
                 // Sent now; the next requests run meanwhile (pipelining).
                 let relay = relay_for(&shared.node, client, f, &args);
                 let hello = super::forward::Hello {
-                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.clone()),
+                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
                     resp3: client.resp3,
                 };
                 let sent_ns = crate::store::mono_ns();
-                let reply = super::forward::send(&relay.addr, &hello, relay.bytes, relay.replies, relay.dedicated);
+                let reply = super::forward::send(&relay.addr, hello, relay.bytes, relay.replies, relay.dedicated);
                 crate::metrics::ClusterStats::add(&metrics.cluster.forwarded, 1);
                 if !(skip_this || client.reply_off) {
                     bufs.awaited.push(Awaited { at: bufs.out.len(), reply, sent_ns, fan_out: None });
@@ -699,13 +699,13 @@ fn process(
             if let Outcome::FanOut(f) = &outcome {
                 // Ran here; now on the other nodes, its reply combined with theirs.
                 let hello = super::forward::Hello {
-                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.clone()),
+                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
                     resp3: client.resp3,
                 };
                 let mut bytes = Vec::new();
                 super::forward::encode(&mut bytes, &args);
                 let mut others: Vec<_> =
-                    f.addrs.iter().map(|a| super::forward::send(a, &hello, bytes.clone(), 1, false)).collect();
+                    f.addrs.iter().map(|a| super::forward::send(a, hello, bytes.clone(), 1, false)).collect();
                 let first = others.remove(0);
                 let local = bufs.out.buf.split_off(reply_mark);
                 let fan_out = Some(FannedOut { local, others, sum: f.sum });
