@@ -168,6 +168,28 @@ fn transactions_blocking_commands_and_resp3_forward() {
 }
 
 #[test]
+fn node_wide_commands_reach_every_node_from_the_plain_port() {
+    let nodes = three();
+    let mut p0 = nodes[0].plain();
+    for k in ["b", "c", "foo", "{foo}2"] {
+        p0.ok(&["SET", k, "1"]);
+    }
+    // One cache, as far as a plain client can tell; per node on the direct port.
+    assert_eq!(p0.cmd(&["DBSIZE"]), Frame::int(4));
+    assert_eq!(nodes[2].direct().cmd(&["DBSIZE"]), Frame::int(2));
+    // A script loaded through one node runs wherever its keys are.
+    let sha = p0.cmd(&["SCRIPT", "LOAD", "return redis.call('get', KEYS[1])"]);
+    let sha = sha.as_str().unwrap().to_string();
+    assert_eq!(p0.cmd(&["EVALSHA", &sha, "1", "foo"]), Frame::bulk("1"));
+    assert_eq!(nodes[1].plain().cmd(&["EVALSHA", &sha, "1", "c"]), Frame::bulk("1"));
+    p0.ok(&["FLUSHALL"]);
+    assert_eq!(p0.cmd(&["DBSIZE"]), Frame::int(0));
+    for n in &nodes {
+        assert_eq!(n.direct().cmd(&["DBSIZE"]), Frame::int(0));
+    }
+}
+
+#[test]
 fn publish_reaches_every_node() {
     let nodes = three();
     let mut sub = nodes[2].plain();

@@ -181,6 +181,7 @@ mod tests {
             direct_port: 7100,
             plain_port: 7000,
             admin_port: 17000,
+            admin_addr: "127.0.0.1:17000".into(),
             ranges: vec![(a, b)],
         };
         Topology::new(epoch, &format!("{:040x}", 0), vec![m(0, 0, split), m(1, split + 1, 16383)]).unwrap()

@@ -9,6 +9,7 @@
 //! comma-separated `a-b` or `a`.
 
 use crate::base::slot::SLOTS;
+use std::sync::Arc;
 
 /// No node serves the slot.
 const UNASSIGNED: u16 = u16::MAX;
@@ -26,6 +27,8 @@ pub struct Member {
     /// Where nodes forward to one another (and the operator pushes);
     /// `plain_port + 10000` unless the seventh field says otherwise.
     pub admin_port: u16,
+    /// `ip:admin_port`, made once: forwarding names it per request.
+    pub admin_addr: Arc<str>,
     /// Inclusive slot ranges, sorted.
     pub ranges: Vec<(u16, u16)>,
 }
@@ -105,6 +108,7 @@ impl Member {
             direct_port: port(direct)?,
             plain_port,
             admin_port,
+            admin_addr: format!("{ip}:{admin_port}").into(),
             ranges: parsed,
         })
     }
@@ -242,6 +246,7 @@ mod tests {
             direct_port: 7100 + n as u16,
             plain_port: 7000 + n as u16,
             admin_port: 7200 + n as u16,
+            admin_addr: format!("127.0.0.1:{}", 7200 + n as u16).into(),
             ranges: vec![(a, b)],
         };
         vec![m(0, 0, 5460), m(1, 5461, 10922), m(2, 10923, 16383)]

@@ -109,5 +109,11 @@ fn execute_request(
     // Keys evicted for this command: their invalidations precede its reply.
     tracking::take_own(&mut out.buf);
     client.info.last_cmd.store(cmd.idx as u32, Relaxed);
-    pipeline::run(node, server, worker, client, &cmd, out)
+    match pipeline::run(node, server, worker, client, &cmd, out) {
+        Outcome::Done if node.cluster.is_some() => match pipeline::fan_out(node, client, &cmd) {
+            Some(f) => Outcome::FanOut(f),
+            None => Outcome::Done,
+        },
+        outcome => outcome,
+    }
 }

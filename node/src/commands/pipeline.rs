@@ -46,13 +46,65 @@ pub enum Outcome {
     /// Cluster mode, plain port: the command's slot is another node's; the
     /// connection sends it there and relays the reply in its place.
     Forward(Forward),
+    /// Cluster mode, plain port: a command about the whole node (FLUSHALL,
+    /// SCRIPT LOAD, DBSIZE, ...) ran here; the connection runs it on the
+    /// other nodes too and combines the replies, so that a plain client
+    /// sees one cache.
+    FanOut(FanOut),
+}
+
+/// Where a fanned-out command also goes, and how replies combine.
+#[derive(Debug, Clone)]
+pub struct FanOut {
+    /// The other nodes' admin ports, `ip:port`.
+    pub addrs: Vec<std::sync::Arc<str>>,
+    /// DBSIZE: the integers add up. Otherwise the local reply stands unless
+    /// another node answered with an error.
+    pub sum: bool,
+}
+
+/// Commands a plain client sends about "the server" that, in cluster mode,
+/// must reach every node: (command, subcommand or "" for any, sums).
+const FAN_OUT: &[(&str, &str, bool)] = &[
+    ("flushall", "", false),
+    ("flushdb", "", false),
+    ("dbsize", "", true),
+    ("script", "load", false),
+    ("script", "flush", false),
+    ("function", "load", false),
+    ("function", "delete", false),
+    ("function", "flush", false),
+    ("function", "restore", false),
+];
+
+/// Whether a client's command, just run here, fans out to the other nodes.
+pub fn fan_out(node: &Node, client: &Client, cmd: &Resolved<'_>) -> Option<FanOut> {
+    let c = node.cluster.as_ref()?;
+    if client.port != PortKind::Plain || client.multi.is_some() {
+        return None;
+    }
+    let &(_, _, sum) = FAN_OUT.iter().find(|&&(name, sub, _)| {
+        name == cmd.def.name
+            && (sub.is_empty() || cmd.args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(sub.as_bytes())))
+    })?;
+    let addrs = c.with(|t| {
+        t.map(|t| {
+            t.members
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != t.myself)
+                .map(|(_, m)| m.admin_addr.clone())
+                .collect::<Vec<_>>()
+        })
+    })?;
+    (!addrs.is_empty()).then_some(FanOut { addrs, sum })
 }
 
 /// Where a command (or a transaction) for another node's slot goes.
 #[derive(Debug, Clone)]
 pub struct Forward {
     /// The owner's admin port, `ip:port`.
-    pub addr: String,
+    pub addr: std::sync::Arc<str>,
     /// EXEC: the queued transaction goes as MULTI, its commands, EXEC.
     pub transaction: bool,
     /// A blocking command: on a connection of its own, so that it holds
@@ -461,36 +513,36 @@ fn slot_gate(
         return refuse(Refused::CrossSlot);
     }
     let Some(slot) = slot else { return Ok(()) };
-    let route = c.with(|t| {
-        let t = t.ok_or(ClusterDown::Unbound)?;
-        match t.route(slot) {
-            crate::cluster::Route::Unassigned => Err(ClusterDown::Unbound),
-            _ if !t.fully_covered() => Err(ClusterDown::State),
-            crate::cluster::Route::Mine => Ok(None),
-            crate::cluster::Route::Elsewhere(i) => {
-                let m = &t.members[i];
-                Ok(Some((c.endpoint(m), format!("{}:{}", m.ip, m.admin_port))))
-            }
-        }
-    });
-    let (endpoint, admin) = match route {
-        Err(down) => return refuse(Refused::ClusterDown(down)),
-        Ok(None) => return Ok(()),
-        Ok(Some(to)) => to,
-    };
     // What cannot travel: a WATCH (it would have to stay on the owner until
     // EXEC) and a shard-channel subscription: those get MOVED, as from
     // Redis Cluster (see the README's cluster section).
     let forwards = client.port == PortKind::Plain
         && !matches!(origin, Origin::Script(_))
         && !matches!(cmd.def.name, "watch" | "ssubscribe" | "sunsubscribe");
-    match origin {
-        // Queued on the plain port: decided at EXEC, for the whole transaction.
-        Origin::Queue if forwards => Ok(()),
-        Origin::Client if forwards => {
-            Err(Refusal::Forward(Forward { addr: admin, transaction: exec, dedicated: cmd.has(flags::BLOCKING) }))
+    /// Where another node's slot sends the command.
+    enum Away {
+        Forward(std::sync::Arc<str>),
+        Moved(String),
+    }
+    let route = c.with(|t| {
+        let t = t.ok_or(ClusterDown::Unbound)?;
+        match t.route(slot) {
+            crate::cluster::Route::Unassigned => Err(ClusterDown::Unbound),
+            _ if !t.fully_covered() => Err(ClusterDown::State),
+            crate::cluster::Route::Mine => Ok(None),
+            crate::cluster::Route::Elsewhere(i) if forwards => Ok(Some(Away::Forward(t.members[i].admin_addr.clone()))),
+            crate::cluster::Route::Elsewhere(i) => Ok(Some(Away::Moved(c.endpoint(&t.members[i])))),
         }
-        _ => refuse(Refused::Moved(slot, endpoint)),
+    });
+    match route {
+        Err(down) => refuse(Refused::ClusterDown(down)),
+        Ok(None) => Ok(()),
+        Ok(Some(Away::Moved(endpoint))) => refuse(Refused::Moved(slot, endpoint)),
+        // Queued on the plain port: decided at EXEC, for the whole transaction.
+        Ok(Some(Away::Forward(_))) if matches!(origin, Origin::Queue) => Ok(()),
+        Ok(Some(Away::Forward(addr))) => {
+            Err(Refusal::Forward(Forward { addr, transaction: exec, dedicated: cmd.has(flags::BLOCKING) }))
+        }
     }
 }
 

@@ -325,7 +325,7 @@ enum Step {
 
 /// A request on its way to another node.
 struct Relay {
-    addr: String,
+    addr: std::sync::Arc<str>,
     bytes: Vec<u8>,
     replies: usize,
     dedicated: bool,
@@ -338,6 +338,38 @@ struct Awaited {
     reply: super::forward::Pending,
     /// When it was sent (`mono_ns`).
     sent_ns: u64,
+    /// A fanned-out command: the local reply, the others' still to come,
+    /// and whether integers add up (`reply` is the first other node's).
+    fan_out: Option<FannedOut>,
+}
+
+struct FannedOut {
+    local: Vec<u8>,
+    others: Vec<super::forward::Pending>,
+    sum: bool,
+}
+
+/// The one reply of a fanned-out command: integers summed (DBSIZE), or
+/// the local reply unless a node answered with an error.
+fn combine(local: Vec<u8>, others: Vec<Result<Vec<u8>, String>>, sum: bool) -> Vec<u8> {
+    let int = |r: &[u8]| -> Option<i64> {
+        r.strip_prefix(b":").and_then(|r| std::str::from_utf8(r).ok()).and_then(|r| r.trim_end().parse().ok())
+    };
+    if local.first() == Some(&b'-') {
+        return local;
+    }
+    let mut total = if sum { int(&local) } else { None };
+    for r in others {
+        match r {
+            Ok(r) if r.first() == Some(&b'-') => return r,
+            Ok(r) => total = total.and_then(|t| int(&r).map(|n| t + n)),
+            Err(e) => return format!("-ERR cannot reach every node of the cluster: {e}\r\n").into_bytes(),
+        }
+    }
+    match total {
+        Some(t) if sum => format!(":{t}\r\n").into_bytes(),
+        _ => local,
+    }
 }
 
 async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, worker: usize) -> Exit {
@@ -511,7 +543,20 @@ async fn settle_relays(
         let at = a.at.min(base + tail.len());
         bufs.out.buf.extend_from_slice(&tail[copied - base..at - base]);
         copied = at;
-        let settled = super::forward::settle(a.reply);
+        let others = a.fan_out.as_ref().map_or(0, |f| f.others.len());
+        let settled = async {
+            let first = super::forward::settle(a.reply).await;
+            match a.fan_out {
+                None => first,
+                Some(f) => {
+                    let mut all = vec![first];
+                    for p in f.others {
+                        all.push(super::forward::settle(p).await);
+                    }
+                    Ok(combine(f.local, all, f.sum))
+                }
+            }
+        };
         tokio::pin!(settled);
         let reply = loop {
             tokio::select! {
@@ -523,7 +568,9 @@ async fn settle_relays(
                 }
             }
         };
-        metrics.cluster.forward_latency.record(crate::store::mono_ns().saturating_sub(a.sent_ns));
+        if others == 0 {
+            metrics.cluster.forward_latency.record(crate::store::mono_ns().saturating_sub(a.sent_ns));
+        }
         match reply {
             Ok(bytes) => bufs.out.raw(&bytes),
             Err(e) => {
@@ -633,14 +680,14 @@ fn process(
                 // Sent now; the next requests run meanwhile (pipelining).
                 let relay = relay_for(&shared.node, client, f, &args);
                 let hello = super::forward::Hello {
-                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.clone()),
+                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
                     resp3: client.resp3,
                 };
                 let sent_ns = crate::store::mono_ns();
-                let reply = super::forward::send(&relay.addr, &hello, relay.bytes, relay.replies, relay.dedicated);
+                let reply = super::forward::send(&relay.addr, hello, relay.bytes, relay.replies, relay.dedicated);
                 crate::metrics::ClusterStats::add(&metrics.cluster.forwarded, 1);
                 if !(skip_this || client.reply_off) {
-                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply, sent_ns });
+                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply, sent_ns, fan_out: None });
                 }
                 bufs.start += consumed;
                 if relay.dedicated {
@@ -649,9 +696,27 @@ fn process(
                 }
                 continue;
             }
+            if let Outcome::FanOut(f) = &outcome {
+                // Ran here; now on the other nodes, its reply combined with theirs.
+                let hello = super::forward::Hello {
+                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
+                    resp3: client.resp3,
+                };
+                let mut bytes = Vec::new();
+                super::forward::encode(&mut bytes, &args);
+                let mut others: Vec<_> =
+                    f.addrs.iter().map(|a| super::forward::send(a, hello, bytes.clone(), 1, false)).collect();
+                let first = others.remove(0);
+                let local = bufs.out.buf.split_off(reply_mark);
+                let fan_out = Some(FannedOut { local, others, sum: f.sum });
+                let sent_ns = crate::store::mono_ns();
+                if !(skip_this || client.reply_off) {
+                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply: first, sent_ns, fan_out });
+                }
+            }
             // Only the batch's first request can have waited.
             let from_disk = std::mem::take(&mut waited_on_disk);
-            if matches!(outcome, Outcome::Done) {
+            if matches!(outcome, Outcome::Done | Outcome::FanOut(_)) {
                 // A blocked one (XREAD BLOCK) has not replied yet.
                 record_read(shared, metrics, client, started, from_disk);
             }
@@ -877,8 +942,8 @@ async fn wait_blocked(
         let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
         let Some(cmd) = shared.table.resolve(&argv, client.last_lookup) else { break true };
         match crate::commands::pipeline::run(&shared.node, shared, metrics, client, &cmd, &mut bufs.out) {
-            // `run` never forwards: admission does, before a command blocks.
-            Outcome::Done | Outcome::Forward(_) => break true,
+            // `run` never forwards nor fans out: admission and dispatch do.
+            Outcome::Done | Outcome::Forward(_) | Outcome::FanOut(_) => break true,
             Outcome::Pending(wait) => {
                 // Woken to retry, but a key is not ready: wait, retry again.
                 if !wait_pending(wait, attention, shared).await {

@@ -11,6 +11,7 @@
 use crate::protocol::frame::reply_len;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -32,22 +33,55 @@ struct Expect {
     done: oneshot::Sender<Result<Vec<u8>, String>>,
 }
 
+/// A link's inbox: its writer task takes jobs from it.
+type LinkTx = mpsc::UnboundedSender<Job>;
+
 thread_local! {
-    static LINKS: RefCell<HashMap<(String, bool), mpsc::UnboundedSender<Job>>> = RefCell::new(HashMap::new());
+    /// This worker's links by owner address: RESP2 and RESP3.
+    static LINKS: RefCell<HashMap<Arc<str>, [Option<LinkTx>; 2]>> = RefCell::new(HashMap::new());
 }
 
 /// How a link introduces itself to the owner's admin port.
-#[derive(Clone)]
-pub struct Hello {
-    pub password: Option<Vec<u8>>,
+#[derive(Clone, Copy)]
+pub struct Hello<'a> {
+    pub password: Option<&'a [u8]>,
     pub resp3: bool,
+}
+
+/// A `Hello` a task can keep.
+#[derive(Clone)]
+struct Greeting {
+    password: Option<Vec<u8>>,
+    resp3: bool,
+}
+
+impl Hello<'_> {
+    fn owned(&self) -> Greeting {
+        Greeting { password: self.password.map(<[u8]>::to_vec), resp3: self.resp3 }
+    }
 }
 
 /// Encodes a command as a RESP array of bulk strings.
 pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
-    out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+    fn line(out: &mut Vec<u8>, kind: u8, n: usize) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        let mut n = n;
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        out.push(kind);
+        out.extend_from_slice(&digits[i..]);
+        out.extend_from_slice(b"\r\n");
+    }
+    line(out, b'*', args.len());
     for a in args {
-        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        line(out, b'$', a.len());
         out.extend_from_slice(a);
         out.extend_from_slice(b"\r\n");
     }
@@ -56,40 +90,33 @@ pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 /// The owner's reply, once it comes.
 pub type Pending = oneshot::Receiver<Result<Vec<u8>, String>>;
 
-/// Sends `bytes` (`replies` commands) to `addr` and waits for the last reply.
-pub async fn forward(
-    addr: &str,
-    hello: &Hello,
-    bytes: Vec<u8>,
-    replies: usize,
-    dedicated: bool,
-) -> Result<Vec<u8>, String> {
-    settle(send(addr, hello, bytes, replies, dedicated)).await
-}
-
+/// The reply of a request `send` queued.
 pub async fn settle(pending: Pending) -> Result<Vec<u8>, String> {
     pending.await.unwrap_or_else(|_| Err("link closed".into()))
 }
 
 /// Queues `bytes` for `addr` on this worker's link (call on a worker's
 /// runtime); the reply comes through the returned receiver.
-pub fn send(addr: &str, hello: &Hello, bytes: Vec<u8>, replies: usize, dedicated: bool) -> Pending {
+pub fn send(addr: &Arc<str>, hello: Hello<'_>, bytes: Vec<u8>, replies: usize, dedicated: bool) -> Pending {
     let (done, rx) = oneshot::channel();
     let job = Job { bytes, replies, done };
     if dedicated {
-        tokio::spawn(serve_one(addr.to_string(), hello.clone(), job));
+        tokio::spawn(serve_one(addr.to_string(), hello.owned(), job));
         return rx;
     }
-    let key = (addr.to_string(), hello.resp3);
     let failed = LINKS.with_borrow_mut(|links| {
-        let tx = links.entry(key.clone()).or_insert_with(|| open_link(addr.to_string(), hello.clone()));
+        let slot = match links.get_mut(&**addr) {
+            Some(pair) => &mut pair[hello.resp3 as usize],
+            None => &mut links.entry(addr.clone()).or_default()[hello.resp3 as usize],
+        };
+        let tx = slot.get_or_insert_with(|| open_link(addr.to_string(), hello.owned()));
         match tx.send(job) {
             Ok(()) => None,
             // The link died (its owner restarted): a new one.
             Err(mpsc::error::SendError(job)) => {
-                let tx = open_link(addr.to_string(), hello.clone());
+                let tx = open_link(addr.to_string(), hello.owned());
                 let sent = tx.send(job);
-                links.insert(key, tx);
+                *slot = Some(tx);
                 sent.err().map(|e| e.0)
             }
         }
@@ -100,7 +127,7 @@ pub fn send(addr: &str, hello: &Hello, bytes: Vec<u8>, replies: usize, dedicated
     rx
 }
 
-fn open_link(addr: String, hello: Hello) -> mpsc::UnboundedSender<Job> {
+fn open_link(addr: String, hello: Greeting) -> LinkTx {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(run_link(addr, hello, rx));
     tx
@@ -108,7 +135,7 @@ fn open_link(addr: String, hello: Hello) -> mpsc::UnboundedSender<Job> {
 
 /// Connects, authenticates and switches protocol; the greeting replies are
 /// read and checked here.
-async fn connect(addr: &str, hello: &Hello) -> Result<(TcpStream, Vec<u8>), String> {
+async fn connect(addr: &str, hello: &Greeting) -> Result<(TcpStream, Vec<u8>), String> {
     let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| format!("connecting to {addr} timed out"))?
@@ -168,7 +195,7 @@ async fn read_replies<R: AsyncReadExt + Unpin>(
     Ok(last)
 }
 
-async fn run_link(addr: String, hello: Hello, mut jobs: mpsc::UnboundedReceiver<Job>) {
+async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiver<Job>) {
     let (stream, mut buf) = match connect(&addr, &hello).await {
         Ok(s) => s,
         Err(e) => {
@@ -230,7 +257,7 @@ async fn run_link(addr: String, hello: Hello, mut jobs: mpsc::UnboundedReceiver<
 }
 
 /// A blocking command on a connection of its own, closed after the reply.
-async fn serve_one(addr: String, hello: Hello, job: Job) {
+async fn serve_one(addr: String, hello: Greeting, job: Job) {
     let Job { bytes, replies, mut done } = job;
     let work = async {
         let (mut stream, mut buf) = connect(&addr, &hello).await?;

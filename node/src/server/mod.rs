@@ -738,13 +738,13 @@ fn start_cluster_publish(shared: &Arc<Shared>) {
         while let Some(bytes) = rx.recv().await {
             let Some(c) = shared.node.cluster.as_ref() else { break };
             let Some(t) = c.current() else { continue };
-            let hello = forward::Hello { password: c.admin_password.clone(), resp3: false };
+            let hello = forward::Hello { password: c.admin_password.as_deref(), resp3: false };
             for (i, m) in t.members.iter().enumerate() {
                 if i != t.myself {
-                    let addr = format!("{}:{}", m.ip, m.admin_port);
-                    let (hello, bytes) = (hello.clone(), bytes.clone());
+                    let pending = forward::send(&m.admin_addr, hello, bytes.clone(), 1, false);
+                    let addr = m.admin_addr.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = forward::forward(&addr, &hello, bytes, 1, false).await {
+                        if let Err(e) = forward::settle(pending).await {
                             tracing::debug!("PUBLISH not delivered to {addr}: {e}");
                         }
                     });
