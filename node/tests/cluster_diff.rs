@@ -106,6 +106,8 @@ enum How {
     InfoFields,
     /// Same frame kind only.
     Kind,
+    /// Identical after normalisation and sorting every array (KEYS, SCAN).
+    Unordered,
 }
 
 /// The CLUSTER INFO fields a Redis 7.0 node always prints (the per-type
@@ -258,6 +260,13 @@ fn agree(how: How, reference: &Frame, tested: &Frame) -> Result<(), String> {
             let missing: Vec<_> = a.iter().filter(|f| !b.contains(f)).collect();
             if missing.is_empty() && reference.kind() == tested.kind() { Ok(()) } else { differ(&a, &b) }
         }
+        How::Unordered => {
+            if reference.sorted() == tested.sorted() {
+                Ok(())
+            } else {
+                Err("replies differ even after sorting".into())
+            }
+        }
         How::Kind => {
             if reference.kind() == tested.kind() {
                 Ok(())
@@ -290,6 +299,17 @@ impl Side {
             })
             .collect();
         Side { cluster, names, conns, conns3 }
+    }
+
+    /// `args` with `<idN>` replaced by node N's id.
+    fn args(&self, args: &[&str]) -> Vec<String> {
+        args.iter()
+            .map(|a| {
+                (0..self.cluster.nodes.len())
+                    .find(|&i| *a == format!("<id{i}>"))
+                    .map_or_else(|| a.to_string(), |i| self.cluster.nodes[i].id.clone())
+            })
+            .collect()
     }
 
     fn label(&self) -> &'static str {
@@ -328,9 +348,11 @@ impl Compare {
     }
 
     /// `args` on node `node` of both (RESP2), compared under `how`.
+    /// An argument `<idN>` stands for node N's id on each side.
     fn case(&mut self, node: usize, how: How, args: &[&str]) -> (Frame, Frame) {
-        let a = self.reference.conns[node].cmd(args);
-        let b = self.tested.conns[node].cmd(args);
+        let (args_a, args_b) = (self.reference.args(args), self.tested.args(args));
+        let a = self.reference.conns[node].cmd(&args_a);
+        let b = self.tested.conns[node].cmd(&args_b);
         self.record(&format!("node{node}: {}", display_command(args)), how, &a, &b);
         (a, b)
     }
@@ -428,6 +450,12 @@ fn topology_cases(c: &mut Compare) {
     c.case(0, How::Same, &["ASKING"]);
     c.case(0, How::Same, &["READONLY", "x"]);
     c.case(0, How::Same, &["GET", "b"]);
+    // Subcommands some clients and tools call.
+    c.case(0, How::Same, &["CLUSTER", "REPLICAS", "<id0>"]);
+    c.case(0, How::Same, &["CLUSTER", "SLAVES", "<id1>"]);
+    c.case(0, How::Same, &["CLUSTER", "REPLICAS", "0123456789012345678901234567890123456789"]);
+    c.case(0, How::Same, &["CLUSTER", "COUNT-FAILURE-REPORTS", "<id1>"]);
+    c.case(0, How::Kind, &["CLUSTER", "HELP"]);
 }
 
 /// MOVED, CROSSSLOT, transactions, WATCH, scripts, SELECT, pub/sub and
@@ -454,6 +482,50 @@ fn redirection_cases(c: &mut Compare) {
     c.case(1, How::Same, &["GET", "b"]);
     c.case(2, How::Same, &["SET", "b", "x"]);
     c.case(1, How::Same, &["GET", "c"]);
+    // ASKING and READONLY do not serve another master's slot.
+    c.case(0, How::Same, &["ASKING"]);
+    c.case(0, How::Same, &["GET", "foo"]);
+    c.case(0, How::Same, &["READONLY"]);
+    c.case(0, How::Same, &["GET", "foo"]);
+    c.case(0, How::Same, &["READWRITE"]);
+    // Multi-key commands of other families: one slot runs, two slots CROSSSLOT.
+    for args in [
+        &["RENAME", "b", "bar"][..],
+        &["RENAME", "b", "{b}renamed"],
+        &["RENAME", "{b}renamed", "b"],
+        &["COPY", "b", "foo"],
+        &["SMOVE", "b", "bar", "m"],
+        &["LMOVE", "{b}l1", "{b}l2", "LEFT", "RIGHT"],
+        &["ZUNIONSTORE", "{b}z", "2", "b", "bar"],
+        &["SINTERCARD", "2", "{b}s1", "{b}s2"],
+        &["XREAD", "STREAMS", "b", "bar", "0", "0"],
+        &["PFCOUNT", "b", "bar"],
+        &["BITOP", "AND", "{b}dest", "b", "{b}other"],
+        &["SORT", "{b}list", "BY", "w*"],
+        &["SORT", "{b}list", "GET", "x*"],
+        &["SORT", "{b}list", "BY", "{b}w*", "GET", "{b}x*"],
+        &["SORT_RO", "{b}list", "BY", "w*"],
+        &["OBJECT", "ENCODING", "foo"],
+    ] {
+        c.case(0, How::Same, args);
+    }
+    // Keyless commands answer for this node only; FLUSHALL flushes this node only.
+    c.setup(2, &["SET", "foo", "kept"], Frame::ok());
+    c.case(0, How::Same, &["DBSIZE"]);
+    c.case(0, How::Unordered, &["KEYS", "*"]);
+    c.case(0, How::Kind, &["RANDOMKEY"]);
+    c.case(0, How::Unordered, &["SCAN", "0", "COUNT", "1000"]);
+    c.case(0, How::Same, &["FLUSHALL"]);
+    c.case(0, How::Same, &["DBSIZE"]);
+    c.case(2, How::Same, &["GET", "foo"]);
+    c.case(2, How::Same, &["DBSIZE"]);
+    // Scripts are per node: loaded on node 0, unknown on node 2.
+    let (sha, _) = c.case(0, How::Same, &["SCRIPT", "LOAD", "return redis.call('get', KEYS[1])"]);
+    let sha = sha.as_str().unwrap_or("none").to_string();
+    c.case(0, How::Same, &["EVALSHA", &sha, "1", "b"]);
+    c.case(2, How::Same, &["EVALSHA", &sha, "1", "foo"]);
+    c.case(2, How::Same, &["SCRIPT", "EXISTS", &sha]);
+    c.case(0, How::Same, &["SCRIPT", "FLUSH"]);
 
     // MULTI with a command for another node: MOVED at queue time, EXECABORT.
     for args in [&["MULTI"][..], &["SET", "foo", "1"], &["SET", "b", "1"], &["EXEC"]] {
