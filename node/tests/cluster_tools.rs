@@ -274,3 +274,50 @@ fn plain_port_forwards_transactions_scripts_and_multi_key_commands() {
     assert_eq!(text(&out).0.trim(), "bar", "redis-cli -p {plain} GET foo: {:?}", text(&out));
     assert_eq!(owner.cmd(&["GET", "foo"]), Frame::bulk("bar"));
 }
+
+/// A cluster client seeded with a plain port (what the Service gives) learns
+/// the direct endpoints from CLUSTER SLOTS and works as with a direct seed.
+#[test]
+fn cluster_clients_seeded_with_a_plain_port() {
+    if skip_without_redis("cluster_clients_seeded_with_a_plain_port") {
+        return;
+    }
+    if reference_mode() {
+        eprintln!("SKIPPED: Redis Cluster has no plain port");
+        return;
+    }
+    let cluster = cluster();
+    let seed = format!("redis://127.0.0.1:{}/", cluster.nodes[0].plain);
+    let client = redis::cluster::ClusterClient::new(vec![seed.as_str()]).expect("cluster client");
+    let mut con = client.get_connection().unwrap_or_else(|e| panic!("connecting to {seed}: {e}"));
+    let mut pipe = redis::cluster::cluster_pipe();
+    for i in 0..3000 {
+        pipe.set(format!("seed:{i}"), i).ignore();
+    }
+    pipe.query::<()>(&mut con).expect("SET batch");
+    let mut pipe = redis::cluster::cluster_pipe();
+    for i in 0..3000 {
+        pipe.get(format!("seed:{i}"));
+    }
+    let got: Vec<i64> = pipe.query(&mut con).expect("GET batch");
+    assert_eq!(got, (0..3000).collect::<Vec<i64>>());
+    assert_spread(&cluster, 3000);
+
+    // redis-cli -c seeded with the plain port.
+    let plain = cluster.nodes[0].plain.to_string();
+    let out = run("redis-cli", &["-c", "-p", &plain, "SET", "foo", "bar"], 30);
+    assert_eq!(text(&out).0.trim(), "OK", "redis-cli -c -p {plain} SET foo bar: {:?}", text(&out));
+    assert_eq!(cluster.nodes[2].conn().cmd(&["GET", "foo"]), Frame::bulk("bar"));
+
+    // redis-cli --cluster check seeded with the plain port.
+    let seed = format!("127.0.0.1:{plain}");
+    let out = run("redis-cli", &["--cluster", "check", &seed], 60);
+    let (stdout, stderr) = text(&out);
+    let report =
+        format!("redis-cli --cluster check {seed} ({}):\n{stdout}\n{stderr}\n{}", out.status, cluster.describe());
+    assert!(out.status.success(), "{report}");
+    for want in ["[OK] All nodes agree about slots configuration.", "[OK] All 16384 slots covered."] {
+        assert!(stdout.contains(want), "missing {want:?} in {report}");
+    }
+    assert!(!stdout.contains("[ERR]") && !stdout.contains("[WARNING]"), "{report}");
+}
