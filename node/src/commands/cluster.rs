@@ -361,6 +361,14 @@ fn topology(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if eq_ic(args[1], "set") {
         let t = Topology::parse_args(&args[2..]).map_err(|e| format!("ERR invalid topology: {e}"))?;
         c.apply(t).map_err(|e| format!("ERR {e}"))?;
+        // Blocked clients run their command again: one whose slot moved
+        // away gets MOVED (or is forwarded), as Redis unblocks them.
+        for info in ctx.node.clients.all() {
+            let waiter = info.blocked_on.lock().clone();
+            if let Some(w) = waiter {
+                w.retry();
+            }
+        }
         out.ok();
         return Ok(());
     }
