@@ -781,6 +781,13 @@ fn a_slot_moving_to_another_node_matches_redis() {
     };
     let (a, b) = (next(&mut blocked[0]), next(&mut blocked[1]));
     c.record("node0 (blocked in BLPOP {b}zz 0 while slot 3300 moves to node1)", How::Same, &a, &b);
+    // Redis's node 2 learns the move by gossip: wait for it (Strata's nodes all got epoch 2).
+    let mut node2 = c.reference.cluster.nodes[2].conn();
+    let port1 = c.reference.cluster.nodes[1].direct;
+    let learned = wait_for(Duration::from_secs(20), || {
+        node2.cmd(&["GET", "{b}zz"]).error_message().is_some_and(|m| m.ends_with(&format!(":{port1}")))
+    });
+    assert!(learned, "redis node 2 did not learn within 20 s that slot 3300 moved to node 1");
     for node in [0, 1] {
         c.case(node, How::Same, &["CLUSTER", "SLOTS"]);
         c.case(node, How::TopSorted, &["CLUSTER", "SHARDS"]);

@@ -11,6 +11,7 @@
 use super::{Frame, RawConn, Server, ServerKind, display_command, wait_for};
 use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Whether `redis-server` and `redis-cli` can be run. Tests that need them
@@ -44,11 +45,46 @@ pub fn tool_available(tool: &str) -> bool {
     Command::new(tool).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
 }
 
-/// `n` distinct free TCP ports on 127.0.0.1 (all bound at once, then released).
+/// `n` distinct free TCP ports on 127.0.0.1 for flags that fix a port (the
+/// cluster bus, direct and admin ports): picked at random *below* the
+/// kernel's ephemeral range (`ip_local_port_range`) and checked to bind, so
+/// that neither another test's ephemeral pick ([`super::free_port`], the
+/// servers' own `--port`) nor an outgoing connection can take one before
+/// the server binds it. Falls back to ephemeral ports if the range starts
+/// too low to leave room.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let listeners: Vec<TcpListener> =
-        (0..n).map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("binding an ephemeral port")).collect();
-    listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (from, to) = (10_000u32, low.min(65_536));
+    let binds = |p: u16| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok();
+    if to <= from + 1000 {
+        let listeners: Vec<TcpListener> =
+            (0..n).map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("binding an ephemeral port")).collect();
+        return listeners.iter().map(|l| l.local_addr().unwrap().port()).collect();
+    }
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let mut x = nanos
+        ^ (u64::from(std::process::id()) << 32)
+        ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9E37_79B9);
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..100_000 {
+        if out.len() == n {
+            break;
+        }
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let port = (u64::from(from) + (z ^ (z >> 31)) % u64::from(to - from)) as u16;
+        if !out.contains(&port) && binds(port) {
+            out.push(port);
+        }
+    }
+    assert_eq!(out.len(), n, "no {n} free ports in {from}..{to}");
+    out
 }
 
 /// The contract's slot spread (`redis-cli --cluster create`'s formula): `n`
