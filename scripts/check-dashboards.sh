@@ -31,7 +31,7 @@ RENDER=""
 case ${1:-} in
   "") ;;
   --render) RENDER=${2:?--render needs a directory} ;;
-  -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
   *) echo "check-dashboards: unknown argument '$1'" >&2; exit 2 ;;
 esac
 
