@@ -1,8 +1,8 @@
 //! Three-node clusters for the cluster tests (`cluster_diff.rs`, `cluster_tools.rs`):
 //! a real Redis Cluster (Debian's `redis-server --cluster-enabled yes`, joined by
 //! `redis-cli --cluster create`) and Strata nodes in cluster mode given the same
-//! slot layout over their admin port (`STRATA.TOPOLOGY SET`, see
-//! `../cluster-contract.md`).
+//! slot layout over their admin port (`STRATA.TOPOLOGY SET`, see the README's
+//! "Cluster mode").
 //!
 //! Node `i` of either kind owns the `i`-th range of [`slot_spread`], so the
 //! two clusters line up node for node. Every port is picked free at start (no
