@@ -526,6 +526,15 @@ fn redirection_cases(c: &mut Compare) {
     c.case(2, How::Same, &["EVALSHA", &sha, "1", "foo"]);
     c.case(2, How::Same, &["SCRIPT", "EXISTS", &sha]);
     c.case(0, How::Same, &["SCRIPT", "FLUSH"]);
+    // Functions: per node too; FCALL's keys are gated as EVAL's.
+    let lib = "#!lua name=cl\nredis.register_function('cget', function(keys) return redis.call('get', keys[1]) end)";
+    c.case(0, How::Same, &["FUNCTION", "LOAD", lib]);
+    c.case(0, How::Same, &["FCALL", "cget", "1", "b"]);
+    c.case(0, How::Same, &["FCALL", "cget", "1", "foo"]);
+    c.case(0, How::Same, &["FCALL", "cget", "2", "b", "bar"]);
+    c.case(0, How::Same, &["FCALL_RO", "cget", "1", "foo"]);
+    c.case(2, How::Same, &["FCALL", "cget", "1", "foo"]);
+    c.case(0, How::Same, &["FUNCTION", "FLUSH"]);
 
     // MULTI with a command for another node: MOVED at queue time, EXECABORT.
     for args in [&["MULTI"][..], &["SET", "foo", "1"], &["SET", "b", "1"], &["EXEC"]] {
