@@ -214,6 +214,56 @@ fn a_blocked_client_follows_its_slot() {
     assert_eq!(plain.read_frame(), Frame::bulks(&["{b}q", "moved"]));
 }
 
+/// Pushes `ranges` (one per node) at `epoch` to every node.
+fn push_ranges(nodes: &[Node], epoch: u64, ranges: [&str; 3]) {
+    let members: Vec<String> = nodes.iter().zip(ranges).map(|(n, r)| n.member(r)).collect();
+    for n in nodes {
+        let mut args = vec!["STRATA.TOPOLOGY".to_string(), "SET".into(), epoch.to_string(), n.id.clone()];
+        args.extend(members.iter().cloned());
+        assert_eq!(n.admin().cmd(&args), Frame::ok());
+    }
+}
+
+#[test]
+fn a_slot_given_away_and_back_never_serves_a_stale_value() {
+    let dir = support::DataDir::new("cluster-stale");
+    let data = format!("{}/node0", dir.path());
+    let durable = ["--durability", "sync", "--dir", data.as_str()];
+    let mut nodes: Vec<Node> =
+        (0..3).map(|i| if i == 0 { Node::start(i, &durable) } else { Node::start(i, &[]) }).collect();
+    push(&nodes, 1);
+    let mut p = nodes[1].plain();
+    p.ok(&["SET", "b", "old"]);
+    assert_eq!(nodes[0].direct().cmd(&["GET", "b"]), Frame::bulk("old"));
+    // Slot 3300 moves to node 1 (a scale-out would do that), is written
+    // there, then comes back: node 0 must not answer with what it had.
+    push_ranges(&nodes, 2, ["0-3299,3301-5460", "3300,5461-10922", "10923-16383"]);
+    assert_eq!(nodes[0].server.conn().cmd(&["DBSIZE"]), Frame::int(0), "node 0 dropped the slot's keys");
+    p.ok(&["SET", "b", "new-on-node-1"]);
+    push_ranges(&nodes, 3, RANGES);
+    assert_eq!(p.cmd(&["GET", "b"]), Frame::Nil, "a miss, never the stale value");
+    // Nor after a restart: the deletes are in node 0's durability log.
+    nodes[0].server.kill();
+    let (port, direct, admin) =
+        (nodes[0].server.port().to_string(), nodes[0].direct.to_string(), nodes[0].admin.to_string());
+    let restarted = Server::strata_with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-direct-port",
+        &direct,
+        "--cluster-port",
+        &admin,
+        "--port",
+        &port,
+        "--durability",
+        "sync",
+        "--dir",
+        &data,
+    ]);
+    nodes[0].server = restarted;
+    assert!(wait_for(Duration::from_secs(10), || nodes[0].direct().cmd(&["GET", "b"]) == Frame::Nil));
+}
+
 #[test]
 fn publish_reaches_every_node() {
     let nodes = three();

@@ -391,6 +391,7 @@ fn topology(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if eq_ic(args[1], "set") {
         let t = Topology::parse_args(&args[2..]).map_err(|e| format!("ERR invalid topology: {e}"))?;
         c.apply(t).map_err(|e| format!("ERR {e}"))?;
+        drop_unserved_keys(ctx);
         // Blocked clients run their command again: one whose slot moved
         // away gets MOVED (or is forwarded), as Redis unblocks them.
         for info in ctx.node.clients.all() {
@@ -403,6 +404,52 @@ fn topology(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         return Ok(());
     }
     Err("ERR STRATA.TOPOLOGY SET <epoch> <myid> <node>... | GET".into())
+}
+
+/// After a topology change: the keys of slots this node no longer serves
+/// are deleted (through the mutation funnel, so the durability log has the
+/// deletes), as Redis deletes the keys of slots it lost. Left there, they
+/// would come back stale if the slot ever returned to this node (a scale
+/// out, then in), after a newer value or a delete was made on the owner
+/// meanwhile. (Keys on disk whose names only the disk holds — the tier's
+/// forgotten keys — are not reached this way.)
+fn drop_unserved_keys(ctx: &mut Ctx<'_>) {
+    let Some(c) = ctx.node.cluster.as_ref() else { return };
+    let ks = &ctx.node.ks;
+    let counts = ks.slot_key_counts();
+    let unserved: Vec<u16> = c.with(|t| {
+        let Some(t) = t else { return Vec::new() };
+        (0..SLOTS as u16).filter(|&s| counts[s as usize] > 0 && t.route(s) != crate::cluster::Route::Mine).collect()
+    });
+    if unserved.is_empty() {
+        return;
+    }
+    let mut gone = vec![false; SLOTS];
+    for &s in &unserved {
+        gone[s as usize] = true;
+    }
+    let mut parts: Vec<u32> = unserved.iter().map(|&s| ks.partition_of_slot(s)).collect();
+    parts.sort_unstable();
+    parts.dedup();
+    let mut deleted = 0usize;
+    for idx in parts {
+        let mut keys = crate::store::KeyAccess {
+            ks,
+            locked: ks.lock_one(idx),
+            db: 0,
+            now_ms: ctx.client.now_ms,
+            touch: false,
+            stats: ctx.keys.stats,
+        };
+        let names: Vec<Vec<u8>> = keys.with_partition(idx, |p| {
+            p.entries(0).filter(|(_, e)| gone[key_slot(e.key()) as usize]).map(|(_, e)| e.key().to_vec()).collect()
+        });
+        for k in &names {
+            deleted += keys.delete(k) as usize;
+        }
+        keys.serve_ready();
+    }
+    tracing::info!(keys = deleted, slots = unserved.len(), "deleted the keys of slots this node no longer serves");
 }
 
 #[cfg(test)]
