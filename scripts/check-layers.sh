@@ -20,7 +20,7 @@ MAX_CIRCLES=2
 scripts=$(cd "$(dirname "$0")" && pwd)
 python3 "$scripts/import_graph.py" --self-test
 cd "$scripts/../node/src"
-ORDER=(base sys protocol config metrics policy store tier durability memory session commands server main)
+ORDER=(base sys protocol config metrics policy store tier durability memory session cluster commands server main)
 rank() {
   local i
   for i in "${!ORDER[@]}"; do [[ ${ORDER[$i]} == "$1" ]] && { echo "$i"; return; }; done

@@ -7,6 +7,7 @@
 #![deny(unsafe_code)]
 
 pub mod base;
+pub mod cluster;
 pub mod commands;
 pub mod config;
 pub mod durability;

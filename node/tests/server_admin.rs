@@ -620,7 +620,7 @@ fn memory_and_command_introspection() {
     {
         assert!(names.contains(&name), "COMMAND LIST lacks {name}");
     }
-    for name in ["save", "bgsave", "readonly"] {
+    for name in ["save", "bgsave"] {
         assert!(!names.contains(&name), "{name} must not be registered");
     }
     let docs = c.cmd(&["COMMAND", "DOCS", "client"]);

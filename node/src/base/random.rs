@@ -29,3 +29,8 @@ pub fn fast_rand() -> u64 {
         x
     })
 }
+
+/// A made-up node id: 40 lowercase hex characters, as Redis's.
+pub fn hex_id() -> String {
+    (0..5).map(|_| format!("{:08x}", fast_rand() as u32)).collect()
+}

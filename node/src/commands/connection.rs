@@ -54,6 +54,9 @@ fn echo(_ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 }
 
 fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    if ctx.client.port == crate::session::client::PortKind::Admin {
+        return admin_auth(ctx, args, out);
+    }
     match args.len() {
         2 => {
             if ctx.node.acl.default_user().nopass {
@@ -64,6 +67,23 @@ fn auth(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             super::acl::authenticate(ctx, args[0], b"default", args[1])?;
         }
         3 => super::acl::authenticate(ctx, args[0], args[1], args[2])?,
+        _ => return Err(err::SYNTAX.into()),
+    }
+    out.ok();
+    Ok(())
+}
+
+/// AUTH on cluster mode's admin port: its own password, no users.
+fn admin_auth(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let expected = ctx.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref());
+    match (expected, args) {
+        (None, _) => {
+            return Err("ERR AUTH <password> called without any password configured for the default user. \
+                        Are you sure your configuration is correct?"
+                .into());
+        }
+        (Some(p), [_, given]) if *given == p => ctx.client.authenticated = true,
+        (Some(_), [_, _]) => return Err("WRONGPASS invalid username-password pair or user is disabled.".into()),
         _ => return Err(err::SYNTAX.into()),
     }
     out.ok();
@@ -150,6 +170,9 @@ fn hello(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 fn select(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let db = arg_i64(args[1])?;
+    if ctx.node.cluster.is_some() && db != 0 {
+        return Err("ERR SELECT is not allowed in cluster mode".into());
+    }
     if db < 0 || db >= NUM_DBS as i64 {
         return Err("ERR DB index is out of range".into());
     }

@@ -67,6 +67,10 @@ fn execute_request(
     match pipeline::admit(node, worker, client, &cmd, &origin) {
         Ok(()) => {}
         Err(Refusal::Wait(wait)) => return Outcome::Pending(wait),
+        Err(Refusal::Forward(f)) => {
+            client.asking = false;
+            return Outcome::Forward(f);
+        }
         Err(Refusal::Refused(Refused::Busy(e))) if client.multi.is_some() && cmd.def.name == "exec" => {
             // A refused EXEC ends the transaction (Redis's `execCommandAbort`).
             let msg = format!("EXECABORT Transaction discarded because of: {e}");
@@ -76,7 +80,18 @@ fn execute_request(
             return Outcome::Done;
         }
         Err(Refusal::Refused(r)) => {
+            if matches!(r, Refused::Moved(..)) {
+                crate::metrics::ClusterStats::add(&worker.cluster.moved, 1);
+            }
             pipeline::refuse(node, worker, client, Some(&cmd), args, &origin, &r, out);
+            if matches!(r, Refused::Moved(..) | Refused::CrossSlot | Refused::ClusterDown(..))
+                && cmd.def.name == "exec"
+                && client.multi.is_some()
+            {
+                // As Redis: a redirected EXEC discards the transaction.
+                super::transactions::discard_transaction(node, client);
+            }
+            client.asking = false;
             return Outcome::Done;
         }
     }
@@ -87,8 +102,18 @@ fn execute_request(
         out.simple("QUEUED");
         return Outcome::Done;
     }
+    // ASKING lasts for the one command after it, as in Redis.
+    if client.asking && cmd.def.name != "asking" {
+        client.asking = false;
+    }
     // Keys evicted for this command: their invalidations precede its reply.
     tracking::take_own(&mut out.buf);
     client.info.last_cmd.store(cmd.idx as u32, Relaxed);
-    pipeline::run(node, server, worker, client, &cmd, out)
+    match pipeline::run(node, server, worker, client, &cmd, out) {
+        Outcome::Done if node.cluster.is_some() => match pipeline::fan_out(node, client, &cmd) {
+            Some(f) => Outcome::FanOut(f),
+            None => Outcome::Done,
+        },
+        outcome => outcome,
+    }
 }

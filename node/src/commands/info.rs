@@ -96,7 +96,14 @@ fn write_section(node: &Node, server: &dyn ServerControl, snap: &Snapshot, secti
                 let _ = write!(t, "errorstat_{prefix}:count={count}\r\n");
             }
         }
-        "cluster" => field!(t, "cluster_enabled", "0"),
+        "cluster" => match node.cluster.as_ref() {
+            None => field!(t, "cluster_enabled", "0"),
+            Some(c) => {
+                field!(t, "cluster_enabled", "1");
+                // Strata's own: the topology epoch this node has applied (0: none yet).
+                field!(t, "cluster_current_epoch", "{}", c.epoch());
+            }
+        },
         "keyspace" => info_keyspace(snap, t),
         "tier" => info_tier(snap, t),
         // modules: there are none.

@@ -51,6 +51,8 @@ pub struct Node {
     pub latency: super::slowlog::LatencyMonitor,
     /// ACL users and the ACL LOG.
     pub acl: crate::session::acl::Acl,
+    /// Cluster mode: the pushed topology (None: `cluster-enabled no`).
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 impl Node {
@@ -111,6 +113,7 @@ impl Node {
         ks.set_tracker(tracking.clone());
         let workers: Vec<_> = (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.stat_slots()))).collect();
         let pubsub = Arc::new(Hub::new(rt.obuf_limit_pubsub.clone(), workers.clone()));
+        let cluster = if sc.cluster_enabled { Some(open_cluster(sc)?) } else { None };
         let notify_flags = rt.notify_keyspace_events.clone();
         ks.set_key_events(notify_flags.clone(), Arc::new(Notifier::new(pubsub.clone(), notify_flags)));
         Ok(Node {
@@ -136,6 +139,7 @@ impl Node {
             slowlog: Default::default(),
             latency: Default::default(),
             acl,
+            cluster,
             config,
         })
     }
@@ -202,4 +206,34 @@ pub trait ServerControl: Send + Sync {
     /// Every figure INFO and `/metrics` report, with the keyspace's as the
     /// caller counted them.
     fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot;
+    /// Cluster mode: hands a PUBLISH to the other nodes (asynchronously;
+    /// their subscribers are not counted in the reply, as in Redis Cluster).
+    fn broadcast_publish(&self, channel: &[u8], message: &[u8]);
+}
+
+/// Cluster mode's state: the topology kept in the data directory, the
+/// admin port's password.
+fn open_cluster(sc: &crate::config::StartupConfig) -> Result<crate::cluster::Cluster, String> {
+    // The topology is kept beside the data even for a cache without a log:
+    // a restarted pod answers with its slots before the operator pushes.
+    let dir = match std::fs::create_dir_all(&sc.dir) {
+        Ok(()) => Some(sc.dir.clone()),
+        Err(e) => {
+            tracing::warn!(dir = %sc.dir.display(), "cannot create the data directory ({e}): the cluster topology will not survive a restart");
+            None
+        }
+    };
+    let password = match &sc.cluster_admin_password_file {
+        Some(path) => {
+            let text = std::fs::read(path)
+                .map_err(|e| format!("cannot read cluster-admin-password-file {}: {e}", path.display()))?;
+            let trimmed = text.trim_ascii_end().to_vec();
+            if trimmed.is_empty() {
+                return Err(format!("cluster-admin-password-file {} is empty", path.display()));
+            }
+            Some(trimmed)
+        }
+        None => None,
+    };
+    crate::cluster::Cluster::open(dir, sc.cluster_prefer_hostname, password)
 }

@@ -13,10 +13,10 @@
 //!    then `after_call` — CLIENT TRACKING, `finish` (error reply, command
 //!    statistics, latency), the slow log and MONITOR.
 //!
-//! Where the next gates go: cluster mode's slot check (MOVED, ASK,
-//! CROSSSLOT, forwarding) is a `Gate` right after `Acl`, as Redis checks the
-//! redirect after ACL; the wait for the durable point of `sync` durability
-//! belongs in `after_call`, the one place every reply passes.
+//! Cluster mode's slot check (MOVED, CROSSSLOT, CLUSTERDOWN, forwarding) is
+//! `Gate::Slot`, right after `Acl`, as Redis checks the redirect after ACL.
+//! The wait for the durable point of `sync` durability belongs in
+//! `after_call`, the one place every reply passes.
 
 use super::acl::{self, Denial};
 use super::scripting::WhileBusy;
@@ -25,7 +25,7 @@ use super::{BlockRequest, CmdError, CommandDef, Ctx, Keys, Node, ServerControl, 
 use crate::config::Protected;
 use crate::metrics::WorkerMetrics;
 use crate::protocol::Reply;
-use crate::session::client::Client;
+use crate::session::client::{Client, PortKind};
 use crate::session::pause::{self, PauseMode};
 use crate::session::tracking;
 use crate::store::{KeyAccess, PendingRead, StoreStats};
@@ -43,6 +43,73 @@ pub enum Outcome {
     /// read, CLIENT PAUSE, a busy script). The connection awaits this, then
     /// runs the same request again.
     Pending(PendingRead),
+    /// Cluster mode, plain port: the command's slot is another node's; the
+    /// connection sends it there and relays the reply in its place.
+    Forward(Forward),
+    /// Cluster mode, plain port: a command about the whole node (FLUSHALL,
+    /// SCRIPT LOAD, DBSIZE, ...) ran here; the connection runs it on the
+    /// other nodes too and combines the replies, so that a plain client
+    /// sees one cache.
+    FanOut(FanOut),
+}
+
+/// Where a fanned-out command also goes, and how replies combine.
+#[derive(Debug, Clone)]
+pub struct FanOut {
+    /// The other nodes' admin ports, `ip:port`.
+    pub addrs: Vec<std::sync::Arc<str>>,
+    /// DBSIZE: the integers add up. Otherwise the local reply stands unless
+    /// another node answered with an error.
+    pub sum: bool,
+}
+
+/// Commands a plain client sends about "the server" that, in cluster mode,
+/// must reach every node: (command, subcommand or "" for any, sums).
+const FAN_OUT: &[(&str, &str, bool)] = &[
+    ("flushall", "", false),
+    ("flushdb", "", false),
+    ("dbsize", "", true),
+    ("script", "load", false),
+    ("script", "flush", false),
+    ("function", "load", false),
+    ("function", "delete", false),
+    ("function", "flush", false),
+    ("function", "restore", false),
+];
+
+/// Whether a client's command, just run here, fans out to the other nodes.
+pub fn fan_out(node: &Node, client: &Client, cmd: &Resolved<'_>) -> Option<FanOut> {
+    let c = node.cluster.as_ref()?;
+    if client.port != PortKind::Plain || client.multi.is_some() {
+        return None;
+    }
+    let &(_, _, sum) = FAN_OUT.iter().find(|&&(name, sub, _)| {
+        name == cmd.def.name
+            && (sub.is_empty() || cmd.args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(sub.as_bytes())))
+    })?;
+    let addrs = c.with(|t| {
+        t.map(|t| {
+            t.members
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != t.myself)
+                .map(|(_, m)| m.admin_addr.clone())
+                .collect::<Vec<_>>()
+        })
+    })?;
+    (!addrs.is_empty()).then_some(FanOut { addrs, sum })
+}
+
+/// Where a command (or a transaction) for another node's slot goes.
+#[derive(Debug, Clone)]
+pub struct Forward {
+    /// The owner's admin port, `ip:port`.
+    pub addr: std::sync::Arc<str>,
+    /// EXEC: the queued transaction goes as MULTI, its commands, EXEC.
+    pub transaction: bool,
+    /// A blocking command: on a connection of its own, so that it holds
+    /// up nobody else's forwarded commands while it waits.
+    pub dedicated: bool,
 }
 
 /// Where a command comes from: decides which gates it passes and how a
@@ -105,6 +172,9 @@ enum Gate {
     Replicas,
     /// The durability log's volume is full: writes are refused (MISCONF).
     Disk,
+    /// Cluster mode: the keys' hash slot must be this node's (MOVED,
+    /// CROSSSLOT, CLUSTERDOWN, or forwarding on the plain port).
+    Slot,
 }
 
 impl Origin<'_> {
@@ -119,6 +189,7 @@ impl Origin<'_> {
                 Auth,
                 Protected,
                 Acl,
+                Slot,
                 Loading,
                 Monitor,
                 Pause,
@@ -129,10 +200,10 @@ impl Origin<'_> {
                 Replicas,
             ],
             Origin::Queue => {
-                &[Arity, Auth, Protected, Acl, Loading, Monitor, Pause, Busy, NoMulti, Disk, MemoryOver, Replicas]
+                &[Arity, Auth, Protected, Acl, Slot, Loading, Monitor, Pause, Busy, NoMulti, Disk, MemoryOver, Replicas]
             }
             Origin::Exec => &[Acl],
-            Origin::Script(_) => &[Arity, NoScript, Acl, ReadOnlyScript, Disk, Replicas, MemoryOver],
+            Origin::Script(_) => &[Arity, NoScript, Acl, ReadOnlyScript, Slot, Disk, Replicas, MemoryOver],
         }
     }
 
@@ -152,6 +223,8 @@ pub enum Refusal {
     /// Not now (CLIENT PAUSE, a busy script): the connection waits, then
     /// runs the request again from the start.
     Wait(PendingRead),
+    /// Another node's slot, on the plain port: sent there.
+    Forward(Forward),
 }
 
 /// A refusal, worded by `message` for the command's origin.
@@ -172,6 +245,21 @@ pub enum Refused {
     NoReplicas,
     /// The durability log cannot grow: its message.
     Disk(String),
+    /// Another node serves the slot: `MOVED <slot> <endpoint>`.
+    Moved(u16, String),
+    CrossSlot,
+    ClusterDown(ClusterDown),
+}
+
+/// Why the cluster cannot serve a command, in Redis's two wordings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterDown {
+    /// Nobody serves the slot (also: no topology pushed yet, as a fresh
+    /// Redis Cluster node without slots answers).
+    Unbound,
+    /// Some slot is not covered: the cluster is down as a whole (Redis's
+    /// `cluster-require-full-coverage yes`).
+    State,
 }
 
 /// Redis's refusal of DEBUG when `enable-debug-command` does not allow the client.
@@ -228,6 +316,17 @@ impl Refused {
             Refused::Oom => err::OOM.into(),
             Refused::NoReplicas => err::NOREPLICAS.into(),
             Refused::Disk(e) => e.clone().into(),
+            // Redis's `scriptVerifyClusterState`: every redirection reads the same from a script.
+            Refused::ClusterDown(ClusterDown::State) if script => {
+                "ERR Script attempted to execute a command while the cluster is down".into()
+            }
+            Refused::Moved(..) | Refused::CrossSlot | Refused::ClusterDown(_) if script => {
+                "ERR Script attempted to access a non local key in a cluster node".into()
+            }
+            Refused::Moved(slot, endpoint) => format!("MOVED {slot} {endpoint}").into(),
+            Refused::CrossSlot => "CROSSSLOT Keys in request don't hash to the same slot".into(),
+            Refused::ClusterDown(ClusterDown::State) => "CLUSTERDOWN The cluster is down".into(),
+            Refused::ClusterDown(ClusterDown::Unbound) => "CLUSTERDOWN Hash slot not served".into(),
         };
         match text {
             Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
@@ -257,7 +356,10 @@ pub fn admit(
                 }
             }
             Gate::Auth => {
-                if !client.authenticated && !def.has(flags::NO_AUTH) && node.config.runtime.has_password.load(Relaxed) {
+                // The admin port's connections start authenticated unless
+                // it has a password.
+                let needs = client.port == PortKind::Admin || node.config.runtime.has_password.load(Relaxed);
+                if !client.authenticated && !def.has(flags::NO_AUTH) && needs {
                     return refuse(Refused::NoAuth);
                 }
             }
@@ -266,6 +368,10 @@ pub fn admit(
                     return refuse(Refused::Protected);
                 }
             }
+            // The admin port's clients are the operator and other nodes,
+            // which checked the command against the client's user before
+            // forwarding it.
+            Gate::Acl if client.port == PortKind::Admin => {}
             Gate::Acl => {
                 if let Err(denial) = acl::check(node, client, cmd) {
                     acl::log_denial(node, client, &denial, origin.acl_context(client), cmd.args);
@@ -358,10 +464,86 @@ pub fn admit(
                     }
                 }
             }
+            Gate::Slot => {
+                if let Some(c) = node.cluster.as_ref() {
+                    slot_gate(node, c, client, cmd, origin)?;
+                }
+            }
             Gate::MemoryEvict | Gate::MemoryOver | Gate::Replicas => {}
         }
     }
     Ok(())
+}
+
+/// Cluster mode: a command runs here only when every key it names hashes to
+/// one slot this node serves (EXEC: every queued command's keys). Redis
+/// Cluster's `getNodeByQuery`, without migrations (ASK, TRYAGAIN) yet. On
+/// the plain port a command for another node's slot is forwarded; inside
+/// MULTI it is queued, and the transaction goes to the owner at EXEC.
+fn slot_gate(
+    node: &Node,
+    c: &crate::cluster::Cluster,
+    client: &Client,
+    cmd: &Resolved<'_>,
+    origin: &Origin<'_>,
+) -> Result<(), Refusal> {
+    let refuse = |r| Err(Refusal::Refused(r));
+    let exec = cmd.def.name == "exec";
+    let mut slot: Option<u16> = None;
+    let mut check = |key: &[u8]| {
+        let s = crate::base::slot::key_slot(key);
+        match slot {
+            Some(first) if first != s => false,
+            _ => {
+                slot = Some(s);
+                true
+            }
+        }
+    };
+    if exec {
+        let Some(queued) = client.multi.as_deref() else { return Ok(()) };
+        for q in queued {
+            let argv: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
+            let r = node.table.resolved(q.cmd, &argv);
+            if !r.keys().all(&mut check) {
+                return refuse(Refused::CrossSlot);
+            }
+        }
+    } else if !cmd.keys().all(&mut check) {
+        return refuse(Refused::CrossSlot);
+    }
+    let Some(slot) = slot else { return Ok(()) };
+    // What cannot travel: a WATCH (it would have to stay on the owner until
+    // EXEC) and a shard-channel subscription: those get MOVED, as from
+    // Redis Cluster (see the README's cluster section).
+    let forwards = client.port == PortKind::Plain
+        && !matches!(origin, Origin::Script(_))
+        && !matches!(cmd.def.name, "watch" | "ssubscribe" | "sunsubscribe");
+    /// Where another node's slot sends the command.
+    enum Away {
+        Forward(std::sync::Arc<str>),
+        Moved(String),
+    }
+    let route = c.with(|t| {
+        let t = t.ok_or(ClusterDown::Unbound)?;
+        match t.route(slot) {
+            crate::cluster::Route::Unassigned => Err(ClusterDown::Unbound),
+            _ if !t.fully_covered() => Err(ClusterDown::State),
+            crate::cluster::Route::Mine => Ok(None),
+            crate::cluster::Route::Elsewhere(i) if forwards => Ok(Some(Away::Forward(t.members[i].admin_addr.clone()))),
+            crate::cluster::Route::Elsewhere(i) => Ok(Some(Away::Moved(c.endpoint(&t.members[i])))),
+        }
+    });
+    match route {
+        Err(down) => refuse(Refused::ClusterDown(down)),
+        Ok(None) => Ok(()),
+        Ok(Some(Away::Moved(endpoint))) => refuse(Refused::Moved(slot, endpoint)),
+        // Queued on the plain port: decided at EXEC, for the whole transaction.
+        Ok(Some(Away::Forward(_))) if matches!(origin, Origin::Queue) => Ok(()),
+        Ok(Some(Away::Forward(addr))) => {
+            Err(Refusal::Forward(Forward { addr, transaction: exec, dedicated: cmd.has(flags::BLOCKING) }))
+        }
+    }
 }
 
 /// Whether a pause in WRITE mode holds back this request: writes, commands
@@ -666,7 +848,7 @@ fn reads_values(name: &str, args: &[&[u8]]) -> bool {
 /// and the arguments are C strings (cut at a NUL), the name is cut at 128
 /// bytes, and arguments are quoted only while the list is under 128 bytes,
 /// each cut to what is left of those 128 — a huge request gets a short error.
-fn unknown_command(args: &[&[u8]]) -> Vec<u8> {
+pub(super) fn unknown_command(args: &[&[u8]]) -> Vec<u8> {
     const QUOTED_MAX: usize = 128;
     let c_str = |a: &[u8], max: usize| -> Vec<u8> {
         let a = &a[..a.iter().position(|&b| b == 0).unwrap_or(a.len())];

@@ -162,6 +162,10 @@ fn publish(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     let (channel, message) = (args[1], args[2]);
     let mut self_msgs = Reply::new(out.resp3);
     let receivers = ctx.node.pubsub.publish(channel, message, Some((ctx.client.id(), &mut self_msgs)));
+    // A PUBLISH another node passed on (admin port) is not passed on again.
+    if ctx.node.cluster.is_some() && ctx.client.port != crate::session::client::PortKind::Admin {
+        ctx.server.broadcast_publish(channel, message);
+    }
     out.raw(&self_msgs.buf);
     out.int(receivers as i64);
     Ok(())

@@ -56,6 +56,13 @@ pub fn abort_while_busy(client: &mut Client) {
     client.stale_watches.extend(watched);
 }
 
+/// EXEC refused by cluster mode's slot check: the transaction and its
+/// WATCHes end, as Redis's `discardTransaction` (no locks held).
+pub fn discard_transaction(node: &Node, client: &mut Client) {
+    end_multi(client);
+    unwatch_all(node, client);
+}
+
 /// Releases the WATCHes `abort_while_busy` set aside (no locks held).
 pub fn release_stale_watches(node: &Node, client: &mut Client) {
     unwatch_keys(node, client.stale_watches.drain(..));

@@ -18,7 +18,8 @@ option can also be set in a redis.conf-style file (`--config FILE`, e.g. `maxmem
 variable (`STRATA_PORT=6380`).";
 
 /// `--help` headings, in the order they are listed.
-const GROUPS: &[&str] = &["Network", "Clients", "Security", "Memory", "Threads", "Logging", "Storage", "Metrics"];
+const GROUPS: &[&str] =
+    &["Network", "Clients", "Security", "Memory", "Threads", "Logging", "Storage", "Cluster", "Metrics"];
 
 /// The `--config` argument's id.
 const CONFIG_FILE: &str = "config";

@@ -81,6 +81,13 @@ pub struct StartupConfig {
     pub hugepages: HugePages,
     /// Users file of ACL LOAD / ACL SAVE (`aclfile`); none by default.
     pub aclfile: Option<PathBuf>,
+    /// Cluster mode (`cluster-enabled`) and its ports: 0 = derived from
+    /// `port` (see `direct_port`, `admin_port`).
+    pub cluster_enabled: bool,
+    pub cluster_direct_port: u16,
+    pub cluster_port: u16,
+    pub cluster_admin_password_file: Option<PathBuf>,
+    pub cluster_prefer_hostname: bool,
 }
 
 impl StartupConfig {
@@ -110,6 +117,32 @@ impl StartupConfig {
             enable_debug_command: Protected::No,
             hugepages: HugePages::Off,
             aclfile: None,
+            cluster_enabled: false,
+            cluster_direct_port: 0,
+            cluster_port: 0,
+            cluster_admin_password_file: None,
+            cluster_prefer_hostname: false,
+        }
+    }
+
+    /// Cluster mode's port for cluster-aware clients (MOVED); 0 without
+    /// cluster mode or TCP.
+    pub fn direct_port(&self) -> u16 {
+        match (self.cluster_enabled, self.cluster_direct_port) {
+            (false, _) => 0,
+            (true, 0) if self.port == 0 => 0,
+            (true, 0) => self.port.wrapping_add(1),
+            (true, p) => p,
+        }
+    }
+
+    /// Cluster mode's admin port (topology pushes, forwarding between nodes).
+    pub fn admin_port(&self) -> u16 {
+        match (self.cluster_enabled, self.cluster_port) {
+            (false, _) => 0,
+            (true, 0) if self.port == 0 || self.port > u16::MAX - 10000 => 0,
+            (true, 0) => self.port + 10000,
+            (true, p) => p,
         }
     }
 }

@@ -512,6 +512,66 @@ pub static PARAMS: &[Param] = &[
         live: None, get: |c| c.startup.enable_debug_command.name().into(), rewrite: false, secret: false,
     },
     Param {
+        name: "cluster-enabled", aliases: &[], group: "Cluster",
+        help: "Serve as one shard of a Redis Cluster whose topology is pushed to this node (the operator, or \
+               scripts/local-cluster.sh): commands for other nodes' hash slots are forwarded on `port` and answered \
+               with MOVED on `cluster-direct-port`; data commands get CLUSTERDOWN until a topology arrives.",
+        default: Some("no"), kind: Kind::YesNo,
+        store: Store::Startup(|c, v| {
+            c.cluster_enabled = v.flag();
+            Ok(())
+        }),
+        live: None, get: |c| yes_no(c.startup.cluster_enabled).into(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "cluster-direct-port", aliases: &[], group: "Cluster",
+        help: "Port cluster-aware clients use (the one CLUSTER SLOTS, SHARDS, NODES and MOVED advertise): a command \
+               for another node's slot gets MOVED, as from a Redis Cluster node. 0: `port` + 1.",
+        default: Some("0"), kind: PORT,
+        store: Store::Startup(|c, v| {
+            c.cluster_direct_port = v.int() as u16;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.cluster_direct_port.to_string(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "cluster-port", aliases: &[], group: "Cluster",
+        help: "Admin port of cluster mode, where the topology is pushed (STRATA.TOPOLOGY) and nodes forward to one \
+               another; never for applications. 0: `port` + 10000, Redis's cluster bus port.",
+        default: Some("0"), kind: PORT,
+        store: Store::Startup(|c, v| {
+            c.cluster_port = v.int() as u16;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.cluster_port.to_string(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "cluster-admin-password-file", aliases: &[], group: "Cluster",
+        help: "File holding the password of the admin port (AUTH <password> before anything else there); without \
+               one the admin port is open to anyone who can reach it: local development only.",
+        default: None, kind: Kind::Text,
+        store: Store::Startup(|c, v| {
+            c.cluster_admin_password_file = Some(PathBuf::from(v.text()));
+            Ok(())
+        }),
+        live: None,
+        get: |c| c.startup.cluster_admin_password_file.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+        rewrite: false, secret: false,
+    },
+    Param {
+        name: "cluster-preferred-endpoint-type", aliases: &[], group: "Cluster",
+        help: "What MOVED and CLUSTER SLOTS name a node by: ip or hostname (its DNS name through the headless \
+               Service, when the topology has one).",
+        default: Some("ip"), kind: Kind::Custom(parse_endpoint_type),
+        store: Store::Startup(|c, v| {
+            c.cluster_prefer_hostname = v.text() == "hostname";
+            Ok(())
+        }),
+        live: None,
+        get: |c| if c.startup.cluster_prefer_hostname { "hostname" } else { "ip" }.into(),
+        rewrite: false, secret: false,
+    },
+    Param {
         name: "metrics-port", aliases: &[], group: "Metrics",
         help: "Port of the HTTP endpoint serving /metrics, /healthz and /readyz; 0 disables it.",
         default: Some("9121"), kind: PORT,
@@ -689,11 +749,6 @@ pub static REDIS_COMPAT: &[Param] = &[
         get: |_| "10".into(), rewrite: false, secret: false,
     },
     Param {
-        name: "cluster-enabled", aliases: &[], group: "Network", help: "Redis Cluster: never.",
-        default: None, kind: Kind::Text, store: Store::Nowhere, live: None,
-        get: |_| "no".into(), rewrite: false, secret: false,
-    },
-    Param {
         name: "daemonize", aliases: &[], group: "Network", help: "Run in the background: never.",
         default: None, kind: Kind::Text, store: Store::Nowhere, live: None,
         get: |_| "no".into(), rewrite: false, secret: false,
@@ -769,6 +824,13 @@ fn parse_hugepages(v: &[u8]) -> Result<Parsed, String> {
 }
 
 /// `enable-debug-command`: Redis's words for a value it does not know.
+fn parse_endpoint_type(v: &[u8]) -> Result<Parsed, String> {
+    match std::str::from_utf8(v).unwrap_or("").to_ascii_lowercase().as_str() {
+        t @ ("ip" | "hostname") => Ok(Parsed::Text(t.as_bytes().to_vec())),
+        _ => Err("argument must be one of: ip, hostname".into()),
+    }
+}
+
 fn parse_protected(v: &[u8]) -> Result<Parsed, String> {
     Protected::parse(v).map(Parsed::Protected).ok_or_else(|| {
         let names: Vec<&str> = Protected::ALL.iter().map(|p| p.name()).collect();

@@ -442,6 +442,28 @@ pub struct WorkerMetrics {
     pub store: Arc<StoreStats>,
     pub errors: ErrorStats,
     pub reads: ReadLatency,
+    pub cluster: ClusterStats,
+}
+
+/// Cluster mode's work on one worker (only its worker writes).
+#[derive(Default)]
+pub struct ClusterStats {
+    /// Requests sent to their slot's owner for a plain client (a
+    /// transaction counts once).
+    pub forwarded: AtomicU64,
+    /// Of those, the ones whose owner could not be reached.
+    pub forward_errors: AtomicU64,
+    /// Time from sending a forwarded request to having its reply.
+    pub forward_latency: ReadHistogram,
+    /// `-MOVED` replies sent (direct port).
+    pub moved: AtomicU64,
+}
+
+impl ClusterStats {
+    #[inline]
+    pub fn add(c: &AtomicU64, n: u64) {
+        bump(c, n);
+    }
 }
 
 impl WorkerMetrics {
@@ -452,6 +474,7 @@ impl WorkerMetrics {
             store: Arc::new(StoreStats::default()),
             errors: ErrorStats::default(),
             reads: ReadLatency::default(),
+            cluster: ClusterStats::default(),
         }
     }
 }

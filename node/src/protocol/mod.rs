@@ -1,5 +1,6 @@
 //! RESP2/RESP3 wire protocol: request parsing and reply encoding.
 
+pub mod frame;
 mod parser;
 mod reply;
 

@@ -9,7 +9,7 @@ use crate::commands::pipeline::Outcome;
 use crate::commands::{BlockRequest, Keys, Woken, flags};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, is_cross_protocol_attack, parse_request};
-use crate::session::client::{Client, ClientInfo, PushMsg};
+use crate::session::client::{Client, ClientInfo, PortKind, PushMsg};
 use crate::store::PendingRead;
 use crate::sys::socket::ClientSocket;
 use smallvec::SmallVec;
@@ -41,24 +41,24 @@ thread_local! {
 const OUT_FLUSH_AT: usize = 256 * 1024;
 
 pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
-    let new_state = |addr: String, laddr: String, fd: i32| {
+    let new_state = |addr: String, laddr: String, fd: i32, port: PortKind| {
         let (push_tx, push_rx) = mpsc::unbounded_channel();
         let id = shared.clients.next_id();
         ServerStats::add(&shared.workers[worker].server.connections_received, 1);
         let info = new_info(id, addr, laddr, fd, push_tx, worker);
-        ConnState::new(&shared, info, push_rx)
+        ConnState::new(&shared, info, push_rx, port)
     };
     let (fd, mut state) = match conn {
-        NewConn::Tcp(std, peer, local) => {
+        NewConn::Tcp(std, peer, local, port) => {
             let _ = std.set_nonblocking(true);
             let _ = std.set_nodelay(true);
             crate::sys::socket::set_keepalive(&std, shared.config.runtime.tcp_keepalive.load(Relaxed));
-            let state = new_state(peer.to_string(), local.to_string(), std.as_raw_fd());
+            let state = new_state(peer.to_string(), local.to_string(), std.as_raw_fd(), port);
             (OwnedFd::from(std), state)
         }
         NewConn::Unix(std, path) => {
             let _ = std.set_nonblocking(true);
-            let state = new_state(format!("{path}:0"), format!("{path}:0"), std.as_raw_fd());
+            let state = new_state(format!("{path}:0"), format!("{path}:0"), std.as_raw_fd(), PortKind::Plain);
             (OwnedFd::from(std), state)
         }
         NewConn::Moved(moved) => (moved.fd, moved.state),
@@ -160,12 +160,23 @@ struct ConnState {
 }
 
 impl ConnState {
-    fn new(shared: &Shared, info: Arc<ClientInfo>, push_rx: mpsc::UnboundedReceiver<PushMsg>) -> Self {
+    fn new(shared: &Shared, info: Arc<ClientInfo>, push_rx: mpsc::UnboundedReceiver<PushMsg>, port: PortKind) -> Self {
         shared.clients.add(info.clone());
-        let authenticated = !shared.config.runtime.has_password.load(Relaxed);
-        let client = Client::new(info.clone(), authenticated);
+        // The admin port has its own password (or none: local development).
+        let authenticated = match port {
+            PortKind::Admin => shared.node.cluster.as_ref().is_none_or(|c| c.admin_password.is_none()),
+            _ => !shared.config.runtime.has_password.load(Relaxed),
+        };
+        let mut client = Client::new(info.clone(), authenticated);
+        client.port = port;
         // No buffers until input arrives.
-        let bufs = Buffers { rbuf: Vec::new(), start: 0, out: Reply { buf: Vec::new(), resp3: false }, accounted: 0 };
+        let bufs = Buffers {
+            rbuf: Vec::new(),
+            start: 0,
+            out: Reply { buf: Vec::new(), resp3: false },
+            accounted: 0,
+            awaited: Vec::new(),
+        };
         ConnState { info, push_rx, client, bufs, seen_epoch: 0 }
     }
 
@@ -203,6 +214,8 @@ struct Buffers {
     start: usize,
     out: Reply,
     accounted: i64,
+    /// Forwarded requests' replies to put in `out` before it is written.
+    awaited: Vec<Awaited>,
 }
 
 impl Buffers {
@@ -310,6 +323,55 @@ enum Step {
     Close,
 }
 
+/// A request on its way to another node.
+struct Relay {
+    addr: std::sync::Arc<str>,
+    bytes: Vec<u8>,
+    replies: usize,
+    dedicated: bool,
+}
+
+/// A forwarded request's reply still to come, and where in the output it
+/// goes (the replies of the requests after it are already there).
+struct Awaited {
+    at: usize,
+    reply: super::forward::Pending,
+    /// When it was sent (`mono_ns`).
+    sent_ns: u64,
+    /// A fanned-out command: the local reply, the others' still to come,
+    /// and whether integers add up (`reply` is the first other node's).
+    fan_out: Option<FannedOut>,
+}
+
+struct FannedOut {
+    local: Vec<u8>,
+    others: Vec<super::forward::Pending>,
+    sum: bool,
+}
+
+/// The one reply of a fanned-out command: integers summed (DBSIZE), or
+/// the local reply unless a node answered with an error.
+fn combine(local: Vec<u8>, others: Vec<Result<Vec<u8>, String>>, sum: bool) -> Vec<u8> {
+    let int = |r: &[u8]| -> Option<i64> {
+        r.strip_prefix(b":").and_then(|r| std::str::from_utf8(r).ok()).and_then(|r| r.trim_end().parse().ok())
+    };
+    if local.first() == Some(&b'-') {
+        return local;
+    }
+    let mut total = if sum { int(&local) } else { None };
+    for r in others {
+        match r {
+            Ok(r) if r.first() == Some(&b'-') => return r,
+            Ok(r) => total = total.and_then(|t| int(&r).map(|n| t + n)),
+            Err(e) => return format!("-ERR cannot reach every node of the cluster: {e}\r\n").into_bytes(),
+        }
+    }
+    match total {
+        Some(t) if sum => format!(":{t}\r\n").into_bytes(),
+        _ => local,
+    }
+}
+
 async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, worker: usize) -> Exit {
     let metrics = &*shared.workers[worker];
     let ConnState { info, push_rx, client, bufs, seen_epoch } = state;
@@ -379,6 +441,10 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
         let mut resume: Option<Resume> = None;
         loop {
             let step = process(shared, metrics, client, bufs, &mut req, resume.take());
+            // Forwarded requests' replies take their places before anything is written.
+            if !bufs.awaited.is_empty() && !settle_relays(bufs, info, &mut attention, shared, metrics).await {
+                break 'conn;
+            }
             match step {
                 Step::NeedMore => break,
                 Step::Flush => {
@@ -390,6 +456,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                     let _ = flush(stream, &mut bufs.out, metrics, &mut attention, shared).await;
                     break 'conn;
                 }
+
                 Step::Pending(wait) => {
                     // No cold value and no test delay: the wait is a pause or a script's.
                     resume = Some(Resume { mark: client.clock_mark_ns, disk: shared.ks.may_pend() });
@@ -430,6 +497,90 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
     }
 
     Exit::Close
+}
+
+/// The bytes that carry a forwarded request: the command, or for EXEC the
+/// whole transaction (which ends here: it runs on the owner).
+fn relay_for(
+    node: &crate::commands::Node,
+    client: &mut Client,
+    f: crate::commands::pipeline::Forward,
+    args: &[&[u8]],
+) -> Relay {
+    use super::forward::encode;
+    let mut bytes = Vec::new();
+    let mut replies = 1;
+    if f.transaction {
+        let queued = client.multi.take().unwrap_or_default();
+        encode(&mut bytes, &[b"MULTI"]);
+        for q in &queued {
+            let argv: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
+            encode(&mut bytes, &argv);
+        }
+        encode(&mut bytes, args);
+        replies = queued.len() + 2;
+        crate::commands::transactions::discard_transaction(node, client);
+    } else {
+        encode(&mut bytes, args);
+    }
+    Relay { addr: f.addr, bytes, replies, dedicated: f.dedicated }
+}
+
+/// Puts forwarded requests' replies in their places in the output, in
+/// order; false when the client went away (killed, shutdown) meanwhile.
+async fn settle_relays(
+    bufs: &mut Buffers,
+    info: &ClientInfo,
+    attention: &mut Attention<'_, '_>,
+    shared: &Shared,
+    metrics: &WorkerMetrics,
+) -> bool {
+    let awaited = std::mem::take(&mut bufs.awaited);
+    let tail = bufs.out.buf.split_off(awaited[0].at.min(bufs.out.buf.len()));
+    let base = bufs.out.buf.len();
+    let mut copied = awaited[0].at.min(base + tail.len());
+    for a in awaited {
+        let at = a.at.min(base + tail.len());
+        bufs.out.buf.extend_from_slice(&tail[copied - base..at - base]);
+        copied = at;
+        let others = a.fan_out.as_ref().map_or(0, |f| f.others.len());
+        let settled = async {
+            let first = super::forward::settle(a.reply).await;
+            match a.fan_out {
+                None => first,
+                Some(f) => {
+                    let mut all = vec![first];
+                    for p in f.others {
+                        all.push(super::forward::settle(p).await);
+                    }
+                    Ok(combine(f.local, all, f.sum))
+                }
+            }
+        };
+        tokio::pin!(settled);
+        let reply = loop {
+            tokio::select! {
+                r = &mut settled => break r,
+                _ = attention.fired() => {
+                    if info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                        return false;
+                    }
+                }
+            }
+        };
+        if others == 0 {
+            metrics.cluster.forward_latency.record(crate::store::mono_ns().saturating_sub(a.sent_ns));
+        }
+        match reply {
+            Ok(bytes) => bufs.out.raw(&bytes),
+            Err(e) => {
+                crate::metrics::ClusterStats::add(&metrics.cluster.forward_errors, 1);
+                bufs.out.error(&format!("ERR cannot reach the node serving this hash slot: {e}"));
+            }
+        }
+    }
+    bufs.out.buf.extend_from_slice(&tail[copied - base..]);
+    true
 }
 
 /// Appends a pub/sub message to the output.
@@ -525,9 +676,47 @@ fn process(
                 client.reply_skip_next = skip_this;
                 return Step::Pending(wait);
             }
+            if let Outcome::Forward(f) = outcome {
+                // Sent now; the next requests run meanwhile (pipelining).
+                let relay = relay_for(&shared.node, client, f, &args);
+                let hello = super::forward::Hello {
+                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
+                    resp3: client.resp3,
+                };
+                let sent_ns = crate::store::mono_ns();
+                let reply = super::forward::send(&relay.addr, hello, relay.bytes, relay.replies, relay.dedicated);
+                crate::metrics::ClusterStats::add(&metrics.cluster.forwarded, 1);
+                if !(skip_this || client.reply_off) {
+                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply, sent_ns, fan_out: None });
+                }
+                bufs.start += consumed;
+                if relay.dedicated {
+                    // A blocking command: what follows waits for its reply.
+                    return Step::Flush;
+                }
+                continue;
+            }
+            if let Outcome::FanOut(f) = &outcome {
+                // Ran here; now on the other nodes, its reply combined with theirs.
+                let hello = super::forward::Hello {
+                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
+                    resp3: client.resp3,
+                };
+                let mut bytes = Vec::new();
+                super::forward::encode(&mut bytes, &args);
+                let mut others: Vec<_> =
+                    f.addrs.iter().map(|a| super::forward::send(a, hello, bytes.clone(), 1, false)).collect();
+                let first = others.remove(0);
+                let local = bufs.out.buf.split_off(reply_mark);
+                let fan_out = Some(FannedOut { local, others, sum: f.sum });
+                let sent_ns = crate::store::mono_ns();
+                if !(skip_this || client.reply_off) {
+                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply: first, sent_ns, fan_out });
+                }
+            }
             // Only the batch's first request can have waited.
             let from_disk = std::mem::take(&mut waited_on_disk);
-            if matches!(outcome, Outcome::Done) {
+            if matches!(outcome, Outcome::Done | Outcome::FanOut(_)) {
                 // A blocked one (XREAD BLOCK) has not replied yet.
                 record_read(shared, metrics, client, started, from_disk);
             }
@@ -753,7 +942,8 @@ async fn wait_blocked(
         let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
         let Some(cmd) = shared.table.resolve(&argv, client.last_lookup) else { break true };
         match crate::commands::pipeline::run(&shared.node, shared, metrics, client, &cmd, &mut bufs.out) {
-            Outcome::Done => break true,
+            // `run` never forwards nor fans out: admission and dispatch do.
+            Outcome::Done | Outcome::Forward(_) | Outcome::FanOut(_) => break true,
             Outcome::Pending(wait) => {
                 // Woken to retry, but a key is not ready: wait, retry again.
                 if !wait_pending(wait, attention, shared).await {

@@ -9,12 +9,14 @@
 
 pub mod balance;
 mod connection;
+mod forward;
 mod http;
 mod snapshot;
 
 use crate::commands::{Node, ScriptJob, ServerControl};
 use crate::config::Config;
 use crate::metrics::{DbFigures, Snapshot, WorkerMetrics};
+use crate::session::client::PortKind;
 use crate::store::NUM_DBS;
 use balance::Balancer;
 use parking_lot::Mutex;
@@ -48,6 +50,9 @@ pub struct Shared {
     worker_inbox: OnceLock<Vec<mpsc::UnboundedSender<NewConn>>>,
     /// The script thread's inbox (EVAL, FCALL).
     script_jobs: Mutex<std::sync::mpsc::Sender<ScriptJob>>,
+    /// Cluster mode: PUBLISH messages for the other nodes (set once the
+    /// acceptor runs; its runtime sends them).
+    cluster_publish: OnceLock<mpsc::UnboundedSender<Vec<u8>>>,
 }
 
 impl std::ops::Deref for Shared {
@@ -77,6 +82,14 @@ impl Shared {
 }
 
 impl ServerControl for Shared {
+    fn broadcast_publish(&self, channel: &[u8], message: &[u8]) {
+        if let Some(tx) = self.cluster_publish.get() {
+            let mut bytes = Vec::with_capacity(channel.len() + message.len() + 40);
+            forward::encode(&mut bytes, &[b"PUBLISH", channel, message]);
+            let _ = tx.send(bytes);
+        }
+    }
+
     fn run_script_job(&self, job: ScriptJob) -> bool {
         self.script_jobs.lock().send(job).is_ok()
     }
@@ -147,7 +160,7 @@ impl OpsSampler {
 
 /// A connection handed from the acceptor to a worker.
 pub enum NewConn {
-    Tcp(std::net::TcpStream, SocketAddr, SocketAddr),
+    Tcp(std::net::TcpStream, SocketAddr, SocketAddr, PortKind),
     Unix(std::os::unix::net::UnixStream, String),
     /// A connection another worker handed over (see [`balance`]).
     Moved(Box<connection::MovedConn>),
@@ -176,6 +189,7 @@ pub fn build_shared(config: Config) -> Result<Arc<Shared>, String> {
         balance: Balancer::new(threads, adaptive),
         worker_inbox: OnceLock::new(),
         script_jobs: Mutex::new(script_tx),
+        cluster_publish: OnceLock::new(),
     });
     // `requirepass` is the default user's password.
     crate::commands::acl::apply_requirepass(&shared.node);
@@ -477,7 +491,7 @@ fn adjust_open_files_limit(shared: &Shared) -> bool {
 
 /// The node's listeners, bound before anything else starts.
 struct Listeners {
-    tcp: Vec<tokio::net::TcpListener>,
+    tcp: Vec<(tokio::net::TcpListener, PortKind)>,
     unix: Option<tokio::net::UnixListener>,
 }
 
@@ -495,19 +509,26 @@ async fn listen(shared: &Arc<Shared>) -> Option<Listeners> {
                 sc.tcp_backlog
             );
         }
-        for addr in &sc.binds {
-            match listen_tcp(addr, sc.port, sc.tcp_backlog).await {
-                Ok(l) => {
-                    let local = l.local_addr().ok();
-                    if let Some(a) = local {
-                        shared.tcp_port.store(a.port() as usize, Relaxed);
+        let ports = [
+            (sc.port, PortKind::Plain, "Redis clients"),
+            (sc.direct_port(), PortKind::Direct, "cluster-aware clients (MOVED)"),
+            (sc.admin_port(), PortKind::Admin, "the cluster's admin channel"),
+        ];
+        for (port, kind, what) in ports.into_iter().filter(|p| p.0 != 0) {
+            for addr in &sc.binds {
+                match listen_tcp(addr, port, sc.tcp_backlog).await {
+                    Ok(l) => {
+                        let local = l.local_addr().ok();
+                        if let Some(a) = local.filter(|_| kind == PortKind::Plain) {
+                            shared.tcp_port.store(a.port() as usize, Relaxed);
+                        }
+                        info!(addr = ?local, "listening for {what}");
+                        tcp.push((l, kind));
                     }
-                    info!(addr = ?local, "listening for Redis clients");
-                    tcp.push(l);
-                }
-                Err(e) => {
-                    error!("could not create server TCP listening socket {addr}:{}: {e}", sc.port);
-                    return None;
+                    Err(e) => {
+                        error!("could not create server TCP listening socket {addr}:{port} for {what}: {e}");
+                        return None;
+                    }
                 }
             }
         }
@@ -627,6 +648,9 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
     let sc = &shared.config.startup;
     let Listeners { tcp, unix } = listeners;
     let mut accept_errors = AcceptErrors::default();
+    if shared.node.cluster.is_some() {
+        start_cluster_publish(&shared);
+    }
     match shared.persist.clone() {
         // Clients get -LOADING and /readyz fails until the log is replayed.
         Some(p) => start_recovery(shared.clone(), p),
@@ -664,10 +688,10 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
             }
             r = accept_any(&tcp), if !tcp.is_empty() => {
                 match r {
-                    Ok((stream, peer)) => {
+                    Ok((stream, peer, kind)) => {
                         let local = stream.local_addr().unwrap_or(peer);
                         if let Ok(std) = stream.into_std() {
-                            dispatch_conn(&shared, NewConn::Tcp(std, peer, local));
+                            dispatch_conn(&shared, NewConn::Tcp(std, peer, local, kind));
                         }
                     }
                     Err(e) => accept_errors.failed("Redis port", &e).await,
@@ -699,12 +723,45 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
     0
 }
 
+/// Cluster mode: PUBLISH reaches subscribers on every node, as in Redis
+/// Cluster. Messages go to the other nodes' admin ports on this (the
+/// acceptor's) runtime, over one pipelined link per node, in order; a node
+/// that cannot be reached misses them (as a Redis Cluster node cut off from
+/// the bus does).
+fn start_cluster_publish(shared: &Arc<Shared>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    if shared.cluster_publish.set(tx).is_err() {
+        return;
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        while let Some(bytes) = rx.recv().await {
+            let Some(c) = shared.node.cluster.as_ref() else { break };
+            let Some(t) = c.current() else { continue };
+            let hello = forward::Hello { password: c.admin_password.as_deref(), resp3: false };
+            for (i, m) in t.members.iter().enumerate() {
+                if i != t.myself {
+                    let pending = forward::send(&m.admin_addr, hello, bytes.clone(), 1, false);
+                    let addr = m.admin_addr.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = forward::settle(pending).await {
+                            tracing::debug!("PUBLISH not delivered to {addr}: {e}");
+                        }
+                    });
+                }
+            }
+        }
+    });
+}
+
 /// Accepts from whichever of several listeners is ready first.
-async fn accept_any(ls: &[tokio::net::TcpListener]) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+async fn accept_any(
+    ls: &[(tokio::net::TcpListener, PortKind)],
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr, PortKind)> {
     std::future::poll_fn(|cx| {
-        for l in ls {
+        for (l, kind) in ls {
             if let std::task::Poll::Ready(r) = l.poll_accept(cx) {
-                return std::task::Poll::Ready(r);
+                return std::task::Poll::Ready(r.map(|(s, a)| (s, a, *kind)));
             }
         }
         std::task::Poll::Pending

@@ -95,8 +95,26 @@ pub struct Queued {
 }
 
 /// State owned by the connection task.
+/// Which of the node's ports a client came in on: in cluster mode it
+/// decides what a command for another node's slot gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PortKind {
+    /// `port` (and the Unix socket): forwarded to the slot's owner.
+    #[default]
+    Plain,
+    /// `cluster-direct-port`: MOVED, as from a Redis Cluster node.
+    Direct,
+    /// `cluster-port`: topology pushes and other nodes' forwarded commands.
+    Admin,
+}
+
 pub struct Client {
     pub info: Arc<ClientInfo>,
+    pub port: PortKind,
+    /// Cluster mode: ASKING (the next command may use an importing slot),
+    /// READONLY (replica reads; a node has no replicas yet).
+    pub asking: bool,
+    pub readonly: bool,
     pub db: usize,
     pub resp3: bool,
     pub authenticated: bool,
@@ -150,6 +168,9 @@ impl Client {
     pub fn new(info: Arc<ClientInfo>, authenticated: bool) -> Self {
         Client {
             info,
+            port: PortKind::Plain,
+            asking: false,
+            readonly: false,
             db: 0,
             resp3: false,
             authenticated,

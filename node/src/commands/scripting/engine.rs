@@ -608,6 +608,7 @@ impl CallCtx<'_, '_> {
                 Ok(()) => None,
                 Err(Refusal::Refused(r)) => Some(r),
                 Err(Refusal::Wait(_)) => unreachable!("a script's gates never wait (Origin::gates)"),
+                Err(Refusal::Forward(_)) => unreachable!("only a client's own commands are forwarded (slot_gate)"),
             },
         };
         if let Some(refused) = refused {

@@ -1,0 +1,274 @@
+//! Forwarding for plain clients in cluster mode: a command for a slot
+//! another node serves is sent to that node's admin port and its reply
+//! relayed byte for byte.
+//!
+//! Each worker keeps one link per (owner, RESP version): a connection with
+//! a writer task and a reader task, so that every connection of the worker
+//! shares it and requests are pipelined (sent as they come, replies matched
+//! in order). A blocking command gets a connection of its own, so that its
+//! wait holds up nobody else's commands.
+
+use crate::protocol::frame::reply_len;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One request for the owner: the bytes of `replies` commands; the reply
+/// relayed is the last one (a transaction's EXEC), or the only one.
+pub struct Job {
+    pub bytes: Vec<u8>,
+    pub replies: usize,
+    pub done: oneshot::Sender<Result<Vec<u8>, String>>,
+}
+
+/// What the reader expects, in the order requests were written.
+struct Expect {
+    replies: usize,
+    done: oneshot::Sender<Result<Vec<u8>, String>>,
+}
+
+/// A link's inbox: its writer task takes jobs from it.
+type LinkTx = mpsc::UnboundedSender<Job>;
+
+thread_local! {
+    /// This worker's links by owner address: RESP2 and RESP3.
+    static LINKS: RefCell<HashMap<Arc<str>, [Option<LinkTx>; 2]>> = RefCell::new(HashMap::new());
+}
+
+/// How a link introduces itself to the owner's admin port.
+#[derive(Clone, Copy)]
+pub struct Hello<'a> {
+    pub password: Option<&'a [u8]>,
+    pub resp3: bool,
+}
+
+/// A `Hello` a task can keep.
+#[derive(Clone)]
+struct Greeting {
+    password: Option<Vec<u8>>,
+    resp3: bool,
+}
+
+impl Hello<'_> {
+    fn owned(&self) -> Greeting {
+        Greeting { password: self.password.map(<[u8]>::to_vec), resp3: self.resp3 }
+    }
+}
+
+/// Encodes a command as a RESP array of bulk strings.
+pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
+    fn line(out: &mut Vec<u8>, kind: u8, n: usize) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        let mut n = n;
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        out.push(kind);
+        out.extend_from_slice(&digits[i..]);
+        out.extend_from_slice(b"\r\n");
+    }
+    line(out, b'*', args.len());
+    for a in args {
+        line(out, b'$', a.len());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The owner's reply, once it comes.
+pub type Pending = oneshot::Receiver<Result<Vec<u8>, String>>;
+
+/// The reply of a request `send` queued.
+pub async fn settle(pending: Pending) -> Result<Vec<u8>, String> {
+    pending.await.unwrap_or_else(|_| Err("link closed".into()))
+}
+
+/// Queues `bytes` for `addr` on this worker's link (call on a worker's
+/// runtime); the reply comes through the returned receiver.
+pub fn send(addr: &Arc<str>, hello: Hello<'_>, bytes: Vec<u8>, replies: usize, dedicated: bool) -> Pending {
+    let (done, rx) = oneshot::channel();
+    let job = Job { bytes, replies, done };
+    if dedicated {
+        tokio::spawn(serve_one(addr.to_string(), hello.owned(), job));
+        return rx;
+    }
+    let failed = LINKS.with_borrow_mut(|links| {
+        let slot = match links.get_mut(&**addr) {
+            Some(pair) => &mut pair[hello.resp3 as usize],
+            None => &mut links.entry(addr.clone()).or_default()[hello.resp3 as usize],
+        };
+        let tx = slot.get_or_insert_with(|| open_link(addr.to_string(), hello.owned()));
+        match tx.send(job) {
+            Ok(()) => None,
+            // The link died (its owner restarted): a new one.
+            Err(mpsc::error::SendError(job)) => {
+                let tx = open_link(addr.to_string(), hello.owned());
+                let sent = tx.send(job);
+                *slot = Some(tx);
+                sent.err().map(|e| e.0)
+            }
+        }
+    });
+    if let Some(job) = failed {
+        let _ = job.done.send(Err("link closed".into()));
+    }
+    rx
+}
+
+fn open_link(addr: String, hello: Greeting) -> LinkTx {
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(run_link(addr, hello, rx));
+    tx
+}
+
+/// Connects, authenticates and switches protocol; the greeting replies are
+/// read and checked here.
+async fn connect(addr: &str, hello: &Greeting) -> Result<(TcpStream, Vec<u8>), String> {
+    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| format!("connecting to {addr} timed out"))?
+        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let mut greeting = Vec::new();
+    let mut expected = 0;
+    if let Some(p) = &hello.password {
+        encode(&mut greeting, &[b"AUTH", p]);
+        expected += 1;
+    }
+    if hello.resp3 {
+        encode(&mut greeting, &[b"HELLO", b"3"]);
+        expected += 1;
+    }
+    let mut buf = Vec::new();
+    if expected > 0 {
+        stream.write_all(&greeting).await.map_err(|e| format!("{addr}: {e}"))?;
+        for _ in 0..expected {
+            let reply = read_reply(&mut stream, &mut buf, addr).await?;
+            if reply.first() == Some(&b'-') {
+                return Err(format!("{addr} refused the link: {}", String::from_utf8_lossy(&reply).trim_end()));
+            }
+        }
+    }
+    Ok((stream, buf))
+}
+
+/// Reads one reply from `stream` (bytes left over stay in `buf`).
+async fn read_reply<R: AsyncReadExt + Unpin>(stream: &mut R, buf: &mut Vec<u8>, addr: &str) -> Result<Vec<u8>, String> {
+    loop {
+        match reply_len(buf) {
+            Ok(Some(n)) => return Ok(buf.drain(..n).collect()),
+            Ok(None) => {}
+            Err(e) => return Err(format!("{addr}: {e}")),
+        }
+        buf.reserve(16 * 1024);
+        match stream.read_buf(buf).await {
+            Ok(0) => return Err(format!("{addr} closed the connection")),
+            Ok(_) => {}
+            Err(e) => return Err(format!("{addr}: {e}")),
+        }
+    }
+}
+
+/// Reads `replies` replies and keeps the last.
+async fn read_replies<R: AsyncReadExt + Unpin>(
+    stream: &mut R,
+    buf: &mut Vec<u8>,
+    addr: &str,
+    replies: usize,
+) -> Result<Vec<u8>, String> {
+    let mut last = Vec::new();
+    for _ in 0..replies {
+        last = read_reply(stream, buf, addr).await?;
+    }
+    Ok(last)
+}
+
+async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiver<Job>) {
+    let (stream, mut buf) = match connect(&addr, &hello).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("forwarding link: {e}");
+            // Everything queued meanwhile fails; the next command opens a new link.
+            jobs.close();
+            while let Some(job) = jobs.recv().await {
+                let _ = job.done.send(Err(e.clone()));
+            }
+            return;
+        }
+    };
+    let (mut reader, mut writer) = stream.into_split();
+    let (expect_tx, mut expect_rx) = mpsc::unbounded_channel::<Expect>();
+    let reader_addr = addr.clone();
+    let read_side = tokio::spawn(async move {
+        while let Some(e) = expect_rx.recv().await {
+            match read_replies(&mut reader, &mut buf, &reader_addr, e.replies).await {
+                Ok(reply) => {
+                    let _ = e.done.send(Ok(reply));
+                }
+                Err(err) => {
+                    let _ = e.done.send(Err(err.clone()));
+                    expect_rx.close();
+                    while let Some(e) = expect_rx.recv().await {
+                        let _ = e.done.send(Err(err.clone()));
+                    }
+                    return;
+                }
+            }
+        }
+    });
+    let mut out = Vec::new();
+    while let Some(job) = jobs.recv().await {
+        // Everything queued goes out in one write.
+        out.clear();
+        let mut batch = vec![job];
+        while let Ok(more) = jobs.try_recv() {
+            batch.push(more);
+        }
+        for job in batch {
+            out.extend_from_slice(&job.bytes);
+            if expect_tx.send(Expect { replies: job.replies, done: job.done }).is_err() {
+                break;
+            }
+        }
+        if let Err(e) = writer.write_all(&out).await {
+            tracing::warn!("forwarding link to {addr}: {e}");
+            break;
+        }
+    }
+    // Replies still owed are read (or failed) by the reader.
+    drop(expect_tx);
+    jobs.close();
+    while let Ok(job) = jobs.try_recv() {
+        let _ = job.done.send(Err(format!("link to {addr} closed")));
+    }
+    let _ = read_side.await;
+}
+
+/// A blocking command on a connection of its own, closed after the reply.
+async fn serve_one(addr: String, hello: Greeting, job: Job) {
+    let Job { bytes, replies, mut done } = job;
+    let work = async {
+        let (mut stream, mut buf) = connect(&addr, &hello).await?;
+        stream.write_all(&bytes).await.map_err(|e| format!("{addr}: {e}"))?;
+        read_replies(&mut stream, &mut buf, &addr, replies).await
+    };
+    tokio::select! {
+        result = work => {
+            let _ = done.send(result);
+        }
+        // The client left: closing this connection ends the wait there too.
+        _ = done.closed() => {}
+    }
+}
