@@ -55,7 +55,8 @@ alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 # PING over bash's /dev/tcp: no redis-cli needed.
 pings() {
   local reply
-  exec 3<>"/dev/tcp/127.0.0.1/$1" 2>/dev/null || return 1
+  # The braces keep 2>/dev/null to this one redirection (on exec alone it would silence the script).
+  { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
   printf 'PING\r\n' >&3
   IFS= read -r -t 2 reply <&3 || reply=
   exec 3<&- 3>&-

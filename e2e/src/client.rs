@@ -34,11 +34,16 @@ pub fn write_and_verify(host: &str, port: u16, keys: usize, prefix: &str) -> Res
     Ok(format!("{keys} keys written and read back in {:?} (dbsize {dbsize})", started.elapsed()))
 }
 
-/// GETs `<prefix>:0..keys` and checks each value.
+/// GETs `<prefix>:0..keys` and checks each value. Pipelined single-key GETs rather than MGET:
+/// in cluster mode the keys live in many slots, and a multi-key command across slots gets
+/// CROSSSLOT (a plain client's GETs are forwarded to each key's owner).
 pub fn verify(conn: &mut Connection, keys: usize, prefix: &str) -> Result<(), String> {
     for batch in (0..keys).collect::<Vec<_>>().chunks(500) {
-        let names: Vec<String> = batch.iter().map(|i| format!("{prefix}:{i}")).collect();
-        let values: Vec<Option<String>> = conn.mget(&names).map_err(|e| format!("MGET at {}: {e}", batch[0]))?;
+        let mut pipe = redis::pipe();
+        for i in batch {
+            pipe.get(format!("{prefix}:{i}"));
+        }
+        let values: Vec<Option<String>> = pipe.query(conn).map_err(|e| format!("GET batch at {}: {e}", batch[0]))?;
         for (i, v) in batch.iter().zip(values) {
             let want = format!("value-{i}-{prefix}");
             if v.as_deref() != Some(want.as_str()) {

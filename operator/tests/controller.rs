@@ -835,7 +835,7 @@ async fn cluster_mode_pushes_the_topology_and_recovers_from_restarts() {
         assert_eq!(slots, ["0-5460", "5461-10922", "10923-16383"]);
         assert_eq!(parsed[i].ip, ip(i as u32 + 1));
         assert_eq!(parsed[i].hostname.as_deref(), Some(format!("demo-{i}.demo-headless.{ns}.svc").as_str()));
-        assert_eq!((parsed[i].direct_port, parsed[i].plain_port), (6380, 6379));
+        assert_eq!((parsed[i].direct_port, parsed[i].plain_port, parsed[i].admin_port), (6380, 6379, 16379));
     }
     let pushed = |ns: String| async move {
         events_for(&ns, "demo")

@@ -140,6 +140,7 @@ async fn push(args: &NodesArgs, epoch: Option<u64>, id_prefix: Option<String>) -
             direct_port: n.direct,
             plain_port: n.plain,
             slots,
+            admin_port: n.admin,
         })
         .collect();
     let epoch = match epoch {

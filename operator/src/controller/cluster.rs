@@ -74,6 +74,8 @@ pub fn desired_nodes(
                 direct_port: DIRECT_PORT as u16,
                 plain_port: PLAIN_PORT,
                 slots,
+                // Nodes forward plain clients' commands to each other's admin port.
+                admin_port: ADMIN_PORT as u16,
             })
         })
         .collect()
@@ -333,7 +335,7 @@ mod tests {
         assert_eq!(nodes.len(), 3);
         assert_eq!(nodes[1].id, NodeId::of_pod(UID, 1));
         assert_eq!(nodes[1].hostname.as_deref(), Some("demo-1.demo-headless.shop.svc"));
-        assert_eq!((nodes[1].direct_port, nodes[1].plain_port), (6380, 6379));
+        assert_eq!((nodes[1].direct_port, nodes[1].plain_port, nodes[1].admin_port), (6380, 6379, 16379));
         let slots: Vec<String> = nodes.iter().map(|n| n.slots[0].to_string()).collect();
         assert_eq!(slots, ["0-5460", "5461-10922", "10923-16383"]);
         // A pod being recreated keeps its last IP; one that never had one makes us wait.

@@ -246,6 +246,7 @@ mod tests {
             direct_port: 7100,
             plain_port: 7000,
             slots: spread(1).remove(0),
+            admin_port: 7200,
         };
         let reply = Reply::Array(vec![
             Reply::Integer(3),
@@ -307,6 +308,7 @@ mod tests {
                 direct_port: 7100 + i as u16,
                 plain_port: 7000 + i as u16,
                 slots,
+                admin_port: 7200 + i as u16,
             })
             .collect();
         Topology { epoch, nodes }

@@ -118,10 +118,14 @@ pub struct TopologyNode {
     /// The port any client may use (forwarding).
     pub plain_port: u16,
     pub slots: Vec<SlotRange>,
+    /// The admin port: topology pushes, and the other nodes' forwarded commands.
+    pub admin_port: u16,
 }
 
 impl TopologyNode {
-    /// The one bulk string the contract defines: `<id> <ip> <hostname|-> <direct> <plain> <slots|->`.
+    /// The one bulk string the contract defines:
+    /// `<id> <ip> <hostname|-> <direct> <plain> <slots|-> <admin>` (the admin port is the
+    /// optional 7th field; always sent, since nodes forward to it).
     pub fn render(&self) -> String {
         let slots = if self.slots.is_empty() {
             "-".to_owned()
@@ -129,20 +133,24 @@ impl TopologyNode {
             self.slots.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
         };
         format!(
-            "{} {} {} {} {} {slots}",
+            "{} {} {} {} {} {slots} {}",
             self.id,
             self.ip,
             self.hostname.as_deref().unwrap_or("-"),
             self.direct_port,
-            self.plain_port
+            self.plain_port,
+            self.admin_port
         )
     }
 
-    /// The inverse of [`TopologyNode::render`].
+    /// The inverse of [`TopologyNode::render`]; without the 7th field the admin port is the
+    /// plain port + 10000, as the node assumes.
     pub fn parse(text: &str) -> Result<Self, TopologyError> {
         let fields: Vec<&str> = text.split(' ').collect();
-        let [id, ip, hostname, direct, plain, slots] = fields[..] else {
-            return Err(TopologyError(format!("{text:?}: a node has 6 space-separated fields")));
+        let (id, ip, hostname, direct, plain, slots, admin) = match fields[..] {
+            [id, ip, hostname, direct, plain, slots] => (id, ip, hostname, direct, plain, slots, None),
+            [id, ip, hostname, direct, plain, slots, admin] => (id, ip, hostname, direct, plain, slots, Some(admin)),
+            _ => return Err(TopologyError(format!("{text:?}: a node has 6 or 7 space-separated fields"))),
         };
         let port = |what: &str, p: &str| {
             p.parse::<u16>().map_err(|_| TopologyError(format!("{text:?}: {what} port {p:?} is not a port")))
@@ -155,13 +163,21 @@ impl TopologyNode {
                 .map(|r| parse_range(r).map_err(|e| TopologyError(format!("{text:?}: {e}"))))
                 .collect::<Result<_, _>>()?
         };
+        let plain_port = port("plain", plain)?;
+        let admin_port = match admin {
+            Some(a) => port("admin", a)?,
+            None => plain_port
+                .checked_add(10000)
+                .ok_or_else(|| TopologyError(format!("{text:?}: no admin port, and plain + 10000 is not a port")))?,
+        };
         Ok(Self {
             id: NodeId::parse(id)?,
             ip: ip.to_owned(),
             hostname: Some(hostname.to_owned()).filter(|h| h != "-"),
             direct_port: port("direct", direct)?,
-            plain_port: port("plain", plain)?,
+            plain_port,
             slots,
+            admin_port,
         })
     }
 
@@ -299,6 +315,7 @@ mod tests {
             direct_port: 6380,
             plain_port: 6379,
             slots,
+            admin_port: 16379,
         }
     }
 
@@ -308,12 +325,12 @@ mod tests {
         let first = node(0, spread[0].clone());
         assert_eq!(
             first.render(),
-            format!("{} 10.244.0.7 web-0.web-headless.default.svc 6380 6379 0-5460", NodeId::of_local(7000, 0))
+            format!("{} 10.244.0.7 web-0.web-headless.default.svc 6380 6379 0-5460 16379", NodeId::of_local(7000, 0))
         );
         let odd = node(1, vec![SlotRange { first: 5, last: 5 }, SlotRange { first: 7, last: 9 }]);
-        assert!(odd.render().ends_with(" 10.244.0.8 - 6380 6379 5,7-9"), "{}", odd.render());
+        assert!(odd.render().ends_with(" 10.244.0.8 - 6380 6379 5,7-9 16379"), "{}", odd.render());
         let none = node(2, Vec::new());
-        assert!(none.render().ends_with(" 6379 -"));
+        assert!(none.render().ends_with(" 6379 - 16379"));
         for n in [first, odd, none] {
             assert_eq!(TopologyNode::parse(&n.render()), Ok(n));
         }
@@ -322,6 +339,10 @@ mod tests {
         assert!(TopologyNode::parse(&format!("{id} 1.2.3.4 - 1 2 5-3")).is_err(), "backwards range");
         assert!(TopologyNode::parse(&format!("{id} 1.2.3.4 - 1 2 16384")).is_err(), "slot out of range");
         assert!(TopologyNode::parse(&format!("{id} 1.2.3.4 - 1 2")).is_err(), "5 fields");
+        // The 6-field form: the admin port is the plain port + 10000.
+        let six = TopologyNode::parse(&format!("{id} 1.2.3.4 - 7100 7000 0-9")).unwrap();
+        assert_eq!(six.admin_port, 17000);
+        assert_eq!(TopologyNode::parse(&format!("{id} 1.2.3.4 - 7100 7000 0-9 7200")).unwrap().admin_port, 7200);
     }
 
     #[test]
