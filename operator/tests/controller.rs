@@ -906,6 +906,19 @@ async fn cluster_mode_pushes_the_topology_and_recovers_from_restarts() {
     assert_eq!(status.topology_epoch, Some(epoch), "a node down alone pushes nothing");
     let degraded = condition(&cc, "Degraded").unwrap();
     assert!(degraded.message.contains("demo-2"), "{}", degraded.message);
+    let series = format!("{{namespace=\"{ns}\",cachecluster=\"demo\"}}");
+    assert_eq!(op.metric(&format!("strata_cachecluster_slots_covered{series}")), Some(10923.0));
+    assert_eq!(op.metric(&format!("strata_cachecluster_topology_epoch{series}")), Some(epoch as f64));
+
+    // A spec the operator refuses stops the reconcile before the topology round: the recorded
+    // epoch stays (it is what the next round starts from).
+    apply_cc(&ccs, "demo", json!({ "replicas": 3, "storage": { "size": "1Gi" } })).await;
+    let cc = eventually(WAIT, "Degraded/InvalidSpec", || async {
+        let cc = ccs.get("demo").await.ok()?;
+        (condition(&cc, "Degraded")?.reason == "InvalidSpec").then_some(cc)
+    })
+    .await;
+    assert_eq!(cc.status.unwrap().topology_epoch, Some(epoch), "the epoch survives an invalid spec");
     let forbidden = support::grep(&op.log, "forbidden");
     assert!(forbidden.is_empty(), "{forbidden:?}");
 }

@@ -716,6 +716,12 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
     let ns = cc.namespace().ok_or(Error::NoNamespace)?;
     let conditions: Vec<(&str, bool)> = verdicts.iter().map(|v| (v.type_, v.status == ConditionStatus::True)).collect();
     ctx.metrics.set_cluster(&ns, &name, [obs.desired, obs.replicas, obs.ready, obs.updated], &conditions);
+    // A reconcile that stopped before the topology round (an invalid spec) keeps what the last
+    // one recorded: the epoch must survive until the next round.
+    let keep = obs.cluster.is_none() && cc.spec.cluster.enabled;
+    if !keep {
+        ctx.metrics.set_topology(&ns, &name, obs.cluster.as_ref().map(|c| (c.epoch, c.slots_covered)));
+    }
     let new_status = CacheClusterStatus {
         observed_generation: cc.metadata.generation,
         replicas: obs.replicas,
@@ -727,6 +733,17 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
         shards: obs.cluster.as_ref().map(|c| c.shards).filter(|_| obs.cluster.as_ref().is_some_and(|c| c.epoch > 0)),
         slots_covered: obs.cluster.as_ref().map(|c| c.slots_covered as i32),
         nodes: obs.cluster.as_ref().map(|c| c.nodes.clone()).unwrap_or_default(),
+    };
+    let new_status = if keep {
+        CacheClusterStatus {
+            topology_epoch: previous.topology_epoch,
+            shards: previous.shards,
+            slots_covered: previous.slots_covered,
+            nodes: previous.nodes.clone(),
+            ..new_status
+        }
+    } else {
+        new_status
     };
     for v in status::transitions(&previous.conditions, &verdicts) {
         let before = previous.conditions.iter().find(|c| c.type_ == v.type_);
