@@ -1,7 +1,7 @@
 //! Writing and verifying keys over the Redis protocol on one connection (a Service spreads
 //! connections over independent pods, so a check must stay on the connection that wrote).
 
-use redis::{Commands, Connection};
+use redis::Connection;
 
 /// Connects to `host:port` (5 s timeouts, so a dead endpoint fails instead of hanging).
 pub fn connect(host: &str, port: u16) -> Result<Connection, String> {
@@ -312,7 +312,8 @@ pub fn write_with_ack_log(
     log
 }
 
-/// Reads back every acknowledged key of `log` (MGET batches): the numbers whose value is
+/// Reads back every acknowledged key of `log` (pipelined GETs, which work across slots in
+/// cluster mode too): the numbers whose value is
 /// missing or different, at most `limit` of them, and how many there were.
 pub fn missing_acked(
     conn: &mut Connection,
@@ -327,8 +328,11 @@ pub fn missing_acked(
         let mut at = a;
         while at < b {
             let end = (at + 500).min(b);
-            let names: Vec<String> = (at..end).map(|i| format!("{prefix}:{i}")).collect();
-            let values: Vec<Option<Vec<u8>>> = conn.mget(&names).map_err(|e| format!("MGET at {at}: {e}"))?;
+            let mut pipe = redis::pipe();
+            for i in at..end {
+                pipe.get(format!("{prefix}:{i}"));
+            }
+            let values: Vec<Option<Vec<u8>>> = pipe.query(conn).map_err(|e| format!("GET batch at {at}: {e}"))?;
             for (i, v) in (at..end).zip(values) {
                 if v.as_deref() != Some(&logged_value(i, prefix, value_size)[..]) {
                     lost += 1;
