@@ -143,7 +143,9 @@ pub fn decide(
         return Decision::InSync { epoch: highest };
     }
     let mut why = Vec::new();
-    if status_epoch == 0 {
+    if status_epoch == 0 && highest > 0 {
+        why.push(format!("no topology recorded in status; nodes hold up to epoch {highest} of another layout"));
+    } else if status_epoch == 0 {
         why.push(format!("first topology of {} shards", desired.len()));
     } else if !same_as_pushed(desired, previous, previous_shards) {
         if previous_shards != Some(desired.len() as i32) {
@@ -417,8 +419,9 @@ mod tests {
         // ... or of an older layout (a pod moved meanwhile): the next push is epoch 10.
         let moved = three([Some("10.0.0.1"), Some("10.0.0.7"), Some("10.0.0.3")]);
         let now = desired_nodes(UID, DOMAIN, &moved, &[]).unwrap();
-        let Decision::Push { topology, .. } = decide(&now, &moved, &reports, 0, &[], None) else { panic!() };
+        let Decision::Push { topology, why } = decide(&now, &moved, &reports, 0, &[], None) else { panic!() };
         assert_eq!(topology.epoch, 10);
+        assert!(why.contains("nodes hold up to epoch 9"), "{why}");
         // A stale status (the watch cache behind a push just made) pushes nothing again.
         let pushed: Vec<_> = (0..3).map(|i| at(5, &now, i)).collect();
         assert_eq!(decide(&now, &moved, &pushed, 4, &recorded(&nodes, 4), Some(3)), Decision::InSync { epoch: 5 });
