@@ -74,6 +74,9 @@ class Board:
         if kind in ("stat", "gauge", "bargauge"):
             defaults["color"] = {"mode": "thresholds"}
         defaults.update(extra.pop("defaults", {}))
+        # Instant queries: a table, or a panel of the latest values only (e.g. a topk, which over
+        # a range would name other series at every step).
+        instant = extra.pop("instant", kind == "table")
         panel = {
             "type": kind,
             "title": title,
@@ -88,7 +91,8 @@ class Board:
                     "refId": chr(ord("A") + i),
                     "expr": expr,
                     "legendFormat": legend,
-                    **({"instant": True, "range": False, "format": "table"} if kind == "table" else {}),
+                    **({"instant": True, "range": False} if instant else {}),
+                    **({"format": "table"} if kind == "table" else {}),
                     **({"format": "heatmap"} if kind == "heatmap" else {}),
                 }
                 for i, (expr, legend) in enumerate(targets)
@@ -333,12 +337,204 @@ def durability_distribution_panels(b):
     )
 
 
+# Hash slots of Redis Cluster: a cluster is whole when its nodes serve all of them.
+SLOTS = 16384
+FORWARD_BUCKETS = "strata_cluster_forward_duration_seconds_bucket"
+
+
+def top_slots_options():
+    return {"orientation": "horizontal", "displayMode": "basic",
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False}}
+
+
+def cluster_overview_panels(b):
+    """Cluster mode (nodes started with cluster-enabled yes export strata_cluster_*; others none)."""
+    b.row("Cluster mode: slots and routing")
+    b.panel(
+        "timeseries",
+        "Slots covered and owned",
+        f"Hash slots some node serves, as each CacheCluster's nodes see their topology (the least of "
+        f"strata_cluster_slots_covered over its pods), and the slots each pod serves "
+        f"(strata_cluster_slots_owned). A whole cluster covers all {SLOTS}; below that (red) its data "
+        f"commands get CLUSTERDOWN, and the alert StrataClusterSlotsUncovered fires. Owned slots are "
+        f"spread evenly over the pods.",
+        [
+            (f"min by (cachecluster) (strata_cluster_slots_covered{{{NODE}}})", "{{cachecluster}} covered"),
+            (f"strata_cluster_slots_owned{{{NODE}}}", "{{pod}} owned"),
+        ],
+        "short",
+        thresholds(RED, (SLOTS, GREEN)),
+        w=8,
+        defaults={"min": 0, "max": SLOTS, "decimals": 0},
+    )
+    b.panel(
+        "timeseries",
+        "Topology epoch per pod",
+        "Epoch of the topology each pod applied (strata_cluster_topology_epoch). The operator pushes every "
+        "change with a higher epoch and waits for every pod: lines apart for long mean a pod missed a push; "
+        "0 means a pod has no topology yet and answers CLUSTERDOWN (alert StrataClusterNoTopology).",
+        [(f"strata_cluster_topology_epoch{{{NODE}}}", "{{pod}}")],
+        "short",
+        thresholds(GREEN),
+        w=8,
+        defaults={"min": 0, "decimals": 0},
+    )
+    b.panel(
+        "timeseries",
+        "Forwarded requests and MOVED replies",
+        "Per CacheCluster and second: requests for another pod's slots that a pod forwarded to the owner "
+        "for plain clients, the Service's port (strata_cluster_forwarded_total), those whose owner could not "
+        "be reached (strata_cluster_forward_errors_total: the client got an error), and MOVED replies sent to "
+        "cluster-aware clients on the direct port (strata_cluster_moved_total), which then go to the owner.",
+        [
+            (rate("strata_cluster_forwarded_total", by="cachecluster"), "{{cachecluster}} forwarded"),
+            (rate("strata_cluster_forward_errors_total", by="cachecluster"), "{{cachecluster}} forward errors"),
+            (rate("strata_cluster_moved_total", by="cachecluster"), "{{cachecluster}} MOVED"),
+        ],
+        "ops",
+        thresholds(GREEN),
+        w=8,
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*forward errors"},
+                "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": RED}}],
+            }
+        ],
+    )
+    b.panel(
+        "timeseries",
+        "Forwarding latency p50 / p99",
+        "Time from sending a forwarded request to the owning pod to having its reply, from the histogram "
+        "strata_cluster_forward_duration_seconds (buckets 0.5 µs to 1 s): the extra hop a plain client pays "
+        "for a key another pod serves, on top of the command itself. Above 1 ms (yellow) the pods' network "
+        "or the owner is slow.",
+        [
+            (quantile(0.5, "le", NODE, FORWARD_BUCKETS), "p50"),
+            (quantile(0.99, "le", NODE, FORWARD_BUCKETS), "p99"),
+        ],
+        "s",
+        thresholds(GREEN, (0.001, YELLOW), (0.01, RED)),
+    )
+    b.panel(
+        "bargauge",
+        "Top slots by keys",
+        "The hash slots holding the most keys now, per CacheCluster (strata_cluster_slot_keys: each pod names "
+        "its 10 fullest slots). One slot far above the rest is a hot hash tag: its keys cannot be spread "
+        "over pods.",
+        [(f"topk(10, sum by (cachecluster, slot) (strata_cluster_slot_keys{{{NODE}}}))",
+          "{{cachecluster}} slot {{slot}}")],
+        "short",
+        thresholds(GREEN),
+        instant=True,
+        options=top_slots_options(),
+    )
+
+
+def cluster_node_panels(b):
+    """The cluster row of the node dashboard: per pod."""
+    b.row("Cluster mode")
+    b.panel(
+        "timeseries",
+        "Slots owned and covered",
+        f"Hash slots each pod serves (strata_cluster_slots_owned) and slots some node serves in its topology "
+        f"(strata_cluster_slots_covered: {SLOTS} when the cluster is whole), with the nodes its topology "
+        f"names (strata_cluster_nodes, right axis).",
+        [
+            (f"strata_cluster_slots_owned{{{NODE}}}", "{{pod}} owned"),
+            (f"strata_cluster_slots_covered{{{NODE}}}", "{{pod}} covered"),
+            (f"strata_cluster_nodes{{{NODE}}}", "{{pod}} nodes"),
+        ],
+        "short",
+        thresholds(GREEN),
+        w=6,
+        defaults={"min": 0, "decimals": 0},
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*nodes"},
+                "properties": [{"id": "custom.axisPlacement", "value": "right"}],
+            }
+        ],
+    )
+    b.panel(
+        "timeseries",
+        "Topology epoch",
+        "Epoch of the topology each pod applied (strata_cluster_topology_epoch); 0: none yet (CLUSTERDOWN).",
+        [(f"strata_cluster_topology_epoch{{{NODE}}}", "{{pod}}")],
+        "short",
+        thresholds(GREEN),
+        w=6,
+        defaults={"min": 0, "decimals": 0},
+    )
+    b.panel(
+        "timeseries",
+        "Forwarded, forward errors, MOVED",
+        "Per pod and second: requests forwarded to the slot's owner for plain clients "
+        "(strata_cluster_forwarded_total), those that failed to reach it (strata_cluster_forward_errors_total), "
+        "and MOVED replies on the direct port (strata_cluster_moved_total).",
+        [
+            (rate("strata_cluster_forwarded_total", by="pod"), "{{pod}} forwarded"),
+            (rate("strata_cluster_forward_errors_total", by="pod"), "{{pod}} forward errors"),
+            (rate("strata_cluster_moved_total", by="pod"), "{{pod}} MOVED"),
+        ],
+        "ops",
+        thresholds(GREEN),
+        w=6,
+    )
+    b.panel(
+        "timeseries",
+        "Forwarding latency",
+        "Per pod: p50 / p99 of the forwarded requests' round trip to the owner (histogram "
+        "strata_cluster_forward_duration_seconds) and the mean (its _sum over _count).",
+        [
+            (quantile(0.5, "pod, le", NODE, FORWARD_BUCKETS), "{{pod}} p50"),
+            (quantile(0.99, "pod, le", NODE, FORWARD_BUCKETS), "{{pod}} p99"),
+            (
+                f"{rate('strata_cluster_forward_duration_seconds_sum', by='pod')} / "
+                f"{rate('strata_cluster_forward_duration_seconds_count', by='pod')}",
+                "{{pod}} mean",
+            ),
+        ],
+        "s",
+        thresholds(GREEN, (0.001, YELLOW), (0.01, RED)),
+        w=6,
+    )
+    b.panel(
+        "bargauge",
+        "Top slots by keys",
+        "The 10 hash slots holding the most keys on each pod now (strata_cluster_slot_keys).",
+        [(f"topk(10, strata_cluster_slot_keys{{{NODE}}})", "{{pod}} slot {{slot}}")],
+        "short",
+        thresholds(GREEN),
+        instant=True,
+        options=top_slots_options(),
+    )
+    b.panel(
+        "timeseries",
+        "Hot-slot skew",
+        "Keys of each pod's fullest slot (strata_cluster_slot_keys) over its mean keys per owned slot "
+        "(strata_keys summed over databases, over strata_cluster_slots_owned). About 1 when keys spread "
+        "evenly; far above (yellow at 10) one hash tag holds a large share of the pod's keys.",
+        [
+            (
+                f"max by (namespace, cachecluster, pod) (strata_cluster_slot_keys{{{NODE}}}) "
+                f"/ on (namespace, cachecluster, pod) "
+                f"(sum by (namespace, cachecluster, pod) (strata_keys{{{NODE}}}) "
+                f"/ on (namespace, cachecluster, pod) (strata_cluster_slots_owned{{{NODE}}} > 0))",
+                "{{pod}}",
+            )
+        ],
+        "short",
+        thresholds(GREEN, (10, YELLOW), (100, RED)),
+        defaults={"min": 0},
+    )
+
+
 def overview():
     b = Board(
         "strata-overview",
         "Strata / Cluster overview",
         "Every CacheCluster at a glance: traffic, hit ratio, latency, memory against maxmemory, "
-        "evictions, connections and pods ready.",
+        "evictions, slots and routing in cluster mode, connections and pods ready.",
         ["strata"],
         node_variables(),
     )
@@ -460,6 +656,7 @@ def overview():
         w=8,
         defaults={"min": 0},
     )
+    cluster_overview_panels(b)
     b.row("Clients and pods")
     b.panel(
         "timeseries",
@@ -517,7 +714,8 @@ def node_detail():
         "strata-node",
         "Strata / Node detail",
         "One cache node at a time: threads and per-worker load, per-command latency and errors, keyspace "
-        "by db, the durability log, memory by component and connection buffers.",
+        "by db, cluster mode's slots and forwarding, the durability log, memory by component and connection "
+        "buffers.",
         ["strata"],
         node_variables(),
     )
@@ -669,6 +867,7 @@ def node_detail():
         "Bps",
         thresholds(GREEN),
     )
+    cluster_node_panels(b)
     b.row("Durability")
     b.panel(
         "timeseries",

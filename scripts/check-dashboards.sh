@@ -7,8 +7,10 @@
 #   3. starts a strata-node with a small maxmemory (so it evicts) under redis-benchmark load,
 #      including keys with a 1 s TTL (so they expire), and a second one with a durability log
 #      (periodic: fsync every 10 ms) under a lighter SET/GET load, for the durability row, and a
-#      third with a disk tier (32 MB of RAM, 256 MB of disk) under a load larger than its RAM;
-#   4. starts Debian's prometheus (scrape and rule evaluation every second) scraping all four, with
+#      third with a disk tier (32 MB of RAM, 256 MB of disk) under a load larger than its RAM, and
+#      two in cluster mode sharing the slots (a topology pushed on their admin ports) under load on
+#      one's plain port (half of it forwarded to the other) and its direct port (MOVED replies);
+#   4. starts Debian's prometheus (scrape and rule evaluation every second) scraping all six, with
 #      the labels the operator's ServiceMonitor gives real pods (namespace, cachecluster, pod) and
 #      dashboards/strata.rules.yaml loaded;
 #   5. scripts/check-dashboards.py evaluates every dashboard query, variable and rule, and runs
@@ -29,7 +31,7 @@ RENDER=""
 case ${1:-} in
   "") ;;
   --render) RENDER=${2:?--render needs a directory} ;;
-  -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
   *) echo "check-dashboards: unknown argument '$1'" >&2; exit 2 ;;
 esac
 
@@ -142,8 +144,28 @@ start_node durable "$DURABLE_PORT" "$DURABLE_METRICS" --dir "$WORK/durable/data"
 TIER_PORT=$(free_port) TIER_METRICS=$(free_port)
 start_node tier "$TIER_PORT" "$TIER_METRICS" \
   --dir "$WORK/tier/data" --maxmemory 32mb --maxmemory-policy allkeys-lru --max-disk 256mb
+# Two nodes in cluster mode, one half of the slots each: the cluster row's series. Load on
+# shard-a's plain port is forwarded to shard-b for shard-b's slots; GETs on its direct port get
+# MOVED for them.
+declare -A SHARD_PORT SHARD_DIRECT SHARD_ADMIN SHARD_METRICS SHARD_ID
+for shard in a b; do
+  SHARD_PORT[$shard]=$(free_port) SHARD_DIRECT[$shard]=$(free_port) SHARD_ADMIN[$shard]=$(free_port)
+  SHARD_METRICS[$shard]=$(free_port)
+  SHARD_ID[$shard]=$(printf '%040d' 0 | tr 0 "$shard") # aaa...a, bbb...b: 40 hex digits
+  start_node "shard-$shard" "${SHARD_PORT[$shard]}" "${SHARD_METRICS[$shard]}" --cluster-enabled yes \
+    --cluster-direct-port "${SHARD_DIRECT[$shard]}" --cluster-port "${SHARD_ADMIN[$shard]}"
+done
 wait_for "strata-node" 30 redis-cli -p "$NODE_PORT" ping
 wait_for "tiered strata-node" 30 redis-cli -p "$TIER_PORT" ping
+shard_member() { # shard_member SHARD RANGES: the node's string of STRATA.TOPOLOGY SET
+  echo "${SHARD_ID[$1]} 127.0.0.1 - ${SHARD_DIRECT[$1]} ${SHARD_PORT[$1]} $2 ${SHARD_ADMIN[$1]}"
+}
+for shard in a b; do
+  wait_for "cluster-mode strata-node shard-$shard" 30 redis-cli -p "${SHARD_ADMIN[$shard]}" ping
+  reply=$(redis-cli -p "${SHARD_ADMIN[$shard]}" STRATA.TOPOLOGY SET 1 "${SHARD_ID[$shard]}" \
+    "$(shard_member a 0-8191)" "$(shard_member b 8192-16383)")
+  [[ $reply == OK ]] || die "topology push to shard-$shard: $reply"
+done
 # Ready once its log is replayed (before that, writes get -LOADING).
 wait_for "durable strata-node" 30 curl -sf "http://127.0.0.1:$DURABLE_METRICS/readyz"
 
@@ -165,6 +187,10 @@ scrape_configs:
         labels: {namespace: strata-proof, cachecluster: proof, pod: proof-1}
       - targets: ["127.0.0.1:$TIER_METRICS"]
         labels: {namespace: strata-proof, cachecluster: proof, pod: proof-2}
+      - targets: ["127.0.0.1:${SHARD_METRICS[a]}"]
+        labels: {namespace: strata-proof, cachecluster: proof, pod: proof-3}
+      - targets: ["127.0.0.1:${SHARD_METRICS[b]}"]
+        labels: {namespace: strata-proof, cachecluster: proof, pod: proof-4}
   - job_name: strata-operator
     honor_labels: true
     static_configs:
@@ -205,6 +231,17 @@ tier_load() { # 150k keys of 256 B (more than 32 MB) written and read: demotions
 tier_load &
 TIER_LOAD_PID=$!
 PIDS+=($TIER_LOAD_PID)
+shard_load() { # SET/GET on shard-a's plain port (half forwarded), 50 GETs of shard-b's key "foo" on its direct port
+  local end=$((SECONDS + LOAD_SECONDS)) moved
+  moved=$(for ((i = 0; i < 50; i++)); do echo 'GET foo'; done)
+  while ((SECONDS < end)); do
+    redis-benchmark -p "${SHARD_PORT[a]}" -c 4 -n 5000 -r 50000 -d 64 -q -t set,get >>"$WORK/shard-load.log" 2>&1 || return 1
+    redis-cli -p "${SHARD_DIRECT[a]}" <<<"$moved" >>"$WORK/shard-moved.log" 2>&1 || true
+  done
+}
+shard_load &
+SHARD_LOAD_PID=$!
+PIDS+=($SHARD_LOAD_PID)
 LOAD_START=$(date +%s)
 
 wait_for "kube-apiserver" 120 kubectl get --raw /readyz
@@ -230,8 +267,14 @@ wait_for "operator reconciling proof" 60 \
 # Let the load run its course (and Prometheus collect it) before judging.
 remaining=$((LOAD_START + LOAD_SECONDS - $(date +%s)))
 ((remaining > 0)) && sleep "$remaining"
-wait_for "Prometheus scraping the four targets" 30 bash -c \
-  "curl -sf '$PROM/api/v1/query?query=count(up==1)' | grep -q '\"value\":\[[0-9.]*,\"4\"\]'"
+wait_for "Prometheus scraping the six targets" 30 bash -c \
+  "curl -sf '$PROM/api/v1/query?query=count(up==1)' | grep -q '\"value\":\[[0-9.]*,\"6\"\]'"
+
+# The cluster row's counters moved for real (a panel of rates would show 0 as readily).
+shard_a=$(curl -sf "http://127.0.0.1:${SHARD_METRICS[a]}/metrics")
+for counter in strata_cluster_forwarded_total strata_cluster_moved_total; do
+  grep -Eq "^$counter [1-9]" <<<"$shard_a" || die "shard-a's $counter did not move: $(grep "^$counter " <<<"$shard_a")"
+done
 
 say "promtool check rules"
 promtool check rules "$ROOT/dashboards/strata.rules.yaml"
@@ -249,15 +292,17 @@ fi
 
 say "evaluating every dashboard query and rule against Prometheus (load still running)"
 # Grafana's $__rate_interval is at least 4 scrape intervals; 1 s scrapes, so 20 s leaves margin.
-# pod=~".*": every node (the durability row has series from proof-1 only, the tier's from proof-2).
+# pod=~".*": every node (the durability row has series from proof-1 only, the tier's from proof-2,
+# the cluster row's from proof-3 and proof-4).
 "$PY" "$ROOT/scripts/check-dashboards.py" --prometheus "$PROM" \
   --var namespace=strata-proof --var cluster=proof --var pod='.*' --var __rate_interval=20s \
   --scrape "strata-node=http://127.0.0.1:$NODE_METRICS/metrics" \
   --scrape "strata-node-durable=http://127.0.0.1:$DURABLE_METRICS/metrics" \
   --scrape "strata-node-tier=http://127.0.0.1:$TIER_METRICS/metrics" \
+  --scrape "strata-node-cluster=http://127.0.0.1:${SHARD_METRICS[a]}/metrics" \
   --scrape "strata-operator=http://127.0.0.1:$OP_PORT/metrics"
 
-kill "$LOAD_PID" "$DURABLE_LOAD_PID" "$TIER_LOAD_PID" 2>/dev/null || true
+kill "$LOAD_PID" "$DURABLE_LOAD_PID" "$TIER_LOAD_PID" "$SHARD_LOAD_PID" 2>/dev/null || true
 if [[ -n $RENDER ]]; then
   say "rendering the overview's panels into $RENDER"
   "$PY" "$ROOT/scripts/render-dashboards.py" --prometheus "$PROM" --start "$LOAD_START" --end "$(date +%s)" \

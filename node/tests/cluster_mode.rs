@@ -190,6 +190,31 @@ fn node_wide_commands_reach_every_node_from_the_plain_port() {
 }
 
 #[test]
+fn a_blocked_client_follows_its_slot() {
+    let nodes = three();
+    // Slot 3300 ("b") on node 0: a cluster client and a plain client wait there.
+    let mut direct = nodes[0].direct();
+    direct.send(&["BLPOP", "{b}q", "0"]);
+    let mut plain = nodes[0].plain();
+    plain.send(&["BLPOP", "{b}q", "0"]);
+    std::thread::sleep(Duration::from_millis(200));
+    // Epoch 2 gives slot 3300 to node 1.
+    let members =
+        [nodes[0].member("0-3299,3301-5460"), nodes[1].member("3300,5461-10922"), nodes[2].member("10923-16383")];
+    for n in &nodes {
+        let mut args = vec!["STRATA.TOPOLOGY".to_string(), "SET".into(), "2".into(), n.id.clone()];
+        args.extend(members.iter().cloned());
+        assert_eq!(n.admin().cmd(&args), Frame::ok());
+    }
+    // As Redis: the cluster client is told where the slot went...
+    assert_eq!(direct.read_frame(), Frame::error(&format!("MOVED 3300 127.0.0.1:{}", nodes[1].direct)));
+    // ... and the plain client now waits on the new owner, which serves it.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(nodes[1].direct().cmd(&["RPUSH", "{b}q", "moved"]), Frame::int(1));
+    assert_eq!(plain.read_frame(), Frame::bulks(&["{b}q", "moved"]));
+}
+
+#[test]
 fn publish_reaches_every_node() {
     let nodes = three();
     let mut sub = nodes[2].plain();

@@ -448,3 +448,182 @@ fn slow_client_times_out_without_blocking_others() {
     assert!(out.starts_with(b"HTTP/1.1 408 "), "{:?}", String::from_utf8_lossy(&out));
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// A node id of the cluster tests: 40 lowercase hex characters.
+fn node_id(n: u8) -> String {
+    format!("{n:040x}")
+}
+
+/// A cluster-mode node with its direct and admin ports (free ones) and a
+/// metrics port; returns it, the metrics port, and the direct and admin ports.
+fn start_cluster_node(metrics: bool) -> (Server, u16, u16, u16) {
+    let (direct, admin) = (free_port(), free_port());
+    let (d, a) = (direct.to_string(), admin.to_string());
+    let args = ["--cluster-enabled", "yes", "--cluster-direct-port", &d, "--cluster-port", &a];
+    if metrics {
+        let (server, port) = start_with(&args);
+        (server, port, direct, admin)
+    } else {
+        (Server::strata_with(&args), 0, direct, admin)
+    }
+}
+
+/// `STRATA.TOPOLOGY SET` on a node's admin port: `nodes` are (id, direct,
+/// plain, admin, ranges), all on 127.0.0.1.
+fn push_topology(admin: u16, epoch: u64, myid: &str, nodes: &[(&str, u16, u16, u16, &str)]) -> Frame {
+    let mut c = RawConn::connect(("127.0.0.1", admin)).expect("connect to the admin port");
+    let epoch = epoch.to_string();
+    let mut args = vec!["STRATA.TOPOLOGY".to_string(), "SET".into(), epoch, myid.into()];
+    args.extend(nodes.iter().map(|(id, d, p, a, r)| format!("{id} 127.0.0.1 - {d} {p} {r} {a}")));
+    c.cmd(&args)
+}
+
+#[test]
+fn cluster_families_follow_the_topology_and_the_traffic() {
+    let (a, port, a_direct, a_admin) = start_cluster_node(true);
+    let (b, _, b_direct, b_admin) = start_cluster_node(false);
+    let (id_a, id_b) = (node_id(1), node_id(2));
+
+    // Cluster mode without a topology yet: the families are there, at 0.
+    let scrape = Scrape::take(port);
+    for (family, kind) in [
+        ("strata_cluster_enabled", "gauge"),
+        ("strata_cluster_topology_epoch", "gauge"),
+        ("strata_cluster_slots_owned", "gauge"),
+        ("strata_cluster_slots_covered", "gauge"),
+        ("strata_cluster_nodes", "gauge"),
+        ("strata_cluster_forwarded", "counter"),
+        ("strata_cluster_forward_errors", "counter"),
+        ("strata_cluster_forward_duration_seconds", "histogram"),
+        ("strata_cluster_moved", "counter"),
+        ("strata_cluster_slot_keys", "gauge"),
+    ] {
+        assert!(scrape.text.contains(&format!("\n# TYPE {family} {kind}\n")), "no TYPE for {family}:\n{}", scrape.text);
+        assert!(scrape.text.contains(&format!("# HELP {family} ")), "no HELP for {family}");
+    }
+    assert_eq!(scrape.value("strata_cluster_enabled", &[]), 1.0);
+    for family in ["strata_cluster_topology_epoch", "strata_cluster_slots_owned", "strata_cluster_slots_covered"] {
+        assert_eq!(scrape.value(family, &[]), 0.0, "{family} before any push");
+    }
+    assert!(!scrape.samples.iter().any(|s| s.name == "strata_cluster_slot_keys"), "no keys, no slots named");
+
+    // A owns 0-8191, B 8192-16000: 383 slots have no owner.
+    let partial = |a_ranges, b_ranges| {
+        [(id_a.as_str(), a_direct, a.port(), a_admin, a_ranges), (id_b.as_str(), b_direct, b.port(), b_admin, b_ranges)]
+    };
+    let nodes = partial("0-8191", "8192-16000");
+    assert_eq!(push_topology(a_admin, 3, &id_a, &nodes), Frame::ok());
+    assert_eq!(push_topology(b_admin, 3, &id_b, &nodes), Frame::ok());
+    let scrape = Scrape::take(port);
+    assert_eq!(scrape.value("strata_cluster_topology_epoch", &[]), 3.0);
+    assert_eq!(scrape.value("strata_cluster_slots_owned", &[]), 8192.0);
+    assert_eq!(scrape.value("strata_cluster_slots_covered", &[]), 16001.0);
+    assert_eq!(scrape.value("strata_cluster_nodes", &[]), 2.0);
+    // Not whole: data commands get CLUSTERDOWN (counted as neither MOVED nor forwarded).
+    let down = a.conn().cmd(&["GET", "foo"]);
+    assert_eq!(down.error_code(), Some("CLUSTERDOWN"), "{down}");
+
+    // The epoch follows a push; B now covers the rest.
+    let nodes = partial("0-8191", "8192-16383");
+    assert_eq!(push_topology(a_admin, 4, &id_a, &nodes), Frame::ok());
+    assert_eq!(push_topology(b_admin, 4, &id_b, &nodes), Frame::ok());
+    let scrape = Scrape::take(port);
+    assert_eq!(scrape.value("strata_cluster_topology_epoch", &[]), 4.0);
+    assert_eq!(scrape.value("strata_cluster_slots_covered", &[]), 16384.0);
+    assert_eq!(scrape.value("strata_cluster_slots_owned", &[]), 8192.0);
+    assert_eq!(scrape.value("strata_cluster_forwarded_total", &[]), 0.0);
+    assert_eq!(scrape.value("strata_cluster_moved_total", &[]), 0.0);
+
+    // Cluster-aware clients on the direct port: "foo" (slot 12182) is B's,
+    // so A answers MOVED; "{bar}" keys (slot 5061) and "{zap}" (slot 6469)
+    // are A's own.
+    let mut direct = RawConn::connect(("127.0.0.1", a_direct)).expect("connect to the direct port");
+    assert_eq!(direct.cmd(&["CLUSTER", "KEYSLOT", "foo"]), Frame::int(12182));
+    assert_eq!(direct.cmd(&["CLUSTER", "KEYSLOT", "{bar}"]), Frame::int(5061));
+    assert_eq!(direct.cmd(&["CLUSTER", "KEYSLOT", "{zap}"]), Frame::int(6469));
+    let moved = direct.cmd(&["SET", "foo", "1"]);
+    assert_eq!(moved.error_message(), Some(format!("MOVED 12182 127.0.0.1:{b_direct}").as_str()), "{moved}");
+    assert_eq!(direct.cmd(&["GET", "foo"]).error_code(), Some("MOVED"));
+    for i in 0..5 {
+        direct.ok(&["SET", &format!("{{bar}}:{i}"), "v"]);
+    }
+    for i in 0..2 {
+        direct.ok(&["SET", &format!("{{zap}}:{i}"), "v"]);
+    }
+    let scrape = Scrape::take(port);
+    assert_eq!(scrape.value("strata_cluster_moved_total", &[]), 2.0);
+    assert_eq!(scrape.value("strata_cluster_forwarded_total", &[]), 0.0, "the direct port never forwards");
+    assert_eq!(scrape.value("strata_cluster_slot_keys", &[("slot", "5061")]), 5.0);
+    assert_eq!(scrape.value("strata_cluster_slot_keys", &[("slot", "6469")]), 2.0);
+    assert_eq!(scrape.samples.iter().filter(|s| s.name == "strata_cluster_slot_keys").count(), 2);
+
+    // A plain client on A's plain port: B's slot is forwarded to B, which
+    // holds the value afterwards.
+    let mut plain = a.conn();
+    plain.ok(&["SET", "foo", "forwarded"]);
+    assert_eq!(plain.cmd(&["GET", "foo"]), Frame::bulk("forwarded"));
+    assert_eq!(b.conn().cmd(&["GET", "foo"]), Frame::bulk("forwarded"), "B serves its own slot");
+    let scrape = Scrape::take(port);
+    assert_eq!(scrape.value("strata_cluster_forwarded_total", &[]), 2.0);
+    assert_eq!(scrape.value("strata_cluster_forward_errors_total", &[]), 0.0);
+    assert_eq!(scrape.value("strata_cluster_forward_duration_seconds_count", &[]), 2.0);
+    assert_eq!(scrape.value("strata_cluster_forward_duration_seconds_bucket", &[("le", "+Inf")]), 2.0);
+    assert!(scrape.value("strata_cluster_forward_duration_seconds_sum", &[]) > 0.0, "a round trip takes time");
+    assert_eq!(scrape.value("strata_cluster_moved_total", &[]), 2.0, "the plain port never answers MOVED");
+
+    // INFO: `# Cluster` as Redis's, Strata's figures in their own section,
+    // from the same snapshot.
+    let mut raw = a.conn();
+    let cluster = info(&mut raw, Some("cluster"));
+    assert_eq!(cluster.get("cluster_enabled").map(String::as_str), Some("1"));
+    assert_eq!(cluster.get("cluster_current_epoch").map(String::as_str), Some("4"));
+    assert!(!cluster.contains_key("cluster_slots_owned"), "Strata's figures stay out of # Cluster: {cluster:?}");
+    let text = raw.cmd(&["INFO", "clusterstats"]);
+    let text = String::from_utf8_lossy(text.as_bytes().expect("INFO text"));
+    assert!(text.starts_with("# Clusterstats\r\ncluster_topology_epoch:4\r\n"), "{text}");
+    let stats = info(&mut raw, Some("clusterstats"));
+    for (field, want) in [
+        ("cluster_slots_owned", "8192"),
+        ("cluster_slots_covered", "16384"),
+        ("cluster_nodes", "2"),
+        ("cluster_forwarded", "2"),
+        ("cluster_forward_errors", "0"),
+        ("cluster_moved", "2"),
+        ("cluster_top_slots", "5061=5,6469=2"),
+    ] {
+        assert_eq!(stats.get(field).map(String::as_str), Some(want), "{field} in {stats:?}");
+    }
+    let p99: f64 = stats["cluster_forward_p99_usec"].parse().unwrap();
+    assert!(p99 > 0.0, "forward p99 {p99} µs");
+    // INFO inside EXEC (every partition held) counts the slots too.
+    raw.ok(&["MULTI"]);
+    assert_eq!(raw.cmd(&["INFO", "clusterstats"]), Frame::simple("QUEUED"));
+    let exec = raw.cmd(&["EXEC"]);
+    let in_exec = exec.as_array().and_then(|r| r[0].as_bytes()).map(String::from_utf8_lossy).unwrap_or_default();
+    assert!(in_exec.contains("cluster_top_slots:5061=5,6469=2\r\n"), "{exec}");
+    assert!(info(&mut raw, None).contains_key("cluster_top_slots"), "a default section in cluster mode");
+
+    // A stale push changes nothing.
+    assert!(push_topology(a_admin, 2, &id_a, &nodes).is_error());
+    assert_eq!(Scrape::take(port).value("strata_cluster_topology_epoch", &[]), 4.0);
+
+    // B gone: a forwarded request fails, and is counted as such.
+    drop(b);
+    let reply = plain.cmd(&["GET", "foo"]);
+    assert!(reply.error_message().is_some_and(|m| m.contains("cannot reach")), "{reply}");
+    let scrape = Scrape::take(port);
+    assert_eq!(scrape.value("strata_cluster_forwarded_total", &[]), 3.0);
+    assert_eq!(scrape.value("strata_cluster_forward_errors_total", &[]), 1.0);
+}
+
+#[test]
+fn no_cluster_families_outside_cluster_mode() {
+    let (server, port) = start();
+    let scrape = Scrape::take(port);
+    assert!(!scrape.text.contains("strata_cluster_"), "{}", scrape.text);
+    let mut raw = server.conn();
+    assert_eq!(info(&mut raw, Some("cluster")).get("cluster_enabled").map(String::as_str), Some("0"));
+    let all = raw.cmd(&["INFO", "everything"]);
+    let all = String::from_utf8_lossy(all.as_bytes().expect("INFO text"));
+    assert!(all.contains("# Cluster\r\n") && !all.contains("# Clusterstats"), "{all}");
+}

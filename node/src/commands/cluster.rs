@@ -29,8 +29,21 @@ pub const COMMANDS: &[CommandDef] = &[
     .acl("@admin @slow @dangerous"),
 ];
 
-pub const CLUSTER_SUBS: &[&str] =
-    &["countkeysinslot", "getkeysinslot", "help", "info", "keyslot", "links", "myid", "nodes", "shards", "slots"];
+pub const CLUSTER_SUBS: &[&str] = &[
+    "count-failure-reports",
+    "countkeysinslot",
+    "getkeysinslot",
+    "help",
+    "info",
+    "keyslot",
+    "links",
+    "myid",
+    "nodes",
+    "replicas",
+    "shards",
+    "slaves",
+    "slots",
+];
 
 const CLUSTER_HELP: &[&str] = &[
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
@@ -47,11 +60,17 @@ const CLUSTER_HELP: &[&str] = &[
     "    (Strata has no cluster bus: the operator pushes the topology, so there are none.)",
     "MYID",
     "    Return the node id.",
+    "COUNT-FAILURE-REPORTS <node-id>",
+    "    Return number of failure reports for <node-id>.",
     "NODES",
     "    Return cluster configuration seen by node. Output format:",
     "    <id> <ip:port@bus-port[,hostname]> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+    "REPLICAS <node-id>",
+    "    Return <node-id> replicas.",
     "SHARDS",
     "    Return information about slot range mappings and the nodes associated with them.",
+    "SLAVES <node-id>",
+    "    Return <node-id> replicas.",
     "SLOTS",
     "    Return information about slots range mappings. Each range is made of:",
     "    start, end, master and replicas IP addresses, ports and ids",
@@ -80,8 +99,6 @@ const MANAGED: &[&str] = &[
     "saveconfig",
     "set-config-epoch",
     "setslot",
-    "replicas",
-    "slaves",
 ];
 
 fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
@@ -147,6 +164,19 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.array(keys.len());
             for k in &keys {
                 out.bulk(k);
+            }
+        }
+        // No replicas (yet): a master's list is empty, and nobody reports failures.
+        "replicas" | "slaves" | "count-failure-reports" => {
+            exact(3)?;
+            let id = String::from_utf8_lossy(args[2]);
+            if !topo.as_deref().is_some_and(|t| t.members.iter().any(|m| m.id == id)) {
+                return Err(format!("ERR Unknown node {id}").into());
+            }
+            if name == "count-failure-reports" {
+                out.int(0);
+            } else {
+                out.array(0);
             }
         }
         n if MANAGED.contains(&n) => {
@@ -361,6 +391,14 @@ fn topology(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if eq_ic(args[1], "set") {
         let t = Topology::parse_args(&args[2..]).map_err(|e| format!("ERR invalid topology: {e}"))?;
         c.apply(t).map_err(|e| format!("ERR {e}"))?;
+        // Blocked clients run their command again: one whose slot moved
+        // away gets MOVED (or is forwarded), as Redis unblocks them.
+        for info in ctx.node.clients.all() {
+            let waiter = info.blocked_on.lock().clone();
+            if let Some(w) = waiter {
+                w.retry();
+            }
+        }
         out.ok();
         return Ok(());
     }

@@ -1,6 +1,6 @@
 //! INFO and its sections.
 
-use super::stats::{keyspace_counts, lru_clock, ratio, start_time, total_system_memory, unix_micros};
+use super::stats::{keyspace_counts, lru_clock, ratio, slot_key_counts, start_time, total_system_memory, unix_micros};
 use super::{CmdResult, CommandDef, Ctx, Keys, Node, REDIS_VERSION, ServerControl, flags};
 use crate::base::eq_ic;
 use crate::config::values::{absolute_path, yes_no};
@@ -29,6 +29,7 @@ const ALL_SECTIONS: &[&str] = &[
     "cluster",
     "keyspace",
     "tier",
+    "clusterstats",
 ];
 
 /// Sections INFO leaves out unless asked for by name, `all` or `everything`.
@@ -54,9 +55,14 @@ fn info(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     }
     // One reading of every figure, the same `/metrics` renders.
     let keyspace = if wanted.contains(&"keyspace") { keyspace_counts(ctx) } else { Default::default() };
-    let snap = ctx.server.snapshot(keyspace);
+    let mut snap = ctx.server.snapshot(keyspace);
+    if let Some(c) = snap.cluster.as_mut().filter(|_| wanted.contains(&"clusterstats")) {
+        c.set_top_slots(&slot_key_counts(ctx));
+    }
     let mut text = String::with_capacity(4096);
-    for section in ALL_SECTIONS.iter().filter(|s| wanted.contains(s)) {
+    // Cluster mode's own figures exist only in cluster mode.
+    let shown = |s: &&&str| wanted.contains(s) && (**s != "clusterstats" || snap.cluster.is_some());
+    for section in ALL_SECTIONS.iter().filter(shown) {
         if !text.is_empty() {
             text.push_str("\r\n");
         }
@@ -106,6 +112,7 @@ fn write_section(node: &Node, server: &dyn ServerControl, snap: &Snapshot, secti
         },
         "keyspace" => info_keyspace(snap, t),
         "tier" => info_tier(snap, t),
+        "clusterstats" => info_clusterstats(snap, t),
         // modules: there are none.
         _ => {}
     }
@@ -377,6 +384,25 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
         field!(t, format_args!("tier_{tier}_read_p50_usec"), "{:.3}", h.quantile_ns(0.5) / 1e3);
         field!(t, format_args!("tier_{tier}_read_p99_usec"), "{:.3}", h.quantile_ns(0.99) / 1e3);
     }
+}
+
+/// Strata's own section in cluster mode (`# Cluster` stays Redis's): the
+/// topology applied, requests forwarded for plain clients, MOVED replies,
+/// and the slots holding the most keys (`slot=keys`, most first).
+fn info_clusterstats(snap: &Snapshot, t: &mut String) {
+    let Some(c) = &snap.cluster else { return };
+    field!(t, "cluster_topology_epoch", "{}", c.epoch);
+    field!(t, "cluster_slots_owned", "{}", c.slots_owned);
+    field!(t, "cluster_slots_covered", "{}", c.slots_covered);
+    field!(t, "cluster_nodes", "{}", c.nodes);
+    field!(t, "cluster_forwarded", "{}", c.forwarded);
+    field!(t, "cluster_forward_errors", "{}", c.forward_errors);
+    // Quantiles of /metrics' strata_cluster_forward_duration_seconds.
+    field!(t, "cluster_forward_p50_usec", "{:.3}", c.forward_latency.quantile_ns(0.5) / 1e3);
+    field!(t, "cluster_forward_p99_usec", "{:.3}", c.forward_latency.quantile_ns(0.99) / 1e3);
+    field!(t, "cluster_moved", "{}", c.moved);
+    let top: Vec<String> = c.top_slots.iter().map(|(slot, keys)| format!("{slot}={keys}")).collect();
+    field!(t, "cluster_top_slots", "{}", top.join(","));
 }
 
 fn info_stats(node: &Node, snap: &Snapshot, t: &mut String) {

@@ -323,6 +323,14 @@ impl crate::session::client::Unblock for BlockedClient {
         self.wake.notify_one();
         true
     }
+
+    fn retry(&self) -> bool {
+        if !self.claim(RETRY) {
+            return false;
+        }
+        self.wake.notify_one();
+        true
+    }
 }
 
 impl Waiter for BlockedClient {

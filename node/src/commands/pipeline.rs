@@ -77,6 +77,16 @@ const FAN_OUT: &[(&str, &str, bool)] = &[
     ("function", "restore", false),
 ];
 
+/// Cluster mode: where a client's command must run now (a blocked command
+/// about to run again after the topology changed): here (Ok), elsewhere
+/// (Forward), or refused (MOVED, CLUSTERDOWN).
+pub fn slot_check(node: &Node, client: &Client, cmd: &Resolved<'_>) -> Result<(), Refusal> {
+    match node.cluster.as_ref() {
+        Some(c) => slot_gate(node, c, client, cmd, &Origin::Client),
+        None => Ok(()),
+    }
+}
+
 /// Whether a client's command, just run here, fans out to the other nodes.
 pub fn fan_out(node: &Node, client: &Client, cmd: &Resolved<'_>) -> Option<FanOut> {
     let c = node.cluster.as_ref()?;
@@ -489,30 +499,27 @@ fn slot_gate(
 ) -> Result<(), Refusal> {
     let refuse = |r| Err(Refusal::Refused(r));
     let exec = cmd.def.name == "exec";
-    let mut slot: Option<u16> = None;
-    let mut check = |key: &[u8]| {
-        let s = crate::base::slot::key_slot(key);
-        match slot {
-            Some(first) if first != s => false,
-            _ => {
-                slot = Some(s);
-                true
-            }
-        }
-    };
-    if exec {
+    let slot_of = |k: &[u8]| crate::base::slot::key_slot(k);
+    let slots: SmallVec<[u16; 8]> = if exec {
         let Some(queued) = client.multi.as_deref() else { return Ok(()) };
+        let mut all = SmallVec::new();
         for q in queued {
             let argv: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
-            let r = node.table.resolved(q.cmd, &argv);
-            if !r.keys().all(&mut check) {
-                return refuse(Refused::CrossSlot);
-            }
+            all.extend(node.table.resolved(q.cmd, &argv).keys().map(slot_of));
         }
-    } else if !cmd.keys().all(&mut check) {
+        all
+    } else {
+        cmd.keys().map(slot_of).collect()
+    };
+    let Some(&slot) = slots.first() else { return Ok(()) };
+    // As Redis's getNodeByQuery: the first key's slot must be served (else
+    // CLUSTERDOWN) before the others are compared with it (CROSSSLOT).
+    if c.with(|t| t.is_none_or(|t| t.route(slot) == crate::cluster::Route::Unassigned)) {
+        return refuse(Refused::ClusterDown(ClusterDown::Unbound));
+    }
+    if slots.iter().any(|&s| s != slot) {
         return refuse(Refused::CrossSlot);
     }
-    let Some(slot) = slot else { return Ok(()) };
     // What cannot travel: a WATCH (it would have to stay on the owner until
     // EXEC) and a shard-channel subscription: those get MOVED, as from
     // Redis Cluster (see the README's cluster section).

@@ -59,3 +59,11 @@ pub fn keyspace_counts(ctx: &mut Ctx<'_>) -> [DbFigures; NUM_DBS] {
     ctx.keys.for_each_partition(|part| part.add_db_figures(now, &mut counts));
     counts
 }
+
+/// Keys of every hash slot, indexed by slot: one visit per partition, the
+/// held ones inside EXEC as `keyspace_counts`.
+pub fn slot_key_counts(ctx: &mut Ctx<'_>) -> Vec<u32> {
+    let mut counts = vec![0; crate::base::slot::SLOTS];
+    ctx.keys.for_each_partition(|part| part.write_slot_keys(&mut counts));
+    counts
+}

@@ -6,8 +6,11 @@
 //! workers when `/metrics` is scraped, which is why this is a custom
 //! `Collector` rather than registered `Counter`s.
 
-use super::snapshot::{CmdTotals, DurabilityFigures, Snapshot};
-use super::{BATCH_BUCKETS, IO_BUCKETS_US, IoHistogramFigures, LATENCY_BUCKETS, READ_BUCKETS_NS, ReadLatencyFigures};
+use super::snapshot::{ClusterFigures, CmdTotals, DurabilityFigures, Snapshot};
+use super::{
+    BATCH_BUCKETS, IO_BUCKETS_US, IoHistogramFigures, LATENCY_BUCKETS, READ_BUCKETS_NS, ReadHistogramFigures,
+    ReadLatencyFigures,
+};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
 use prometheus_client::metrics::MetricType;
@@ -46,6 +49,9 @@ impl Collector for StrataCollector {
         encode_reads(&mut enc, &s.reads)?;
         if let Some(d) = &s.durability {
             encode_durability(&mut enc, d)?;
+        }
+        if let Some(c) = &s.cluster {
+            encode_cluster(&mut enc, c)?;
         }
         encode_process(&mut enc, &s)
     }
@@ -335,14 +341,81 @@ pub fn encode_reads(enc: &mut DescriptorEncoder, r: &ReadLatencyFigures) -> fmt:
         MetricType::Histogram,
     )?;
     for (tier, h) in [("ram", &r.ram), ("disk", &r.disk)] {
-        let buckets: Vec<(f64, u64)> =
-            READ_BUCKETS_NS.iter().map(|&ns| ns as f64 / 1e9).chain([f64::INFINITY]).zip(h.buckets).collect();
         m.encode_family(&[("tier", tier)])?.encode_histogram::<NoLabelSet>(
             h.sum_ns as f64 / 1e9,
             h.count(),
-            &buckets,
+            &read_buckets(h),
             None,
         )?;
+    }
+    Ok(())
+}
+
+/// A [`ReadHistogramFigures`]' buckets in seconds (the count comes from
+/// them too: a scrape racing a recording still sees +Inf == count).
+fn read_buckets(h: &ReadHistogramFigures) -> Vec<(f64, u64)> {
+    READ_BUCKETS_NS.iter().map(|&ns| ns as f64 / 1e9).chain([f64::INFINITY]).zip(h.buckets).collect()
+}
+
+/// Cluster mode (absent without it): the applied topology, the requests
+/// forwarded for plain clients and the MOVED replies sent to cluster-aware
+/// ones, and the slots holding the most keys.
+pub fn encode_cluster(enc: &mut DescriptorEncoder, c: &ClusterFigures) -> fmt::Result {
+    gauge(enc, "strata_cluster_enabled", "1: the node runs in cluster mode (cluster-enabled yes).", None, 1)?;
+    gauge(
+        enc,
+        "strata_cluster_topology_epoch",
+        "Epoch of the topology this node applied (0: none pushed yet; data commands get CLUSTERDOWN).",
+        None,
+        c.epoch,
+    )?;
+    gauge(enc, "strata_cluster_slots_owned", "Hash slots this node serves.", None, c.slots_owned)?;
+    gauge(
+        enc,
+        "strata_cluster_slots_covered",
+        "Hash slots some node serves in this node's topology (16384 when every slot has an owner).",
+        None,
+        c.slots_covered,
+    )?;
+    gauge(enc, "strata_cluster_nodes", "Nodes in this node's topology.", None, c.nodes)?;
+    counter(
+        enc,
+        "strata_cluster_forwarded",
+        "Requests for another node's slots forwarded to their owner for plain clients (a transaction counts once).",
+        None,
+        c.forwarded,
+    )?;
+    counter(
+        enc,
+        "strata_cluster_forward_errors",
+        "Forwarded requests whose owner could not be reached (the client got an error).",
+        None,
+        c.forward_errors,
+    )?;
+    let mut m = enc.encode_descriptor(
+        "strata_cluster_forward_duration",
+        "Time from sending a forwarded request to the owner to having its reply.",
+        Some(&Unit::Seconds),
+        MetricType::Histogram,
+    )?;
+    let h = &c.forward_latency;
+    m.encode_histogram::<NoLabelSet>(h.sum_ns as f64 / 1e9, h.count(), &read_buckets(h), None)?;
+    counter(
+        enc,
+        "strata_cluster_moved",
+        "-MOVED replies sent to cluster-aware clients (a command for another node's slot on the direct port).",
+        None,
+        c.moved,
+    )?;
+    let mut m = enc.encode_descriptor(
+        "strata_cluster_slot_keys",
+        "Keys in the 10 hash slots holding the most on this node (slots without keys are left out).",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (slot, keys) in &c.top_slots {
+        let slot = slot.to_string();
+        ConstGauge::new(*keys).encode(m.encode_family(&[("slot", slot.as_str())])?)?;
     }
     Ok(())
 }
@@ -655,6 +728,62 @@ mod tests {
         let sum = sample(&text, "strata_read_command_duration_seconds_sum{tier=\"disk\"}").unwrap();
         assert!((sum - 0.00015).abs() < 1e-12, "{sum}");
         assert!(text.contains("# TYPE strata_read_command_duration_seconds histogram\n"));
+    }
+
+    #[derive(Debug)]
+    struct Cluster(ClusterFigures);
+
+    impl Collector for Cluster {
+        fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+            encode_cluster(&mut enc, &self.0)
+        }
+    }
+
+    #[test]
+    fn cluster_families() {
+        let w = crate::metrics::WorkerMetrics::new(1);
+        crate::metrics::ClusterStats::add(&w.cluster.forwarded, 3);
+        crate::metrics::ClusterStats::add(&w.cluster.forward_errors, 1);
+        crate::metrics::ClusterStats::add(&w.cluster.moved, 7);
+        w.cluster.forward_latency.record(40_000); // le=0.00005
+        w.cluster.forward_latency.record(3_000_000); // le=0.005
+        let mut f = ClusterFigures::sum(&[std::sync::Arc::new(w)]);
+        (f.epoch, f.slots_owned, f.slots_covered, f.nodes) = (4, 5461, 16000, 3);
+        let mut counts = vec![0u32; 16384];
+        for slot in 0..12 {
+            counts[slot * 1000] = slot as u32 + 1;
+        }
+        f.set_top_slots(&counts);
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Cluster(f)));
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        for (series, want) in [
+            ("strata_cluster_enabled", 1.0),
+            ("strata_cluster_topology_epoch", 4.0),
+            ("strata_cluster_slots_owned", 5461.0),
+            ("strata_cluster_slots_covered", 16000.0),
+            ("strata_cluster_nodes", 3.0),
+            ("strata_cluster_forwarded_total", 3.0),
+            ("strata_cluster_forward_errors_total", 1.0),
+            ("strata_cluster_moved_total", 7.0),
+            ("strata_cluster_forward_duration_seconds_count", 2.0),
+            ("strata_cluster_forward_duration_seconds_bucket{le=\"0.00005\"}", 1.0),
+            ("strata_cluster_forward_duration_seconds_bucket{le=\"0.002\"}", 1.0),
+            ("strata_cluster_forward_duration_seconds_bucket{le=\"0.005\"}", 2.0),
+            ("strata_cluster_forward_duration_seconds_bucket{le=\"+Inf\"}", 2.0),
+            ("strata_cluster_slot_keys{slot=\"11000\"}", 12.0),
+            ("strata_cluster_slot_keys{slot=\"2000\"}", 3.0),
+        ] {
+            assert_eq!(sample(&text, series), Some(want), "{series} in\n{text}");
+        }
+        let sum = sample(&text, "strata_cluster_forward_duration_seconds_sum").unwrap();
+        assert!((sum - 0.00304).abs() < 1e-12, "{sum}");
+        // Ten slots named, the two with the fewest keys left out.
+        assert_eq!(text.matches("strata_cluster_slot_keys{").count(), 10, "{text}");
+        assert_eq!(sample(&text, "strata_cluster_slot_keys{slot=\"1000\"}"), None);
+        assert!(text.contains("# TYPE strata_cluster_forward_duration_seconds histogram\n"));
+        assert!(text.contains("# TYPE strata_cluster_moved counter\n"));
     }
 
     #[test]

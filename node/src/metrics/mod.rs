@@ -9,7 +9,7 @@ pub mod exposition;
 pub mod snapshot;
 mod store_stats;
 
-pub use snapshot::{CmdTotals, DbFigures, Snapshot, WorkerFigures};
+pub use snapshot::{ClusterFigures, CmdTotals, DbFigures, Snapshot, WorkerFigures};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub use store_stats::{StatsTotals, StoreStats, totals as store_stats_totals};

@@ -42,6 +42,67 @@ pub struct Snapshot {
     /// Latency of read commands on keys, served from RAM or after a wait
     /// for the cold tier.
     pub reads: super::ReadLatencyFigures,
+    /// Cluster mode (`cluster-enabled yes`); None without it.
+    pub cluster: Option<ClusterFigures>,
+}
+
+/// Slots with the most keys that the figures name (`strata_cluster_slot_keys`):
+/// enough to find a hot slot, few enough to keep the series bounded.
+pub const TOP_SLOTS: usize = 10;
+
+/// Cluster mode: the topology this node applied and the work it does for
+/// other nodes' slots.
+#[derive(Debug, Default, Clone)]
+pub struct ClusterFigures {
+    /// The applied topology's epoch; 0 before the first push.
+    pub epoch: u64,
+    /// Slots this node serves, slots some node serves (16384 when the
+    /// cluster is whole), and the nodes the topology names.
+    pub slots_owned: u64,
+    pub slots_covered: u64,
+    pub nodes: u64,
+    /// Requests forwarded to their slot's owner for plain clients, those
+    /// whose owner could not be reached, and the time to their replies.
+    pub forwarded: u64,
+    pub forward_errors: u64,
+    pub forward_latency: super::ReadHistogramFigures,
+    /// `-MOVED` replies sent to cluster-aware clients.
+    pub moved: u64,
+    /// The `TOP_SLOTS` slots holding the most keys (slot, keys), most
+    /// first; slots without keys are left out. Filled only when the caller
+    /// counted keys per slot (see [`ClusterFigures::set_top_slots`]).
+    pub top_slots: Vec<(u16, u64)>,
+}
+
+impl ClusterFigures {
+    /// Cluster mode's counters summed over workers; the topology's figures
+    /// are the caller's.
+    pub fn sum(workers: &[Arc<WorkerMetrics>]) -> Self {
+        let mut f = ClusterFigures {
+            forwarded: super::sum(workers, |w| &w.cluster.forwarded),
+            forward_errors: super::sum(workers, |w| &w.cluster.forward_errors),
+            moved: super::sum(workers, |w| &w.cluster.moved),
+            ..Default::default()
+        };
+        for w in workers {
+            w.cluster.forward_latency.add_to(&mut f.forward_latency);
+        }
+        f
+    }
+
+    /// Keeps the `TOP_SLOTS` slots with the most keys of `counts` (keys per
+    /// slot, indexed by slot), most first, the lower slot first on a tie.
+    pub fn set_top_slots(&mut self, counts: &[u32]) {
+        let mut top: Vec<(u16, u64)> =
+            counts.iter().enumerate().filter(|(_, n)| **n > 0).map(|(s, &n)| (s as u16, n as u64)).collect();
+        let order = |a: &(u16, u64), b: &(u16, u64)| b.1.cmp(&a.1).then(a.0.cmp(&b.0));
+        if top.len() > TOP_SLOTS {
+            top.select_nth_unstable_by(TOP_SLOTS - 1, order);
+            top.truncate(TOP_SLOTS);
+        }
+        top.sort_unstable_by(order);
+        self.top_slots = top;
+    }
 }
 
 /// The durability log: replay at start-up, group commit, lag.
@@ -304,5 +365,56 @@ impl CmdTotals {
     /// hundreds of entries and most are never used.
     pub fn is_active(&self) -> bool {
         self.calls > 0 || self.rejected > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_slots_are_the_fullest_ten_without_empty_ones() {
+        let mut counts = vec![0u32; 16384];
+        let mut f = ClusterFigures::default();
+        f.set_top_slots(&counts);
+        assert!(f.top_slots.is_empty(), "no keys, no slots named");
+        counts[7] = 3;
+        counts[16383] = 5;
+        f.set_top_slots(&counts);
+        assert_eq!(f.top_slots, [(16383, 5), (7, 3)]);
+        // 20 slots with keys: the ten fullest, ties broken by the lower slot.
+        for (i, s) in (100..120).enumerate() {
+            counts[s] = 10 + (i as u32 % 10);
+        }
+        f.set_top_slots(&counts);
+        let want: Vec<(u16, u64)> = vec![
+            (109, 19),
+            (119, 19),
+            (108, 18),
+            (118, 18),
+            (107, 17),
+            (117, 17),
+            (106, 16),
+            (116, 16),
+            (105, 15),
+            (115, 15),
+        ];
+        assert_eq!(f.top_slots, want);
+    }
+
+    #[test]
+    fn cluster_counters_sum_over_workers() {
+        let workers: Vec<Arc<WorkerMetrics>> = (0..2).map(|_| Arc::new(WorkerMetrics::new(1))).collect();
+        for (i, w) in workers.iter().enumerate() {
+            let n = i as u64 + 1;
+            super::super::ClusterStats::add(&w.cluster.forwarded, 10 * n);
+            super::super::ClusterStats::add(&w.cluster.forward_errors, n);
+            super::super::ClusterStats::add(&w.cluster.moved, 100 * n);
+            w.cluster.forward_latency.record(1_500 * n);
+        }
+        let f = ClusterFigures::sum(&workers);
+        assert_eq!((f.forwarded, f.forward_errors, f.moved), (30, 3, 300));
+        assert_eq!(f.forward_latency.count(), 2);
+        assert_eq!(f.forward_latency.sum_ns, 4_500);
     }
 }

@@ -5,7 +5,7 @@
 
 use super::{NewConn, Shared};
 use crate::commands::dispatch;
-use crate::commands::pipeline::Outcome;
+use crate::commands::pipeline::{Outcome, Refusal};
 use crate::commands::{BlockRequest, Keys, Woken, flags};
 use crate::metrics::{ServerStats, WorkerMetrics};
 use crate::protocol::{Limits, Parse, Reply, Request, is_cross_protocol_attack, parse_request};
@@ -338,6 +338,8 @@ struct Awaited {
     reply: super::forward::Pending,
     /// When it was sent (`mono_ns`).
     sent_ns: u64,
+    /// A blocking command, on a connection of its own.
+    dedicated: bool,
     /// A fanned-out command: the local reply, the others' still to come,
     /// and whether integers add up (`reply` is the first other node's).
     fan_out: Option<FannedOut>,
@@ -536,6 +538,7 @@ async fn settle_relays(
     metrics: &WorkerMetrics,
 ) -> bool {
     let awaited = std::mem::take(&mut bufs.awaited);
+    let resp3 = bufs.out.resp3;
     let tail = bufs.out.buf.split_off(awaited[0].at.min(bufs.out.buf.len()));
     let base = bufs.out.buf.len();
     let mut copied = awaited[0].at.min(base + tail.len());
@@ -545,13 +548,12 @@ async fn settle_relays(
         copied = at;
         let others = a.fan_out.as_ref().map_or(0, |f| f.others.len());
         let settled = async {
-            let first = super::forward::settle(a.reply).await;
             match a.fan_out {
-                None => first,
+                None => await_relayed(a.reply, shared, resp3, a.dedicated).await,
                 Some(f) => {
-                    let mut all = vec![first];
+                    let mut all = vec![super::forward::settle(a.reply).await.map(|r| r.reply)];
                     for p in f.others {
-                        all.push(super::forward::settle(p).await);
+                        all.push(super::forward::settle(p).await.map(|r| r.reply));
                     }
                     Ok(combine(f.local, all, f.sum))
                 }
@@ -581,6 +583,46 @@ async fn settle_relays(
     }
     bufs.out.buf.extend_from_slice(&tail[copied - base..]);
     true
+}
+
+/// Times a forwarded request is sent again after its owner answered MOVED.
+const MOVED_RETRIES: u64 = 5;
+
+/// Waits for a forwarded request's reply. An owner that answers MOVED has
+/// not applied the topology this node routed by yet (a push under way): the
+/// request goes again, to whichever node the topology names by then (this
+/// one included, through its own admin port), a few times, so that a plain
+/// client does not see the redirection.
+async fn await_relayed(
+    pending: super::forward::Pending,
+    shared: &Shared,
+    resp3: bool,
+    dedicated: bool,
+) -> Result<Vec<u8>, String> {
+    let mut r = super::forward::settle(pending).await?;
+    for attempt in 1..=MOVED_RETRIES {
+        let Some(slot) = r.reply.strip_prefix(b"-MOVED ").and_then(|rest| {
+            let end = rest.iter().position(|&b| b == b' ')?;
+            std::str::from_utf8(&rest[..end]).ok()?.parse::<u16>().ok()
+        }) else {
+            break;
+        };
+        tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+        let Some(c) = shared.node.cluster.as_ref() else { break };
+        let Some(addr) = c.with(|t| {
+            let t = t?;
+            match t.route(slot) {
+                crate::cluster::Route::Mine => Some(t.me().admin_addr.clone()),
+                crate::cluster::Route::Elsewhere(i) => Some(t.members[i].admin_addr.clone()),
+                crate::cluster::Route::Unassigned => None,
+            }
+        }) else {
+            break;
+        };
+        let hello = super::forward::Hello { password: c.admin_password.as_deref(), resp3 };
+        r = super::forward::settle(super::forward::send(&addr, hello, r.request, r.replies, dedicated)).await?;
+    }
+    Ok(r.reply)
 }
 
 /// Appends a pub/sub message to the output.
@@ -687,7 +729,13 @@ fn process(
                 let reply = super::forward::send(&relay.addr, hello, relay.bytes, relay.replies, relay.dedicated);
                 crate::metrics::ClusterStats::add(&metrics.cluster.forwarded, 1);
                 if !(skip_this || client.reply_off) {
-                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply, sent_ns, fan_out: None });
+                    bufs.awaited.push(Awaited {
+                        at: bufs.out.len(),
+                        reply,
+                        sent_ns,
+                        dedicated: relay.dedicated,
+                        fan_out: None,
+                    });
                 }
                 bufs.start += consumed;
                 if relay.dedicated {
@@ -711,7 +759,7 @@ fn process(
                 let fan_out = Some(FannedOut { local, others, sum: f.sum });
                 let sent_ns = crate::store::mono_ns();
                 if !(skip_this || client.reply_off) {
-                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply: first, sent_ns, fan_out });
+                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply: first, sent_ns, dedicated: false, fan_out });
                 }
             }
             // Only the batch's first request can have waited.
@@ -941,6 +989,42 @@ async fn wait_blocked(
         client.begin_batch();
         let argv: SmallVec<[&[u8]; 8]> = args.iter().map(|a| a.as_slice()).collect();
         let Some(cmd) = shared.table.resolve(&argv, client.last_lookup) else { break true };
+        // Cluster mode: the topology may have moved the slot away meanwhile.
+        match crate::commands::pipeline::slot_check(&shared.node, client, &cmd) {
+            Ok(()) => {}
+            Err(Refusal::Forward(f)) => {
+                let hello = super::forward::Hello {
+                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
+                    resp3: client.resp3,
+                };
+                let mut bytes = Vec::new();
+                super::forward::encode(&mut bytes, &argv);
+                let sent =
+                    await_relayed(super::forward::send(&f.addr, hello, bytes, 1, true), shared, client.resp3, true);
+                tokio::pin!(sent);
+                let reply = loop {
+                    tokio::select! {
+                        r = &mut sent => break r,
+                        _ = attention.fired() => {
+                            if client.info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                                return false;
+                            }
+                        }
+                    }
+                };
+                match reply {
+                    Ok(bytes) => bufs.out.raw(&bytes),
+                    Err(e) => bufs.out.error(&format!("ERR cannot reach the node serving this hash slot: {e}")),
+                }
+                break true;
+            }
+            Err(Refusal::Refused(r)) => {
+                let msg = r.message(&shared.node, Some(&cmd), &argv, &crate::commands::pipeline::Origin::Client);
+                bufs.out.error(&*msg);
+                break true;
+            }
+            Err(Refusal::Wait(_)) => {}
+        }
         match crate::commands::pipeline::run(&shared.node, shared, metrics, client, &cmd, &mut bufs.out) {
             // `run` never forwards nor fans out: admission and dispatch do.
             Outcome::Done | Outcome::Forward(_) | Outcome::FanOut(_) => break true,

@@ -24,13 +24,24 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct Job {
     pub bytes: Vec<u8>,
     pub replies: usize,
-    pub done: oneshot::Sender<Result<Vec<u8>, String>>,
+    pub done: Done,
 }
+
+/// A request's outcome: its reply, with the request given back (to send it
+/// again if the owner answered MOVED while a topology change was under way).
+pub struct Relayed {
+    pub reply: Vec<u8>,
+    pub request: Vec<u8>,
+    pub replies: usize,
+}
+
+type Done = oneshot::Sender<Result<Relayed, String>>;
 
 /// What the reader expects, in the order requests were written.
 struct Expect {
+    request: Vec<u8>,
     replies: usize,
-    done: oneshot::Sender<Result<Vec<u8>, String>>,
+    done: Done,
 }
 
 /// A link's inbox: its writer task takes jobs from it.
@@ -88,10 +99,10 @@ pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 /// The owner's reply, once it comes.
-pub type Pending = oneshot::Receiver<Result<Vec<u8>, String>>;
+pub type Pending = oneshot::Receiver<Result<Relayed, String>>;
 
 /// The reply of a request `send` queued.
-pub async fn settle(pending: Pending) -> Result<Vec<u8>, String> {
+pub async fn settle(pending: Pending) -> Result<Relayed, String> {
     pending.await.unwrap_or_else(|_| Err("link closed".into()))
 }
 
@@ -215,7 +226,7 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
         while let Some(e) = expect_rx.recv().await {
             match read_replies(&mut reader, &mut buf, &reader_addr, e.replies).await {
                 Ok(reply) => {
-                    let _ = e.done.send(Ok(reply));
+                    let _ = e.done.send(Ok(Relayed { reply, request: e.request, replies: e.replies }));
                 }
                 Err(err) => {
                     let _ = e.done.send(Err(err.clone()));
@@ -238,7 +249,7 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
         }
         for job in batch {
             out.extend_from_slice(&job.bytes);
-            if expect_tx.send(Expect { replies: job.replies, done: job.done }).is_err() {
+            if expect_tx.send(Expect { request: job.bytes, replies: job.replies, done: job.done }).is_err() {
                 break;
             }
         }
@@ -262,7 +273,8 @@ async fn serve_one(addr: String, hello: Greeting, job: Job) {
     let work = async {
         let (mut stream, mut buf) = connect(&addr, &hello).await?;
         stream.write_all(&bytes).await.map_err(|e| format!("{addr}: {e}"))?;
-        read_replies(&mut stream, &mut buf, &addr, replies).await
+        let reply = read_replies(&mut stream, &mut buf, &addr, replies).await?;
+        Ok(Relayed { reply, request: bytes.clone(), replies })
     };
     tokio::select! {
         result = work => {

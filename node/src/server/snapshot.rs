@@ -2,7 +2,7 @@
 
 use super::Shared;
 use crate::metrics::snapshot::{ClientFigures, MemoryFigures, ServerTotals, TierFigures};
-use crate::metrics::{CmdTotals, DbFigures, Snapshot, WorkerFigures};
+use crate::metrics::{ClusterFigures, CmdTotals, DbFigures, Snapshot, WorkerFigures};
 use crate::store::NUM_DBS;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -61,6 +61,16 @@ impl Shared {
                 .collect(),
             durability: self.persist.as_ref().map(|p| p.figures()),
             reads: crate::metrics::ReadLatencyFigures::sum(&self.workers),
+            cluster: self.cluster.as_ref().map(|c| {
+                let mut f = ClusterFigures::sum(&self.workers);
+                if let Some(t) = c.current() {
+                    f.epoch = t.epoch;
+                    f.slots_owned = t.me().slot_count() as u64;
+                    f.slots_covered = t.covered() as u64;
+                    f.nodes = t.members.len() as u64;
+                }
+                f
+            }),
             tier: self.cold.as_ref().map(|c| {
                 let k = self.ks.cold_stats();
                 let l = &c.stats;
@@ -113,9 +123,14 @@ impl Shared {
             .collect()
     }
 
-    /// A snapshot with the keyspace counted partition by partition.
+    /// A snapshot with the keyspace counted partition by partition (and,
+    /// in cluster mode, the keys of every slot, for the fullest ones).
     pub fn snapshot_with_keys(&self) -> Snapshot {
-        self.snapshot(self.ks.db_figures(crate::store::now_ms()))
+        let mut snap = self.snapshot(self.ks.db_figures(crate::store::now_ms()));
+        if let Some(c) = &mut snap.cluster {
+            c.set_top_slots(&self.ks.slot_key_counts());
+        }
+        snap
     }
 }
 
@@ -183,5 +198,7 @@ mod tests {
         assert!(text.contains("# UNIT strata_worker_cpu_seconds seconds\n"), "{text}");
         // No command ran: no per-command series.
         assert!(!text.contains("command=\""), "{text}");
+        // Not in cluster mode: no cluster families.
+        assert!(!text.contains("strata_cluster_"), "{text}");
     }
 }

@@ -21,6 +21,9 @@ pub trait Unblock: Send + Sync {
     /// Ends the wait with the command's timeout reply, or with an UNBLOCKED
     /// error; false when it already ended.
     fn unblock(&self, error: bool) -> bool;
+    /// Ends the wait to run the command again (cluster mode: its slot may
+    /// have moved to another node); false when it already ended.
+    fn retry(&self) -> bool;
 }
 
 /// Shared view of a client.

@@ -217,6 +217,16 @@ impl Keyspace {
         part.slot_keys(slot) as u64
     }
 
+    /// Keys (over all databases) of every hash slot, indexed by slot: each
+    /// partition is locked once, for all the slots it owns.
+    pub fn slot_key_counts(&self) -> Vec<u32> {
+        let mut out = vec![0; SLOTS];
+        for i in 0..self.parts.len() as u32 {
+            self.lock(i).write_slot_keys(&mut out);
+        }
+        out
+    }
+
     pub fn lock(&self, idx: u32) -> MutexGuard<'_, Partition> {
         self.parts[idx as usize].lock()
     }
@@ -481,6 +491,13 @@ mod tests {
         }
         let total: u64 = (0..SLOTS as u16).map(|s| ks.keys_in_slot(s)).sum();
         assert_eq!(total, 500);
+        // One walk over the partitions gives every slot's count, in slot order.
+        let counts = ks.slot_key_counts();
+        assert_eq!(counts.len(), SLOTS);
+        for slot in 0..SLOTS as u16 {
+            assert_eq!(counts[slot as usize] as u64, ks.keys_in_slot(slot), "slot {slot}");
+        }
+        assert_eq!(counts.iter().filter(|&&n| n > 0).count(), 7, "seven hash tags, seven slots");
         for i in 0..ks.num_partitions() as u32 {
             let mut part = ks.lock(i);
             for db in 0..NUM_DBS {

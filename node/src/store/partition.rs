@@ -449,6 +449,16 @@ impl Partition {
         self.slot_keys[self.slot_index(slot)]
     }
 
+    /// Writes the key count of every hash slot this partition owns into
+    /// `out` (indexed by slot, `SLOTS` long): partition `p` of `n` owns the
+    /// slots `p, p + n, p + 2n, ...`, at `s / n` in its own table.
+    pub fn write_slot_keys(&self, out: &mut [u32]) {
+        let n = SLOTS / self.slot_keys.len();
+        for (i, &keys) in self.slot_keys.iter().enumerate() {
+            out[i * n + self.index as usize] = keys;
+        }
+    }
+
     #[inline]
     fn slot_index(&self, slot: u16) -> usize {
         slot as usize / (SLOTS / self.slot_keys.len())

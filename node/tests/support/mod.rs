@@ -5,6 +5,7 @@
 //! * [`RawConn`] / [`Frame`]: a std-only RESP2/RESP3 client (see `resp.rs`).
 //! * [`Diff`]: differential runner sending the same commands to strata and to
 //!   redis and panicking with a readable report on the first mismatch.
+//! * [`cluster`]: three-node Redis Clusters and Strata clusters (cluster tests).
 //! * [`crash`]: the crash tests' harness (writers, their log of acknowledged
 //!   writes, the check after a restart).
 //! * [`Rng`]: the one seeded pseudo-random generator.
@@ -13,6 +14,7 @@
 //! Use it from a test file with `mod support;` and `use support::*;`.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod crash;
 mod resp;
 mod rng;

@@ -190,7 +190,13 @@ mod tests {
         assert_eq!(groups[0]["name"], NODE_GROUP);
         let rules = groups[0]["rules"].as_array().unwrap();
         let alerts: Vec<&str> = rules.iter().map(|r| r["alert"].as_str().unwrap()).collect();
-        for want in ["StrataNodeDown", "StrataMemoryNearBudget", "StrataLatencyP99High"] {
+        for want in [
+            "StrataNodeDown",
+            "StrataMemoryNearBudget",
+            "StrataLatencyP99High",
+            "StrataClusterSlotsUncovered",
+            "StrataClusterNoTopology",
+        ] {
             assert!(alerts.contains(&want), "{want} missing from {alerts:?}");
         }
         assert!(!alerts.contains(&"StrataNoOperatorLeader"), "operator alerts belong to the chart");

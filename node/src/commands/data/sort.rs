@@ -131,8 +131,15 @@ fn sort_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply, readonly: bo
             sortby = Some(args[j + 1]);
             // A pattern without '*' names no keys: nothing to sort by.
             dontsort = !c_str(args[j + 1]).contains(&b'*');
+            // A real pattern may name keys of any slot (other nodes'), as Redis refuses.
+            if !dontsort && ctx.config().startup.cluster_enabled {
+                return Err("ERR BY option of SORT denied in Cluster mode.".into());
+            }
             j += 1;
         } else if eq_ic(a, "get") && left >= 1 {
+            if ctx.config().startup.cluster_enabled {
+                return Err("ERR GET option of SORT denied in Cluster mode.".into());
+            }
             gets.push(args[j + 1]);
             j += 1;
         } else {
