@@ -1,7 +1,7 @@
 //! Writing and verifying keys over the Redis protocol on one connection (a Service spreads
 //! connections over independent pods, so a check must stay on the connection that wrote).
 
-use redis::{Commands, Connection};
+use redis::Connection;
 
 /// Connects to `host:port` (5 s timeouts, so a dead endpoint fails instead of hanging).
 pub fn connect(host: &str, port: u16) -> Result<Connection, String> {
@@ -34,11 +34,16 @@ pub fn write_and_verify(host: &str, port: u16, keys: usize, prefix: &str) -> Res
     Ok(format!("{keys} keys written and read back in {:?} (dbsize {dbsize})", started.elapsed()))
 }
 
-/// GETs `<prefix>:0..keys` and checks each value.
+/// GETs `<prefix>:0..keys` and checks each value. Pipelined single-key GETs rather than MGET:
+/// in cluster mode the keys live in many slots, and a multi-key command across slots gets
+/// CROSSSLOT (a plain client's GETs are forwarded to each key's owner).
 pub fn verify(conn: &mut Connection, keys: usize, prefix: &str) -> Result<(), String> {
     for batch in (0..keys).collect::<Vec<_>>().chunks(500) {
-        let names: Vec<String> = batch.iter().map(|i| format!("{prefix}:{i}")).collect();
-        let values: Vec<Option<String>> = conn.mget(&names).map_err(|e| format!("MGET at {}: {e}", batch[0]))?;
+        let mut pipe = redis::pipe();
+        for i in batch {
+            pipe.get(format!("{prefix}:{i}"));
+        }
+        let values: Vec<Option<String>> = pipe.query(conn).map_err(|e| format!("GET batch at {}: {e}", batch[0]))?;
         for (i, v) in batch.iter().zip(values) {
             let want = format!("value-{i}-{prefix}");
             if v.as_deref() != Some(want.as_str()) {
@@ -307,7 +312,8 @@ pub fn write_with_ack_log(
     log
 }
 
-/// Reads back every acknowledged key of `log` (MGET batches): the numbers whose value is
+/// Reads back every acknowledged key of `log` (pipelined GETs, which work across slots in
+/// cluster mode too): the numbers whose value is
 /// missing or different, at most `limit` of them, and how many there were.
 pub fn missing_acked(
     conn: &mut Connection,
@@ -322,8 +328,11 @@ pub fn missing_acked(
         let mut at = a;
         while at < b {
             let end = (at + 500).min(b);
-            let names: Vec<String> = (at..end).map(|i| format!("{prefix}:{i}")).collect();
-            let values: Vec<Option<Vec<u8>>> = conn.mget(&names).map_err(|e| format!("MGET at {at}: {e}"))?;
+            let mut pipe = redis::pipe();
+            for i in at..end {
+                pipe.get(format!("{prefix}:{i}"));
+            }
+            let values: Vec<Option<Vec<u8>>> = pipe.query(conn).map_err(|e| format!("GET batch at {at}: {e}"))?;
             for (i, v) in (at..end).zip(values) {
                 if v.as_deref() != Some(&logged_value(i, prefix, value_size)[..]) {
                     lost += 1;

@@ -945,8 +945,11 @@ async fn kill_under_write_load(env: &Env) -> client::AckLog {
     let name = "crash";
     let pod = format!("{name}-0");
     let started = Instant::now();
+    // Independent caches: the drain scenario scales this cluster to two pods and reads every key
+    // back from the first, which a cluster (whose slots a scale-out spreads again, moving no
+    // keys yet) would partly send to the second.
     let spec = json!({ "durability": { "mode": "sync" }, "storage": { "size": "1Gi" },
-                       "resources": { "limits": { "memory": "256Mi" } } });
+                       "resources": { "limits": { "memory": "256Mi" } }, "cluster": { "enabled": false } });
     apply_cache_cluster(env, name, spec).await;
     let endpoint = cache_cluster_named(env, name).unwrap()["status"]["endpoint"].as_str().unwrap().to_owned();
     let job = format!("{name}-writer");
@@ -1390,4 +1393,213 @@ async fn kubernetes_faults() {
         std::panic::resume_unwind(failure.into_panic());
     }
     step("faults done");
+}
+
+/// The sharded cluster's name and size.
+const SHARDED: &str = "shards";
+const SHARDS: usize = 3;
+/// Keys written by each client (cluster-aware, plain).
+const CLUSTER_KEYS: usize = 2_000;
+
+/// `kubectl get -o json` of the sharded CacheCluster's status.
+fn sharded_status(env: &Env) -> Value {
+    cache_cluster_named(env, SHARDED).map(|cc| cc["status"].clone()).unwrap_or(Value::Null)
+}
+
+/// The sharded cluster's pods: name -> (uid, IP, ready).
+fn sharded_pods(env: &Env) -> BTreeMap<String, (String, String, bool)> {
+    let list = get_json(env, &["-n", NS, "get", "pods", "-l", &format!("app.kubernetes.io/instance={SHARDED}")])
+        .unwrap_or(Value::Null);
+    let mut out = BTreeMap::new();
+    for p in list["items"].as_array().into_iter().flatten() {
+        if !p["metadata"]["deletionTimestamp"].is_null() {
+            continue;
+        }
+        let ready = p["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+        out.insert(s(&p["metadata"]["name"]), (s(&p["metadata"]["uid"]), s(&p["status"]["podIP"]), ready));
+    }
+    out
+}
+
+/// Waits until every shard's pod is Ready and not one of `old_uids`, and the status says every
+/// node applied the current epoch at its pod's current IP over all 16384 slots. Returns the epoch.
+async fn sharded_converged(env: &Env, old_uids: &[String]) -> u64 {
+    eventually(WAIT, "every shard Ready, at its current IP, on the current topology epoch", || async {
+        let pods = sharded_pods(env);
+        let fresh = pods.len() == SHARDS && pods.values().all(|(uid, _, ready)| *ready && !old_uids.contains(uid));
+        if !fresh {
+            return None;
+        }
+        let status = sharded_status(env);
+        let epoch = status["topologyEpoch"].as_u64()?;
+        let nodes = status["nodes"].as_array()?;
+        let placed = nodes.len() == SHARDS
+            && nodes.iter().all(|n| {
+                n["appliedEpoch"].as_u64() == Some(epoch)
+                    && pods.get(n["pod"].as_str().unwrap_or_default()).is_some_and(|(_, ip, _)| n["ip"] == *ip)
+            });
+        (placed && status["slotsCovered"] == 16384 && status["shards"] == SHARDS).then_some(epoch)
+    })
+    .await
+}
+
+/// Runs `commands` (one per line) through `redis-cli -c`, a cluster-aware client (it follows
+/// MOVED to the owner's direct port), seeded with `host:port`; its output lines.
+fn redis_cli_cluster(host: &str, port: u16, commands: &str) -> Result<Vec<String>, String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("redis-cli")
+        .args(["-c", "-h", host, "-p", &port.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running redis-cli: {e}"))?;
+    child.stdin.take().unwrap().write_all(commands.as_bytes()).map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("redis-cli -c: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    // Each redirection it followed is told on a line of its own, before the reply.
+    let replies = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with("-> Redirected to slot"))
+        .map(str::to_owned)
+        .collect();
+    Ok(replies)
+}
+
+/// SETs `<prefix>:i` through the cluster-aware client; every reply must be OK.
+fn cluster_write(host: &str, port: u16, prefix: &str) -> Result<(), String> {
+    let commands: String = (0..CLUSTER_KEYS).map(|i| format!("SET {prefix}:{i} value-{i}-{prefix}\n")).collect();
+    let replies = redis_cli_cluster(host, port, &commands)?;
+    let ok = replies.iter().filter(|r| *r == "OK").count();
+    if ok != CLUSTER_KEYS {
+        let bad: Vec<_> = replies.iter().filter(|r| *r != "OK").take(3).collect();
+        return Err(format!("{ok} of {CLUSTER_KEYS} SETs acknowledged; others: {bad:?}"));
+    }
+    Ok(())
+}
+
+/// GETs `<prefix>:i` through the cluster-aware client and checks every value.
+fn cluster_verify(host: &str, port: u16, prefix: &str) -> Result<(), String> {
+    let commands: String = (0..CLUSTER_KEYS).map(|i| format!("GET {prefix}:{i}\n")).collect();
+    let replies = redis_cli_cluster(host, port, &commands)?;
+    for i in 0..CLUSTER_KEYS {
+        let want = format!("value-{i}-{prefix}");
+        if replies.get(i) != Some(&want) {
+            return Err(format!("{prefix}:{i} = {:?}, expected {want:?} (redis-cli -c)", replies.get(i)));
+        }
+    }
+    Ok(())
+}
+
+/// Both clients' keys, read back through the Service: the cluster-aware ones with `redis-cli -c`
+/// on the cluster port, the plain ones through the redis port (forwarded by the nodes).
+async fn every_key_readable(service_ip: &str, what: &str) {
+    let ip = service_ip.to_owned();
+    blocking(move || cluster_verify(&ip, 6380, "aware")).await.unwrap_or_else(|e| panic!("{what}: {e}"));
+    let ip = service_ip.to_owned();
+    blocking(move || {
+        let mut c = client::connect(&ip, 6379)?;
+        client::verify(&mut c, KEYS, "plain")
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// Cluster mode on the real cluster: a 3-shard CacheCluster with periodic durability, a
+/// cluster-aware client (`redis-cli -c`, from this host to the Service's ClusterIP and, by
+/// MOVED, the pod IPs: the local cluster routes both) and a plain client through the Service;
+/// then one pod deleted, every pod deleted at once, and the operator restarted: each time full
+/// slot coverage again with no manual step, and every acknowledged key readable, with the time
+/// each recovery took.
+#[tokio::test(flavor = "multi_thread")]
+async fn sharded_cluster_recovers_from_restarts() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let env = Env::from_env();
+    // The clients run on this host and need its routes to ClusterIPs and pod IPs (MOVED names
+    // pod IPs), which the local cluster gives and kind or a remote cluster do not.
+    if cluster_mode(&env) != "local" {
+        step("cluster mode on the real cluster: SKIPPED (its clients need the local cluster's routes to pod IPs)");
+        return;
+    }
+    for ns in [NS, OPERATOR_NS] {
+        env.kubectl(&["wait", "--for=delete", &format!("namespace/{ns}"), "--timeout=120s"]);
+    }
+    let _cleanup = Cleanup(&env);
+    install_operator(&env);
+    env.kubectl(&["create", "namespace", NS]).ok("namespace");
+
+    step("cluster mode: a CacheCluster of 3 shards with periodic durability");
+    let started = Instant::now();
+    apply_cache_cluster(
+        &env,
+        SHARDED,
+        json!({ "replicas": SHARDS, "durability": { "mode": "periodic", "fsyncInterval": "10ms" },
+                "storage": { "size": "1Gi" }, "resources": { "limits": { "memory": "256Mi" } } }),
+    )
+    .await;
+    let epoch = sharded_converged(&env, &[]).await;
+    step(&format!("3 shards Ready with topology epoch {epoch} on every node in {:.1?}", started.elapsed()));
+    let printed = env.kubectl(&["-n", NS, "get", "cachecluster", SHARDED]).stdout;
+    assert!(printed.contains("SHARDS") && printed.contains("SLOTS"), "printer columns: {printed}");
+    assert!(printed.lines().nth(1).is_some_and(|l| l.contains(" 3 ") && l.contains("16384")), "{printed}");
+    let service_ip = env.kubectl(&["-n", NS, "get", "svc", SHARDED, "-o", "jsonpath={.spec.clusterIP}"]).stdout;
+    let service_ip = service_ip.trim().to_owned();
+
+    step("a cluster-aware client (redis-cli -c on the Service's cluster port) and a plain client (the redis port)");
+    let ip = service_ip.clone();
+    blocking(move || cluster_write(&ip, 6380, "aware")).await.expect("cluster-aware writes");
+    let ip = service_ip.clone();
+    let report = blocking(move || client::write_and_verify(&ip, 6379, KEYS, "plain")).await;
+    let report = report.expect("plain client through the Service");
+    step(&format!("plain client: {report}"));
+    every_key_readable(&service_ip, "before any restart").await;
+    // The slot map a cluster-aware client reads: three owners, all slots.
+    let ip = service_ip.clone();
+    let slots = blocking(move || redis_cli_cluster(&ip, 6380, "CLUSTER SHARDS\n")).await.expect("CLUSTER SHARDS");
+    assert!(slots.iter().filter(|l| *l == "master").count() == SHARDS, "CLUSTER SHARDS: {slots:?}");
+
+    step("delete one pod: a new IP, the topology pushed again, every key back");
+    let victim = format!("{SHARDED}-1");
+    let old = sharded_pods(&env)[&victim].0.clone();
+    let started = Instant::now();
+    env.kubectl(&["-n", NS, "delete", "pod", &victim, "--wait=false"]).ok("deleting one pod");
+    let epoch_one = sharded_converged(&env, std::slice::from_ref(&old)).await;
+    let one_pod = started.elapsed();
+    every_key_readable(&service_ip, "after one pod's deletion").await;
+    step(&format!("one pod deleted: full coverage at epoch {epoch_one} after {one_pod:.1?}, every key read back"));
+    assert!(epoch_one >= epoch, "the epoch never goes back ({epoch} -> {epoch_one})");
+
+    step("delete every pod at once");
+    let uids: Vec<String> = sharded_pods(&env).values().map(|(uid, _, _)| uid.clone()).collect();
+    let started = Instant::now();
+    env.kubectl(&["-n", NS, "delete", "pod", "-l", &format!("app.kubernetes.io/instance={SHARDED}"), "--wait=false"])
+        .ok("deleting every pod");
+    let epoch_all = sharded_converged(&env, &uids).await;
+    let all_pods = started.elapsed();
+    every_key_readable(&service_ip, "after every pod's deletion").await;
+    step(&format!("every pod deleted: full coverage at epoch {epoch_all} after {all_pods:.1?}, every key read back"));
+    assert!(epoch_all > epoch_one, "new pod IPs need a new epoch ({epoch_one} -> {epoch_all})");
+
+    step("restart the operator");
+    let started = Instant::now();
+    env.kubectl(&["-n", OPERATOR_NS, "delete", "pod", "-l", "app.kubernetes.io/name=strata-operator"])
+        .ok("deleting the operator pod");
+    env.kubectl(&["-n", OPERATOR_NS, "rollout", "status", "deployment/strata-operator", "--timeout=120s"])
+        .ok("operator back");
+    let epoch_op = sharded_converged(&env, &[]).await;
+    let operator = started.elapsed();
+    assert!(epoch_op >= epoch_all, "the epoch never goes back after an operator restart ({epoch_all} -> {epoch_op})");
+    every_key_readable(&service_ip, "after the operator's restart").await;
+    step(&format!("operator restarted: epoch {epoch_op}, full coverage after {operator:.1?}, every key read back"));
+    let pushes = events_of(&env, SHARDED).into_iter().filter(|(_, reason, _)| reason == "TopologyPushed").count();
+    step(&format!(
+        "cluster mode timings: one pod {one_pod:.1?}, every pod {all_pods:.1?}, operator {operator:.1?}; \
+         {pushes} TopologyPushed Events"
+    ));
+    assert!(pushes >= 3, "an Event per topology change: {pushes}");
 }

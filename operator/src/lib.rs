@@ -4,6 +4,7 @@
 //!   by the `crdgen` binary and committed as `crds/strata.dev_cacheclusters.yaml`);
 //! - [`resources`]: pure builders from a spec to the desired Kubernetes objects;
 //! - [`controller`]: applies them, paces rollouts, writes status and Events;
+//! - [`topology`]: the cluster topology (node ids, slots) the operator pushes to the nodes;
 //! - [`leader`], [`http`], [`metrics`], [`process`]: the `strata-operator` process around it.
 
 pub mod api;
@@ -13,6 +14,7 @@ pub mod leader;
 pub mod metrics;
 pub mod process;
 pub mod resources;
+pub mod topology;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

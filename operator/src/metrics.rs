@@ -32,6 +32,12 @@ struct ConditionLabels {
     condition: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClusterLabels {
+    namespace: String,
+    cachecluster: String,
+}
+
 /// The `state` values of `strata_cachecluster_replicas`.
 pub const REPLICA_STATES: [&str; 4] = ["desired", "current", "ready", "updated"];
 
@@ -47,6 +53,8 @@ pub struct Metrics {
     leader: Gauge<i64, AtomicI64>,
     replicas: Family<ReplicaLabels, Gauge<i64, AtomicI64>>,
     conditions: Family<ConditionLabels, Gauge<i64, AtomicI64>>,
+    topology_epoch: Family<ClusterLabels, Gauge<i64, AtomicI64>>,
+    slots_covered: Family<ClusterLabels, Gauge<i64, AtomicI64>>,
 }
 
 impl Default for Metrics {
@@ -97,7 +105,30 @@ impl Metrics {
              Degraded, Monitoring)",
             conditions.clone(),
         );
-        Self { registry, reconciliations, errors, duration, leader, replicas, conditions }
+        let topology_epoch = Family::default();
+        registry.register(
+            "strata_cachecluster_topology_epoch",
+            "Cluster mode: the topology epoch the operator last pushed to the CacheCluster's nodes",
+            topology_epoch.clone(),
+        );
+        let slots_covered = Family::default();
+        registry.register(
+            "strata_cachecluster_slots_covered",
+            "Cluster mode: hash slots (of 16384) whose node has applied the current topology; below 16384 some \
+             keys cannot be served",
+            slots_covered.clone(),
+        );
+        Self {
+            registry,
+            reconciliations,
+            errors,
+            duration,
+            leader,
+            replicas,
+            conditions,
+            topology_epoch,
+            slots_covered,
+        }
     }
 
     pub fn reconcile_started(&self) {
@@ -135,8 +166,25 @@ impl Metrics {
         }
     }
 
+    /// Cluster mode's topology epoch and slot coverage of `namespace/name`; `None` (independent
+    /// caches) removes them.
+    pub fn set_topology(&self, namespace: &str, name: &str, topology: Option<(u64, u32)>) {
+        let labels = ClusterLabels { namespace: namespace.to_owned(), cachecluster: name.to_owned() };
+        match topology {
+            Some((epoch, covered)) => {
+                self.topology_epoch.get_or_create(&labels).set(i64::try_from(epoch).unwrap_or(i64::MAX));
+                self.slots_covered.get_or_create(&labels).set(i64::from(covered));
+            }
+            None => {
+                self.topology_epoch.remove(&labels);
+                self.slots_covered.remove(&labels);
+            }
+        }
+    }
+
     /// Drops the series of a CacheCluster that is gone.
     pub fn forget_cluster(&self, namespace: &str, name: &str) {
+        self.set_topology(namespace, name, None);
         for state in REPLICA_STATES {
             self.replicas.remove(&replica_labels(namespace, name, state));
         }
@@ -210,6 +258,17 @@ mod tests {
         m.set_cluster("apps", "demo", [3, 3, 3, 3], &[("Available", true)]);
         let text = m.encode();
         assert!(!text.contains("cachecluster=\"demo\",condition=\"Progressing\""), "{text}");
+
+        m.set_topology("apps", "demo", Some((7, 10923)));
+        let text = m.encode();
+        assert!(
+            text.contains("strata_cachecluster_topology_epoch{namespace=\"apps\",cachecluster=\"demo\"} 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("strata_cachecluster_slots_covered{namespace=\"apps\",cachecluster=\"demo\"} 10923"),
+            "{text}"
+        );
 
         m.forget_cluster("apps", "demo");
         let text = m.encode();

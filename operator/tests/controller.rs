@@ -741,3 +741,184 @@ async fn a_planned_rollout_is_progressing_not_unavailable() {
     })
     .await;
 }
+
+/// Makes `pod` look like a kubelet runs it at `ip` (a loopback address a fake node listens on).
+async fn run_pod(client: &kube::Client, ns: &str, pod: &str, ip: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let status = json!({ "status": { "phase": "Running", "podIP": ip, "podIPs": [{ "ip": ip }] } });
+    pods.patch_status(pod, &PatchParams::default(), &Patch::Merge(&status)).await.expect("writing pod status");
+}
+
+/// Deletes pod `<cluster>-<ordinal>` and creates it again running at `ip`, as a restart does
+/// (a new pod object, a new IP; never scheduled here, so the deletion is immediate).
+async fn restart_pod(client: &kube::Client, ns: &str, cluster: &str, ordinal: i32, ip: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let name = format!("{cluster}-{ordinal}");
+    pods.delete(&name, &DeleteParams::default()).await.expect("deleting a pod");
+    eventually(WAIT, &format!("{name} gone"), || async { pods.get_opt(&name).await.ok()?.is_none().then_some(()) })
+        .await;
+    create_pod(client, ns, cluster, ordinal, "r1").await;
+    run_pod(client, ns, &name, ip).await;
+}
+
+/// Waits until the status says every node applied one epoch, at least `epoch`, over all 16384
+/// slots, at the IPs `ips` when given.
+async fn converged(
+    api: &Api<CacheCluster>,
+    name: &str,
+    epoch: u64,
+    ips: Option<&[String]>,
+) -> strata_operator::api::CacheClusterStatus {
+    eventually(WAIT, &format!("a topology epoch >= {epoch} applied by every node of {name} at {ips:?}"), || async {
+        let status = api.get(name).await.ok()?.status?;
+        let current = status.topology_epoch.filter(|&e| e >= epoch)?;
+        let all = !status.nodes.is_empty() && status.nodes.iter().all(|n| n.applied_epoch == Some(current));
+        let at: Vec<String> = status.nodes.iter().filter_map(|n| n.ip.clone()).collect();
+        let placed = ips.is_none_or(|ips| at == ips);
+        (status.slots_covered == Some(16384) && all && placed).then_some(status)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_mode_pushes_the_topology_and_recovers_from_restarts() {
+    use strata_operator::topology::{NodeId, TopologyNode};
+    use support::fake_node::FakeNode;
+
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("shards");
+    let args = ["--leader-elect=false", "--watch-namespace", ns.as_str()];
+    let op = plane.operator("shards", &args);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "demo", json!({ "replicas": 3 })).await;
+    let cc = observed(&ccs, "demo", 1).await;
+    let uid = cc.uid().unwrap();
+
+    // The admin password: random, in a Secret the CacheCluster owns, mounted by the pods.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = secrets.get("demo-cluster-admin").await.expect("the admin Secret exists before the pods");
+    assert!(secret.owner_references().iter().any(|o| o.uid == uid && o.kind == "CacheCluster"));
+    let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+    assert_eq!(password.len(), 64, "{password}");
+    let sts: StatefulSet = Api::namespaced(client.clone(), &ns).get("demo").await.unwrap();
+    let pod_spec = sts.spec.unwrap().template.spec.unwrap();
+    assert!(
+        pod_spec
+            .volumes
+            .unwrap()
+            .iter()
+            .any(|v| { v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some("demo-cluster-admin") })
+    );
+
+    // Pods at three loopback addresses, each with a fake node's admin port.
+    let ip = |n: u32| format!("127.0.77.{n}");
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(FakeNode::start(&ip(i + 1), &password).await);
+        create_pod(&client, &ns, "demo", i as i32, "r1").await;
+        run_pod(&client, &ns, &format!("demo-{i}"), &ip(i + 1)).await;
+    }
+    let started = std::time::Instant::now();
+    let status = converged(&ccs, "demo", 1, None).await;
+    assert_eq!(status.topology_epoch, Some(1));
+    eprintln!("first topology on 3 nodes after {:?}", started.elapsed());
+    assert_eq!(status.shards, Some(3));
+    for (i, node) in nodes.iter().enumerate() {
+        let state = node.state.lock().unwrap().clone();
+        assert!(state.auths.iter().all(|a| *a == password) && !state.auths.is_empty(), "{:?}", state.auths);
+        let (epoch, myid, topology) = state.topology.expect("a topology");
+        assert_eq!(epoch, 1);
+        assert_eq!(myid, NodeId::of_pod(&uid, i as u32).to_string(), "node {i}'s id from the UID and ordinal");
+        let parsed: Vec<TopologyNode> = topology.iter().map(|t| TopologyNode::parse(t).unwrap()).collect();
+        let slots: Vec<String> = parsed.iter().map(|n| n.slots[0].to_string()).collect();
+        assert_eq!(slots, ["0-5460", "5461-10922", "10923-16383"]);
+        assert_eq!(parsed[i].ip, ip(i as u32 + 1));
+        assert_eq!(parsed[i].hostname.as_deref(), Some(format!("demo-{i}.demo-headless.{ns}.svc").as_str()));
+        assert_eq!((parsed[i].direct_port, parsed[i].plain_port, parsed[i].admin_port), (6380, 6379, 16379));
+    }
+    let pushed = |ns: String| async move {
+        events_for(&ns, "demo")
+            .await
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some("TopologyPushed"))
+            .filter_map(|e| e.note)
+            .collect::<Vec<_>>()
+    };
+    let notes = pushed(ns.clone()).await;
+    assert!(notes.iter().any(|n| n.contains("epoch 1") && n.contains("first topology of 3 shards")), "{notes:?}");
+
+    // One pod restarted without its volume: a new IP and no topology.
+    nodes.remove(1).stop();
+    nodes.insert(1, FakeNode::start(&ip(9), &password).await);
+    let started = std::time::Instant::now();
+    restart_pod(&client, &ns, "demo", 1, &ip(9)).await;
+    let status = converged(&ccs, "demo", 2, Some(&[ip(1), ip(9), ip(3)])).await;
+    assert_eq!(status.topology_epoch, Some(2), "one push for one moved pod");
+    eprintln!("one pod restarted: epoch 2 everywhere after {:?}", started.elapsed());
+    assert_eq!(status.nodes[1].ip.as_deref(), Some(ip(9).as_str()));
+    assert!(nodes.iter().all(|n| n.epoch() == 2));
+    let notes = pushed(ns.clone()).await;
+    assert!(notes.iter().any(|n| n.contains("demo-1 moved to 127.0.77.9 (was 127.0.77.2)")), "{notes:?}");
+
+    // Every pod restarted at once, with their volumes (each node still holds epoch 2). Each
+    // pod that comes back with a new IP is a new layout: the epoch moves on once per change.
+    let held: Vec<_> = nodes.drain(..).map(FakeNode::stop).collect();
+    let started = std::time::Instant::now();
+    for (i, state) in held.into_iter().enumerate() {
+        nodes.push(FakeNode::start_with(&ip(11 + i as u32), &password, state).await);
+        restart_pod(&client, &ns, "demo", i as i32, &ip(11 + i as u32)).await;
+    }
+    let status = converged(&ccs, "demo", 3, Some(&[ip(11), ip(12), ip(13)])).await;
+    let epoch = status.topology_epoch.unwrap();
+    eprintln!("all pods restarted: epoch {epoch} everywhere after {:?}", started.elapsed());
+    assert!(nodes.iter().all(|n| n.epoch() == epoch));
+
+    // The operator restarted and its status lost: the epoch is recovered from what the nodes
+    // hold; a pod that moved meanwhile gets the next one, never epoch 1 again.
+    drop(op);
+    let forget = json!({ "status": { "topologyEpoch": null, "shards": null, "nodes": null, "slotsCovered": null } });
+    ccs.patch_status("demo", &PatchParams::default(), &Patch::Merge(&forget)).await.expect("clearing the status");
+    let op = plane.operator("shards-2", &args);
+    let started = std::time::Instant::now();
+    let status = converged(&ccs, "demo", epoch, None).await;
+    assert_eq!(status.topology_epoch, Some(epoch), "recovered from the nodes, nothing pushed");
+    eprintln!("operator restarted without status: epoch {epoch} recovered after {:?}", started.elapsed());
+    drop(op);
+    ccs.patch_status("demo", &PatchParams::default(), &Patch::Merge(&forget)).await.expect("clearing the status");
+    let held = nodes.remove(0).stop();
+    nodes.insert(0, FakeNode::start_with(&ip(21), &password, held).await);
+    restart_pod(&client, &ns, "demo", 0, &ip(21)).await;
+    let op = plane.operator("shards-3", &args);
+    let status = converged(&ccs, "demo", epoch + 1, Some(&[ip(21), ip(12), ip(13)])).await;
+    let epoch = status.topology_epoch.unwrap();
+    assert!(nodes.iter().all(|n| n.epoch() == epoch));
+
+    // A node that stops answering: its slots are uncovered and Degraded says so.
+    nodes.remove(2).stop();
+    let cc = eventually(WAIT, "Degraded/SlotsUncovered", || async {
+        let cc = ccs.get("demo").await.ok()?;
+        (condition(&cc, "Degraded")?.reason == "SlotsUncovered").then_some(cc)
+    })
+    .await;
+    let status = cc.status.clone().unwrap();
+    assert_eq!(status.slots_covered, Some(10923));
+    assert_eq!(status.topology_epoch, Some(epoch), "a node down alone pushes nothing");
+    let degraded = condition(&cc, "Degraded").unwrap();
+    assert!(degraded.message.contains("demo-2"), "{}", degraded.message);
+    let series = format!("{{namespace=\"{ns}\",cachecluster=\"demo\"}}");
+    assert_eq!(op.metric(&format!("strata_cachecluster_slots_covered{series}")), Some(10923.0));
+    assert_eq!(op.metric(&format!("strata_cachecluster_topology_epoch{series}")), Some(epoch as f64));
+
+    // A spec the operator refuses stops the reconcile before the topology round: the recorded
+    // epoch stays (it is what the next round starts from).
+    apply_cc(&ccs, "demo", json!({ "replicas": 3, "storage": { "size": "1Gi" } })).await;
+    let cc = eventually(WAIT, "Degraded/InvalidSpec", || async {
+        let cc = ccs.get("demo").await.ok()?;
+        (condition(&cc, "Degraded")?.reason == "InvalidSpec").then_some(cc)
+    })
+    .await;
+    assert_eq!(cc.status.unwrap().topology_epoch, Some(epoch), "the epoch survives an invalid spec");
+    let forbidden = support::grep(&op.log, "forbidden");
+    assert!(forbidden.is_empty(), "{forbidden:?}");
+}

@@ -34,6 +34,7 @@ fn empty_spec_gets_the_documented_defaults() {
     assert_eq!(spec.monitoring.interval, "30s");
     assert!(spec.resources.is_none() && spec.max_memory.is_none() && spec.storage.is_none());
     assert!(spec.hugepages.is_none() && spec.auth.is_none() && spec.affinity.is_none());
+    assert!(spec.cluster.enabled, "replicas are shards of one cluster unless asked otherwise");
 
     // The default spec serializes without noise and reads back the same.
     let out = serde_json::to_value(&spec).unwrap();
@@ -48,6 +49,7 @@ fn empty_spec_gets_the_documented_defaults() {
             "cpu": {"pinning": false},
             "service": {"type": "ClusterIP", "port": 6379},
             "monitoring": {"serviceMonitor": false, "prometheusRule": false, "interval": "30s"},
+            "cluster": {"enabled": true},
         })
     );
     assert_eq!(serde_json::from_value::<CacheClusterSpec>(out).unwrap(), spec);
@@ -107,6 +109,7 @@ fn full_manifest_uses_kubectl_style_field_names() {
             "service": {"type": "NodePort", "port": 7000, "annotations": {"a": "b"}},
             "auth": {"passwordSecretRef": {"name": "pw", "key": "secret"}},
             "monitoring": {"serviceMonitor": true, "prometheusRule": true, "interval": "15s", "labels": {"release": "prom"}},
+            "cluster": {"enabled": false},
             "nodeSelector": {"disk": "nvme"},
             "tolerations": [{"key": "cache", "operator": "Exists", "effect": "NoSchedule"}],
             "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
@@ -126,6 +129,10 @@ fn full_manifest_uses_kubectl_style_field_names() {
             "readyReplicas": 2,
             "selector": "app.kubernetes.io/instance=sessions",
             "endpoint": "sessions.web.svc:7000",
+            "topologyEpoch": 7,
+            "shards": 3,
+            "slotsCovered": 10923,
+            "nodes": [{"pod": "sessions-0", "id": "a9993e364706816aba3e25717850c26c9cd0d89d", "ip": "10.0.0.1", "appliedEpoch": 7}],
             "conditions": [{
                 "type": "Available", "status": "False", "reason": "RollingUpdate", "message": "2/3 ready",
                 "lastTransitionTime": "2026-01-02T03:04:05Z", "observedGeneration": 4
@@ -144,6 +151,9 @@ fn full_manifest_uses_kubectl_style_field_names() {
     let status = cc.status.as_ref().unwrap();
     assert_eq!(status.conditions[0].type_, Condition::AVAILABLE);
     assert_eq!(status.conditions[0].status, ConditionStatus::False);
+    assert!(!s.cluster.enabled);
+    assert_eq!((status.topology_epoch, status.shards, status.slots_covered), (Some(7), Some(3), Some(10923)));
+    assert_eq!(status.nodes[0].applied_epoch, Some(7));
     // Nothing is lost or renamed on the way back.
     assert_eq!(serde_json::to_value(&cc).unwrap(), manifest);
 }
@@ -210,6 +220,8 @@ fn crd_names_scope_and_subresources() {
         ("Ready", "string", r#".status.conditions[?(@.type=="Available")].status"#),
         ("Ready-Replicas", "integer", ".status.readyReplicas"),
         ("Replicas", "integer", ".spec.replicas"),
+        ("Shards", "integer", ".status.shards"),
+        ("Slots", "integer", ".status.slotsCovered"),
         ("Memory", "string", ".spec.resources.limits.memory"),
         ("Eviction", "string", ".spec.evictionPolicy"),
         ("Durability", "string", ".spec.durability.mode"),

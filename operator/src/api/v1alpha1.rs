@@ -94,6 +94,8 @@ pub const MIN_DERIVED_MEMORY_LIMIT: &str = min_derived_memory_limit!();
     printcolumn = r#"{"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Available\")].status", "description": "Whether the cluster is Available"}"#,
     printcolumn = r#"{"name": "Ready-Replicas", "type": "integer", "jsonPath": ".status.readyReplicas", "description": "Pods ready to serve"}"#,
     printcolumn = r#"{"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas", "description": "Desired pods"}"#,
+    printcolumn = r#"{"name": "Shards", "type": "integer", "jsonPath": ".status.shards", "description": "Shards of the Redis Cluster (cluster mode)"}"#,
+    printcolumn = r#"{"name": "Slots", "type": "integer", "jsonPath": ".status.slotsCovered", "description": "Hash slots of 16384 served by a node at the current topology (cluster mode)"}"#,
     printcolumn = r#"{"name": "Memory", "type": "string", "jsonPath": ".spec.resources.limits.memory", "description": "Memory limit of each pod"}"#,
     printcolumn = r#"{"name": "Eviction", "type": "string", "jsonPath": ".spec.evictionPolicy", "description": "Eviction policy"}"#,
     printcolumn = r#"{"name": "Durability", "type": "string", "jsonPath": ".spec.durability.mode", "description": "Durability mode"}"#,
@@ -102,12 +104,13 @@ pub const MIN_DERIVED_MEMORY_LIMIT: &str = min_derived_memory_limit!();
 #[serde(rename_all = "camelCase", default)]
 #[schemars(transform = spec_rules, transform = reflow_docs)]
 pub struct CacheClusterSpec {
-    /// Number of cache node pods. Each pod is one strata-node with its own memory and volume,
-    /// holding the keys written to it: the client Service spreads connections over the pods, and
-    /// a connection sees the keys of the pod it reached (no cross-pod routing yet; use one
-    /// replica, or address pods through the headless Service, when every client must see every
-    /// key).
-    /// Minimum 1; default 1. Also settable through the scale subresource (`kubectl scale`).
+    /// Number of cache node pods. With `cluster.enabled` (the default) they are the shards of
+    /// one Redis Cluster: the 16384 hash slots are spread evenly over the pods (as
+    /// `redis-cli --cluster create` does), so memory adds up and every client sees every key.
+    /// Changing it spreads the slots again without moving keys yet: keys in slots that change
+    /// hands are no longer found. With `cluster.enabled: false` each pod is an independent
+    /// cache. Minimum 1; default 1. Also settable through the scale subresource
+    /// (`kubectl scale`).
     #[schemars(range(min = 1))]
     pub replicas: i32,
 
@@ -171,6 +174,9 @@ pub struct CacheClusterSpec {
     /// Prometheus monitoring of the nodes.
     pub monitoring: MonitoringSpec,
 
+    /// Cluster mode: the pods as one Redis Cluster (default) or as independent caches.
+    pub cluster: ClusterSpec,
+
     /// Node labels a node must have to run the cache pods (pod `nodeSelector`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
@@ -216,6 +222,7 @@ impl Default for CacheClusterSpec {
             service: ServiceSpec::default(),
             auth: None,
             monitoring: MonitoringSpec::default(),
+            cluster: ClusterSpec::default(),
             node_selector: BTreeMap::new(),
             tolerations: Vec::new(),
             affinity: None,
@@ -505,6 +512,32 @@ impl Default for MonitoringSpec {
     }
 }
 
+/// Cluster mode.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+#[schemars(transform = reflow_docs)]
+pub struct ClusterSpec {
+    /// Run the pods as one Redis Cluster of `replicas` shards (default true). The operator
+    /// gives each pod a stable node id and pushes the topology (slots, endpoints, an increasing
+    /// epoch) to every node on its admin port (16379, password in the Secret
+    /// `<name>-cluster-admin`), again whenever a pod's address changes. Cluster-aware clients
+    /// (`redis-cli -c`, cluster client libraries) connect to the Service's `cluster` port (6380)
+    /// and are redirected (MOVED) to the pod owning a key; any other client uses the `redis` port
+    /// (`spec.service.port`), where a node forwards a command for a key it does not own to the
+    /// owner. Multi-key commands, transactions and scripts must keep to one slot (use `{hash
+    /// tags}`). Set false for independent caches, the behaviour before cluster mode: each pod
+    /// holds only the keys written to it and the Service spreads connections over the pods, so
+    /// use one replica, or address pods by their headless Service names, when every client
+    /// must see every key.
+    pub enabled: bool,
+}
+
+impl Default for ClusterSpec {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
 /// Observed state of a cache cluster, written by the operator.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -530,10 +563,45 @@ pub struct CacheClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
 
+    /// Cluster mode: the topology epoch last pushed to the nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_epoch: Option<u64>,
+
+    /// Cluster mode: shards (nodes owning slots) in that topology.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<i32>,
+
+    /// Cluster mode: hash slots (of 16384) whose node has applied the current topology; below
+    /// 16384 some keys cannot be served (the Degraded condition says which pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots_covered: Option<i32>,
+
+    /// Cluster mode: each pod's node id, advertised IP and the topology epoch it has applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["pod"]))]
+    pub nodes: Vec<NodeStatus>,
+
     /// Current conditions: Available, Progressing, Degraded, Monitoring.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// One node of the cluster as the operator last saw it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = reflow_docs)]
+pub struct NodeStatus {
+    /// The pod's name.
+    pub pod: String,
+    /// Its node id: sha1("<CacheCluster uid>/<ordinal>"), the same across restarts.
+    pub id: String,
+    /// The IP the topology advertises for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+    /// The topology epoch the node reported (0: none); absent when it did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_epoch: Option<u64>,
 }
 
 /// One aspect of the cluster's state (the shape of Kubernetes' `metav1.Condition`).

@@ -2,6 +2,7 @@
 //! rollouts, and reports status conditions and Events.
 
 mod backoff;
+pub mod cluster;
 pub mod rollout;
 pub mod status;
 
@@ -12,11 +13,11 @@ use std::time::{Duration, Instant};
 use backoff::Backoffs;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, PersistentVolumeClaim, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -92,12 +93,14 @@ pub enum Error {
     Evict { pod: String, source: kube::Error },
     #[error("writing status: {0}")]
     Status(kube::Error),
+    #[error("the cluster admin Secret {0}")]
+    AdminSecret(String),
 }
 
 impl Error {
     /// Every value [`Error::reason`] returns: the error metric starts each at 0, so a healthy
     /// operator exports its error series (a dashboard shows 0, not "no data").
-    pub const REASONS: [&'static str; 5] = ["NoNamespace", "Read", "Apply", "Evict", "Status"];
+    pub const REASONS: [&'static str; 6] = ["NoNamespace", "Read", "Apply", "Evict", "Status", "AdminSecret"];
 
     pub fn reason(&self) -> &'static str {
         match self {
@@ -106,6 +109,7 @@ impl Error {
             Error::Apply { .. } => "Apply",
             Error::Evict { .. } => "Evict",
             Error::Status(_) => "Status",
+            Error::AdminSecret(_) => "AdminSecret",
         }
     }
 }
@@ -218,6 +222,9 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         report_scale_in(ctx, cc, before).await;
     }
 
+    // The nodes mount the admin password: it exists before their pods do.
+    let admin_password =
+        if cc.spec.cluster.enabled { Some(admin_password(client, cc, &ns, &name).await?) } else { None };
     apply(client, &ns, &desired.config_map).await?;
     apply(client, &ns, &desired.headless_service).await?;
     apply(client, &ns, &desired.client_service).await?;
@@ -310,7 +317,16 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         obs.unreachable = unreachable_volumes(client, &ns, &name, cc.spec.replicas).await?;
     }
     report_restarts(ctx, cc, &key, &pods, &obs).await;
-    let settled = step == Step::Complete && obs.ready >= obs.desired;
+    if let Some(password) = &admin_password {
+        let state = reconcile_topology(cc, &ns, &name, &pods, password).await;
+        if let Some(why) = &state.pushed {
+            report_topology_change(ctx, cc, &state, why).await;
+        }
+        obs.cluster = Some(state);
+    }
+    let settled = step == Step::Complete
+        && obs.ready >= obs.desired
+        && obs.cluster.as_ref().is_none_or(cluster::ClusterState::settled);
     obs.rollout = Some(step);
     write_status(cc, ctx, &obs).await?;
 
@@ -348,6 +364,124 @@ fn check_immutable(desired: Desired, existing: Option<&StatefulSet>) -> Result<D
         });
     }
     Ok(desired)
+}
+
+/// Cluster mode's admin password, from the Secret `<name>-cluster-admin`, which is created with a
+/// random password the first time. Never applied again: a new password would lock the operator
+/// out of nodes still running with the old one.
+async fn admin_password(client: &Client, cc: &CacheCluster, ns: &str, name: &str) -> Result<String, Error> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret_name = resources::admin_secret_name(name);
+    let read_password = |secret: Secret| {
+        let bytes = secret.data.and_then(|mut d| d.remove(resources::ADMIN_PASSWORD_KEY)).map(|b| b.0);
+        let password = bytes.and_then(|b| String::from_utf8(b).ok()).map(|p| p.trim_end().to_owned());
+        password.filter(|p| !p.is_empty()).ok_or_else(|| {
+            Error::AdminSecret(format!(
+                "{ns}/{secret_name} has no key {:?}: delete it and the operator creates a new one (then delete the \
+                 pods so they read it)",
+                resources::ADMIN_PASSWORD_KEY
+            ))
+        })
+    };
+    if let Some(secret) = api.get_opt(&secret_name).await.map_err(|e| read(format!("Secret {ns}/{secret_name}"), e))? {
+        return read_password(secret);
+    }
+    let password = random_password().map_err(|e| Error::AdminSecret(format!("password: /dev/urandom: {e}")))?;
+    let secret = resources::admin_secret(cc, password.clone()).map_err(|e| Error::AdminSecret(e.to_string()))?;
+    let params = PostParams { field_manager: Some(FIELD_MANAGER.to_owned()), ..Default::default() };
+    match api.create(&params, &secret).await {
+        Ok(_) => {
+            tracing::info!(secret = %format!("{ns}/{secret_name}"), "created the cluster admin password");
+            Ok(password)
+        }
+        // Another reconcile (or a previous leader) was first: use its password.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let secret = api.get(&secret_name).await.map_err(|e| read(format!("Secret {ns}/{secret_name}"), e))?;
+            read_password(secret)
+        }
+        Err(source) => Err(Error::Apply { kind: "Secret".to_owned(), name: secret_name, source }),
+    }
+}
+
+/// 32 random bytes in hex, from the kernel's CSPRNG.
+fn random_password() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// One round of cluster mode: read every node's topology, push a new epoch when they differ
+/// from the desired one, and report where each node stands.
+async fn reconcile_topology(
+    cc: &CacheCluster,
+    ns: &str,
+    name: &str,
+    pods: &[Pod],
+    password: &str,
+) -> cluster::ClusterState {
+    let status = cc.status.clone().unwrap_or_default();
+    let uid = cc.metadata.uid.clone().unwrap_or_default();
+    let members = cluster::members(name, cc.spec.replicas, pods);
+    let domain = format!("{}.{ns}.svc", resources::headless_service_name(name));
+    let desired = match cluster::desired_nodes(&uid, &domain, &members, &status.nodes) {
+        Ok(nodes) => nodes,
+        Err(waiting) => {
+            return cluster::ClusterState {
+                epoch: status.topology_epoch.unwrap_or(0),
+                shards: status.shards.unwrap_or(0),
+                nodes: status.nodes.clone(),
+                waiting: Some(waiting),
+                ..Default::default()
+            };
+        }
+    };
+    let reports = cluster::read_reports(&members, Some(password)).await;
+    let status_epoch = status.topology_epoch.unwrap_or(0);
+    match cluster::decide(&desired, &members, &reports, status_epoch, &status.nodes, status.shards) {
+        cluster::Decision::InSync { epoch } => {
+            let applied: Vec<Result<u64, String>> = reports
+                .iter()
+                .map(|r| match r {
+                    cluster::Report::Applied(r) => Ok(r.as_ref().map_or(0, |r| r.epoch)),
+                    cluster::Report::Unreachable(why) => Err(why.clone()),
+                })
+                .collect();
+            cluster::state(epoch, &desired, &members, &applied, None)
+        }
+        cluster::Decision::Push { topology, why } => {
+            tracing::info!(cachecluster = %format!("{ns}/{name}"), epoch = topology.epoch, why = %why, "pushing the topology");
+            let applied = cluster::push_all(&members, &topology, Some(password)).await;
+            cluster::state(topology.epoch, &desired, &members, &applied, Some(why))
+        }
+    }
+}
+
+/// An Event per topology pushed: Normal when every node applied it, Warning otherwise.
+async fn report_topology_change(ctx: &Context, cc: &CacheCluster, state: &cluster::ClusterState, why: &str) {
+    let applied = state.nodes.iter().filter(|n| n.applied_epoch == Some(state.epoch)).count();
+    let mut note = format!(
+        "Topology epoch {} ({} shards) applied by {applied}/{} nodes, {} slots served: {why}",
+        state.epoch,
+        state.shards,
+        state.nodes.len(),
+        state.slots_covered
+    );
+    if !state.lagging.is_empty() {
+        note.push_str(&format!("; not applied: {}", state.lagging.join("; ")));
+    }
+    let event = Event {
+        type_: if state.lagging.is_empty() { EventType::Normal } else { EventType::Warning },
+        reason: "TopologyPushed".to_owned(),
+        note: Some(note),
+        action: "PushTopology".to_owned(),
+        secondary: None,
+    };
+    // A Recorder of its own: the shared one would fold successive pushes into one Event's count.
+    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+    if let Err(e) = recorder.publish(&event, &cc.object_ref(&())).await {
+        tracing::warn!(error = %e, reason = %event.reason, "could not publish an Event");
+    }
 }
 
 /// Server-side apply of one object under [`FIELD_MANAGER`]; returns what the API server stored.
@@ -582,6 +716,12 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
     let ns = cc.namespace().ok_or(Error::NoNamespace)?;
     let conditions: Vec<(&str, bool)> = verdicts.iter().map(|v| (v.type_, v.status == ConditionStatus::True)).collect();
     ctx.metrics.set_cluster(&ns, &name, [obs.desired, obs.replicas, obs.ready, obs.updated], &conditions);
+    // A reconcile that stopped before the topology round (an invalid spec) keeps what the last
+    // one recorded: the epoch must survive until the next round.
+    let keep = obs.cluster.is_none() && cc.spec.cluster.enabled;
+    if !keep {
+        ctx.metrics.set_topology(&ns, &name, obs.cluster.as_ref().map(|c| (c.epoch, c.slots_covered)));
+    }
     let new_status = CacheClusterStatus {
         observed_generation: cc.metadata.generation,
         replicas: obs.replicas,
@@ -589,6 +729,21 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
         selector: Some(resources::selector_string(&name)),
         endpoint: Some(resources::endpoint(cc)),
         conditions: status::merge(&previous.conditions, &verdicts, cc.metadata.generation, &now),
+        topology_epoch: obs.cluster.as_ref().map(|c| c.epoch).filter(|&e| e > 0),
+        shards: obs.cluster.as_ref().map(|c| c.shards).filter(|_| obs.cluster.as_ref().is_some_and(|c| c.epoch > 0)),
+        slots_covered: obs.cluster.as_ref().map(|c| c.slots_covered as i32),
+        nodes: obs.cluster.as_ref().map(|c| c.nodes.clone()).unwrap_or_default(),
+    };
+    let new_status = if keep {
+        CacheClusterStatus {
+            topology_epoch: previous.topology_epoch,
+            shards: previous.shards,
+            slots_covered: previous.slots_covered,
+            nodes: previous.nodes.clone(),
+            ..new_status
+        }
+    } else {
+        new_status
     };
     for v in status::transitions(&previous.conditions, &verdicts) {
         let before = previous.conditions.iter().find(|c| c.type_ == v.type_);

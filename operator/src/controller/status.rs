@@ -41,6 +41,8 @@ pub struct Observation {
     pub rule_unavailable: Option<String>,
     /// A PrometheusRule asked for and applied.
     pub rule_ready: bool,
+    /// Cluster mode: where the topology stands (None: independent caches).
+    pub cluster: Option<super::cluster::ClusterState>,
 }
 
 /// What a node's restart does to its data.
@@ -154,6 +156,8 @@ pub mod reason {
     pub const RULE_APPLIED: &str = "PrometheusRuleApplied";
     pub const RULE_CRD_MISSING: &str = "PrometheusRuleCRDMissing";
     pub const SM_DISABLED: &str = "Disabled";
+    pub const SLOTS_UNCOVERED: &str = "SlotsUncovered";
+    pub const TOPOLOGY_LAGGING: &str = "TopologyLagging";
 }
 
 /// The conditions an observation implies, in a fixed order.
@@ -214,6 +218,13 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
             reason: reason::PODS_FAILING,
             message: obs.failing_pods.join("; "),
         }
+    } else if let Some((cluster, message)) = obs.cluster.as_ref().and_then(|c| Some((c, c.problem()?))) {
+        let reason = if cluster.slots_covered < u32::from(crate::topology::SLOTS) {
+            reason::SLOTS_UNCOVERED
+        } else {
+            reason::TOPOLOGY_LAGGING
+        };
+        Verdict { type_: Condition::DEGRADED, status: True, reason, message }
     } else if !obs.restarts.is_empty() {
         let oom = obs.restarts.iter().any(|r| r.oom_killed());
         let looping = obs.restarts.iter().any(|r| r.crash_looping);
@@ -366,6 +377,43 @@ mod tests {
 
     fn find<'a>(v: &'a [Verdict], t: &str) -> &'a Verdict {
         v.iter().find(|x| x.type_ == t).unwrap_or_else(|| panic!("no {t} in {v:?}"))
+    }
+
+    #[test]
+    fn uncovered_slots_and_lagging_nodes_degrade_the_cluster() {
+        use crate::controller::cluster::ClusterState;
+        let healthy = Observation {
+            desired: 3,
+            replicas: 3,
+            ready: 3,
+            updated: 3,
+            rollout: Some(Step::Complete),
+            ..Default::default()
+        };
+        let cluster = |covered: u32, lagging: &[&str]| ClusterState {
+            epoch: 4,
+            shards: 3,
+            slots_covered: covered,
+            lagging: lagging.iter().map(|l| l.to_string()).collect(),
+            ..Default::default()
+        };
+        let with = |c: ClusterState| Observation { cluster: Some(c), ..healthy.clone() };
+        let v = verdicts(&with(cluster(16384, &[])));
+        assert_eq!(find(&v, "Degraded").status, ConditionStatus::False);
+        let v = verdicts(&with(cluster(10923, &["demo-2: no answer on the admin port within 2s"])));
+        let degraded = find(&v, "Degraded");
+        assert_eq!((degraded.status, degraded.reason), (ConditionStatus::True, reason::SLOTS_UNCOVERED));
+        assert!(degraded.message.contains("10923 of 16384 slots") && degraded.message.contains("demo-2"));
+        // Every slot served, but a node reports an older epoch.
+        let v = verdicts(&with(cluster(16384, &["demo-1 has epoch 3"])));
+        assert_eq!(find(&v, "Degraded").reason, reason::TOPOLOGY_LAGGING);
+        // A new cluster waiting for its pods' IPs is being created, not degraded.
+        let waiting =
+            ClusterState { waiting: Some("waiting for pod demo-0 to get an IP".into()), ..Default::default() };
+        let v = verdicts(&with(waiting.clone()));
+        assert_eq!(find(&v, "Degraded").status, ConditionStatus::False);
+        let v = verdicts(&with(ClusterState { epoch: 2, ..waiting }));
+        assert!(find(&v, "Degraded").message.contains("demo-0"));
     }
 
     #[test]

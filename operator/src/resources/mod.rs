@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::DynamicObject;
@@ -25,7 +25,7 @@ use kube::{Resource, ResourceExt};
 use crate::api::CacheCluster;
 
 pub use monitoring::{prometheus_rule_resource, service_monitor_resource};
-pub use node_config::node_config;
+pub use node_config::{ADMIN_PASSWORD_KEY, ADMIN_PORT, DIRECT_PORT, node_config};
 pub use statefulset::data_claim_name;
 
 /// Pod template annotation holding a hash of everything the node process reads (its config
@@ -103,7 +103,7 @@ pub fn desired(cc: &CacheCluster) -> Result<Desired, SpecError> {
     Ok(Desired {
         stateful_set: statefulset::stateful_set(cc, &owner, &config)?,
         config_map: config_map(&owner, config),
-        headless_service: services::headless_service(&owner),
+        headless_service: services::headless_service(cc, &owner),
         client_service: services::client_service(cc, &owner)?,
         pdb: pdb::pod_disruption_budget(&owner),
         service_monitor,
@@ -146,8 +146,24 @@ pub(crate) fn config_map_name(name: &str) -> String {
     format!("{name}-config")
 }
 
-pub(crate) fn headless_service_name(name: &str) -> String {
+pub fn headless_service_name(name: &str) -> String {
     format!("{name}-headless")
+}
+
+/// Cluster mode: the Secret holding the nodes' admin password (key [`ADMIN_PASSWORD_KEY`]).
+pub fn admin_secret_name(name: &str) -> String {
+    format!("{name}-cluster-admin")
+}
+
+/// Cluster mode: the admin password Secret, owned by the CacheCluster. Created once (never
+/// applied again, which would change the password under running nodes).
+pub fn admin_secret(cc: &CacheCluster, password: String) -> Result<Secret, SpecError> {
+    let owner = Owner::of(cc)?;
+    Ok(Secret {
+        metadata: owner.metadata(admin_secret_name(&owner.name)),
+        string_data: Some(BTreeMap::from([(ADMIN_PASSWORD_KEY.to_owned(), password)])),
+        ..Default::default()
+    })
 }
 
 /// The owning `CacheCluster`'s identity, checked once for all builders.

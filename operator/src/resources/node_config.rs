@@ -18,6 +18,14 @@ pub(crate) const REDIS_PORT: i32 = 6379;
 pub(crate) const METRICS_PORT: i32 = 9121;
 /// Where the data volume is mounted.
 pub(crate) const DATA_DIR: &str = "/data";
+/// Cluster mode: the port MOVED and CLUSTER SLOTS send cluster-aware clients to.
+pub const DIRECT_PORT: i32 = 6380;
+/// Cluster mode: the admin port, where the operator pushes the topology (Redis's bus port).
+pub const ADMIN_PORT: i32 = 16379;
+/// Cluster mode: where the admin password Secret is mounted.
+pub(crate) const ADMIN_SECRET_DIR: &str = "/etc/strata-cluster";
+/// Key of the admin password in its Secret (and the file name under [`ADMIN_SECRET_DIR`]).
+pub const ADMIN_PASSWORD_KEY: &str = "password";
 
 /// The `strata.conf` text for `cc`, after checking the fields it is derived from.
 pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
@@ -78,6 +86,13 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
         && let Some(interval) = &spec.durability.fsync_interval
     {
         line("fsync-interval", interval);
+    }
+    if spec.cluster.enabled {
+        line("cluster-enabled", &"yes");
+        line("cluster-direct-port", &DIRECT_PORT);
+        line("cluster-port", &ADMIN_PORT);
+        // Only the operator, which holds the Secret, may change the topology.
+        line("cluster-admin-password-file", &format!("{ADMIN_SECRET_DIR}/{ADMIN_PASSWORD_KEY}"));
     }
     Ok(text)
 }
@@ -304,8 +319,16 @@ mod tests {
              dir /data\n\
              log-format json\n\
              maxmemory-policy allkeys-lru\n\
-             durability none\n"
+             durability none\n\
+             cluster-enabled yes\n\
+             cluster-direct-port 6380\n\
+             cluster-port 16379\n\
+             cluster-admin-password-file /etc/strata-cluster/password\n"
         );
+        // Independent caches: no cluster directive at all.
+        let independent = config(json!({"cluster": {"enabled": false}})).unwrap();
+        assert!(!independent.contains("cluster"), "{independent}");
+        assert!(independent.ends_with("durability none\n"), "{independent}");
     }
 
     #[test]

@@ -3,13 +3,14 @@
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec as KubeServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::node_config::{METRICS_PORT, REDIS_PORT};
+use super::node_config::{ADMIN_PORT, DIRECT_PORT, METRICS_PORT, REDIS_PORT};
+use super::statefulset::{ADMIN_PORT_NAME, DIRECT_PORT_NAME};
 use super::{Owner, SERVICE_ROLE_LABEL, SpecError, headless_service_name, selector_labels};
 use crate::api::{CacheCluster, ServiceType};
 
 /// `<name>-headless`: one DNS record per pod, ready or not, so peers and Prometheus find every
 /// node, including one still recovering its data.
-pub(super) fn headless_service(owner: &Owner) -> Service {
+pub(super) fn headless_service(cc: &CacheCluster, owner: &Owner) -> Service {
     let mut metadata = owner.metadata(headless_service_name(&owner.name));
     metadata.labels.get_or_insert_default().insert(SERVICE_ROLE_LABEL.to_owned(), "headless".to_owned());
     Service {
@@ -18,14 +19,25 @@ pub(super) fn headless_service(owner: &Owner) -> Service {
             cluster_ip: Some("None".to_owned()),
             publish_not_ready_addresses: Some(true),
             selector: Some(selector_labels(&owner.name)),
-            ports: Some(vec![port("redis", REDIS_PORT), port("metrics", METRICS_PORT)]),
+            ports: Some(headless_ports(cc)),
             ..Default::default()
         }),
         ..Default::default()
     }
 }
 
-/// `<name>`: the Redis endpoint, `spec.service.port` forwarded to the pods' redis port.
+fn headless_ports(cc: &CacheCluster) -> Vec<ServicePort> {
+    let mut ports = vec![port("redis", REDIS_PORT), port("metrics", METRICS_PORT)];
+    if cc.spec.cluster.enabled {
+        ports.push(port(DIRECT_PORT_NAME, DIRECT_PORT));
+        ports.push(port(ADMIN_PORT_NAME, ADMIN_PORT));
+    }
+    ports
+}
+
+/// `<name>`: the Redis endpoint, `spec.service.port` forwarded to the pods' redis port, and in
+/// cluster mode the `cluster` port (6380) for cluster-aware clients, which MOVED then sends
+/// to each pod directly.
 pub(super) fn client_service(cc: &CacheCluster, owner: &Owner) -> Result<Service, SpecError> {
     let service = &cc.spec.service;
     if !(1..=65535).contains(&service.port) {
@@ -39,12 +51,16 @@ pub(super) fn client_service(cc: &CacheCluster, owner: &Owner) -> Result<Service
         ServiceType::NodePort => "NodePort",
         ServiceType::LoadBalancer => "LoadBalancer",
     };
+    let mut ports = vec![ServicePort { app_protocol: Some("redis".to_owned()), ..port("redis", service.port) }];
+    if cc.spec.cluster.enabled && service.port != DIRECT_PORT {
+        ports.push(ServicePort { app_protocol: Some("redis".to_owned()), ..port(DIRECT_PORT_NAME, DIRECT_PORT) });
+    }
     Ok(Service {
         metadata,
         spec: Some(KubeServiceSpec {
             type_: Some(type_.to_owned()),
             selector: Some(selector_labels(&owner.name)),
-            ports: Some(vec![ServicePort { app_protocol: Some("redis".to_owned()), ..port("redis", service.port) }]),
+            ports: Some(ports),
             ..Default::default()
         }),
         ..Default::default()
@@ -75,9 +91,9 @@ mod tests {
     }
 
     #[test]
-    fn headless_service_lists_every_pod_on_both_ports() {
-        let owner = Owner::of(&cluster(json!({}))).unwrap();
-        let service = headless_service(&owner);
+    fn headless_service_lists_every_pod_on_every_port() {
+        let cc = cluster(json!({}));
+        let service = headless_service(&cc, &Owner::of(&cc).unwrap());
         assert_eq!(service.metadata.name.as_deref(), Some("cache-headless"));
         assert_eq!(service.metadata.labels.unwrap()[SERVICE_ROLE_LABEL], "headless");
         let spec = service.spec.unwrap();
@@ -91,8 +107,25 @@ mod tests {
             [
                 ("redis".to_owned(), 6379, IntOrString::String("redis".to_owned())),
                 ("metrics".to_owned(), 9121, IntOrString::String("metrics".to_owned())),
+                ("cluster".to_owned(), 6380, IntOrString::String("cluster".to_owned())),
+                ("cluster-admin".to_owned(), 16379, IntOrString::String("cluster-admin".to_owned())),
             ]
         );
+        // Independent caches have no cluster ports.
+        let cc = cluster(json!({"cluster": {"enabled": false}}));
+        let ports = headless_service(&cc, &Owner::of(&cc).unwrap()).spec.unwrap().ports.unwrap();
+        assert_eq!(ports.iter().map(|p| p.name.as_deref().unwrap()).collect::<Vec<_>>(), ["redis", "metrics"]);
+    }
+
+    #[test]
+    fn client_service_offers_the_cluster_port_in_cluster_mode_only() {
+        let names = |spec: Value| -> Vec<(String, i32)> {
+            client(spec).unwrap().spec.unwrap().ports.unwrap().into_iter().map(|p| (p.name.unwrap(), p.port)).collect()
+        };
+        assert_eq!(names(json!({})), [("redis".to_owned(), 6379), ("cluster".to_owned(), 6380)]);
+        assert_eq!(names(json!({"cluster": {"enabled": false}})), [("redis".to_owned(), 6379)]);
+        // A client port of 6380 would clash with the cluster port: the redis port wins.
+        assert_eq!(names(json!({"service": {"port": 6380}})), [("redis".to_owned(), 6380)]);
     }
 
     #[test]
@@ -106,7 +139,7 @@ mod tests {
         assert_eq!(spec.selector, Some(selector_labels(NAME)));
         assert_eq!(spec.cluster_ip, None, "allocated by the API server");
         let ports = spec.ports.unwrap();
-        assert_eq!(ports.len(), 1);
+        assert_eq!(ports.len(), 2, "redis, and cluster for cluster-aware clients");
         assert_eq!(ports[0].name.as_deref(), Some("redis"));
         assert_eq!(ports[0].port, 6379);
         assert_eq!(ports[0].target_port, Some(IntOrString::String("redis".to_owned())));

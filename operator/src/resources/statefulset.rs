@@ -8,17 +8,17 @@ use k8s_openapi::api::apps::v1::{
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecurityContext, Volume,
-    VolumeMount, VolumeResourceRequirements,
+    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource,
+    SecurityContext, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::node_config::{DATA_DIR, METRICS_PORT, REDIS_PORT, Side, memory};
+use super::node_config::{ADMIN_PORT, ADMIN_SECRET_DIR, DATA_DIR, DIRECT_PORT, METRICS_PORT, REDIS_PORT, Side, memory};
 use super::quantity::parse_bytes;
 use super::{
-    CONFIG_FILE_KEY, CONFIG_HASH_ANNOTATION, Owner, SpecError, common_labels, config_map_name, fnv1a_64,
-    headless_service_name, selector_labels,
+    CONFIG_FILE_KEY, CONFIG_HASH_ANNOTATION, Owner, SpecError, admin_secret_name, common_labels, config_map_name,
+    fnv1a_64, headless_service_name, selector_labels,
 };
 use crate::api::{CacheCluster, CacheClusterSpec, DurabilityMode, HugepageSize, ImagePullPolicy};
 
@@ -28,10 +28,14 @@ const NODE_UID: i64 = 65532;
 const CONFIG_DIR: &str = "/etc/strata";
 const DATA_VOLUME: &str = "data";
 const CONFIG_VOLUME: &str = "config";
+const ADMIN_SECRET_VOLUME: &str = "cluster-admin";
 const CONTAINER_NAME: &str = "node";
 /// Name of the container's metrics port, which the probes and the headless Service refer to.
 const METRICS_PORT_NAME: &str = "metrics";
 const REDIS_PORT_NAME: &str = "redis";
+/// Cluster mode's container ports: where MOVED sends clients, and the topology push.
+pub(crate) const DIRECT_PORT_NAME: &str = "cluster";
+pub(crate) const ADMIN_PORT_NAME: &str = "cluster-admin";
 
 /// The StatefulSet `<name>`: `spec.replicas` node pods behind the headless Service.
 ///
@@ -121,6 +125,18 @@ fn pod_template(cc: &CacheCluster, owner: &Owner, config: &str) -> PodTemplateSp
         config_map: Some(ConfigMapVolumeSource { name: config_map_name(&owner.name), ..Default::default() }),
         ..Default::default()
     }];
+    if spec.cluster.enabled {
+        volumes.push(Volume {
+            name: ADMIN_SECRET_VOLUME.to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(admin_secret_name(&owner.name)),
+                // Read by the node's group (fsGroup), no one else.
+                default_mode: Some(0o440),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     if spec.storage.is_none() {
         volumes.push(Volume {
             name: DATA_VOLUME.to_owned(),
@@ -186,7 +202,7 @@ fn node_container(spec: &CacheClusterSpec) -> Container {
         });
     }
 
-    let volume_mounts = vec![
+    let mut volume_mounts = vec![
         VolumeMount {
             name: CONFIG_VOLUME.to_owned(),
             mount_path: CONFIG_DIR.to_owned(),
@@ -195,6 +211,14 @@ fn node_container(spec: &CacheClusterSpec) -> Container {
         },
         VolumeMount { name: DATA_VOLUME.to_owned(), mount_path: DATA_DIR.to_owned(), ..Default::default() },
     ];
+    if spec.cluster.enabled {
+        volume_mounts.push(VolumeMount {
+            name: ADMIN_SECRET_VOLUME.to_owned(),
+            mount_path: ADMIN_SECRET_DIR.to_owned(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
 
     let http_probe = |path: &str, period_seconds: i32, failure_threshold: i32| Probe {
         http_get: Some(HTTPGetAction {
@@ -212,12 +236,17 @@ fn node_container(spec: &CacheClusterSpec) -> Container {
         protocol: Some("TCP".to_owned()),
         ..Default::default()
     };
+    let mut ports = vec![port(REDIS_PORT_NAME, REDIS_PORT), port(METRICS_PORT_NAME, METRICS_PORT)];
+    if spec.cluster.enabled {
+        ports.push(port(DIRECT_PORT_NAME, DIRECT_PORT));
+        ports.push(port(ADMIN_PORT_NAME, ADMIN_PORT));
+    }
     Container {
         name: CONTAINER_NAME.to_owned(),
         image: Some(spec.image.clone()),
         image_pull_policy: Some(image_pull_policy(spec.image_pull_policy).to_owned()),
         args: Some(vec!["--config".to_owned(), format!("{CONFIG_DIR}/{CONFIG_FILE_KEY}")]),
-        ports: Some(vec![port(REDIS_PORT_NAME, REDIS_PORT), port(METRICS_PORT_NAME, METRICS_PORT)]),
+        ports: Some(ports),
         env: Some(env),
         resources: container_resources(spec),
         volume_mounts: Some(volume_mounts),
@@ -578,6 +607,24 @@ mod tests {
     }
 
     #[test]
+    fn cluster_mode_mounts_the_admin_password_secret() {
+        let pod = pod(json!({}));
+        let volume = pod.volumes.unwrap().into_iter().find(|v| v.name == "cluster-admin").expect("the secret volume");
+        let secret = volume.secret.unwrap();
+        assert_eq!(secret.secret_name.as_deref(), Some("cache-cluster-admin"));
+        assert_eq!(secret.default_mode, Some(0o440));
+        let mount = pod.containers[0].volume_mounts.clone().unwrap().into_iter().find(|m| m.name == "cluster-admin");
+        let mount = mount.expect("the secret mounted");
+        assert_eq!(mount.mount_path, "/etc/strata-cluster");
+        assert_eq!(mount.read_only, Some(true));
+        let independent = super::tests::pod(json!({"cluster": {"enabled": false}}));
+        assert!(!independent.volumes.unwrap().iter().any(|v| v.name == "cluster-admin"));
+        // Switching modes changes what the node reads: the pods roll.
+        let hash = |spec| pod_metadata(spec).annotations.unwrap()[CONFIG_HASH_ANNOTATION].clone();
+        assert_ne!(hash(json!({})), hash(json!({"cluster": {"enabled": false}})));
+    }
+
+    #[test]
     fn container_image_ports_and_probes() {
         let node = container(json!({"image": "registry.example/strata-node:1.2.3", "imagePullPolicy": "Always"}));
         assert_eq!(node.name, "node");
@@ -590,8 +637,15 @@ mod tests {
             node.ports.unwrap().into_iter().map(|p| (p.name.unwrap(), p.container_port, p.protocol.unwrap())).collect();
         assert_eq!(
             ports,
-            [("redis".to_owned(), 6379, "TCP".to_owned()), ("metrics".to_owned(), 9121, "TCP".to_owned())]
+            [
+                ("redis".to_owned(), 6379, "TCP".to_owned()),
+                ("metrics".to_owned(), 9121, "TCP".to_owned()),
+                ("cluster".to_owned(), 6380, "TCP".to_owned()),
+                ("cluster-admin".to_owned(), 16379, "TCP".to_owned()),
+            ]
         );
+        let independent = container(json!({"cluster": {"enabled": false}})).ports.unwrap();
+        assert_eq!(independent.len(), 2, "no cluster ports for independent caches");
         let probe = |probe: Option<Probe>| {
             let probe = probe.unwrap();
             let get = probe.http_get.unwrap();

@@ -21,6 +21,8 @@ use kube::config::Kubeconfig;
 use kube::{Client, Config};
 pub use strata_e2e::util::{Output, eventually, http_get, run};
 
+pub mod fake_node;
+
 const TOKEN: &str = "strata-test-admin-token";
 
 /// The control plane every test in this binary shares.

@@ -1,0 +1,468 @@
+//! Cluster mode: the topology a CacheCluster's pods should run, what the nodes report, and the
+//! push that brings them together.
+//!
+//! The operator is the only source of topology (no gossip): on every reconcile it builds the
+//! desired topology from the pods (ids from the CacheCluster UID and ordinal, each pod's IP
+//! and headless DNS name, slots spread over `replicas`), asks every node what it has applied,
+//! and pushes a new epoch to every node when they differ. The epoch never goes backwards:
+//! the next one is above both the status' epoch and any epoch a node reports, so a restarted
+//! operator (or one whose status write was lost) carries on from what the nodes hold.
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::api::NodeStatus;
+use crate::resources::{ADMIN_PORT, DIRECT_PORT};
+use crate::topology::client::{self, AdminEndpoint, AdminError};
+use crate::topology::{NodeId, Reported, SLOTS, Topology, TopologyNode, spread};
+
+/// The plain port every pod serves (the node's `port`).
+const PLAIN_PORT: u16 = 6379;
+/// Bound on one admin call: a node that takes longer is counted as not answering this time.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// One desired shard's pod as seen in the API.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Member {
+    pub ordinal: u32,
+    pub pod: String,
+    /// The pod's current IP, when it has one and runs (its admin port may answer).
+    pub ip: Option<String>,
+}
+
+/// The pods `<name>-0` .. `<name>-<replicas-1>`, with the IP of those that run.
+pub fn members(name: &str, replicas: i32, pods: &[Pod]) -> Vec<Member> {
+    (0..replicas.max(0) as u32)
+        .map(|ordinal| {
+            let pod = format!("{name}-{ordinal}");
+            let ip = pods
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(&pod) && p.metadata.deletion_timestamp.is_none())
+                .and_then(|p| p.status.as_ref())
+                .filter(|s| s.phase.as_deref() == Some("Running"))
+                .and_then(|s| s.pod_ip.clone())
+                .filter(|ip| !ip.is_empty());
+            Member { ordinal, pod, ip }
+        })
+        .collect()
+}
+
+/// The nodes of the desired topology, or why there is none yet. A pod without an IP (being
+/// recreated) keeps the IP last pushed for it, so its absence alone changes nothing; a pod that
+/// never had one makes the operator wait (a first topology with a hole would only be replaced).
+pub fn desired_nodes(
+    uid: &str,
+    headless_domain: &str,
+    members: &[Member],
+    previous: &[NodeStatus],
+) -> Result<Vec<TopologyNode>, String> {
+    let slots = spread(members.len());
+    members
+        .iter()
+        .zip(slots)
+        .map(|(m, slots)| {
+            let ip =
+                m.ip.clone()
+                    .or_else(|| previous.iter().find(|n| n.pod == m.pod).and_then(|n| n.ip.clone()))
+                    .ok_or_else(|| format!("waiting for pod {} to get an IP", m.pod))?;
+            Ok(TopologyNode {
+                id: NodeId::of_pod(uid, m.ordinal),
+                ip,
+                hostname: Some(format!("{}.{headless_domain}", m.pod)),
+                direct_port: DIRECT_PORT as u16,
+                plain_port: PLAIN_PORT,
+                slots,
+                // Nodes forward plain clients' commands to each other's admin port.
+                admin_port: ADMIN_PORT as u16,
+            })
+        })
+        .collect()
+}
+
+/// The last pushed topology's nodes as the status records them, to compare with the desired
+/// ones: same ids, pods and IPs in the same order means the same layout (slots and ports follow
+/// from the number of shards and are fixed).
+fn same_as_pushed(desired: &[TopologyNode], previous: &[NodeStatus], shards: Option<i32>) -> bool {
+    shards == Some(desired.len() as i32)
+        && previous.len() == desired.len()
+        && desired.iter().zip(previous).all(|(d, p)| d.id.as_str() == p.id && p.ip.as_deref() == Some(d.ip.as_str()))
+}
+
+/// What a node said when asked for its topology.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Report {
+    /// No IP, or no answer (starting, down): it cannot be pushed to now.
+    Unreachable(String),
+    /// Answered: `None` when it has no topology.
+    Applied(Option<Reported>),
+}
+
+impl Report {
+    fn epoch(&self) -> Option<u64> {
+        match self {
+            Report::Unreachable(_) => None,
+            Report::Applied(r) => Some(r.as_ref().map_or(0, |r| r.epoch)),
+        }
+    }
+}
+
+/// What to do about the topology.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Every node that answers runs `epoch` with the desired layout.
+    InSync { epoch: u64 },
+    /// Push this topology to every node that answers; `why` is for the Event.
+    Push { topology: Topology, why: String },
+}
+
+/// Decides from the desired nodes, each member's report and the status. A new epoch is pushed
+/// when the layout differs from the last pushed one (a pod has a new IP, `replicas` changed),
+/// when a node that answers has an older epoch or none (restarted without its volume), or when
+/// a node holds a newer epoch than the status knows (the status was lost). Nodes that do not
+/// answer do not trigger a push: they are pushed to with the others once they answer.
+pub fn decide(
+    desired: &[TopologyNode],
+    members: &[Member],
+    reports: &[Report],
+    status_epoch: u64,
+    previous: &[NodeStatus],
+    previous_shards: Option<i32>,
+) -> Decision {
+    let highest = reports.iter().filter_map(Report::epoch).chain([status_epoch]).max().unwrap_or(0);
+    // Every node that answers already runs the desired layout at the highest epoch: nothing to
+    // push, whatever the status says (it may be stale in the watch cache, or lost).
+    let answering: Vec<(usize, &Report)> =
+        reports.iter().enumerate().filter(|(_, r)| !matches!(r, Report::Unreachable(_))).collect();
+    let runs_desired = |i: usize, r: &Report| match r {
+        Report::Applied(Some(r)) => r.epoch == highest && r.myid == desired[i].id && r.nodes == desired,
+        _ => false,
+    };
+    if !answering.is_empty() && answering.iter().all(|(i, r)| runs_desired(*i, r)) {
+        return Decision::InSync { epoch: highest };
+    }
+    let mut why = Vec::new();
+    if status_epoch == 0 && highest > 0 {
+        why.push(format!("no topology recorded in status; nodes hold up to epoch {highest} of another layout"));
+    } else if status_epoch == 0 {
+        why.push(format!("first topology of {} shards", desired.len()));
+    } else if !same_as_pushed(desired, previous, previous_shards) {
+        if previous_shards != Some(desired.len() as i32) {
+            why.push(format!("{} shards instead of {}", desired.len(), previous_shards.unwrap_or(0)));
+        }
+        for (node, member) in desired.iter().zip(members) {
+            let was = previous.iter().find(|p| p.pod == member.pod).and_then(|p| p.ip.as_deref());
+            if was.is_some_and(|w| w != node.ip) {
+                why.push(format!("{} moved to {} (was {})", member.pod, node.ip, was.unwrap_or("-")));
+            }
+        }
+        if why.is_empty() {
+            why.push("the pods changed".to_owned());
+        }
+    }
+    if highest > status_epoch && status_epoch > 0 {
+        why.push(format!("a node holds epoch {highest}, newer than the recorded {status_epoch}"));
+    }
+    for (member, report) in members.iter().zip(reports) {
+        match report {
+            Report::Applied(None) if status_epoch > 0 => why.push(format!("{} has no topology", member.pod)),
+            Report::Applied(Some(r)) if r.epoch < highest => {
+                why.push(format!("{} has epoch {} of {highest}", member.pod, r.epoch))
+            }
+            _ => {}
+        }
+    }
+    if why.is_empty() {
+        return Decision::InSync { epoch: highest };
+    }
+    Decision::Push { topology: Topology { epoch: highest + 1, nodes: desired.to_vec() }, why: why.join("; ") }
+}
+
+/// The outcome of one round, for status, conditions and the Event.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterState {
+    pub epoch: u64,
+    pub shards: i32,
+    pub slots_covered: u32,
+    pub nodes: Vec<NodeStatus>,
+    /// Nodes not at `epoch` (pod: why), for Degraded.
+    pub lagging: Vec<String>,
+    /// Why the operator pushed this round, when it did.
+    pub pushed: Option<String>,
+    /// Why no topology could be built yet.
+    pub waiting: Option<String>,
+}
+
+impl ClusterState {
+    /// In sync and fully covered: nothing to look at again soon.
+    pub fn settled(&self) -> bool {
+        self.waiting.is_none() && self.lagging.is_empty() && self.slots_covered == u32::from(SLOTS)
+    }
+
+    /// Degraded's message when slots are uncovered or a node lags.
+    pub fn problem(&self) -> Option<String> {
+        if let Some(why) = &self.waiting {
+            // A new cluster waiting for its pods is being created (Progressing), not degraded.
+            return (self.epoch > 0).then(|| format!("topology epoch {} cannot be updated: {why}", self.epoch));
+        }
+        if self.lagging.is_empty() && self.slots_covered == u32::from(SLOTS) {
+            return None;
+        }
+        Some(format!(
+            "{} of {} slots served at topology epoch {}; {}",
+            self.slots_covered,
+            SLOTS,
+            self.epoch,
+            self.lagging.join("; ")
+        ))
+    }
+}
+
+/// Asks every member for its topology (concurrently; one without an IP is unreachable).
+pub async fn read_reports(members: &[Member], password: Option<&str>) -> Vec<Report> {
+    join_all(members.iter().map(|m| async move {
+        let Some(endpoint) = endpoint(m, password) else {
+            return Report::Unreachable("no IP (not running)".to_owned());
+        };
+        match client::get(&endpoint).await {
+            Ok(reported) => Report::Applied(reported),
+            Err(e) => Report::Unreachable(short(&e)),
+        }
+    }))
+    .await
+}
+
+/// Pushes `topology` to every member with an IP, concurrently; per member, the epoch it applied
+/// or why not.
+pub async fn push_all(members: &[Member], topology: &Topology, password: Option<&str>) -> Vec<Result<u64, String>> {
+    join_all(members.iter().zip(&topology.nodes).map(|(m, node)| async move {
+        let endpoint = endpoint(m, password).ok_or_else(|| "no IP (not running)".to_owned())?;
+        client::push(&endpoint, topology, &node.id).await.map_err(|e| short(&e))
+    }))
+    .await
+}
+
+/// The state after a round: `applied` is each member's epoch (None: no answer) and why not.
+pub fn state(
+    topology_epoch: u64,
+    desired: &[TopologyNode],
+    members: &[Member],
+    applied: &[Result<u64, String>],
+    pushed: Option<String>,
+) -> ClusterState {
+    let mut lagging = Vec::new();
+    let mut covered = 0;
+    let mut nodes = Vec::new();
+    for ((node, member), applied) in desired.iter().zip(members).zip(applied) {
+        match applied {
+            Ok(e) if *e == topology_epoch => covered += node.slot_count(),
+            Ok(0) => lagging.push(format!("{} has no topology", member.pod)),
+            Ok(e) => lagging.push(format!("{} has epoch {e}", member.pod)),
+            Err(why) => lagging.push(format!("{}: {why}", member.pod)),
+        }
+        nodes.push(NodeStatus {
+            pod: member.pod.clone(),
+            id: node.id.to_string(),
+            ip: Some(node.ip.clone()),
+            applied_epoch: applied.as_ref().ok().copied(),
+        });
+    }
+    ClusterState {
+        epoch: topology_epoch,
+        shards: desired.len() as i32,
+        slots_covered: covered,
+        nodes,
+        lagging,
+        pushed,
+        waiting: None,
+    }
+}
+
+fn endpoint(member: &Member, password: Option<&str>) -> Option<AdminEndpoint> {
+    let ip = member.ip.as_ref()?;
+    // An IPv6 pod IP needs brackets in host:port.
+    let host = if ip.contains(':') { format!("[{ip}]") } else { ip.clone() };
+    Some(AdminEndpoint {
+        address: format!("{host}:{ADMIN_PORT}"),
+        password: password.map(str::to_owned),
+        timeout: ADMIN_TIMEOUT,
+    })
+}
+
+fn short(e: &AdminError) -> String {
+    match e {
+        AdminError::Refused { message, .. } => format!("refused: {message}"),
+        AdminError::Timeout { timeout, .. } => format!("no answer on the admin port within {timeout:?}"),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UID: &str = "8d1c6a3e-0b59-4c1e-9f0e-2f6f3c5a7b11";
+    const DOMAIN: &str = "demo-headless.shop.svc";
+
+    fn member(ordinal: u32, ip: Option<&str>) -> Member {
+        Member { ordinal, pod: format!("demo-{ordinal}"), ip: ip.map(str::to_owned) }
+    }
+
+    fn three(ips: [Option<&str>; 3]) -> Vec<Member> {
+        ips.iter().enumerate().map(|(i, ip)| member(i as u32, *ip)).collect()
+    }
+
+    fn recorded(nodes: &[TopologyNode], epoch: u64) -> Vec<NodeStatus> {
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| NodeStatus {
+                pod: format!("demo-{i}"),
+                id: n.id.to_string(),
+                ip: Some(n.ip.clone()),
+                applied_epoch: Some(epoch),
+            })
+            .collect()
+    }
+
+    fn at(epoch: u64, nodes: &[TopologyNode], me: usize) -> Report {
+        Report::Applied(Some(Reported { epoch, myid: nodes[me].id.clone(), nodes: nodes.to_vec() }))
+    }
+
+    #[test]
+    fn desired_nodes_have_stable_ids_even_slots_and_dns_names() {
+        let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
+        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        assert_eq!(nodes.len(), 3);
+        assert_eq!(nodes[1].id, NodeId::of_pod(UID, 1));
+        assert_eq!(nodes[1].hostname.as_deref(), Some("demo-1.demo-headless.shop.svc"));
+        assert_eq!((nodes[1].direct_port, nodes[1].plain_port, nodes[1].admin_port), (6380, 6379, 16379));
+        let slots: Vec<String> = nodes.iter().map(|n| n.slots[0].to_string()).collect();
+        assert_eq!(slots, ["0-5460", "5461-10922", "10923-16383"]);
+        // A pod being recreated keeps its last IP; one that never had one makes us wait.
+        let gone = three([Some("10.0.0.1"), None, Some("10.0.0.3")]);
+        let kept = desired_nodes(UID, DOMAIN, &gone, &recorded(&nodes, 1)).unwrap();
+        assert_eq!(kept, nodes);
+        let err = desired_nodes(UID, DOMAIN, &gone, &[]).unwrap_err();
+        assert!(err.contains("demo-1"), "{err}");
+    }
+
+    #[test]
+    fn a_new_cluster_gets_epoch_1() {
+        let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
+        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        let none = vec![Report::Applied(None); 3];
+        let Decision::Push { topology, why } = decide(&nodes, &members, &none, 0, &[], None) else { panic!() };
+        assert_eq!(topology.epoch, 1);
+        assert_eq!(topology.nodes, nodes);
+        assert!(why.contains("first topology of 3 shards"), "{why}");
+    }
+
+    #[test]
+    fn nodes_at_the_recorded_epoch_and_layout_are_left_alone() {
+        let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
+        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        let reports: Vec<_> = (0..3).map(|i| at(4, &nodes, i)).collect();
+        assert_eq!(decide(&nodes, &members, &reports, 4, &recorded(&nodes, 4), Some(3)), Decision::InSync { epoch: 4 });
+        // A node down does not trigger a push by itself.
+        let mut down = reports.clone();
+        down[2] = Report::Unreachable("connection refused".into());
+        assert_eq!(decide(&nodes, &members, &down, 4, &recorded(&nodes, 4), Some(3)), Decision::InSync { epoch: 4 });
+    }
+
+    #[test]
+    fn a_pod_with_a_new_ip_gets_the_next_epoch_everywhere() {
+        let before = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
+        let old = desired_nodes(UID, DOMAIN, &before, &[]).unwrap();
+        let after = three([Some("10.0.0.1"), Some("10.0.0.9"), Some("10.0.0.3")]);
+        let nodes = desired_nodes(UID, DOMAIN, &after, &recorded(&old, 4)).unwrap();
+        // The restarted pod kept its topology on its volume: it still says epoch 4.
+        let reports: Vec<_> = (0..3).map(|i| at(4, &old, i)).collect();
+        let Decision::Push { topology, why } = decide(&nodes, &after, &reports, 4, &recorded(&old, 4), Some(3)) else {
+            panic!("a moved pod must be pushed")
+        };
+        assert_eq!(topology.epoch, 5);
+        assert_eq!(topology.nodes[1].ip, "10.0.0.9");
+        assert_eq!(topology.nodes[1].id, old[1].id, "same id across the restart");
+        assert!(why.contains("demo-1 moved to 10.0.0.9 (was 10.0.0.2)"), "{why}");
+    }
+
+    #[test]
+    fn a_node_without_topology_or_behind_gets_the_next_epoch() {
+        let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
+        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        let mut reports: Vec<_> = (0..3).map(|i| at(4, &nodes, i)).collect();
+        reports[0] = Report::Applied(None);
+        let Decision::Push { topology, why } = decide(&nodes, &members, &reports, 4, &recorded(&nodes, 4), Some(3))
+        else {
+            panic!()
+        };
+        assert_eq!(topology.epoch, 5);
+        assert!(why.contains("demo-0 has no topology"), "{why}");
+        reports[0] = at(3, &nodes, 0);
+        let Decision::Push { topology, .. } = decide(&nodes, &members, &reports, 4, &recorded(&nodes, 4), Some(3))
+        else {
+            panic!()
+        };
+        assert_eq!(topology.epoch, 5);
+    }
+
+    #[test]
+    fn the_epoch_never_goes_backwards() {
+        let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
+        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        // The status was lost (a new operator, a restored CacheCluster): nodes hold epoch 9 of
+        // this very layout, which is taken as it is...
+        let reports: Vec<_> = (0..3).map(|i| at(9, &nodes, i)).collect();
+        assert_eq!(decide(&nodes, &members, &reports, 0, &[], None), Decision::InSync { epoch: 9 });
+        // ... or of an older layout (a pod moved meanwhile): the next push is epoch 10.
+        let moved = three([Some("10.0.0.1"), Some("10.0.0.7"), Some("10.0.0.3")]);
+        let now = desired_nodes(UID, DOMAIN, &moved, &[]).unwrap();
+        let Decision::Push { topology, why } = decide(&now, &moved, &reports, 0, &[], None) else { panic!() };
+        assert_eq!(topology.epoch, 10);
+        assert!(why.contains("nodes hold up to epoch 9"), "{why}");
+        // A stale status (the watch cache behind a push just made) pushes nothing again.
+        let pushed: Vec<_> = (0..3).map(|i| at(5, &now, i)).collect();
+        assert_eq!(decide(&now, &moved, &pushed, 4, &recorded(&nodes, 4), Some(3)), Decision::InSync { epoch: 5 });
+        // The status says 4 but a node already applied 7 (a push whose status write failed).
+        let mut reports: Vec<_> = (0..3).map(|i| at(4, &nodes, i)).collect();
+        reports[2] = at(7, &nodes, 2);
+        let Decision::Push { topology, why } = decide(&nodes, &members, &reports, 4, &recorded(&nodes, 4), Some(3))
+        else {
+            panic!()
+        };
+        assert_eq!(topology.epoch, 8);
+        assert!(why.contains("newer than the recorded 4"), "{why}");
+    }
+
+    #[test]
+    fn coverage_counts_only_nodes_at_the_epoch() {
+        let members = three([Some("10.0.0.1"), Some("10.0.0.2"), None]);
+        let nodes = desired_nodes(
+            UID,
+            DOMAIN,
+            &members,
+            &recorded(
+                &desired_nodes(UID, DOMAIN, &three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]), &[])
+                    .unwrap(),
+                2,
+            ),
+        )
+        .unwrap();
+        let applied = vec![Ok(3), Ok(3), Err("no IP (not running)".to_owned())];
+        let s = state(3, &nodes, &members, &applied, None);
+        assert_eq!(s.slots_covered, 10923);
+        assert_eq!(s.shards, 3);
+        assert!(!s.settled());
+        let problem = s.problem().unwrap();
+        assert!(problem.contains("10923 of 16384 slots") && problem.contains("demo-2: no IP"), "{problem}");
+        assert_eq!(s.nodes[2].applied_epoch, None);
+        assert_eq!(s.nodes[0].applied_epoch, Some(3));
+        let all = state(3, &nodes, &members, &[Ok(3), Ok(3), Ok(3)], None);
+        assert_eq!(all.slots_covered, 16384);
+        assert!(all.settled() && all.problem().is_none());
+        let behind = state(3, &nodes, &members, &[Ok(3), Ok(0), Ok(3)], None);
+        assert!(behind.problem().unwrap().contains("demo-1 has no topology"));
+    }
+}

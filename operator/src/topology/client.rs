@@ -1,0 +1,354 @@
+//! The push channel: a small client for a node's admin port (`STRATA.TOPOLOGY SET|GET`, `AUTH`).
+//!
+//! One short-lived connection per call: pushes are rare, and a fresh connection never carries
+//! a stale AUTH state or a half-read reply from an earlier timeout. Only the RESP it needs is
+//! here (bulk-string requests; simple, error, integer, bulk, array and null replies).
+
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use super::{NodeId, Reported, Topology, TopologyError, TopologyNode};
+
+/// How to reach one node's admin port.
+#[derive(Clone, Debug)]
+pub struct AdminEndpoint {
+    /// `host:port` of the admin port.
+    pub address: String,
+    /// Sent with `AUTH <password>` first when set.
+    pub password: Option<String>,
+    /// Bound on connecting and on each request's round trip.
+    pub timeout: Duration,
+}
+
+impl AdminEndpoint {
+    pub fn new(address: impl Into<String>, password: Option<String>) -> Self {
+        Self { address: address.into(), password, timeout: Duration::from_secs(3) }
+    }
+}
+
+/// Why a push or a read did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    #[error("{address}: {source}")]
+    Io { address: String, source: std::io::Error },
+    #[error("{address}: no answer within {timeout:?}")]
+    Timeout { address: String, timeout: Duration },
+    /// The node answered with an error (a stale epoch, an invalid topology, a wrong password).
+    #[error("{address}: {message}")]
+    Refused { address: String, message: String },
+    #[error("{address}: unexpected reply: {what}")]
+    Protocol { address: String, what: String },
+}
+
+/// A decoded RESP reply (only the types the admin port sends).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Simple(String),
+    Error(String),
+    Integer(i64),
+    Bulk(Vec<u8>),
+    Array(Vec<Reply>),
+    Null,
+}
+
+/// Pushes `topology` to the node `myid` at `endpoint`; returns the epoch it applied.
+pub async fn push(endpoint: &AdminEndpoint, topology: &Topology, myid: &NodeId) -> Result<u64, AdminError> {
+    let mut args = vec!["STRATA.TOPOLOGY".to_owned()];
+    args.extend(topology.set_args(myid));
+    match call(endpoint, &args).await? {
+        Reply::Simple(ok) if ok == "OK" => Ok(topology.epoch),
+        other => Err(protocol(endpoint, format!("{other:?} to SET"))),
+    }
+}
+
+/// What the node at `endpoint` has applied (`None`: no topology yet).
+pub async fn get(endpoint: &AdminEndpoint) -> Result<Option<Reported>, AdminError> {
+    let reply = call(endpoint, &["STRATA.TOPOLOGY".to_owned(), "GET".to_owned()]).await?;
+    parse_get(reply).map_err(|e| protocol(endpoint, e.0))
+}
+
+/// The `STRATA.TOPOLOGY GET` reply: nil, or `[epoch, myid, node...]`.
+pub fn parse_get(reply: Reply) -> Result<Option<Reported>, TopologyError> {
+    let items = match reply {
+        Reply::Null => return Ok(None),
+        Reply::Array(items) => items,
+        other => return Err(TopologyError(format!("{other:?} is not a topology"))),
+    };
+    let mut items = items.into_iter();
+    let epoch = match items.next() {
+        Some(Reply::Integer(e)) if e >= 0 => e as u64,
+        other => return Err(TopologyError(format!("epoch {other:?} is not an integer"))),
+    };
+    let text = |r: Option<Reply>| match r {
+        Some(Reply::Bulk(b)) => String::from_utf8(b).map_err(|_| TopologyError("a field is not UTF-8".to_owned())),
+        Some(Reply::Simple(s)) => Ok(s),
+        other => Err(TopologyError(format!("{other:?} is not a string"))),
+    };
+    let myid = NodeId::parse(&text(items.next())?)?;
+    let nodes = items.map(|n| TopologyNode::parse(&text(Some(n))?)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(Reported { epoch, myid, nodes }))
+}
+
+/// Sends one command (after AUTH when a password is set) and returns its reply; an error reply
+/// becomes [`AdminError::Refused`].
+pub async fn call(endpoint: &AdminEndpoint, args: &[String]) -> Result<Reply, AdminError> {
+    let work = async {
+        let stream = TcpStream::connect(&endpoint.address).await.map_err(|e| io(endpoint, e))?;
+        let _ = stream.set_nodelay(true);
+        let mut stream = BufReader::new(stream);
+        if let Some(password) = &endpoint.password {
+            stream
+                .get_mut()
+                .write_all(&encode(&["AUTH".to_owned(), password.clone()]))
+                .await
+                .map_err(|e| io(endpoint, e))?;
+            match read_reply(&mut stream).await.map_err(|e| io(endpoint, e))? {
+                Reply::Simple(_) => {}
+                Reply::Error(message) => return Err(refused(endpoint, format!("AUTH: {message}"))),
+                other => return Err(protocol(endpoint, format!("{other:?} to AUTH"))),
+            }
+        }
+        stream.get_mut().write_all(&encode(args)).await.map_err(|e| io(endpoint, e))?;
+        match read_reply(&mut stream).await.map_err(|e| io(endpoint, e))? {
+            Reply::Error(message) => Err(refused(endpoint, message)),
+            reply => Ok(reply),
+        }
+    };
+    tokio::time::timeout(endpoint.timeout, work)
+        .await
+        .unwrap_or_else(|_| Err(AdminError::Timeout { address: endpoint.address.clone(), timeout: endpoint.timeout }))
+}
+
+/// A request: an array of bulk strings.
+pub fn encode(args: &[String]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Longest reply accepted: a topology of thousands of nodes fits well within it.
+const MAX_BULK: usize = 64 << 20;
+
+/// Reads one reply (RESP2, and RESP3's `_` null in case the node answers RESP3).
+pub async fn read_reply<R: tokio::io::AsyncBufRead + Unpin>(reader: &mut R) -> std::io::Result<Reply> {
+    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
+    // Nested arrays are read with an explicit stack rather than recursion (async recursion
+    // needs boxing); each frame is (items, how many it still waits for).
+    let mut stack: Vec<(Vec<Reply>, usize)> = Vec::new();
+    loop {
+        let mut line = Vec::new();
+        reader.read_until(b'\n', &mut line).await?;
+        if line.is_empty() {
+            return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));
+        }
+        if !line.ends_with(b"\r\n") {
+            return Err(invalid(format!("unterminated line {:?}", String::from_utf8_lossy(&line))));
+        }
+        let body = String::from_utf8_lossy(&line[1..line.len() - 2]).into_owned();
+        let number = |s: &str| s.parse::<i64>().map_err(|_| invalid(format!("{s:?} is not a number")));
+        let mut value = match line[0] {
+            b'+' => Reply::Simple(body),
+            b'-' => Reply::Error(body),
+            b':' => Reply::Integer(number(&body)?),
+            b'_' => Reply::Null,
+            b'$' => match number(&body)? {
+                -1 => Reply::Null,
+                n if n < 0 || n as usize > MAX_BULK => return Err(invalid(format!("bulk length {n}"))),
+                n => {
+                    let mut data = vec![0; n as usize + 2];
+                    reader.read_exact(&mut data).await?;
+                    data.truncate(n as usize);
+                    Reply::Bulk(data)
+                }
+            },
+            b'*' => match number(&body)? {
+                -1 => Reply::Null,
+                0 => Reply::Array(Vec::new()),
+                n if n < 0 || n as usize > MAX_BULK => return Err(invalid(format!("array length {n}"))),
+                n => {
+                    stack.push((Vec::with_capacity(n as usize), n as usize));
+                    continue;
+                }
+            },
+            other => return Err(invalid(format!("unknown reply type {:?}", other as char))),
+        };
+        // Complete the arrays this value finishes.
+        loop {
+            let Some((items, wanted)) = stack.last_mut() else { return Ok(value) };
+            items.push(value);
+            if items.len() < *wanted {
+                break;
+            }
+            let (items, _) = stack.pop().expect("a frame is open");
+            value = Reply::Array(items);
+        }
+    }
+}
+
+fn io(endpoint: &AdminEndpoint, source: std::io::Error) -> AdminError {
+    AdminError::Io { address: endpoint.address.clone(), source }
+}
+
+fn refused(endpoint: &AdminEndpoint, message: String) -> AdminError {
+    AdminError::Refused { address: endpoint.address.clone(), message }
+}
+
+fn protocol(endpoint: &AdminEndpoint, what: String) -> AdminError {
+    AdminError::Protocol { address: endpoint.address.clone(), what }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{SlotRange, spread};
+
+    async fn decode(bytes: &[u8]) -> std::io::Result<Reply> {
+        read_reply(&mut BufReader::new(bytes)).await
+    }
+
+    #[tokio::test]
+    async fn replies_decode() {
+        assert_eq!(decode(b"+OK\r\n").await.unwrap(), Reply::Simple("OK".into()));
+        assert_eq!(decode(b"-ERR stale epoch 4\r\n").await.unwrap(), Reply::Error("ERR stale epoch 4".into()));
+        assert_eq!(decode(b"$-1\r\n").await.unwrap(), Reply::Null);
+        assert_eq!(decode(b"_\r\n").await.unwrap(), Reply::Null);
+        assert_eq!(
+            decode(b"*3\r\n:5\r\n*2\r\n$2\r\nab\r\n$0\r\n\r\n+x\r\n").await.unwrap(),
+            Reply::Array(vec![
+                Reply::Integer(5),
+                Reply::Array(vec![Reply::Bulk(b"ab".to_vec()), Reply::Bulk(Vec::new())]),
+                Reply::Simple("x".into()),
+            ])
+        );
+        assert!(decode(b"*2\r\n:1\r\n").await.is_err(), "truncated array");
+        assert!(decode(b"$5\r\nab").await.is_err(), "truncated bulk");
+        assert!(decode(b"?\r\n").await.is_err());
+    }
+
+    #[test]
+    fn requests_are_bulk_string_arrays() {
+        assert_eq!(encode(&["AUTH".into(), "p w".into()]), b"*2\r\n$4\r\nAUTH\r\n$3\r\np w\r\n");
+    }
+
+    #[test]
+    fn get_replies_parse() {
+        let me = NodeId::of_local(7000, 0);
+        let node = TopologyNode {
+            id: me.clone(),
+            ip: "127.0.0.1".into(),
+            hostname: None,
+            direct_port: 7100,
+            plain_port: 7000,
+            slots: spread(1).remove(0),
+            admin_port: 7200,
+        };
+        let reply = Reply::Array(vec![
+            Reply::Integer(3),
+            Reply::Bulk(me.to_string().into_bytes()),
+            Reply::Bulk(node.render().into_bytes()),
+        ]);
+        let reported = parse_get(reply).unwrap().unwrap();
+        assert_eq!(reported.epoch, 3);
+        assert_eq!(reported.me(), Some(&node));
+        assert_eq!(reported.me().unwrap().slots, [SlotRange { first: 0, last: 16383 }]);
+        assert_eq!(parse_get(Reply::Null).unwrap(), None);
+        assert!(parse_get(Reply::Array(vec![Reply::Bulk(b"3".to_vec())])).is_err(), "epoch as a string");
+        assert!(parse_get(Reply::Simple("OK".into())).is_err());
+    }
+
+    /// A node's admin port as the contract words it, for one connection.
+    async fn fake_node(password: Option<&'static str>) -> (String, tokio::task::JoinHandle<Vec<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let task = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut stream = BufReader::new(stream);
+            let mut seen = Vec::new();
+            let mut authed = password.is_none();
+            while let Ok(Reply::Array(items)) = read_reply(&mut stream).await {
+                let args: Vec<String> = items
+                    .into_iter()
+                    .map(|i| match i {
+                        Reply::Bulk(b) => String::from_utf8(b).unwrap(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                let answer: &[u8] = match (args[0].as_str(), authed) {
+                    ("AUTH", _) if Some(args[1].as_str()) == password => {
+                        authed = true;
+                        b"+OK\r\n"
+                    }
+                    ("AUTH", _) => b"-WRONGPASS invalid password\r\n",
+                    (_, false) => b"-NOAUTH Authentication required.\r\n",
+                    (_, true) if args[2] == "1" => b"-ERR stale epoch 1: this node has applied epoch 2\r\n",
+                    _ => b"+OK\r\n",
+                };
+                seen.push(args);
+                stream.get_mut().write_all(answer).await.unwrap();
+            }
+            seen
+        });
+        (address, task)
+    }
+
+    fn three_nodes(epoch: u64) -> Topology {
+        let nodes = spread(3)
+            .into_iter()
+            .enumerate()
+            .map(|(i, slots)| TopologyNode {
+                id: NodeId::of_local(7000, i as u32),
+                ip: "127.0.0.1".into(),
+                hostname: None,
+                direct_port: 7100 + i as u16,
+                plain_port: 7000 + i as u16,
+                slots,
+                admin_port: 7200 + i as u16,
+            })
+            .collect();
+        Topology { epoch, nodes }
+    }
+
+    #[tokio::test]
+    async fn push_authenticates_and_reports_the_applied_epoch() {
+        let (address, node) = fake_node(Some("s3cret")).await;
+        let me = NodeId::of_local(7000, 1);
+        let endpoint = AdminEndpoint::new(address, Some("s3cret".into()));
+        assert_eq!(push(&endpoint, &three_nodes(2), &me).await.unwrap(), 2);
+        drop(endpoint);
+        let seen = node.await.unwrap();
+        assert_eq!(seen[0], ["AUTH", "s3cret"]);
+        assert_eq!(seen[1][..4], ["STRATA.TOPOLOGY", "SET", "2", me.as_str()]);
+        assert_eq!(seen[1].len(), 4 + 3);
+    }
+
+    #[tokio::test]
+    async fn refusals_carry_the_nodes_words() {
+        let (address, _node) = fake_node(Some("s3cret")).await;
+        let wrong = AdminEndpoint::new(address, Some("nope".into()));
+        let err = push(&wrong, &three_nodes(2), &NodeId::of_local(7000, 0)).await.unwrap_err();
+        assert!(matches!(&err, AdminError::Refused { message, .. } if message.contains("WRONGPASS")), "{err}");
+
+        let (address, _node) = fake_node(None).await;
+        let err =
+            push(&AdminEndpoint::new(address, None), &three_nodes(1), &NodeId::of_local(7000, 0)).await.unwrap_err();
+        assert!(err.to_string().contains("stale epoch 1"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_node_times_out() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut endpoint = AdminEndpoint::new(listener.local_addr().unwrap().to_string(), None);
+        endpoint.timeout = Duration::from_millis(200);
+        let started = std::time::Instant::now();
+        let err = get(&endpoint).await.unwrap_err();
+        assert!(matches!(err, AdminError::Timeout { .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(2));
+        drop(listener);
+    }
+}
