@@ -38,6 +38,17 @@ impl Node {
         Node { server: Server::strata_with(&refs), direct, admin, id: format!("{:040x}", n + 1) }
     }
 
+    /// Kills the node and starts it again on the same ports with `extra`
+    /// (its `--dir` among them, to keep its data and topology).
+    fn restart(&mut self, extra: &[&str]) {
+        self.server.kill();
+        let (port, direct, admin) = (self.server.port().to_string(), self.direct.to_string(), self.admin.to_string());
+        let mut args = vec!["--cluster-enabled", "yes", "--cluster-direct-port", &direct, "--cluster-port", &admin];
+        args.extend(["--port", &port]);
+        args.extend(extra);
+        self.server = Server::strata_with(&args);
+    }
+
     fn plain(&self) -> RawConn {
         self.server.conn()
     }
@@ -243,24 +254,7 @@ fn a_slot_given_away_and_back_never_serves_a_stale_value() {
     push_ranges(&nodes, 3, RANGES);
     assert_eq!(p.cmd(&["GET", "b"]), Frame::Nil, "a miss, never the stale value");
     // Nor after a restart: the deletes are in node 0's durability log.
-    nodes[0].server.kill();
-    let (port, direct, admin) =
-        (nodes[0].server.port().to_string(), nodes[0].direct.to_string(), nodes[0].admin.to_string());
-    let restarted = Server::strata_with(&[
-        "--cluster-enabled",
-        "yes",
-        "--cluster-direct-port",
-        &direct,
-        "--cluster-port",
-        &admin,
-        "--port",
-        &port,
-        "--durability",
-        "sync",
-        "--dir",
-        &data,
-    ]);
-    nodes[0].server = restarted;
+    nodes[0].restart(&durable);
     assert!(wait_for(Duration::from_secs(10), || nodes[0].direct().cmd(&["GET", "b"]) == Frame::Nil));
 }
 
@@ -312,23 +306,7 @@ fn topology_epochs_admin_password_and_restart() {
     admin.ok(&set("5", &me));
 
     // A restart keeps the topology: it serves at once, before any push.
-    node.server.kill();
-    let (port, direct, admin_port) = (node.server.port().to_string(), node.direct.to_string(), node.admin.to_string());
-    let restarted = Server::strata_with(&[
-        "--cluster-enabled",
-        "yes",
-        "--cluster-direct-port",
-        &direct,
-        "--cluster-port",
-        &admin_port,
-        "--dir",
-        &data,
-        "--cluster-admin-password-file",
-        &pass,
-        "--port",
-        &port,
-    ]);
-    let node = Node { server: restarted, ..node };
+    node.restart(&["--dir", &data, "--cluster-admin-password-file", &pass]);
     let mut plain = node.plain();
     assert_eq!(plain.cmd(&["SET", "k", "again"]), Frame::ok());
     assert_eq!(support::info(&mut plain, Some("cluster"))["cluster_current_epoch"], "5");

@@ -72,30 +72,14 @@ impl Hello<'_> {
     }
 }
 
-/// Encodes a command as a RESP array of bulk strings.
+/// Encodes a command as a RESP array of bulk strings (appended to `out`).
 pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
-    fn line(out: &mut Vec<u8>, kind: u8, n: usize) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        let mut n = n;
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        out.push(kind);
-        out.extend_from_slice(&digits[i..]);
-        out.extend_from_slice(b"\r\n");
-    }
-    line(out, b'*', args.len());
+    let mut r = crate::protocol::Reply { buf: std::mem::take(out), resp3: false };
+    r.array(args.len());
     for a in args {
-        line(out, b'$', a.len());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
+        r.bulk(a);
     }
+    *out = r.buf;
 }
 
 /// The owner's reply, once it comes.
