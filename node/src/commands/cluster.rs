@@ -339,31 +339,26 @@ pub fn shards_reply(c: &Cluster, topo: Option<&Topology>, out: &mut Reply) {
     }
 }
 
-fn readonly(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
+/// READONLY, READWRITE, ASKING: a flag of the connection, in cluster mode only.
+fn set_flag(ctx: &mut Ctx<'_>, out: &mut Reply, set: impl FnOnce(&mut crate::session::client::Client)) -> CmdResult {
     if ctx.node.cluster.is_none() {
         return Err(DISABLED.into());
     }
-    ctx.client.readonly = true;
+    set(ctx.client);
     out.ok();
     Ok(())
+}
+
+fn readonly(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    set_flag(ctx, out, |c| c.readonly = true)
 }
 
 fn readwrite(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    if ctx.node.cluster.is_none() {
-        return Err(DISABLED.into());
-    }
-    ctx.client.readonly = false;
-    out.ok();
-    Ok(())
+    set_flag(ctx, out, |c| c.readonly = false)
 }
 
 fn asking(ctx: &mut Ctx<'_>, _args: &[&[u8]], out: &mut Reply) -> CmdResult {
-    if ctx.node.cluster.is_none() {
-        return Err(DISABLED.into());
-    }
-    ctx.client.asking = true;
-    out.ok();
-    Ok(())
+    set_flag(ctx, out, |c| c.asking = true)
 }
 
 /// STRATA.TOPOLOGY SET <epoch> <myid> <node>... | GET: the operator's push

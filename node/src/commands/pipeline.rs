@@ -89,10 +89,12 @@ pub fn slot_check(node: &Node, client: &Client, cmd: &Resolved<'_>) -> Result<()
 
 /// Whether a client's command, just run here, fans out to the other nodes.
 pub fn fan_out(node: &Node, client: &Client, cmd: &Resolved<'_>) -> Option<FanOut> {
-    let c = node.cluster.as_ref()?;
-    if client.port != PortKind::Plain || client.multi.is_some() {
+    // Every command of the list names no key (or all of them): a keyed one
+    // (most commands) is done with at the first test.
+    if !matches!(cmd.def.keys, Keys::None | Keys::All) || client.port != PortKind::Plain || client.multi.is_some() {
         return None;
     }
+    let c = node.cluster.as_ref()?;
     let &(_, _, sum) = FAN_OUT.iter().find(|&&(name, sub, _)| {
         name == cmd.def.name
             && (sub.is_empty() || cmd.args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(sub.as_bytes())))
@@ -512,14 +514,6 @@ fn slot_gate(
         cmd.keys().map(slot_of).collect()
     };
     let Some(&slot) = slots.first() else { return Ok(()) };
-    // As Redis's getNodeByQuery: the first key's slot must be served (else
-    // CLUSTERDOWN) before the others are compared with it (CROSSSLOT).
-    if c.with(|t| t.is_none_or(|t| t.route(slot) == crate::cluster::Route::Unassigned)) {
-        return refuse(Refused::ClusterDown(ClusterDown::Unbound));
-    }
-    if slots.iter().any(|&s| s != slot) {
-        return refuse(Refused::CrossSlot);
-    }
     // What cannot travel: a WATCH (it would have to stay on the owner until
     // EXEC) and a shard-channel subscription: those get MOVED, as from
     // Redis Cluster (see the README's cluster section).
@@ -531,18 +525,24 @@ fn slot_gate(
         Forward(std::sync::Arc<str>),
         Moved(String),
     }
+    use crate::cluster::Route;
     let route = c.with(|t| {
-        let t = t.ok_or(ClusterDown::Unbound)?;
-        match t.route(slot) {
-            crate::cluster::Route::Unassigned => Err(ClusterDown::Unbound),
-            _ if !t.fully_covered() => Err(ClusterDown::State),
-            crate::cluster::Route::Mine => Ok(None),
-            crate::cluster::Route::Elsewhere(i) if forwards => Ok(Some(Away::Forward(t.members[i].admin_addr.clone()))),
-            crate::cluster::Route::Elsewhere(i) => Ok(Some(Away::Moved(c.endpoint(&t.members[i])))),
+        // As Redis's getNodeByQuery: the first key's slot must be served
+        // (else CLUSTERDOWN) before the others are compared with it.
+        let route = t.map_or(Route::Unassigned, |t| t.route(slot));
+        let t = t.filter(|_| route != Route::Unassigned).ok_or(Refused::ClusterDown(ClusterDown::Unbound))?;
+        if slots.iter().any(|&s| s != slot) {
+            return Err(Refused::CrossSlot);
+        }
+        match route {
+            _ if !t.fully_covered() => Err(Refused::ClusterDown(ClusterDown::State)),
+            Route::Elsewhere(i) if forwards => Ok(Some(Away::Forward(t.members[i].admin_addr.clone()))),
+            Route::Elsewhere(i) => Ok(Some(Away::Moved(c.endpoint(&t.members[i])))),
+            Route::Mine | Route::Unassigned => Ok(None),
         }
     });
     match route {
-        Err(down) => refuse(Refused::ClusterDown(down)),
+        Err(refused) => refuse(refused),
         Ok(None) => Ok(()),
         Ok(Some(Away::Moved(endpoint))) => refuse(Refused::Moved(slot, endpoint)),
         // Queued on the plain port: decided at EXEC, for the whole transaction.

@@ -559,29 +559,54 @@ async fn settle_relays(
                 }
             }
         };
-        tokio::pin!(settled);
-        let reply = loop {
-            tokio::select! {
-                r = &mut settled => break r,
-                _ = attention.fired() => {
-                    if info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
-                        return false;
-                    }
-                }
-            }
-        };
+        let Some(reply) = unless_gone(settled, info, attention, shared).await else { return false };
         if others == 0 {
             metrics.cluster.forward_latency.record(crate::store::mono_ns().saturating_sub(a.sent_ns));
         }
-        match reply {
-            Ok(bytes) => bufs.out.raw(&bytes),
-            Err(e) => {
-                crate::metrics::ClusterStats::add(&metrics.cluster.forward_errors, 1);
-                bufs.out.error(&format!("ERR cannot reach the node serving this hash slot: {e}"));
-            }
+        if !put_relayed(&mut bufs.out, reply) {
+            crate::metrics::ClusterStats::add(&metrics.cluster.forward_errors, 1);
         }
     }
     bufs.out.buf.extend_from_slice(&tail[copied - base..]);
+    true
+}
+
+/// How this node's links introduce themselves to the other nodes' admin ports.
+fn hello(shared: &Shared, resp3: bool) -> super::forward::Hello<'_> {
+    super::forward::Hello { password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()), resp3 }
+}
+
+/// Awaits `work` while minding the connection: None when the client was
+/// killed or the node shuts down meanwhile.
+async fn unless_gone<T>(
+    work: impl std::future::Future<Output = T>,
+    info: &ClientInfo,
+    attention: &mut Attention<'_, '_>,
+    shared: &Shared,
+) -> Option<T> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            r = &mut work => return Some(r),
+            _ = attention.fired() => {
+                if info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// Puts a forwarded request's reply (or why there is none) in the output;
+/// false for an owner that could not be reached.
+fn put_relayed(out: &mut Reply, reply: Result<Vec<u8>, String>) -> bool {
+    match reply {
+        Ok(bytes) => out.raw(&bytes),
+        Err(e) => {
+            out.error(&format!("ERR cannot reach the node serving this hash slot: {e}"));
+            return false;
+        }
+    }
     true
 }
 
@@ -619,7 +644,7 @@ async fn await_relayed(
         }) else {
             break;
         };
-        let hello = super::forward::Hello { password: c.admin_password.as_deref(), resp3 };
+        let hello = hello(shared, resp3);
         r = super::forward::settle(super::forward::send(&addr, hello, r.request, r.replies, dedicated)).await?;
     }
     Ok(r.reply)
@@ -721,10 +746,7 @@ fn process(
             if let Outcome::Forward(f) = outcome {
                 // Sent now; the next requests run meanwhile (pipelining).
                 let relay = relay_for(&shared.node, client, f, &args);
-                let hello = super::forward::Hello {
-                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
-                    resp3: client.resp3,
-                };
+                let hello = hello(shared, client.resp3);
                 let sent_ns = crate::store::mono_ns();
                 let reply = super::forward::send(&relay.addr, hello, relay.bytes, relay.replies, relay.dedicated);
                 crate::metrics::ClusterStats::add(&metrics.cluster.forwarded, 1);
@@ -746,10 +768,7 @@ fn process(
             }
             if let Outcome::FanOut(f) = &outcome {
                 // Ran here; now on the other nodes, its reply combined with theirs.
-                let hello = super::forward::Hello {
-                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
-                    resp3: client.resp3,
-                };
+                let hello = hello(shared, client.resp3);
                 let mut bytes = Vec::new();
                 super::forward::encode(&mut bytes, &args);
                 let mut others: Vec<_> =
@@ -993,29 +1012,13 @@ async fn wait_blocked(
         match crate::commands::pipeline::slot_check(&shared.node, client, &cmd) {
             Ok(()) => {}
             Err(Refusal::Forward(f)) => {
-                let hello = super::forward::Hello {
-                    password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()),
-                    resp3: client.resp3,
-                };
+                let hello = hello(shared, client.resp3);
                 let mut bytes = Vec::new();
                 super::forward::encode(&mut bytes, &argv);
                 let sent =
                     await_relayed(super::forward::send(&f.addr, hello, bytes, 1, true), shared, client.resp3, true);
-                tokio::pin!(sent);
-                let reply = loop {
-                    tokio::select! {
-                        r = &mut sent => break r,
-                        _ = attention.fired() => {
-                            if client.info.killed.load(Relaxed) || shared.shutting_down.load(Relaxed) {
-                                return false;
-                            }
-                        }
-                    }
-                };
-                match reply {
-                    Ok(bytes) => bufs.out.raw(&bytes),
-                    Err(e) => bufs.out.error(&format!("ERR cannot reach the node serving this hash slot: {e}")),
-                }
+                let Some(reply) = unless_gone(sent, &client.info, attention, shared).await else { return false };
+                put_relayed(&mut bufs.out, reply);
                 break true;
             }
             Err(Refusal::Refused(r)) => {
