@@ -76,6 +76,8 @@ while [[ $# -gt 0 ]]; do
 done
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# cpu_ticks (and the other helpers the benchmarks share).
+source "$SCRIPT_DIR/lib.sh"
 REPO=$(cd "$SCRIPT_DIR/.." && pwd)
 STRATA_BIN=${STRATA_BIN:-${CARGO_TARGET_DIR:-$REPO/target}/release/strata-node}
 OUT=${RESULTS_DIR:-$SCRIPT_DIR/results/cluster-$(date +%Y%m%d-%H%M%S)}
@@ -128,13 +130,6 @@ start() {
     sleep 0.05
   done
   echo "$name did not answer PING (cmd: $cmd); log tail:" >&2; tail -n 20 "$OUT/logs/$name.log" >&2; exit 1
-}
-
-cpu_ticks() {  # utime+stime (all threads) of pid; parse after the ")" of comm
-  local stat rest f
-  stat=$(<"/proc/$1/stat"); rest=${stat##*) }
-  read -ra f <<<"$rest"            # f[0] is field 3, so fields 14/15 are f[11]/f[12]
-  echo $(( f[11] + f[12] ))
 }
 
 group_ticks() {  # sum of cpu_ticks over the servers of group $1

@@ -1,4 +1,4 @@
-# Shared by the loadgen benchmarks (workloads.sh, durability.sh, tier.sh, recovery.sh): sourced,
+# Shared by the benchmarks (workloads.sh, durability.sh, tier.sh, recovery.sh, cluster.sh): sourced,
 # not run. need_binaries expects ROOT, TARGET and NO_BUILD set; sets STRATA_BIN and LOADGEN.
 
 # The options every script takes: --no-build (sets NO_BUILD=1) and -h/--help (the script's
@@ -36,8 +36,14 @@ stop() {
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# utime + stime of process $1, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# utime + stime of process $1 (all its threads), in clock ticks: fields 14 and 15, counted
+# after the ")" that ends the command name (which may hold spaces).
+cpu_ticks() {
+  local stat rest f
+  stat=$(<"/proc/$1/stat"); rest=${stat##*) }
+  read -ra f <<<"$rest"            # f[0] is field 3, so fields 14/15 are f[11]/f[12]
+  echo $(( f[11] + f[12] ))
+}
 
 # The median of the numbers on stdin, one per line.
 median() { sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
