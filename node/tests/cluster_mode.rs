@@ -327,7 +327,13 @@ fn an_owner_that_is_down_fails_its_commands_only() {
     let started = std::time::Instant::now();
     let e = p0.cmd(&["GET", "foo"]);
     assert!(e.error_message().unwrap().starts_with("ERR cannot reach the node serving this hash slot"), "{e:?}");
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // Sent again for 3 s (an owner restarting in a rolling update comes
+    // back within that), then the error.
+    assert!(
+        started.elapsed() >= Duration::from_secs(3) && started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
     // Everything else keeps working, local and forwarded.
     assert_eq!(p0.cmd(&["SET", "b", "1"]), Frame::ok());
     assert_eq!(p0.cmd(&["SET", "c", "1"]), Frame::ok());
