@@ -1403,12 +1403,20 @@ const CLUSTER_KEYS: usize = 2_000;
 
 /// `kubectl get -o json` of the sharded CacheCluster's status.
 fn sharded_status(env: &Env) -> Value {
-    cache_cluster_named(env, SHARDED).map(|cc| cc["status"].clone()).unwrap_or(Value::Null)
+    status_of(env, SHARDED)
+}
+
+fn status_of(env: &Env, name: &str) -> Value {
+    cache_cluster_named(env, name).map(|cc| cc["status"].clone()).unwrap_or(Value::Null)
 }
 
 /// The sharded cluster's pods: name -> (uid, IP, ready).
 fn sharded_pods(env: &Env) -> BTreeMap<String, (String, String, bool)> {
-    let list = get_json(env, &["-n", NS, "get", "pods", "-l", &format!("app.kubernetes.io/instance={SHARDED}")])
+    pods_of(env, SHARDED)
+}
+
+fn pods_of(env: &Env, name: &str) -> BTreeMap<String, (String, String, bool)> {
+    let list = get_json(env, &["-n", NS, "get", "pods", "-l", &format!("app.kubernetes.io/instance={name}")])
         .unwrap_or(Value::Null);
     let mut out = BTreeMap::new();
     for p in list["items"].as_array().into_iter().flatten() {
@@ -1427,21 +1435,32 @@ fn sharded_pods(env: &Env) -> BTreeMap<String, (String, String, bool)> {
 /// Waits until every shard's pod is Ready and not one of `old_uids`, and the status says every
 /// node applied the current epoch at its pod's current IP over all 16384 slots. Returns the epoch.
 async fn sharded_converged(env: &Env, old_uids: &[String]) -> u64 {
-    eventually(WAIT, "every shard Ready, at its current IP, on the current topology epoch", || async {
-        let pods = sharded_pods(env);
-        let fresh = pods.len() == SHARDS && pods.values().all(|(uid, _, ready)| *ready && !old_uids.contains(uid));
+    converged(env, SHARDED, SHARDS, old_uids).await
+}
+
+/// [`sharded_converged`] for CacheCluster `name` of `shards` shards, also waiting for any
+/// resharding to end (no `Resharding` condition True).
+async fn converged(env: &Env, name: &str, shards: usize, old_uids: &[String]) -> u64 {
+    let what = format!("{name}: {shards} shards Ready, at their current IPs, on the current topology epoch");
+    eventually(WAIT, &what, || async {
+        let pods = pods_of(env, name);
+        let fresh = pods.len() == shards && pods.values().all(|(uid, _, ready)| *ready && !old_uids.contains(uid));
         if !fresh {
             return None;
         }
-        let status = sharded_status(env);
+        let cc = cache_cluster_named(env, name)?;
+        if condition(&cc, "Resharding").is_some_and(|c| c["status"] == "True") {
+            return None;
+        }
+        let status = &cc["status"];
         let epoch = status["topologyEpoch"].as_u64()?;
         let nodes = status["nodes"].as_array()?;
-        let placed = nodes.len() == SHARDS
+        let placed = nodes.len() == shards
             && nodes.iter().all(|n| {
                 n["appliedEpoch"].as_u64() == Some(epoch)
                     && pods.get(n["pod"].as_str().unwrap_or_default()).is_some_and(|(_, ip, _)| n["ip"] == *ip)
             });
-        (placed && status["slotsCovered"] == 16384 && status["shards"] == SHARDS).then_some(epoch)
+        (placed && status["slotsCovered"] == 16384 && status["shards"] == shards).then_some(epoch)
     })
     .await
 }

@@ -324,16 +324,14 @@ fn an_owner_that_is_down_fails_its_commands_only() {
     let mut nodes = three();
     nodes[2].server.kill();
     let mut p0 = nodes[0].plain();
+    p0.set_timeout(Some(Duration::from_secs(30)));
     let started = std::time::Instant::now();
     let e = p0.cmd(&["GET", "foo"]);
     assert!(e.error_message().unwrap().starts_with("ERR cannot reach the node serving this hash slot"), "{e:?}");
-    // Sent again for 3 s (an owner restarting in a rolling update comes
+    // Sent again for 10 s (an owner restarting in a rolling update comes
     // back within that), then the error.
-    assert!(
-        started.elapsed() >= Duration::from_secs(3) && started.elapsed() < Duration::from_secs(8),
-        "{:?}",
-        started.elapsed()
-    );
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(10) && waited < Duration::from_secs(15), "{waited:?}");
     // Everything else keeps working, local and forwarded.
     assert_eq!(p0.cmd(&["SET", "b", "1"]), Frame::ok());
     assert_eq!(p0.cmd(&["SET", "c", "1"]), Frame::ok());

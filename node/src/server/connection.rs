@@ -326,6 +326,7 @@ enum Step {
 /// A request on its way to another node.
 struct Relay {
     addr: std::sync::Arc<str>,
+    slot: u16,
     bytes: Vec<u8>,
     replies: usize,
     dedicated: bool,
@@ -336,8 +337,9 @@ struct Relay {
 struct Awaited {
     at: usize,
     reply: super::forward::Pending,
-    /// The owner's admin address it went to.
+    /// The owner's admin address it went to, and the command's slot.
     addr: std::sync::Arc<str>,
+    slot: u16,
     /// When it was sent (`mono_ns`).
     sent_ns: u64,
     /// A blocking command, on a connection of its own.
@@ -527,7 +529,7 @@ fn relay_for(
     } else {
         encode(&mut bytes, args);
     }
-    Relay { addr: f.addr, bytes, replies, dedicated: f.dedicated }
+    Relay { addr: f.addr, slot: f.slot, bytes, replies, dedicated: f.dedicated }
 }
 
 /// Puts forwarded requests' replies in their places in the output, in
@@ -551,7 +553,7 @@ async fn settle_relays(
         let others = a.fan_out.as_ref().map_or(0, |f| f.others.len());
         let settled = async {
             match a.fan_out {
-                None => await_relayed(a.reply, a.addr, shared, resp3, a.dedicated).await,
+                None => await_relayed(a.reply, a.addr, a.slot, shared, resp3, a.dedicated).await,
                 Some(f) => {
                     let settle = |p| async { super::forward::settle(p).await.map(|r| r.reply).map_err(|f| f.error) };
                     let mut all = vec![settle(a.reply).await];
@@ -618,7 +620,7 @@ const MOVED_RETRIES: u64 = 5;
 /// How long a forwarded request keeps being sent again while its owner
 /// cannot be reached (a pod restarting in a rolling update) before the
 /// client gets the error.
-const UNREACHABLE_RETRY_FOR: Duration = Duration::from_secs(3);
+const UNREACHABLE_RETRY_FOR: Duration = Duration::from_secs(10);
 
 /// Waits for a forwarded request's reply. An owner that answers MOVED has
 /// not applied the topology this node routed by yet (a push under way), or
@@ -633,6 +635,7 @@ const UNREACHABLE_RETRY_FOR: Duration = Duration::from_secs(3);
 async fn await_relayed(
     pending: super::forward::Pending,
     mut addr: std::sync::Arc<str>,
+    slot: u16,
     shared: &Shared,
     resp3: bool,
     dedicated: bool,
@@ -677,6 +680,17 @@ async fn await_relayed(
                 }
                 failures += 1;
                 tokio::time::sleep(Duration::from_millis((25u64 << failures.min(5)).min(500))).await;
+                // A restarted owner may be back at another address (the
+                // operator pushes it): where the topology says now.
+                if let Some(now) = shared.node.cluster.as_ref().and_then(|c| {
+                    c.with(|t| match t?.route(slot) {
+                        crate::cluster::Route::Mine => Some(t?.me().admin_addr.clone()),
+                        crate::cluster::Route::Elsewhere(i) => Some(t?.members[i].admin_addr.clone()),
+                        crate::cluster::Route::Unassigned => None,
+                    })
+                }) {
+                    addr = now;
+                }
                 (f.request, f.replies)
             }
         };
@@ -790,6 +804,7 @@ fn process(
                         at: bufs.out.len(),
                         reply,
                         addr: relay.addr.clone(),
+                        slot: relay.slot,
                         sent_ns,
                         dedicated: relay.dedicated,
                         fan_out: None,
@@ -819,6 +834,7 @@ fn process(
                         at: bufs.out.len(),
                         reply: first,
                         addr,
+                        slot: 0,
                         sent_ns,
                         dedicated: false,
                         fan_out,
@@ -1060,7 +1076,7 @@ async fn wait_blocked(
                 let mut bytes = Vec::new();
                 super::forward::encode(&mut bytes, &argv);
                 let pending = super::forward::send(&f.addr, hello, bytes, 1, true);
-                let sent = await_relayed(pending, f.addr.clone(), shared, client.resp3, true);
+                let sent = await_relayed(pending, f.addr.clone(), f.slot, shared, client.resp3, true);
                 let Some(reply) = unless_gone(sent, &client.info, attention, shared).await else { return false };
                 put_relayed(&mut bufs.out, reply);
                 break true;
