@@ -687,7 +687,13 @@ fn delete_keys(ks: &Keyspace, keys: &[Vec<u8>]) -> usize {
 // ------------------------------------------------------------------ target
 
 /// Registers an import on this node (STRATA.MIGRATE RECEIVE).
-pub fn receive(c: &Cluster, mid: &str, source: &str, slots: &str) -> Result<(Arc<Migration>, Arc<SlotSet>), String> {
+pub fn receive(
+    ks: &Keyspace,
+    c: &Cluster,
+    mid: &str,
+    source: &str,
+    slots: &str,
+) -> Result<(Arc<Migration>, Arc<SlotSet>), String> {
     if !valid_mid(mid) {
         return Err("ERR a migration id is 1 to 64 characters of [A-Za-z0-9._-]".into());
     }
@@ -699,8 +705,23 @@ pub fn receive(c: &Cluster, mid: &str, source: &str, slots: &str) -> Result<(Arc
     if let Some(s) = slots.iter().find(|&s| t.route(s) == Route::Mine) {
         return Err(format!("ERR slot {s} is already served by this node"));
     }
-    if c.migrations.find(mid).is_some() || super::migration::recorded_status(c, mid).is_some() {
-        return Err(format!("ERR migration {mid} was already received"));
+    // A source runs one migration at a time: an import of its still
+    // staged here is one it gave up (it restarted, or failed): superseded.
+    let stale: Vec<String> = c
+        .migrations
+        .list
+        .lock()
+        .iter()
+        .filter(|m| m.role == Role::Target && !m.state().ended() && m.source == source)
+        .map(|m| m.mid.clone())
+        .collect();
+    for old in stale {
+        tracing::info!(old = %old, new = mid, "migration: a new import from the same source supersedes a staged one");
+        cancel(ks, c, &old)?;
+    }
+    let committed = c.migrations.find(mid).is_some_and(|m| m.state() == State::Committed);
+    if committed || recorded_status(c, mid).is_some() {
+        return Err(format!("ERR migration {mid} has committed"));
     }
     let staged = c.migrations.staged_slots();
     if let Some(s) = slots.iter().find(|&s| staged.contains(s)) {

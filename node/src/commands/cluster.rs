@@ -527,7 +527,7 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.ok();
         }
         ("receive", [mid, source, slots]) => {
-            let (_, importing) = migration::receive(c, &text(mid), &text(source), &text(slots))?;
+            let (_, importing) = migration::receive(&ctx.node.ks, c, &text(mid), &text(source), &text(slots))?;
             ctx.client.importing = Some((importing, text(mid).into()));
             out.ok();
         }
