@@ -463,6 +463,7 @@ fn topology(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if eq_ic(args[1], "set") {
         let t = Topology::parse_args(&args[2..]).map_err(|e| format!("ERR invalid topology: {e}"))?;
         c.apply(t).map_err(|e| format!("ERR {e}"))?;
+        migration::after_push(c);
         migration::drop_unserved(&ctx.node.ks, c);
         // Blocked clients run their command again: one whose slot moved
         // away gets MOVED (or is forwarded), as Redis unblocks them.
