@@ -192,6 +192,9 @@ fn side(role: Role) -> usize {
 #[derive(Default)]
 pub struct Migrations {
     list: Mutex<Vec<Arc<Migration>>>,
+    /// One release at a time (each decides what to delete from the
+    /// topology at its start).
+    releasing: Mutex<()>,
     pub stats: MigrationStats,
 }
 
@@ -399,8 +402,8 @@ fn copy_and_hand_over(ks: &Keyspace, c: &Cluster, m: &Migration) -> Result<(), S
                 left = changed;
                 break;
             }
-            for k in changed {
-                sender.key(&k)?;
+            for chunk in changed.chunks(BATCH_KEYS) {
+                sender.keys(chunk)?;
             }
             sender.flush()?;
         }
@@ -457,8 +460,8 @@ fn hand_over(
     let committed = (|| {
         let mut last = left;
         last.extend(changed_keys(ks, m)?);
-        for k in last {
-            sender.key(&k)?;
+        for chunk in last.chunks(BATCH_KEYS) {
+            sender.keys(chunk)?;
         }
         sender.flush()?;
         hooks::crash_point("migrate-handover");
@@ -580,8 +583,8 @@ fn snapshot(s: &mut Sender<'_>) -> Result<(), String> {
     parts.dedup();
     for idx in parts {
         let names = ks.export_names(idx, &m.slots);
-        for k in &names.indexed {
-            s.key(k)?;
+        for chunk in names.indexed.chunks(BATCH_KEYS) {
+            s.keys(chunk)?;
         }
         // Keys known by their record only. A record that moved meanwhile
         // (the cleaner rewrote it) is looked for again below.
@@ -589,10 +592,12 @@ fn snapshot(s: &mut Sender<'_>) -> Result<(), String> {
         let mut todo = names.forgotten;
         for _round in 0..4 {
             let mut missed = false;
-            for loc in todo.drain(..) {
-                match ks.export_forgotten(loc, &m.slots, crate::store::now_ms()) {
-                    Some((key, state)) => s.state(&key, state)?,
-                    None => missed = true,
+            for chunk in todo.chunks(BATCH_KEYS) {
+                for found in ks.export_forgotten_all(chunk, &m.slots, crate::store::now_ms()) {
+                    match found {
+                        Some((key, state)) => s.state(&key, state)?,
+                        None => missed = true,
+                    }
                 }
             }
             if !missed {
@@ -620,9 +625,12 @@ struct Sender<'a> {
 }
 
 impl Sender<'_> {
-    fn key(&mut self, key: &[u8]) -> Result<(), String> {
-        let state = self.ks.export_key(key, crate::store::now_ms());
-        self.state(key, state)
+    /// Keys' current states, their values on disk read together.
+    fn keys(&mut self, keys: &[Box<[u8]>]) -> Result<(), String> {
+        for (key, state) in keys.iter().zip(self.ks.export_keys(keys, crate::store::now_ms())) {
+            self.state(key, state)?;
+        }
+        Ok(())
     }
 
     fn state(&mut self, key: &[u8], state: Exported) -> Result<(), String> {
@@ -862,6 +870,7 @@ pub fn expire_idle_imports(ks: &Keyspace, c: &Cluster) {
 /// slots until a pushed epoch confirms it (the source's copy outlives the
 /// handover until then), or whose handover is undecided.
 pub fn drop_unserved(ks: &Keyspace, c: &Cluster) -> usize {
+    let _one = c.migrations.releasing.lock();
     let Some(t) = c.current() else { return 0 };
     let mut keep = c.migrations.staged_slots();
     for mv in &t.moves {
@@ -878,8 +887,19 @@ pub fn drop_unserved(ks: &Keyspace, c: &Cluster) -> usize {
         return 0;
     }
     let gone = SlotSet::from_ranges(&unserved);
+    // Sealed meanwhile: should a push give a slot back before its keys are
+    // gone, its commands wait rather than see a stale key (or have a new
+    // write deleted).
+    let started = Instant::now();
+    ks.seal_slots(&gone);
     let deleted = drop_keys_of(ks, &gone);
-    tracing::info!(keys = deleted, slots = gone.len(), "deleted the keys of slots this node no longer serves");
+    ks.unseal_slots(&gone);
+    tracing::info!(
+        keys = deleted,
+        slots = gone.len(),
+        ms = started.elapsed().as_millis() as u64,
+        "deleted the keys of slots this node no longer serves"
+    );
     deleted
 }
 
@@ -893,10 +913,8 @@ fn drop_keys_of(ks: &Keyspace, slots: &SlotSet) -> usize {
     for idx in parts {
         let names = ks.export_names(idx, slots);
         let mut keys: Vec<Vec<u8>> = names.indexed.iter().map(|k| k.to_vec()).collect();
-        for loc in names.forgotten {
-            if let Some((key, _)) = ks.export_forgotten(loc, slots, 0) {
-                keys.push(key);
-            }
+        for chunk in names.forgotten.chunks(BATCH_KEYS) {
+            keys.extend(ks.export_forgotten_all(chunk, slots, 0).into_iter().flatten().map(|(key, _)| key));
         }
         deleted += delete_keys(ks, &keys);
         if !halfway && deleted > 0 {

@@ -464,7 +464,16 @@ fn topology(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
         let t = Topology::parse_args(&args[2..]).map_err(|e| format!("ERR invalid topology: {e}"))?;
         c.apply(t).map_err(|e| format!("ERR {e}"))?;
         migration::after_push(c);
-        migration::drop_unserved(&ctx.node.ks, c);
+        // The slots' keys go in the background (a large slot set takes
+        // seconds): the push is answered and the worker keeps serving.
+        let release: crate::commands::NodeJob = Box::new(|node| {
+            if let Some(c) = node.cluster.as_ref() {
+                migration::drop_unserved(&node.ks, c);
+            }
+        });
+        if !ctx.server.spawn_with_node("strata-release", release) {
+            migration::drop_unserved(&ctx.node.ks, c);
+        }
         // Blocked clients run their command again: one whose slot moved
         // away gets MOVED (or is forwarded), as Redis unblocks them.
         for info in ctx.node.clients.all() {

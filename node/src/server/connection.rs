@@ -634,22 +634,30 @@ const UNREACHABLE_RETRY_FOR: Duration = Duration::from_secs(10);
 /// that retries on connection errors.)
 async fn await_relayed(
     pending: super::forward::Pending,
-    mut addr: std::sync::Arc<str>,
+    addr: std::sync::Arc<str>,
     slot: u16,
     shared: &Shared,
     resp3: bool,
     dedicated: bool,
 ) -> Result<Vec<u8>, String> {
+    use crate::cluster::Route;
+    let Some(c) = shared.node.cluster.as_ref() else { return settle_once(pending).await };
     let started = std::time::Instant::now();
     let (mut moved, mut failures) = (0u64, 0u32);
     let mut pending = pending;
+    // Who the request went to, by member id (a restarted pod keeps its id,
+    // not its address), and the epoch that said so.
+    let by_addr = |addr: &str| {
+        c.with(|t| t.and_then(|t| t.members.iter().find(|m| &*m.admin_addr == addr)).map(|m| m.id.clone()))
+    };
+    let mut owner = (by_addr(&addr), c.epoch());
+    let mut addr = addr;
     loop {
         let (request, replies) = match super::forward::settle(pending).await {
             Ok(r) => {
-                let Some((slot, endpoint)) = r.reply.strip_prefix(b"-MOVED ").and_then(|rest| {
+                let Some(endpoint) = r.reply.strip_prefix(b"-MOVED ").and_then(|rest| {
                     let text = std::str::from_utf8(rest).ok()?.trim_end();
-                    let (slot, endpoint) = text.split_once(' ')?;
-                    Some((slot.parse::<u16>().ok()?, endpoint.to_string()))
+                    Some(text.split_once(' ')?.1.to_string())
                 }) else {
                     return Ok(r.reply);
                 };
@@ -658,38 +666,49 @@ async fn await_relayed(
                     return Ok(r.reply);
                 }
                 tokio::time::sleep(Duration::from_millis(20 * moved)).await;
-                let Some(c) = shared.node.cluster.as_ref() else { return Ok(r.reply) };
+                // Where the MOVED points (a migration committed before the
+                // operator's push reached this node), else where this
+                // node's topology says the slot is.
                 let found = c.with(|t| {
                     let t = t?;
-                    if let Some(m) = t.members.iter().find(|m| c.endpoint(m) == endpoint) {
-                        return Some(m.admin_addr.clone());
-                    }
-                    match t.route(slot) {
-                        crate::cluster::Route::Mine => Some(t.me().admin_addr.clone()),
-                        crate::cluster::Route::Elsewhere(i) => Some(t.members[i].admin_addr.clone()),
-                        crate::cluster::Route::Unassigned => None,
-                    }
+                    let m = match t.members.iter().find(|m| c.endpoint(m) == endpoint) {
+                        Some(m) => m,
+                        None => match t.route(slot) {
+                            Route::Mine => t.me(),
+                            Route::Elsewhere(i) => &t.members[i],
+                            Route::Unassigned => return None,
+                        },
+                    };
+                    Some((m.admin_addr.clone(), m.id.clone(), t.epoch))
                 });
-                let Some(next) = found else { return Ok(r.reply) };
-                addr = next;
+                let Some((next, id, epoch)) = found else { return Ok(r.reply) };
+                (addr, owner) = (next, (Some(id), epoch));
                 (r.request, r.replies)
             }
             Err(f) => {
-                if f.request.is_empty() || addr.is_empty() || started.elapsed() >= UNREACHABLE_RETRY_FOR {
+                if f.request.is_empty() || started.elapsed() >= UNREACHABLE_RETRY_FOR {
                     return Err(f.error);
                 }
                 failures += 1;
                 tokio::time::sleep(Duration::from_millis((25u64 << failures.min(5)).min(500))).await;
-                // A restarted owner may be back at another address (the
-                // operator pushes it): where the topology says now.
-                if let Some(now) = shared.node.cluster.as_ref().and_then(|c| {
-                    c.with(|t| match t?.route(slot) {
-                        crate::cluster::Route::Mine => Some(t?.me().admin_addr.clone()),
-                        crate::cluster::Route::Elsewhere(i) => Some(t?.members[i].admin_addr.clone()),
-                        crate::cluster::Route::Unassigned => None,
-                    })
-                }) {
-                    addr = now;
+                // The same owner again, at its address now (a restarted pod
+                // may have a new one, which the operator pushes) — unless a
+                // newer topology gives the slot to another node.
+                let found = c.with(|t| {
+                    let t = t?;
+                    let same = owner.0.as_deref().and_then(|id| t.members.iter().find(|m| m.id == id));
+                    let m = match same {
+                        Some(m) if t.epoch <= owner.1 => m,
+                        _ => match t.route(slot) {
+                            Route::Mine => t.me(),
+                            Route::Elsewhere(i) => &t.members[i],
+                            Route::Unassigned => return None,
+                        },
+                    };
+                    Some((m.admin_addr.clone(), m.id.clone(), t.epoch.max(owner.1)))
+                });
+                if let Some((next, id, epoch)) = found {
+                    (addr, owner) = (next, (Some(id), epoch));
                 }
                 (f.request, f.replies)
             }
@@ -697,6 +716,11 @@ async fn await_relayed(
         let hello = hello(shared, resp3);
         pending = super::forward::send(&addr, hello, request, replies, dedicated);
     }
+}
+
+/// A forwarded request's reply, without retries (no cluster).
+async fn settle_once(pending: super::forward::Pending) -> Result<Vec<u8>, String> {
+    super::forward::settle(pending).await.map(|r| r.reply).map_err(|f| f.error)
 }
 
 /// Appends a pub/sub message to the output.

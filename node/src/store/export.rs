@@ -118,4 +118,85 @@ impl Keyspace {
         dump::seal(&mut payload);
         Some((rec.key, Exported::Value { payload, expire_at: rec.expire_at }))
     }
+
+    /// [`Self::export_key`] for many keys at once: the values on disk are
+    /// read together (the device serves many reads at a time), then each
+    /// checked again under its partition's lock.
+    pub fn export_keys(&self, keys: &[Box<[u8]>], now_ms: u64) -> Vec<Exported> {
+        let mut out: Vec<Option<Exported>> = keys.iter().map(|_| None).collect();
+        // (index in keys, where its value is, its deadline)
+        let mut cold: Vec<(usize, ColdLoc, u64)> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let mut p = self.lock(self.partition_of_key(key));
+            p.recall_key(self, 0, key);
+            let state = match p.find_entry(0, key) {
+                None => Exported::Missing,
+                Some(e) if e.expire_at() != 0 && e.expire_at() <= now_ms => Exported::Missing,
+                Some(e) => match e.cold_loc() {
+                    Some(loc) => {
+                        cold.push((i, loc, e.expire_at()));
+                        continue;
+                    }
+                    None => {
+                        let mut payload = Vec::new();
+                        if !self.encode_entry_value(e, &mut payload) {
+                            Exported::Missing
+                        } else {
+                            dump::seal(&mut payload);
+                            Exported::Value { payload, expire_at: e.expire_at() }
+                        }
+                    }
+                },
+            };
+            out[i] = Some(state);
+        }
+        let locs: Vec<ColdLoc> = cold.iter().map(|c| c.1).collect();
+        for ((i, loc, expire_at), rec) in cold.into_iter().zip(self.read_records(&locs)) {
+            let key = &keys[i];
+            let current = rec.ok().filter(|r| r.key[..] == key[..]).filter(|_| {
+                let p = self.lock(self.partition_of_key(key));
+                p.find_entry(0, key).is_some_and(|e| e.cold_loc() == Some(loc) && e.expire_at() == expire_at)
+            });
+            out[i] = Some(match current {
+                Some(rec) => {
+                    let mut payload = dump_bytes(&rec.value).to_vec();
+                    dump::seal(&mut payload);
+                    Exported::Value { payload, expire_at }
+                }
+                // Changed while read: one at a time.
+                None => self.export_key(key, now_ms),
+            });
+        }
+        out.into_iter().map(|s| s.unwrap_or(Exported::Missing)).collect()
+    }
+
+    /// [`Self::export_forgotten`] for many records at once (read together).
+    pub fn export_forgotten_all(
+        &self,
+        locs: &[ColdLoc],
+        slots: &SlotSet,
+        now_ms: u64,
+    ) -> Vec<Option<(Vec<u8>, Exported)>> {
+        let recs = self.read_records(locs);
+        locs.iter()
+            .zip(recs)
+            .map(|(&loc, rec)| {
+                let rec = rec.ok()?;
+                if !slots.contains(key_slot(&rec.key)) {
+                    return None;
+                }
+                let still = self.lock(self.partition_of_key(&rec.key)).is_forgotten_at(0, &rec.key, loc);
+                if !still {
+                    let state = self.export_key(&rec.key, now_ms);
+                    return Some((rec.key, state));
+                }
+                if rec.expire_at != 0 && rec.expire_at <= now_ms {
+                    return Some((rec.key, Exported::Missing));
+                }
+                let mut payload = dump_bytes(&rec.value).to_vec();
+                dump::seal(&mut payload);
+                Some((rec.key, Exported::Value { payload, expire_at: rec.expire_at }))
+            })
+            .collect()
+    }
 }
