@@ -160,15 +160,14 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// Starts the three nodes (`env[i]` for node i, `source_extra` for the
+    /// Starts the three nodes (`env[i]` and `extra[i]` for node i) and pushes epoch 1.
     /// source) and pushes epoch 1.
-    fn start(name: &str, durability: &str, env: [&[(&str, &str)]; 3], source_extra: &[&str]) -> Cluster {
+    fn start(name: &str, durability: &str, env: [&[(&str, &str)]; 3], extra: [&[&str]; 3]) -> Cluster {
         let data = DataDir::new(name);
         let nodes = (0..3)
             .map(|i| {
                 let dir = format!("{}/node{i}", data.path());
-                let extra = if i == SOURCE { source_extra } else { &[] };
-                Node::start(i, &dir, durability, extra, env[i])
+                Node::start(i, &dir, durability, extra[i], env[i])
             })
             .collect();
         let mut c = Cluster { nodes, _data: data, epoch: 0, ranges: RANGES };
@@ -679,7 +678,14 @@ fn assert_clean(what: &str, c: &Cluster, check: &Check) {
 #[test]
 fn migrate_under_pipelined_load_loses_nothing_and_clients_see_only_moved() {
     let delay = [("STRATA_TEST_MIGRATE_BATCH_DELAY_MS", BATCH_DELAY_MS)];
-    let mut c = Cluster::start("migrate-load", "periodic", [&delay, &[], &[]], &[]);
+    let metrics = [free_port(), free_port()];
+    let (m0, m1) = (metrics[0].to_string(), metrics[1].to_string());
+    let mut c = Cluster::start(
+        "migrate-load",
+        "periodic",
+        [&delay, &[], &[]],
+        [&["--metrics-port", &m0], &["--metrics-port", &m1], &[]],
+    );
     let log = AckLog::default();
     preload(&c, &log, PRELOAD, PRELOAD_VALUE);
     // The plain writer on the source itself: its commands on the moving
@@ -737,9 +743,44 @@ fn migrate_under_pipelined_load_loses_nothing_and_clients_see_only_moved() {
     let src_keys: usize = log.0.lock().unwrap().keys().filter(|k| c.owner(key_slot(k.as_bytes())) == SOURCE).count();
     assert_eq!(dbsize(&mut src), src_keys as i64, "the source keeps exactly its staying keys");
     assert!(dbsize(&mut tgt) >= PRELOAD as i64);
-    // Metrics of the contract in INFO.
+    // The contract's metrics, on both sides.
     let stats = support::info(&mut c.nodes[SOURCE].direct(), Some("clusterstats"));
     println!("source clusterstats: {stats:?}");
+    let (src, tgt) = (support::scrape(metrics[0]), support::scrape(metrics[1]));
+    let slots = (MOVING.1 - MOVING.0 + 1) as f64;
+    for (text, role) in [(&src, "source"), (&tgt, "target")] {
+        let role_label = format!("role=\"{role}\"");
+        let get = |name: &str, labels: &[&str]| {
+            metric(text, name, labels).unwrap_or_else(|| {
+                let ours: Vec<&str> = text.lines().filter(|l| l.contains("strata_cluster_migration")).collect();
+                panic!("{role}: no {name}{labels:?} in /metrics: {ours:#?}")
+            })
+        };
+        assert_eq!(get("strata_cluster_migrations_total", &[&role_label, "outcome=\"committed\""]), 1.0, "{role}");
+        assert_eq!(get("strata_cluster_migrations_in_flight", &[&role_label]), 0.0, "{role}");
+        assert!(get("strata_cluster_migration_keys_total", &[&role_label]) >= PRELOAD as f64, "{role}");
+        assert!(
+            get("strata_cluster_migration_bytes_total", &[&role_label]) >= (PRELOAD * PRELOAD_VALUE) as f64,
+            "{role}"
+        );
+        assert_eq!(get("strata_cluster_migration_slots_total", &[&role_label]), slots, "{role}");
+        assert_eq!(get("strata_cluster_migration_seconds", &[]), 0.0, "{role}: no migration in flight");
+    }
+    let paused = get_metric(&src, "strata_cluster_migration_pause_seconds_total");
+    println!("source paused {paused} s in total; STATUS paused_ms {}", status["paused_ms"]);
+}
+
+/// The value of `name` with (at least) `labels` in a scrape, whatever the labels' order.
+fn metric(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let (series, value) = l.rsplit_once(' ')?;
+        let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+        (n == name && labels.iter().all(|want| rest.contains(want))).then(|| value.parse().ok())?
+    })
+}
+
+fn get_metric(text: &str, name: &str) -> f64 {
+    metric(text, name, &[]).unwrap_or_else(|| panic!("no {name} in /metrics"))
 }
 
 /// Who a crash or kill hits.
@@ -786,7 +827,7 @@ fn interrupted(name: &str, fault: Fault, broken: bool) -> (Check, bool) {
     if broken {
         source_env.push(("STRATA_TEST_MIGRATE_DELETE_EARLY", "1"));
     }
-    let mut c = Cluster::start(name, "sync", [&source_env, &target_env, &[]], &[]);
+    let mut c = Cluster::start(name, "sync", [&source_env, &target_env, &[]], [&[], &[], &[]]);
     let log = AckLog::default();
     preload(&c, &log, PRELOAD, PRELOAD_VALUE);
     let writers = Writers::start(&c, c.nodes[BYSTANDER].plain, &log);
@@ -953,7 +994,7 @@ fn disk_resident_slots_migrate_within_the_source_memory_budget() {
     let max = MAXMEMORY.to_string();
     let delay = [("STRATA_TEST_MIGRATE_BATCH_DELAY_MS", "1")];
     let tier = ["--maxmemory", &max, "--maxmemory-policy", "allkeys-lru", "--max-disk", "1gb"];
-    let mut c = Cluster::start("migrate-disk", "periodic", [&delay, &[], &[]], &tier);
+    let mut c = Cluster::start("migrate-disk", "periodic", [&delay, &[], &[]], [&tier, &[], &[]]);
     // All of them in moving slots, through the source's direct port.
     let keys = keys("cold:", n);
     let mut conn = c.nodes[SOURCE].direct();
