@@ -5,6 +5,102 @@
 /// Number of hash slots, as in Redis Cluster.
 pub const SLOTS: usize = 16384;
 
+/// A set of hash slots (a bitmap), written as Redis's ranges are:
+/// comma-separated `a-b` or `a` (`0-99,200`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SlotSet {
+    bits: Box<[u64; SLOTS / 64]>,
+}
+
+impl Default for SlotSet {
+    fn default() -> Self {
+        SlotSet { bits: Box::new([0; SLOTS / 64]) }
+    }
+}
+
+impl std::fmt::Debug for SlotSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SlotSet({})", self.render())
+    }
+}
+
+impl SlotSet {
+    pub fn from_ranges(ranges: &[(u16, u16)]) -> SlotSet {
+        let mut s = SlotSet::default();
+        for &(a, b) in ranges {
+            for slot in a..=b {
+                s.insert(slot);
+            }
+        }
+        s
+    }
+
+    /// Parses `a-b,c,...`; `-` or "" is the empty set.
+    pub fn parse(text: &str) -> Result<SlotSet, String> {
+        let mut s = SlotSet::default();
+        if text == "-" || text.is_empty() {
+            return Ok(s);
+        }
+        let slot =
+            |t: &str| t.parse::<u16>().ok().filter(|&n| (n as usize) < SLOTS).ok_or_else(|| format!("bad slot '{t}'"));
+        for r in text.split(',') {
+            let (a, b) = match r.split_once('-') {
+                Some((a, b)) => (slot(a)?, slot(b)?),
+                None => (slot(r)?, slot(r)?),
+            };
+            if a > b {
+                return Err(format!("bad slot range '{r}'"));
+            }
+            for n in a..=b {
+                s.insert(n);
+            }
+        }
+        Ok(s)
+    }
+
+    pub fn insert(&mut self, slot: u16) {
+        self.bits[slot as usize / 64] |= 1 << (slot % 64);
+    }
+
+    #[inline]
+    pub fn contains(&self, slot: u16) -> bool {
+        self.bits[slot as usize / 64] & (1 << (slot % 64)) != 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.bits.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bits.iter().all(|&w| w == 0)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        (0..SLOTS as u16).filter(|&s| self.contains(s))
+    }
+
+    /// Inclusive ranges, in order.
+    pub fn ranges(&self) -> Vec<(u16, u16)> {
+        let mut out: Vec<(u16, u16)> = Vec::new();
+        for s in self.iter() {
+            match out.last_mut() {
+                Some((_, b)) if *b + 1 == s => *b = s,
+                _ => out.push((s, s)),
+            }
+        }
+        out
+    }
+
+    /// The ranges' text form (`-` when empty).
+    pub fn render(&self) -> String {
+        let r = self.ranges();
+        if r.is_empty() {
+            return "-".into();
+        }
+        r.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect::<Vec<_>>().join(",")
+    }
+}
+
 /// CRC16-CCITT (XModem: polynomial 0x1021, initial value 0), the variant
 /// Redis Cluster uses. It runs on every key lookup, so it takes 8 bytes per
 /// step ("slicing-by-8"): the 16-bit register only meets the first two
@@ -102,6 +198,18 @@ mod tests {
                 .collect();
             assert_eq!(crc16(&data), crc16_bytewise(&data), "length {len}");
         }
+    }
+
+    #[test]
+    fn slot_sets_parse_and_render_ranges() {
+        let s = SlotSet::parse("0-3,7,9-10").unwrap();
+        assert_eq!(s.len(), 7);
+        assert!(s.contains(7) && !s.contains(8));
+        assert_eq!(s.render(), "0-3,7,9-10");
+        assert_eq!(s.ranges(), vec![(0, 3), (7, 7), (9, 10)]);
+        assert!(SlotSet::parse("-").unwrap().is_empty());
+        assert!(SlotSet::parse("5-2").is_err() && SlotSet::parse("16384").is_err());
+        assert_eq!(SlotSet::from_ranges(&[(16383, 16383)]).render(), "16383");
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //! the version it last read and re-reads (under a lock) only when the
 //! version number moved, so the hot path shares no written cache line.
 
+pub mod link;
+pub mod migration;
 pub mod topology;
 
 use parking_lot::{Mutex, RwLock};
@@ -16,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::{Acquire, Release};
-pub use topology::{Member, Route, Topology};
+pub use topology::{Member, Move, MoveState, Route, Topology};
 
 /// The file, in the data directory, holding the last applied topology.
 pub const TOPOLOGY_FILE: &str = "cluster-topology.conf";
@@ -43,14 +45,21 @@ pub struct Cluster {
     /// CLUSTER MYID before the first push: made up at start, as a fresh
     /// Redis node's.
     pub provisional_id: String,
+    /// Slot migrations this node runs or receives.
+    pub migrations: migration::Migrations,
 }
 
 /// Why a push was refused.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ApplyError {
-    Stale { pushed: u64, applied: u64 },
+    Stale {
+        pushed: u64,
+        applied: u64,
+    },
     Conflict(u64),
     Persist(String),
+    /// The push contradicts a migration this node took part in.
+    Migration(String),
 }
 
 impl std::fmt::Display for ApplyError {
@@ -61,6 +70,7 @@ impl std::fmt::Display for ApplyError {
             }
             ApplyError::Conflict(e) => write!(f, "epoch {e} is already applied with a different topology"),
             ApplyError::Persist(e) => write!(f, "cannot keep the topology on the volume: {e}"),
+            ApplyError::Migration(e) => write!(f, "invalid topology: {e}"),
         }
     }
 }
@@ -99,6 +109,7 @@ impl Cluster {
             prefer_hostname,
             admin_password,
             provisional_id: crate::base::random::hex_id(),
+            migrations: Default::default(),
         })
     }
 
@@ -136,10 +147,11 @@ impl Cluster {
                 return if *old == new { Ok(()) } else { Err(ApplyError::Conflict(new.epoch)) };
             }
         }
-        if let Some(path) = &self.file {
-            crate::sys::file::replace_durably(path, new.to_file().as_bytes())
-                .map_err(|e| ApplyError::Persist(format!("{}: {e}", path.display())))?;
-        }
+        let new = match self.current() {
+            Some(old) => old.carry_moves_into(new).map_err(ApplyError::Migration)?,
+            None => new,
+        };
+        self.persist(&new).map_err(ApplyError::Persist)?;
         tracing::info!(
             epoch = new.epoch,
             nodes = new.members.len(),
@@ -150,6 +162,27 @@ impl Cluster {
         *self.current.write() = Some(Arc::new(new));
         self.version.store(VERSIONS.fetch_add(1, Release), Release);
         Ok(())
+    }
+
+    /// Changes the applied topology in place (same epoch), kept on the
+    /// volume before it takes effect: a migration's records and the
+    /// layout a committed one makes.
+    pub fn amend(&self, f: impl FnOnce(&Topology) -> Result<Topology, String>) -> Result<(), String> {
+        let _one = self.applying.lock();
+        let old = self.current().ok_or("no topology yet")?;
+        let new = f(&old)?;
+        self.persist(&new)?;
+        *self.current.write() = Some(Arc::new(new));
+        self.version.store(VERSIONS.fetch_add(1, Release), Release);
+        Ok(())
+    }
+
+    fn persist(&self, t: &Topology) -> Result<(), String> {
+        match &self.file {
+            Some(path) => crate::sys::file::replace_durably(path, t.to_file().as_bytes())
+                .map_err(|e| format!("{}: {e}", path.display())),
+            None => Ok(()),
+        }
     }
 
     /// The endpoint clients are sent to for a member: `ip:direct-port` (or

@@ -8,7 +8,7 @@
 //! `<id> <ip> <hostname|-> <direct-port> <plain-port> <ranges|->`, ranges
 //! comma-separated `a-b` or `a`.
 
-use crate::base::slot::SLOTS;
+use crate::base::slot::{SLOTS, SlotSet};
 use std::sync::Arc;
 
 /// No node serves the slot.
@@ -123,6 +123,57 @@ pub struct Topology {
     /// Slot → index in `members` (`UNASSIGNED`: nobody).
     owner: Box<[u16]>,
     covered: usize,
+    /// Migrations this node took part in that changed the pushed layout
+    /// (or may have): kept until a pushed epoch agrees with them.
+    pub moves: Vec<Move>,
+    /// Recent migrations a pushed epoch has confirmed (a source that
+    /// restarted in the middle of its handover asks about them).
+    pub confirmed: Vec<String>,
+}
+
+/// How many confirmed migrations a node remembers.
+const CONFIRMED_KEPT: usize = 64;
+
+/// A migration of slots between two members, as this node recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub mid: String,
+    /// Member ids.
+    pub from: String,
+    pub to: String,
+    pub slots: SlotSet,
+    pub state: MoveState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveState {
+    /// The source sent (or was about to send) the commit: whether the
+    /// target committed is not known yet. The source serves none of the
+    /// slots until it knows.
+    Handover,
+    /// The target has the slots: the layout above already shows them moved.
+    Committed,
+}
+
+impl Move {
+    fn render(&self) -> String {
+        let state = match self.state {
+            MoveState::Handover => "handover",
+            MoveState::Committed => "committed",
+        };
+        format!("move {} {} {} {} {}", self.mid, self.from, self.to, self.slots.render(), state)
+    }
+
+    fn parse(line: &str) -> Result<Move, String> {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        let ["move", mid, from, to, slots, state] = f[..] else { return Err(format!("bad move line '{line}'")) };
+        let state = match state {
+            "handover" => MoveState::Handover,
+            "committed" => MoveState::Committed,
+            _ => return Err(format!("bad move state '{state}'")),
+        };
+        Ok(Move { mid: mid.into(), from: from.into(), to: to.into(), slots: SlotSet::parse(slots)?, state })
+    }
 }
 
 /// Where a slot's commands go.
@@ -173,7 +224,68 @@ impl Topology {
             .position(|m| m.id == myid)
             .ok_or_else(|| format!("this node's id {myid} is not a member"))?;
         let covered = owner.iter().filter(|&&o| o != UNASSIGNED).count();
-        Ok(Topology { epoch, myself, members, owner, covered })
+        Ok(Topology { epoch, myself, members, owner, covered, moves: Vec::new(), confirmed: Vec::new() })
+    }
+
+    /// The id of the member serving `slot`, if any.
+    pub fn owner_id(&self, slot: u16) -> Option<&str> {
+        match self.owner[slot as usize] {
+            UNASSIGNED => None,
+            o => Some(&self.members[o as usize].id),
+        }
+    }
+
+    /// This layout with `slots` given to member `to` (same epoch): what a
+    /// committed migration makes of it until the operator pushes the next.
+    pub fn with_slots_moved(&self, slots: &SlotSet, to: &str) -> Result<Topology, String> {
+        let mut members = self.members.clone();
+        for m in &mut members {
+            let mine = SlotSet::from_ranges(&m.ranges);
+            let keep = |s: u16| {
+                if m.id == to { mine.contains(s) || slots.contains(s) } else { mine.contains(s) && !slots.contains(s) }
+            };
+            let kept: Vec<(u16, u16)> = (0..SLOTS as u16).filter(|&s| keep(s)).map(|s| (s, s)).collect();
+            m.ranges = SlotSet::from_ranges(&kept).ranges();
+        }
+        if !members.iter().any(|m| m.id == to) {
+            return Err(format!("unknown node {to}"));
+        }
+        let mut t = Topology::new(self.epoch, &self.me().id, members)?;
+        t.moves = self.moves.clone();
+        t.confirmed = self.confirmed.clone();
+        Ok(t)
+    }
+
+    /// Checks a pushed topology against the migrations this one records:
+    /// one that gives a committed migration's slots to anyone but its
+    /// target would make two nodes accept writes to them. The pushed one
+    /// is returned with what it confirms remembered.
+    pub fn carry_moves_into(&self, mut new: Topology) -> Result<Topology, String> {
+        new.confirmed = self.confirmed.clone();
+        for m in &self.moves {
+            match m.state {
+                MoveState::Handover => {
+                    return Err(format!(
+                        "migration {} of slots {} is in its handover (this node is finding out whether {} committed it); push again in a moment",
+                        m.mid,
+                        m.slots.render(),
+                        m.to
+                    ));
+                }
+                MoveState::Committed => {
+                    if let Some(s) = m.slots.iter().find(|&s| new.owner_id(s) != Some(m.to.as_str())) {
+                        return Err(format!(
+                            "slot {s} moved to {} in migration {}; push a topology that includes it",
+                            m.to, m.mid
+                        ));
+                    }
+                    new.confirmed.push(m.mid.clone());
+                }
+            }
+        }
+        let extra = new.confirmed.len().saturating_sub(CONFIRMED_KEPT);
+        new.confirmed.drain(..extra);
+        Ok(new)
     }
 
     /// `STRATA.TOPOLOGY SET`'s arguments after SET: epoch, myid, nodes.
@@ -215,6 +327,13 @@ impl Topology {
             s.push_str(&m.render());
             s.push('\n');
         }
+        for m in &self.moves {
+            s.push_str(&m.render());
+            s.push('\n');
+        }
+        for mid in &self.confirmed {
+            s.push_str(&format!("confirmed {mid}\n"));
+        }
         s
     }
 
@@ -225,8 +344,20 @@ impl Topology {
             return Err("not a topology file (bad header)".into());
         };
         let epoch = epoch.parse::<u64>().map_err(|_| "bad epoch in header".to_string())?;
-        let members = lines.map(Member::parse).collect::<Result<Vec<_>, _>>()?;
-        Topology::new(epoch, myid, members)
+        let (mut members, mut moves, mut confirmed) = (Vec::new(), Vec::new(), Vec::new());
+        for line in lines {
+            if line.starts_with("move ") {
+                moves.push(Move::parse(line)?);
+            } else if let Some(mid) = line.strip_prefix("confirmed ") {
+                confirmed.push(mid.trim().to_string());
+            } else {
+                members.push(Member::parse(line)?);
+            }
+        }
+        let mut t = Topology::new(epoch, myid, members)?;
+        t.moves = moves;
+        t.confirmed = confirmed;
+        Ok(t)
     }
 }
 
@@ -279,6 +410,36 @@ mod tests {
         assert!(Member::parse("abc 1.2.3.4 - 1 2 0-1").is_err());
         assert!(Member::parse(&format!("{} 1.2.3.4 - 1 2 0-16384", id(1))).is_err());
         assert!(Member::parse(&format!("{} 1.2.3.4 - 1 2 9-3", id(1))).is_err());
+    }
+
+    #[test]
+    fn a_committed_move_reassigns_slots_and_only_an_agreeing_push_replaces_it() {
+        let t = Topology::new(3, &id(0), three()).unwrap();
+        let moved = SlotSet::parse("0-9").unwrap();
+        let mut amended = t.with_slots_moved(&moved, &id(2)).unwrap();
+        assert_eq!(amended.route(5), Route::Elsewhere(2));
+        assert_eq!(amended.route(10), Route::Mine);
+        assert_eq!(amended.me().ranges, vec![(10, 5460)]);
+        amended.moves.push(Move {
+            mid: "m1".into(),
+            from: id(0),
+            to: id(2),
+            slots: moved.clone(),
+            state: MoveState::Committed,
+        });
+        let back = Topology::from_file(&amended.to_file()).unwrap();
+        assert_eq!(back.moves, amended.moves);
+        // A push that ignores the move is refused; one that has it confirms it.
+        let stale = Topology::new(4, &id(0), three()).unwrap();
+        assert!(amended.carry_moves_into(stale).unwrap_err().contains("migration m1"));
+        let mut agreeing = three();
+        agreeing[0].ranges = vec![(10, 5460)];
+        agreeing[2].ranges = vec![(0, 9), (10923, 16383)];
+        let pushed = amended.carry_moves_into(Topology::new(4, &id(0), agreeing).unwrap()).unwrap();
+        assert!(pushed.moves.is_empty());
+        assert_eq!(pushed.confirmed, vec!["m1".to_string()]);
+        amended.moves[0].state = MoveState::Handover;
+        assert!(amended.carry_moves_into(pushed).unwrap_err().contains("handover"));
     }
 
     #[test]

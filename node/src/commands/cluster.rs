@@ -8,7 +8,7 @@ use super::args::{arg_i64, help};
 use super::{CmdResult, CommandDef, Ctx, Keys, err, flags};
 use crate::base::eq_ic;
 use crate::base::slot::{SLOTS, key_slot};
-use crate::cluster::{Cluster, Member, Topology};
+use crate::cluster::{Cluster, Member, Topology, migration};
 use crate::protocol::Reply;
 use crate::session::client::PortKind;
 
@@ -25,6 +25,14 @@ pub const COMMANDS: &[CommandDef] = &[
         flags::ADMIN | flags::NOSCRIPT | flags::LOADING | flags::STALE,
         Keys::None,
         topology,
+    )
+    .acl("@admin @slow @dangerous"),
+    CommandDef::new(
+        "strata.migrate",
+        -2,
+        flags::ADMIN | flags::NOSCRIPT | flags::LOADING | flags::STALE,
+        Keys::None,
+        migrate,
     )
     .acl("@admin @slow @dangerous"),
 ];
@@ -386,7 +394,7 @@ fn topology(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if eq_ic(args[1], "set") {
         let t = Topology::parse_args(&args[2..]).map_err(|e| format!("ERR invalid topology: {e}"))?;
         c.apply(t).map_err(|e| format!("ERR {e}"))?;
-        drop_unserved_keys(ctx);
+        migration::drop_unserved(&ctx.node.ks, c);
         // Blocked clients run their command again: one whose slot moved
         // away gets MOVED (or is forwarded), as Redis unblocks them.
         for info in ctx.node.clients.all() {
@@ -401,50 +409,75 @@ fn topology(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     Err("ERR STRATA.TOPOLOGY SET <epoch> <myid> <node>... | GET".into())
 }
 
-/// After a topology change: the keys of slots this node no longer serves
-/// are deleted (through the mutation funnel, so the durability log has the
-/// deletes), as Redis deletes the keys of slots it lost. Left there, they
-/// would come back stale if the slot ever returned to this node (a scale
-/// out, then in), after a newer value or a delete was made on the owner
-/// meanwhile. (Keys on disk whose names only the disk holds — the tier's
-/// forgotten keys — are not reached this way.)
-fn drop_unserved_keys(ctx: &mut Ctx<'_>) {
-    let Some(c) = ctx.node.cluster.as_ref() else { return };
-    let ks = &ctx.node.ks;
-    let counts = ks.slot_key_counts();
-    let unserved: Vec<u16> = c.with(|t| {
-        let Some(t) = t else { return Vec::new() };
-        (0..SLOTS as u16).filter(|&s| counts[s as usize] > 0 && t.route(s) != crate::cluster::Route::Mine).collect()
-    });
-    if unserved.is_empty() {
-        return;
-    }
-    let mut gone = vec![false; SLOTS];
-    for &s in &unserved {
-        gone[s as usize] = true;
-    }
-    let mut parts: Vec<u32> = unserved.iter().map(|&s| ks.partition_of_slot(s)).collect();
-    parts.sort_unstable();
-    parts.dedup();
-    let mut deleted = 0usize;
-    for idx in parts {
-        let mut keys = crate::store::KeyAccess {
-            ks,
-            locked: ks.lock_one(idx),
-            db: 0,
-            now_ms: ctx.client.now_ms,
-            touch: false,
-            stats: ctx.keys.stats,
-        };
-        let names: Vec<Vec<u8>> = keys.with_partition(idx, |p| {
-            p.entries(0).filter(|(_, e)| gone[key_slot(e.key()) as usize]).map(|(_, e)| e.key().to_vec()).collect()
-        });
-        for k in &names {
-            deleted += keys.delete(k) as usize;
+/// STRATA.MIGRATE START <mid> <target-id> <target-admin-addr> <slots>
+/// | STATUS [<mid>] | CANCEL <mid>, and from a source node RECEIVE <mid>
+/// <source-id> <slots> | COMMIT <mid>: live slot migration
+/// (`crate::cluster::migration`), on the admin port only.
+fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    let c = match ctx.node.cluster.as_ref() {
+        Some(c) if ctx.client.port == PortKind::Admin => c,
+        _ => return Err(String::from_utf8_lossy(&super::pipeline::unknown_command(args)).into_owned().into()),
+    };
+    let text = |a: &[u8]| String::from_utf8_lossy(a).into_owned();
+    let sub = text(args[1]).to_ascii_lowercase();
+    match (sub.as_str(), &args[2..]) {
+        ("start", [mid, target, addr, slots]) => {
+            let started = migration::start(c, &text(mid), &text(target), &text(addr), &text(slots))?;
+            if let Some(m) = started {
+                let job: crate::commands::NodeJob = Box::new(move |node| {
+                    if let Some(c) = node.cluster.as_ref() {
+                        migration::run_source(&node.ks, c, &m);
+                    }
+                });
+                if !ctx.server.spawn_with_node("strata-migrate", job) {
+                    return Err("ERR the node is shutting down".into());
+                }
+            }
+            out.ok();
         }
-        keys.serve_ready();
+        ("status", rest) if rest.len() <= 1 => {
+            let fields = match rest.first() {
+                Some(mid) => {
+                    let mid = text(mid);
+                    c.migrations
+                        .find(&mid)
+                        .map(|m| m.status())
+                        .or_else(|| migration::recorded_status(c, &mid))
+                        .unwrap_or_else(|| vec![("id", mid), ("state", "unknown".into())])
+                }
+                None => c.migrations.latest().map(|m| m.status()).unwrap_or_default(),
+            };
+            out.array(fields.len() * 2);
+            for (k, v) in fields {
+                out.bulk_str(k);
+                out.bulk_str(&v);
+            }
+        }
+        ("cancel", [mid]) => {
+            migration::cancel(&ctx.node.ks, c, &text(mid))?;
+            out.ok();
+        }
+        ("receive", [mid, source, slots]) => {
+            let (_, importing) = migration::receive(c, &text(mid), &text(source), &text(slots))?;
+            ctx.client.importing = Some((importing, text(mid).into()));
+            out.ok();
+        }
+        ("commit", [mid]) => {
+            let persist = ctx.node.persist.clone();
+            let durable = move || match persist {
+                Some(p) => p.flush_all().map_err(|e| e.to_string()),
+                None => Ok(()),
+            };
+            migration::commit(c, &text(mid), durable)?;
+            ctx.client.importing = None;
+            out.ok();
+        }
+        _ => {
+            return Err("ERR STRATA.MIGRATE START <id> <target-id> <target-admin-addr|\"\"> <slots> | STATUS [<id>] | CANCEL <id>"
+                .into());
+        }
     }
-    tracing::info!(keys = deleted, slots = unserved.len(), "deleted the keys of slots this node no longer serves");
+    Ok(())
 }
 
 #[cfg(test)]

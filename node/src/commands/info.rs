@@ -403,6 +403,15 @@ fn info_clusterstats(snap: &Snapshot, t: &mut String) {
     field!(t, "cluster_moved", "{}", c.moved);
     let top: Vec<String> = c.top_slots.iter().map(|(slot, keys)| format!("{slot}={keys}")).collect();
     field!(t, "cluster_top_slots", "{}", top.join(","));
+    let m = &c.migrations;
+    field!(t, "cluster_migrations_in_flight", "source={},target={}", m.in_flight[0], m.in_flight[1]);
+    field!(t, "cluster_migrations_committed", "source={},target={}", m.committed[0], m.committed[1]);
+    field!(t, "cluster_migrations_failed", "source={},target={}", m.failed[0], m.failed[1]);
+    field!(t, "cluster_migrations_aborted", "source={},target={}", m.aborted[0], m.aborted[1]);
+    field!(t, "cluster_migration_keys", "source={},target={}", m.keys[0], m.keys[1]);
+    field!(t, "cluster_migration_bytes", "source={},target={}", m.bytes[0], m.bytes[1]);
+    field!(t, "cluster_migration_slots", "source={},target={}", m.slots[0], m.slots[1]);
+    field!(t, "cluster_migration_paused_ms", "{}", m.paused_ns / 1_000_000);
 }
 
 fn info_stats(node: &Node, snap: &Snapshot, t: &mut String) {

@@ -36,7 +36,7 @@ pub use data::{bitmaps, dump, geo, hashes, hyperloglog, keys, lists, sets, sort,
 use crate::protocol::Reply;
 use crate::session::client::{Client, ClientInfo};
 use crate::store::{KeyAccess, Keyspace, Serve, Waiter};
-pub use node::{Node, ScriptJob, ServerControl};
+pub use node::{Node, NodeJob, ScriptJob, ServerControl};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::Arc;

@@ -114,6 +114,14 @@ impl Node {
         let workers: Vec<_> = (0..workers).map(|_| Arc::new(WorkerMetrics::new(table.stat_slots()))).collect();
         let pubsub = Arc::new(Hub::new(rt.obuf_limit_pubsub.clone(), workers.clone()));
         let cluster = if sc.cluster_enabled { Some(open_cluster(sc)?) } else { None };
+        // Slots whose handover a restart cut short wait until its outcome is
+        // known (`cluster::migration::resolve_after_restart`): from the first
+        // command on, never served by two nodes.
+        if let Some(t) = cluster.as_ref().and_then(|c| c.current()) {
+            for mv in t.moves.iter().filter(|mv| mv.state == crate::cluster::MoveState::Handover) {
+                ks.seal_slots(&mv.slots);
+            }
+        }
         let notify_flags = rt.notify_keyspace_events.clone();
         ks.set_key_events(notify_flags.clone(), Arc::new(Notifier::new(pubsub.clone(), notify_flags)));
         Ok(Node {
@@ -209,7 +217,13 @@ pub trait ServerControl: Send + Sync {
     /// Cluster mode: hands a PUBLISH to the other nodes (asynchronously;
     /// their subscribers are not counted in the reply, as in Redis Cluster).
     fn broadcast_publish(&self, channel: &[u8], message: &[u8]);
+    /// Runs `job` on a thread of its own with the node (a slot migration);
+    /// false when the node is going away.
+    fn spawn_with_node(&self, name: &str, job: NodeJob) -> bool;
 }
+
+/// Work for a thread of its own (`ServerControl::spawn_with_node`).
+pub type NodeJob = Box<dyn FnOnce(&Node) + Send>;
 
 /// Cluster mode's state: the topology kept in the data directory, the
 /// admin port's password.

@@ -514,6 +514,13 @@ fn slot_gate(
         cmd.keys().map(slot_of).collect()
     };
     let Some(&slot) = slots.first() else { return Ok(()) };
+    // A migration's source writing the slots this node is importing.
+    if let Some((importing, mid)) = &client.importing
+        && slots.iter().all(|&s| importing.contains(s))
+    {
+        c.migrations.note_received(mid, cmd.args.iter().map(|a| a.len()).sum());
+        return Ok(());
+    }
     // What cannot travel: a WATCH (it would have to stay on the owner until
     // EXEC) and a shard-channel subscription: those get MOVED, as from
     // Redis Cluster (see the README's cluster section).

@@ -58,3 +58,35 @@ pub fn crash_point(name: &str) {
 #[cfg(not(feature = "test-hooks"))]
 #[inline(always)]
 pub fn crash_point(_name: &str) {}
+
+/// `STRATA_TEST_MIGRATE_DELETE_EARLY=1`: a slot migration's source deletes
+/// each key once the target has it, before the commit (the deliberately
+/// broken build the migration crash tests must fail on).
+#[cfg(feature = "test-hooks")]
+pub fn migrate_delete_early() -> bool {
+    let on = std::env::var("STRATA_TEST_MIGRATE_DELETE_EARLY").is_ok_and(|v| v == "1");
+    if on {
+        tracing::warn!("test hook STRATA_TEST_MIGRATE_DELETE_EARLY=1: the source deletes keys before the commit");
+    }
+    on
+}
+
+#[cfg(not(feature = "test-hooks"))]
+pub fn migrate_delete_early() -> bool {
+    false
+}
+
+/// `STRATA_TEST_MIGRATE_BATCH_DELAY_MS`: a migration's source sleeps this
+/// long after each batch it sends (a long snapshot to crash in).
+#[cfg(feature = "test-hooks")]
+pub fn migrate_batch_delay() -> Duration {
+    std::env::var("STRATA_TEST_MIGRATE_BATCH_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_millis)
+}
+
+#[cfg(not(feature = "test-hooks"))]
+pub fn migrate_batch_delay() -> Duration {
+    Duration::ZERO
+}

@@ -485,7 +485,7 @@ fn run(shared: &Shared) {
     }
 }
 
-mod hooks;
+pub mod hooks;
 pub mod persist;
 pub mod replay;
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! workers when `/metrics` is scraped, which is why this is a custom
 //! `Collector` rather than registered `Counter`s.
 
-use super::snapshot::{ClusterFigures, CmdTotals, DurabilityFigures, Snapshot};
+use super::snapshot::{ClusterFigures, CmdTotals, DurabilityFigures, MigrationFigures, Snapshot};
 use super::{
     BATCH_BUCKETS, IO_BUCKETS_US, IoHistogramFigures, LATENCY_BUCKETS, READ_BUCKETS_NS, ReadHistogramFigures,
     ReadLatencyFigures,
@@ -417,7 +417,64 @@ pub fn encode_cluster(enc: &mut DescriptorEncoder, c: &ClusterFigures) -> fmt::R
         let slot = slot.to_string();
         ConstGauge::new(*keys).encode(m.encode_family(&[("slot", slot.as_str())])?)?;
     }
-    Ok(())
+    encode_migrations(enc, &c.migrations)
+}
+
+/// Slot migrations, by role (`source`: this node gave slots away).
+fn encode_migrations(enc: &mut DescriptorEncoder, m: &MigrationFigures) -> fmt::Result {
+    const ROLES: [&str; 2] = ["source", "target"];
+    let mut g = enc.encode_descriptor(
+        "strata_cluster_migrations_in_flight",
+        "Slot migrations running now, by this node's role in them.",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (i, role) in ROLES.iter().enumerate() {
+        ConstGauge::new(m.in_flight[i]).encode(g.encode_family(&[("role", *role)])?)?;
+    }
+    let mut f = enc.encode_descriptor(
+        "strata_cluster_migrations",
+        "Slot migrations ended, by role and outcome (committed: the target has the slots; failed, aborted: the source kept them).",
+        None,
+        MetricType::Counter,
+    )?;
+    for (i, role) in ROLES.iter().enumerate() {
+        for (outcome, v) in [("committed", m.committed[i]), ("failed", m.failed[i]), ("aborted", m.aborted[i])] {
+            ConstCounter::new(v).encode(f.encode_family(&[("role", *role), ("outcome", outcome)])?)?;
+        }
+    }
+    for (name, help, v) in [
+        ("strata_cluster_migration_keys", "Keys sent (source) or received (target) by slot migrations.", &m.keys),
+        ("strata_cluster_migration_slots", "Hash slots moved by committed migrations.", &m.slots),
+    ] {
+        let mut f = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+        for (i, role) in ROLES.iter().enumerate() {
+            ConstCounter::new(v[i]).encode(f.encode_family(&[("role", *role)])?)?;
+        }
+    }
+    let mut f = enc.encode_descriptor(
+        "strata_cluster_migration",
+        "Value bytes sent (source) or received (target) by slot migrations.",
+        Some(&Unit::Bytes),
+        MetricType::Counter,
+    )?;
+    for (i, role) in ROLES.iter().enumerate() {
+        ConstCounter::new(m.bytes[i]).encode(f.encode_family(&[("role", *role)])?)?;
+    }
+    let paused = enc.encode_descriptor(
+        "strata_cluster_migration_pause",
+        "Time commands on migrating slots waited at handovers (source), summed.",
+        Some(&Unit::Seconds),
+        MetricType::Counter,
+    )?;
+    ConstCounter::new(m.paused_ns as f64 / 1e9).encode(paused)?;
+    let running = enc.encode_descriptor(
+        "strata_cluster_migration",
+        "How long the oldest slot migration in flight has run (0: none).",
+        Some(&Unit::Seconds),
+        MetricType::Gauge,
+    )?;
+    ConstGauge::new(m.oldest_ms as f64 / 1e3).encode(running)
 }
 
 /// The durability log (absent under durability none).
@@ -754,6 +811,17 @@ mod tests {
             counts[slot * 1000] = slot as u32 + 1;
         }
         f.set_top_slots(&counts);
+        f.migrations = MigrationFigures {
+            in_flight: [1, 0],
+            keys: [900, 40],
+            bytes: [1 << 20, 4096],
+            slots: [100, 0],
+            committed: [2, 0],
+            failed: [1, 3],
+            aborted: [0, 1],
+            paused_ns: 1_500_000_000,
+            oldest_ms: 2500,
+        };
         let mut registry = Registry::default();
         registry.register_collector(Box::new(Cluster(f)));
         let mut text = String::new();
@@ -774,6 +842,17 @@ mod tests {
             ("strata_cluster_forward_duration_seconds_bucket{le=\"+Inf\"}", 2.0),
             ("strata_cluster_slot_keys{slot=\"11000\"}", 12.0),
             ("strata_cluster_slot_keys{slot=\"2000\"}", 3.0),
+            ("strata_cluster_migrations_in_flight{role=\"source\"}", 1.0),
+            ("strata_cluster_migrations_in_flight{role=\"target\"}", 0.0),
+            ("strata_cluster_migrations_total{role=\"source\",outcome=\"committed\"}", 2.0),
+            ("strata_cluster_migrations_total{role=\"target\",outcome=\"failed\"}", 3.0),
+            ("strata_cluster_migrations_total{role=\"target\",outcome=\"aborted\"}", 1.0),
+            ("strata_cluster_migration_keys_total{role=\"source\"}", 900.0),
+            ("strata_cluster_migration_keys_total{role=\"target\"}", 40.0),
+            ("strata_cluster_migration_bytes_total{role=\"source\"}", 1048576.0),
+            ("strata_cluster_migration_slots_total{role=\"source\"}", 100.0),
+            ("strata_cluster_migration_pause_seconds_total", 1.5),
+            ("strata_cluster_migration_seconds", 2.5),
         ] {
             assert_eq!(sample(&text, series), Some(want), "{series} in\n{text}");
         }

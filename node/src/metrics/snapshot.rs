@@ -72,6 +72,24 @@ pub struct ClusterFigures {
     /// first; slots without keys are left out. Filled only when the caller
     /// counted keys per slot (see [`ClusterFigures::set_top_slots`]).
     pub top_slots: Vec<(u16, u64)>,
+    /// Slot migrations, per role (`[source, target]`).
+    pub migrations: MigrationFigures,
+}
+
+/// Slot migrations since start, per role (`[source, target]`).
+#[derive(Debug, Default, Clone)]
+pub struct MigrationFigures {
+    pub in_flight: [u64; 2],
+    pub keys: [u64; 2],
+    pub bytes: [u64; 2],
+    pub slots: [u64; 2],
+    pub committed: [u64; 2],
+    pub failed: [u64; 2],
+    pub aborted: [u64; 2],
+    /// Source: time commands on migrating slots waited at handovers.
+    pub paused_ns: u64,
+    /// How long the oldest migration in flight has run (0: none).
+    pub oldest_ms: u64,
 }
 
 impl ClusterFigures {

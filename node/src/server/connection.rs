@@ -626,16 +626,23 @@ async fn await_relayed(
 ) -> Result<Vec<u8>, String> {
     let mut r = super::forward::settle(pending).await?;
     for attempt in 1..=MOVED_RETRIES {
-        let Some(slot) = r.reply.strip_prefix(b"-MOVED ").and_then(|rest| {
-            let end = rest.iter().position(|&b| b == b' ')?;
-            std::str::from_utf8(&rest[..end]).ok()?.parse::<u16>().ok()
+        let Some((slot, endpoint)) = r.reply.strip_prefix(b"-MOVED ").and_then(|rest| {
+            let text = std::str::from_utf8(rest).ok()?.trim_end();
+            let (slot, endpoint) = text.split_once(' ')?;
+            Some((slot.parse::<u16>().ok()?, endpoint.to_string()))
         }) else {
             break;
         };
         tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
         let Some(c) = shared.node.cluster.as_ref() else { break };
+        // Where the MOVED points (a migration committed before the
+        // operator's push reached this node), else where this node's
+        // topology says the slot is.
         let Some(addr) = c.with(|t| {
             let t = t?;
+            if let Some(m) = t.members.iter().find(|m| c.endpoint(m) == endpoint) {
+                return Some(m.admin_addr.clone());
+            }
             match t.route(slot) {
                 crate::cluster::Route::Mine => Some(t.me().admin_addr.clone()),
                 crate::cluster::Route::Elsewhere(i) => Some(t.members[i].admin_addr.clone()),

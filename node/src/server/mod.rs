@@ -53,6 +53,8 @@ pub struct Shared {
     /// Cluster mode: PUBLISH messages for the other nodes (set once the
     /// acceptor runs; its runtime sends them).
     cluster_publish: OnceLock<mpsc::UnboundedSender<Vec<u8>>>,
+    /// This, for threads that need the node for longer than a call.
+    this: OnceLock<std::sync::Weak<Shared>>,
 }
 
 impl std::ops::Deref for Shared {
@@ -88,6 +90,11 @@ impl ServerControl for Shared {
             forward::encode(&mut bytes, &[b"PUBLISH", channel, message]);
             let _ = tx.send(bytes);
         }
+    }
+
+    fn spawn_with_node(&self, name: &str, job: crate::commands::NodeJob) -> bool {
+        let Some(shared) = self.this.get().and_then(|w| w.upgrade()) else { return false };
+        std::thread::Builder::new().name(name.into()).spawn(move || job(&shared.node)).is_ok()
     }
 
     fn run_script_job(&self, job: ScriptJob) -> bool {
@@ -190,7 +197,9 @@ pub fn build_shared(config: Config) -> Result<Arc<Shared>, String> {
         worker_inbox: OnceLock::new(),
         script_jobs: Mutex::new(script_tx),
         cluster_publish: OnceLock::new(),
+        this: OnceLock::new(),
     });
+    let _ = shared.this.set(Arc::downgrade(&shared));
     // `requirepass` is the default user's password.
     crate::commands::acl::apply_requirepass(&shared.node);
     // One thread runs scripts, as Redis does; it ends with the node.
@@ -650,6 +659,7 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
     let mut accept_errors = AcceptErrors::default();
     if shared.node.cluster.is_some() {
         start_cluster_publish(&shared);
+        start_cluster_upkeep(shared.clone());
     }
     match shared.persist.clone() {
         // Clients get -LOADING and /readyz fails until the log is replayed.
@@ -728,6 +738,34 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
 /// acceptor's) runtime, over one pipelined link per node, in order; a node
 /// that cannot be reached misses them (as a Redis Cluster node cut off from
 /// the bus does).
+/// Cluster mode's background work: once the log is replayed, the keys of
+/// slots this node does not serve are dropped (a restart in the middle of
+/// a release, or of an import that never committed) and a handover cut by
+/// the restart is resolved; then imports whose source went silent are
+/// dropped.
+fn start_cluster_upkeep(shared: Arc<Shared>) {
+    let spawned = std::thread::Builder::new().name("strata-cluster".into()).spawn(move || {
+        while !shared.ready.load(Relaxed) && !shared.shutting_down.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let Some(c) = shared.node.cluster.as_ref() else { return };
+        crate::cluster::migration::drop_unserved(&shared.ks, c);
+        let resolving = shared.clone();
+        let _ = std::thread::Builder::new().name("strata-migrate".into()).spawn(move || {
+            if let Some(c) = resolving.node.cluster.as_ref() {
+                crate::cluster::migration::resolve_after_restart(&resolving.ks, c);
+            }
+        });
+        while !shared.shutting_down.load(Relaxed) {
+            std::thread::sleep(Duration::from_secs(1));
+            crate::cluster::migration::expire_idle_imports(&shared.ks, c);
+        }
+    });
+    if let Err(e) = spawned {
+        warn!("cannot start the cluster upkeep thread: {e}");
+    }
+}
+
 fn start_cluster_publish(shared: &Arc<Shared>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
     if shared.cluster_publish.set(tx).is_err() {

@@ -69,6 +69,19 @@ impl Shared {
                     f.slots_covered = t.covered() as u64;
                     f.nodes = t.members.len() as u64;
                 }
+                let (m, st) = (&c.migrations, &c.migrations.stats);
+                let both = |a: &[std::sync::atomic::AtomicU64; 2]| [a[0].load(Relaxed), a[1].load(Relaxed)];
+                f.migrations = crate::metrics::snapshot::MigrationFigures {
+                    in_flight: m.in_flight().map(|n| n as u64),
+                    keys: both(&st.keys),
+                    bytes: both(&st.bytes),
+                    slots: both(&st.slots),
+                    committed: both(&st.committed),
+                    failed: both(&st.failed),
+                    aborted: both(&st.aborted),
+                    paused_ns: st.paused_ns.load(Relaxed),
+                    oldest_ms: m.oldest_in_flight().as_millis() as u64,
+                };
                 f
             }),
             tier: self.cold.as_ref().map(|c| {

@@ -118,6 +118,10 @@ pub struct Client {
     /// READONLY (replica reads; a node has no replicas yet).
     pub asking: bool,
     pub readonly: bool,
+    /// Cluster mode, admin port: the connection a migration's source sends
+    /// its keys on — the slots it may write though this node does not
+    /// serve them yet, and the migration's id.
+    pub importing: Option<(std::sync::Arc<crate::base::slot::SlotSet>, std::sync::Arc<str>)>,
     pub db: usize,
     pub resp3: bool,
     pub authenticated: bool,
@@ -173,6 +177,7 @@ impl Client {
             info,
             port: PortKind::Plain,
             asking: false,
+            importing: None,
             readonly: false,
             db: 0,
             resp3: false,

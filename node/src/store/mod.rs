@@ -17,6 +17,7 @@ pub mod events;
 mod evict;
 pub mod expire;
 mod expiry_index;
+pub mod export;
 pub mod hash;
 pub mod hll;
 pub mod journal;
@@ -26,6 +27,7 @@ pub mod partition;
 mod rdb;
 pub mod set;
 pub mod slab_table;
+pub mod slot_watch;
 pub mod stream;
 mod stream_rdb;
 pub mod tracking;
@@ -115,6 +117,8 @@ pub struct Keyspace {
     expiry_paused_until: AtomicU64,
     /// Keyspace notifications: the flags and who publishes (`events.rs`).
     events: events::EventsState,
+    /// Slots being migrated: changes noted, commands held at the handover.
+    slot_watch: Arc<slot_watch::SlotWatch>,
 }
 
 /// A field that writers on every core update, on cache lines of its own
@@ -173,6 +177,7 @@ impl Keyspace {
             tracking: OwnLine(Default::default()),
             expiry_paused_until: AtomicU64::new(0),
             events: Default::default(),
+            slot_watch: Default::default(),
         }
     }
 

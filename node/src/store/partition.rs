@@ -493,6 +493,7 @@ impl Partition {
     #[inline]
     fn journal(&mut self, ks: &Keyspace, db: usize, key: &[u8], kind: ChangeKind, entry: Option<&Entry>) {
         self.seq += 1;
+        ks.slot_watch.note(db, key);
         if let Some(j) = ks.journal() {
             j.record(&Change { seq: self.seq, partition: self.index, db, key, kind, entry });
         }
@@ -538,6 +539,7 @@ impl Partition {
             self.signal_ready(db, &key);
         }
         self.seq += 1;
+        ks.slot_watch.note(db, self.dbs[db].entry(slot).key());
         if let Some(j) = ks.journal() {
             let e = self.dbs[db].entry(slot);
             j.record(&Change { seq: self.seq, partition: self.index, db, key: e.key(), kind, entry: Some(e) });

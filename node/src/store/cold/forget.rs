@@ -455,6 +455,12 @@ impl Partition {
         }
     }
 
+    /// Where the records of database `db`'s forgotten keys whose slot
+    /// passes `wanted` are (a slot migration reads them).
+    pub fn forgotten_locs(&self, db: usize, wanted: impl Fn(u16) -> bool) -> Vec<crate::store::entry::ColdLoc> {
+        self.dbs[db].forgotten.iter().filter(|(_, f)| wanted(f.key_slot)).map(|(_, f)| f.loc).collect()
+    }
+
     /// Whether `key` is a forgotten key of `db` whose record is at `loc`.
     pub fn is_forgotten_at(&self, db: usize, key: &[u8], loc: crate::store::entry::ColdLoc) -> bool {
         self.dbs[db].forgotten.find_loc(hash32(hash_bytes(key)), loc.segment, loc.offset).is_some()

@@ -25,7 +25,7 @@ impl Keyspace {
     /// True when some key may make a command wait (one shared read).
     #[inline]
     pub fn may_pend(&self) -> bool {
-        self.delayed_keys.load(Relaxed) != 0 || self.cold_stats.keys.load(Relaxed) != 0
+        self.delayed_keys.load(Relaxed) != 0 || self.cold_stats.keys.load(Relaxed) != 0 || self.slot_watch.any_sealed()
     }
 }
 
@@ -70,6 +70,11 @@ impl KeyAccess<'_> {
             let idx = ks.partition_of_key(key);
             if !self.locked.holds(idx) {
                 continue;
+            }
+            // A slot at its handover to another node: the command runs
+            // again once it is over (and is then sent where the slot went).
+            if ks.slot_watch.is_sealed(key) {
+                return Some(crate::store::slot_watch::SlotWatch::wait_unsealed(ks.slot_watch_arc(), key));
             }
             let part = self.locked.get(idx);
             if !part.delayed.is_empty()
