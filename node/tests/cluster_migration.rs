@@ -43,7 +43,7 @@ const PRELOAD: usize = 3000;
 const PRELOAD_VALUE: usize = 200;
 /// The source's pause between snapshot batches: long enough to crash in
 /// the snapshot and to write meanwhile.
-const BATCH_DELAY_MS: &str = "10";
+const BATCH_DELAY_MS: &str = "50";
 /// Keys per writer: half in moving slots, half elsewhere.
 const WRITER_KEYS: usize = 48;
 const PIPELINE: usize = 16;
@@ -852,7 +852,7 @@ fn interrupted(name: &str, fault: Fault, broken: bool) -> (Check, bool) {
             hit
         }
         Fault::Kill(hit, seed) => {
-            let ms = Rng::new(seed).below(1500);
+            let ms = Rng::new(seed).below(1200);
             std::thread::sleep(Duration::from_millis(ms));
             println!("{name}: kill -9 {hit:?} {ms} ms into the migration, source {:?}", c.status(SOURCE, &mid));
             for &i in hit.nodes() {
