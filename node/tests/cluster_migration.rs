@@ -1056,7 +1056,6 @@ fn disk_resident_slots_migrate_within_the_source_memory_budget() {
         assert_eq!(status["state"], "committed", "{status:?}\n{}", c.nodes[SOURCE].tail());
         println!("m-disk-1: {status:?}");
     });
-    c.confirm();
     let (peak, peak_used) = (peak.load(Ordering::Relaxed), peak_used.load(Ordering::Relaxed));
     println!(
         "during the migration the source's memory counted for maxmemory peaked at {} KiB, used_memory at {} KiB, \
@@ -1066,12 +1065,19 @@ fn disk_resident_slots_migrate_within_the_source_memory_budget() {
         MAXMEMORY >> 10
     );
     assert!(samples > 3, "too few samples of used_memory ({samples}) to say anything");
+    // Eviction (here: demotion to disk) runs once the budget is exceeded, so
+    // the node is over it by about a write between two evictions, migration
+    // or not (the load above ends there too); a migration that promoted the
+    // slots' cold values would take it to ten times the budget.
+    let bound = MAXMEMORY + MAXMEMORY / 32;
     assert!(
-        peak <= MAXMEMORY,
+        peak <= bound,
         "the source's memory counted for maxmemory reached {peak} B during the migration, over its maxmemory \
-         {MAXMEMORY} B"
+         {MAXMEMORY} B (+1/32: {bound} B)"
     );
-    // Every key arrived, byte for byte.
+    // Every key arrived, byte for byte (read before the confirming epoch:
+    // the target serves the slots from the commit, the source still has
+    // its copy to tell what went missing).
     let mut tgt = c.nodes[TARGET].direct();
     let mut missing = Vec::new();
     for chunk in keys[..n].chunks(64) {
@@ -1083,12 +1089,17 @@ fn disk_resident_slots_migrate_within_the_source_memory_budget() {
             }
         }
     }
+    // The source held all of them before (DBSIZE above): any missing is the migration's.
+    for k in missing.iter().take(10) {
+        println!("{k}: on the target {:?}", tgt.cmd(&["GET", k]).as_bytes().map(<[u8]>::len));
+    }
     assert!(
         missing.is_empty(),
         "{} of {n} keys did not arrive intact: {:?}",
         missing.len(),
         &missing[..missing.len().min(10)]
     );
+    c.confirm();
     assert!(
         wait_for(Duration::from_secs(20), || c.nodes[SOURCE].direct().cmd(&["DBSIZE"]) == Frame::int(0)),
         "the source kept keys of slots it gave away"
