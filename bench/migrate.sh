@@ -231,8 +231,12 @@ while :; do
 done
 t_commit=$(now)
 [[ $state == committed ]] || { echo "the migration ended $state:" >&2; cat "$OUT/status.txt" >&2; exit 1; }
-push 2 "$REST" "$MOVE_SLOTS,8192-16383" 1 0
+push 2 "$REST" "$MOVE_SLOTS,8192-16383" 1
+t_pushed_b=$(now)
+push 2 "$REST" "$MOVE_SLOTS,8192-16383" 0   # the source last: it releases its copy
 t_done=$(now)
+S_PUSH_B=$(elapsed "$t_commit" "$t_pushed_b")
+S_PUSH_A=$(elapsed "$t_pushed_b" "$t_done")
 S_ERRORS=$(load_stop)
 S_SECONDS=$(elapsed "$t0" "$t_done")
 S_COMMIT=$(elapsed "$t0" "$t_commit")
@@ -285,6 +289,7 @@ echo "  redis: $R_MOVING keys moved in $R_SECONDS s"
   echo "=== slot migration: $MOVE_SLOTS ($MOVE_COUNT slots) of $SIZE_MB MB in ${VALUE_SIZE}-byte values, node A to B ==="
   echo "strata: $S_SECONDS s to the confirming epoch ($S_COMMIT s to the commit), paused writes ${S_PAUSED:-?} ms," \
        "$S_KEYS keys / $(( ${S_BYTES:-0} >> 20 )) MiB sent; data half on disk (maxmemory $MAXMEM)"
+  echo "        confirming epoch: push to the target $S_PUSH_B s, to the source (its release) $S_PUSH_A s"
   echo "        keys in the moved slots: $S_MOVING before, on B $S_ON_B, left on A $S_ON_A"
   echo "redis:  $R_SECONDS s for redis-cli --cluster reshard (all in RAM); keys: $R_MOVING before, on B $R_ON_B"
   awk -v s="$S_SECONDS" -v r="$R_SECONDS" 'BEGIN { if (s > 0) printf "redis/strata time: %.2f (above 1: Strata faster)\n", r / s }'
