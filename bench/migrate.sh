@@ -210,7 +210,9 @@ push 1 0-8191 8192-16383 0 1
 load strata-a "${SD[0]}"
 tier=$(redis-cli -p "${SP[0]}" info tier | tr -d '\r' | awk -F: '/^tier_disk_keys:/ { print $2 }')
 used=$(redis-cli -p "${SP[0]}" info memory | tr -d '\r' | awk -F: '/^used_memory:/ { print $2 }')
-echo "  strata-a: ${tier:-?} keys on disk of $(cat "$WORK/strata-a.count"), used_memory $(( ${used:-0} >> 20 )) MiB (maxmemory $MAXMEM)"
+evicted=$(redis-cli -p "${SP[0]}" info stats | tr -d '\r' | awk -F: '/^evicted_keys:/ { print $2 }')
+echo "  strata-a: ${tier:-?} keys on disk of $(cat "$WORK/strata-a.count"), used_memory $(( ${used:-0} >> 20 )) MiB" \
+  "(maxmemory $MAXMEM), evicted_keys ${evicted:-?}"
 S_MOVING=$(keys_in "${SD[0]}" "$MOVE_FIRST" "$MOVE_LAST")
 
 load_start "${SP[0]}"
