@@ -249,6 +249,23 @@ pub fn write_with_ack_log(
     from: u64,
     stop_after_errors: u64,
 ) -> AckLog {
+    let started = std::time::Instant::now();
+    let going = || started.elapsed() < duration;
+    write_with_ack_log_while(host, port, &going, pipeline, value_size, prefix, from, stop_after_errors)
+}
+
+/// [`write_with_ack_log`] for as long as `going()` says.
+#[allow(clippy::too_many_arguments)]
+pub fn write_with_ack_log_while(
+    host: &str,
+    port: u16,
+    going: &dyn Fn() -> bool,
+    pipeline: usize,
+    value_size: usize,
+    prefix: &str,
+    from: u64,
+    stop_after_errors: u64,
+) -> AckLog {
     use std::io::{BufRead, BufReader, Write};
     use std::net::ToSocketAddrs;
     use std::time::Duration;
@@ -256,7 +273,7 @@ pub fn write_with_ack_log(
     let mut log = AckLog::default();
     let mut next = from;
     let mut connected_once = false;
-    'connect: while started.elapsed() < duration {
+    'connect: while going() {
         // Resolved on every attempt: a Service name keeps its address, a pod's may change.
         let addr = (host, port).to_socket_addrs().ok().and_then(|mut a| a.next());
         let Some(stream) = addr.and_then(|a| std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)).ok())
@@ -273,7 +290,7 @@ pub fn write_with_ack_log(
         let mut reader = BufReader::new(stream.try_clone().expect("cloning a socket"));
         let mut writer = stream;
         let mut out = Vec::new();
-        while started.elapsed() < duration {
+        while going() {
             if stop_after_errors > 0 && log.errors >= stop_after_errors {
                 break 'connect;
             }
@@ -458,4 +475,155 @@ pub fn read_back(
         Some(e) => Err(e),
         None => Ok(total),
     }
+}
+
+/// What [`cluster_write_with_ack_log`] saw besides acknowledgements.
+#[derive(Debug, Clone, Default)]
+pub struct Redirects {
+    pub moved: u64,
+    pub ask: u64,
+    pub tryagain: u64,
+    /// Connections that failed (a pod going away): the slot map is read again and the write
+    /// sent again.
+    pub reconnects: u64,
+}
+
+/// A cluster-aware writer, as a Redis Cluster client library behaves: it reads the slot map
+/// (CLUSTER SLOTS) from `seed`, sends each SET to the slot's owner, follows `-MOVED` (and
+/// updates its map), `-ASK` (ASKING first) and `-TRYAGAIN` (a pause), and on a connection
+/// failure reads the map again from the seed and sends the write again. Keys `<prefix>:<i>` =
+/// [`logged_value`] for i = 0, 1, ... while `going()`. Any other error reply counts in the
+/// log's errors.
+pub fn cluster_write_with_ack_log(
+    seed: (&str, u16),
+    going: &dyn Fn() -> bool,
+    value_size: usize,
+    prefix: &str,
+) -> (AckLog, Redirects) {
+    use std::collections::HashMap;
+    use std::time::Duration;
+    let started = std::time::Instant::now();
+    let mut log = AckLog::default();
+    let mut seen = Redirects::default();
+    let mut conns: HashMap<String, Connection> = HashMap::new();
+    let seed_addr = format!("{}:{}", seed.0, seed.1);
+    let mut slots: Vec<String> = vec![seed_addr.clone(); 16384];
+    let refresh = |slots: &mut Vec<String>| {
+        let Ok(mut c) = connect(seed.0, seed.1) else { return };
+        let Ok(redis::Value::Array(ranges)) = redis::cmd("CLUSTER").arg("SLOTS").query::<redis::Value>(&mut c) else {
+            return;
+        };
+        for r in ranges {
+            let redis::Value::Array(r) = r else { continue };
+            let (Some(redis::Value::Int(a)), Some(redis::Value::Int(b)), Some(redis::Value::Array(node))) =
+                (r.first(), r.get(1), r.get(2))
+            else {
+                continue;
+            };
+            let host = match node.first() {
+                Some(redis::Value::BulkString(h)) => String::from_utf8_lossy(h).into_owned(),
+                _ => continue,
+            };
+            let Some(redis::Value::Int(port)) = node.get(1) else { continue };
+            for s in *a..=*b {
+                slots[s as usize] = format!("{host}:{port}");
+            }
+        }
+    };
+    refresh(&mut slots);
+    let mut i = 0u64;
+    while going() {
+        let key = format!("{prefix}:{i}");
+        let value = logged_value(i, prefix, value_size);
+        let mut addr = slots[slot_of(key.as_bytes()) as usize].clone();
+        let mut asking = false;
+        let mut acked = false;
+        for _attempt in 0..50 {
+            if !conns.contains_key(&addr) {
+                let (h, p) = addr.rsplit_once(':').unwrap_or((&addr, "6380"));
+                match connect(h, p.parse().unwrap_or(6380)) {
+                    Ok(c) => {
+                        conns.insert(addr.clone(), c);
+                    }
+                    Err(_) => {
+                        seen.reconnects += 1;
+                        std::thread::sleep(Duration::from_millis(100));
+                        refresh(&mut slots);
+                        addr = slots[slot_of(key.as_bytes()) as usize].clone();
+                        continue;
+                    }
+                }
+            }
+            let conn = conns.get_mut(&addr).expect("connected above");
+            if asking {
+                let _: redis::RedisResult<String> = redis::cmd("ASKING").query(conn);
+                asking = false;
+            }
+            let reply: redis::RedisResult<String> = redis::cmd("SET").arg(&key).arg(&value).query(conn);
+            match reply {
+                Ok(_) => {
+                    acked = true;
+                    break;
+                }
+                Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) => {
+                    seen.moved += 1;
+                    if let Some((to, _)) = e.redirect_node() {
+                        slots[slot_of(key.as_bytes()) as usize] = to.to_owned();
+                        addr = to.to_owned();
+                    }
+                }
+                Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Ask) => {
+                    seen.ask += 1;
+                    if let Some((to, _)) = e.redirect_node() {
+                        addr = to.to_owned();
+                        asking = true;
+                    }
+                }
+                Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain) => {
+                    seen.tryagain += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() => {
+                    // Sent, no answer: may or may not be there; sent again below.
+                    seen.reconnects += 1;
+                    conns.remove(&addr);
+                    std::thread::sleep(Duration::from_millis(100));
+                    refresh(&mut slots);
+                    addr = slots[slot_of(key.as_bytes()) as usize].clone();
+                }
+                Err(e) => {
+                    log.errors += 1;
+                    log.first_error.get_or_insert_with(|| e.to_string());
+                    break;
+                }
+            }
+        }
+        if acked {
+            log.ack(i);
+        } else {
+            log.unknown += 1;
+        }
+        i += 1;
+    }
+    log.elapsed_ms = started.elapsed().as_millis() as u64;
+    (log, seen)
+}
+
+/// Redis Cluster's hash slot of a key (CRC16 of the key or its `{tag}`, mod 16384).
+pub fn slot_of(key: &[u8]) -> u16 {
+    let key = match key.iter().position(|&b| b == b'{') {
+        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
+            Some(len) if len > 0 => &key[open + 1..open + 1 + len],
+            _ => key,
+        },
+        None => key,
+    };
+    let mut crc = 0u16;
+    for &b in key {
+        crc ^= (b as u16) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
+        }
+    }
+    crc % 16384
 }

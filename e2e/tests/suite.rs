@@ -1401,14 +1401,13 @@ const SHARDS: usize = 3;
 /// Keys written by each client (cluster-aware, plain).
 const CLUSTER_KEYS: usize = 2_000;
 
-/// `kubectl get -o json` of the sharded CacheCluster's status.
-fn sharded_status(env: &Env) -> Value {
-    cache_cluster_named(env, SHARDED).map(|cc| cc["status"].clone()).unwrap_or(Value::Null)
-}
-
 /// The sharded cluster's pods: name -> (uid, IP, ready).
 fn sharded_pods(env: &Env) -> BTreeMap<String, (String, String, bool)> {
-    let list = get_json(env, &["-n", NS, "get", "pods", "-l", &format!("app.kubernetes.io/instance={SHARDED}")])
+    cluster_pods(env, SHARDED)
+}
+
+fn cluster_pods(env: &Env, name: &str) -> BTreeMap<String, (String, String, bool)> {
+    let list = get_json(env, &["-n", NS, "get", "pods", "-l", &format!("app.kubernetes.io/instance={name}")])
         .unwrap_or(Value::Null);
     let mut out = BTreeMap::new();
     for p in list["items"].as_array().into_iter().flatten() {
@@ -1427,21 +1426,32 @@ fn sharded_pods(env: &Env) -> BTreeMap<String, (String, String, bool)> {
 /// Waits until every shard's pod is Ready and not one of `old_uids`, and the status says every
 /// node applied the current epoch at its pod's current IP over all 16384 slots. Returns the epoch.
 async fn sharded_converged(env: &Env, old_uids: &[String]) -> u64 {
-    eventually(WAIT, "every shard Ready, at its current IP, on the current topology epoch", || async {
-        let pods = sharded_pods(env);
-        let fresh = pods.len() == SHARDS && pods.values().all(|(uid, _, ready)| *ready && !old_uids.contains(uid));
+    converged(env, SHARDED, SHARDS, old_uids).await
+}
+
+/// [`sharded_converged`] for CacheCluster `name` of `shards` shards, also waiting for any
+/// resharding to end (no `Resharding` condition True).
+async fn converged(env: &Env, name: &str, shards: usize, old_uids: &[String]) -> u64 {
+    let what = format!("{name}: {shards} shards Ready, at their current IPs, on the current topology epoch");
+    eventually(WAIT, &what, || async {
+        let pods = cluster_pods(env, name);
+        let fresh = pods.len() == shards && pods.values().all(|(uid, _, ready)| *ready && !old_uids.contains(uid));
         if !fresh {
             return None;
         }
-        let status = sharded_status(env);
+        let cc = cache_cluster_named(env, name)?;
+        if condition(&cc, "Resharding").is_some_and(|c| c["status"] == "True") {
+            return None;
+        }
+        let status = &cc["status"];
         let epoch = status["topologyEpoch"].as_u64()?;
         let nodes = status["nodes"].as_array()?;
-        let placed = nodes.len() == SHARDS
+        let placed = nodes.len() == shards
             && nodes.iter().all(|n| {
                 n["appliedEpoch"].as_u64() == Some(epoch)
                     && pods.get(n["pod"].as_str().unwrap_or_default()).is_some_and(|(_, ip, _)| n["ip"] == *ip)
             });
-        (placed && status["slotsCovered"] == 16384 && status["shards"] == SHARDS).then_some(epoch)
+        (placed && status["slotsCovered"] == 16384 && status["shards"] == shards).then_some(epoch)
     })
     .await
 }
@@ -1602,4 +1612,153 @@ async fn sharded_cluster_recovers_from_restarts() {
          {pushes} TopologyPushed Events"
     ));
     assert!(pushes >= 3, "an Event per topology change: {pushes}");
+}
+
+/// The resharded cluster's name.
+const RESHARD: &str = "reshard";
+
+/// Nodes that own slots, from CLUSTER NODES on the cluster port of `host`.
+fn owners(host: &str) -> Result<usize, String> {
+    let lines = redis_cli_cluster(host, 6380, "CLUSTER NODES\n")?;
+    Ok(lines.iter().filter(|l| l.split_whitespace().count() > 8).count())
+}
+
+/// Live resharding on the real cluster (issue 23): 3 shards under a continuous load from a
+/// plain client (through the Service's redis port, forwarded by the nodes) and a cluster-aware
+/// one (the cluster port, following MOVED), `periodic` durability; then scale to 5, back to 2,
+/// the operator restarted in the middle of a migration (to 4), and every pod rolled. Afterwards
+/// every acknowledged write of both clients is readable, every slot is owned, the plain client
+/// saw no error and the cluster-aware one only MOVED/ASK/TRYAGAIN; each step's duration is
+/// printed.
+#[tokio::test(flavor = "multi_thread")]
+async fn sharded_cluster_reshards_under_load() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _one_at_a_time = SERIAL.lock().await;
+    let env = Env::from_env();
+    if cluster_mode(&env) != "local" {
+        step("resharding on the real cluster: SKIPPED (its clients need the local cluster's routes to pod IPs)");
+        return;
+    }
+    for ns in [NS, OPERATOR_NS] {
+        env.kubectl(&["wait", "--for=delete", &format!("namespace/{ns}"), "--timeout=120s"]);
+    }
+    let _cleanup = Cleanup(&env);
+    install_operator(&env);
+    env.kubectl(&["create", "namespace", NS]).ok("namespace");
+
+    step("resharding: a CacheCluster of 3 shards with periodic durability");
+    apply_cache_cluster(
+        &env,
+        RESHARD,
+        json!({ "replicas": 3, "durability": { "mode": "periodic", "fsyncInterval": "10ms" },
+                "storage": { "size": "1Gi" }, "resources": { "limits": { "memory": "256Mi" } } }),
+    )
+    .await;
+    converged(&env, RESHARD, 3, &[]).await;
+    let service_ip = env.kubectl(&["-n", NS, "get", "svc", RESHARD, "-o", "jsonpath={.spec.clusterIP}"]).stdout;
+    let service_ip = service_ip.trim().to_owned();
+
+    step("a plain writer (redis port) and a cluster-aware writer (cluster port), both logging acknowledged writes");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ip, halt) = (service_ip.clone(), stop.clone());
+    let plain = std::thread::spawn(move || {
+        let going = || !halt.load(Ordering::Relaxed);
+        client::write_with_ack_log_while(&ip, 6379, &going, 8, 64, "plain", 0, 0)
+    });
+    let (ip, halt) = (service_ip.clone(), stop.clone());
+    let aware = std::thread::spawn(move || {
+        let going = || !halt.load(Ordering::Relaxed);
+        client::cluster_write_with_ack_log((&ip, 6380), &going, 64, "aware")
+    });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    let mut timings = Vec::new();
+    for (what, shards) in [("scale out to 5", 5usize), ("scale in to 2", 2)] {
+        step(&format!("{what}: kubectl scale cachecluster {RESHARD} --replicas={shards}"));
+        let started = Instant::now();
+        env.kubectl(&["-n", NS, "scale", "cachecluster", RESHARD, &format!("--replicas={shards}")]).ok(what);
+        let epoch = converged(&env, RESHARD, shards, &[]).await;
+        let took = started.elapsed();
+        let ip = service_ip.clone();
+        let owning = blocking(move || owners(&ip)).await.expect("CLUSTER NODES");
+        assert_eq!(owning, shards, "{what}: every shard owns slots");
+        let sts = env.kubectl(&["-n", NS, "get", "statefulset", RESHARD, "-o", "jsonpath={.spec.replicas}"]).stdout;
+        assert_eq!(sts.trim(), shards.to_string(), "{what}: the StatefulSet follows once drained");
+        step(&format!("{what}: done in {took:.1?} at epoch {epoch}"));
+        timings.push(format!("{what} {took:.1?}"));
+    }
+
+    step("restart the operator in the middle of a migration (scale to 4)");
+    let started = Instant::now();
+    env.kubectl(&["-n", NS, "scale", "cachecluster", RESHARD, "--replicas=4"]).ok("scale to 4");
+    eventually(WAIT, "a migration under way (Resharding=True)", || async {
+        let cc = cache_cluster_named(&env, RESHARD)?;
+        condition(&cc, "Resharding").filter(|c| c["status"] == "True").map(|_| ())
+    })
+    .await;
+    env.kubectl(&["-n", OPERATOR_NS, "delete", "pod", "-l", "app.kubernetes.io/name=strata-operator"])
+        .ok("deleting the operator pod");
+    env.kubectl(&["-n", OPERATOR_NS, "rollout", "status", "deployment/strata-operator", "--timeout=120s"])
+        .ok("operator back");
+    converged(&env, RESHARD, 4, &[]).await;
+    let took = started.elapsed();
+    step(&format!("scale to 4 with an operator restart mid-migration: done in {took:.1?}"));
+    timings.push(format!("scale to 4 + operator restart {took:.1?}"));
+
+    step("roll every pod (a config change): one shard at a time, each back warm before the next");
+    let uids: Vec<String> = cluster_pods(&env, RESHARD).values().map(|(uid, _, _)| uid.clone()).collect();
+    let started = Instant::now();
+    apply_cache_cluster(
+        &env,
+        RESHARD,
+        json!({ "replicas": 4, "durability": { "mode": "periodic", "fsyncInterval": "10ms" },
+                "storage": { "size": "1Gi" }, "resources": { "limits": { "memory": "256Mi" } },
+                "evictionPolicy": "allkeys-lfu" }),
+    )
+    .await;
+    converged(&env, RESHARD, 4, &uids).await;
+    let took = started.elapsed();
+    step(&format!("rolled 4 pods in {took:.1?}"));
+    timings.push(format!("roll of 4 pods {took:.1?}"));
+
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let plain = blocking(move || plain.join().expect("plain writer")).await;
+    let (aware, redirects) = blocking(move || aware.join().expect("cluster-aware writer")).await;
+    step(&format!("plain writer: {}", plain.render().split(" ranges=").next().unwrap_or_default()));
+    step(&format!(
+        "cluster-aware writer: acked={} unknown={} errors={} moved={} ask={} tryagain={} reconnects={}",
+        aware.acked_count(),
+        aware.unknown,
+        aware.errors,
+        redirects.moved,
+        redirects.ask,
+        redirects.tryagain,
+        redirects.reconnects
+    ));
+    assert_eq!(plain.errors, 0, "the plain client saw an error: {:?}", plain.first_error);
+    assert_eq!(
+        aware.errors, 0,
+        "the cluster-aware client saw an error other than MOVED/ASK/TRYAGAIN: {:?}",
+        aware.first_error
+    );
+    assert!(plain.acked_count() > 1000 && aware.acked_count() > 1000, "both loads ran");
+
+    step("every acknowledged write of both clients read back through the Service");
+    let ip = service_ip.clone();
+    let lost = blocking(move || -> Result<(u64, u64, Vec<u64>, Vec<u64>), String> {
+        let mut c = client::connect(&ip, 6379)?;
+        let (lp, fp) = client::missing_acked(&mut c, &plain, "plain", 64, 10)?;
+        let (la, fa) = client::missing_acked(&mut c, &aware, "aware", 64, 10)?;
+        Ok((lp, la, fp, fa))
+    })
+    .await
+    .expect("reading back");
+    assert_eq!((lost.0, lost.1), (0, 0), "lost acknowledged writes: plain {:?}, cluster-aware {:?}", lost.2, lost.3);
+    let ip = service_ip.clone();
+    assert_eq!(blocking(move || owners(&ip)).await.expect("CLUSTER NODES"), 4);
+    let events = events_of(&env, RESHARD);
+    let moved = events.iter().filter(|(_, reason, _)| reason == "SlotsMoved").count();
+    step(&format!("resharding timings: {}; {moved} SlotsMoved Events", timings.join(", ")));
 }

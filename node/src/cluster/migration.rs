@@ -409,16 +409,21 @@ fn copy_and_hand_over(ks: &Keyspace, c: &Cluster, m: &Migration) -> Result<(), S
     let left = match result {
         Ok(left) => left,
         Err(e) => {
-            // The target drops what it staged (best effort: an import
-            // nobody finishes is dropped anyway after IMPORT_IDLE).
-            let cancel: [&[u8]; 3] = [b"STRATA.MIGRATE", b"CANCEL", m.mid.as_bytes()];
-            if let Ok(mut l) = Link::connect(&m.target_addr, password, LINK_TIMEOUT) {
-                let _ = l.call(&cancel);
-            }
+            cancel_on_target(c, m);
             return Err(e);
         }
     };
     hand_over(ks, c, m, sender, left)
+}
+
+/// Tells the target to drop what it staged (best effort: an import nobody
+/// finishes is dropped anyway after `IMPORT_IDLE`, or when this source
+/// starts another).
+fn cancel_on_target(c: &Cluster, m: &Migration) {
+    let cancel: [&[u8]; 3] = [b"STRATA.MIGRATE", b"CANCEL", m.mid.as_bytes()];
+    if let Ok(mut l) = Link::connect(&m.target_addr, c.admin_password.as_deref(), LINK_TIMEOUT) {
+        let _ = l.call(&cancel);
+    }
 }
 
 /// Step 1–4 of the module's handover.
@@ -437,10 +442,15 @@ fn hand_over(
         state: MoveState::Handover,
     };
     c.amend(|t| {
+        // Checked under the lock pushes take: none moved the slots away.
+        if let Some(s) = m.slots.iter().find(|&s| t.route(s) != Route::Mine) {
+            return Err(format!("slot {s} is no longer this node's (a push moved it)"));
+        }
         let mut t = t.clone();
         t.moves.push(record);
         Ok(t)
-    })?;
+    })
+    .inspect_err(|_| cancel_on_target(c, m))?;
     m.set_state(State::Handover);
     let sealed = Instant::now();
     ks.seal_slots(&m.slots);
@@ -687,7 +697,13 @@ fn delete_keys(ks: &Keyspace, keys: &[Vec<u8>]) -> usize {
 // ------------------------------------------------------------------ target
 
 /// Registers an import on this node (STRATA.MIGRATE RECEIVE).
-pub fn receive(c: &Cluster, mid: &str, source: &str, slots: &str) -> Result<(Arc<Migration>, Arc<SlotSet>), String> {
+pub fn receive(
+    ks: &Keyspace,
+    c: &Cluster,
+    mid: &str,
+    source: &str,
+    slots: &str,
+) -> Result<(Arc<Migration>, Arc<SlotSet>), String> {
     if !valid_mid(mid) {
         return Err("ERR a migration id is 1 to 64 characters of [A-Za-z0-9._-]".into());
     }
@@ -699,8 +715,23 @@ pub fn receive(c: &Cluster, mid: &str, source: &str, slots: &str) -> Result<(Arc
     if let Some(s) = slots.iter().find(|&s| t.route(s) == Route::Mine) {
         return Err(format!("ERR slot {s} is already served by this node"));
     }
-    if c.migrations.find(mid).is_some() || super::migration::recorded_status(c, mid).is_some() {
-        return Err(format!("ERR migration {mid} was already received"));
+    // A source runs one migration at a time: an import of its still
+    // staged here is one it gave up (it restarted, or failed): superseded.
+    let stale: Vec<String> = c
+        .migrations
+        .list
+        .lock()
+        .iter()
+        .filter(|m| m.role == Role::Target && !m.state().ended() && m.source == source)
+        .map(|m| m.mid.clone())
+        .collect();
+    for old in stale {
+        tracing::info!(old = %old, new = mid, "migration: a new import from the same source supersedes a staged one");
+        cancel(ks, c, &old)?;
+    }
+    let committed = c.migrations.find(mid).is_some_and(|m| m.state() == State::Committed);
+    if committed || recorded_status(c, mid).is_some() {
+        return Err(format!("ERR migration {mid} has committed"));
     }
     let staged = c.migrations.staged_slots();
     if let Some(s) = slots.iter().find(|&s| staged.contains(s)) {
@@ -786,6 +817,21 @@ pub fn cancel(ks: &Keyspace, c: &Cluster, mid: &str) -> Result<(), String> {
                     Ok(())
                 }
             }
+        }
+    }
+}
+
+/// After a push: an outgoing migration whose slots the new layout no
+/// longer gives this node is cancelled (the operator changed its mind).
+pub fn after_push(c: &Cluster) {
+    let Some(t) = c.current() else { return };
+    for m in c.migrations.list.lock().iter() {
+        if m.role == Role::Source
+            && matches!(m.state(), State::Snapshot | State::Streaming)
+            && m.slots.iter().any(|s| t.route(s) != Route::Mine)
+        {
+            tracing::warn!(mid = %m.mid, "migration: a pushed topology took its slots elsewhere; cancelling it");
+            m.cancel.store(true, Relaxed);
         }
     }
 }

@@ -50,6 +50,7 @@ pub const CLUSTER_SUBS: &[&str] = &[
     "replicas",
     "shards",
     "slaves",
+    "slot-stats",
     "slots",
 ];
 
@@ -79,6 +80,8 @@ const CLUSTER_HELP: &[&str] = &[
     "    Return information about slot range mappings and the nodes associated with them.",
     "SLAVES <node-id>",
     "    Return <node-id> replicas.",
+    "SLOT-STATS SLOTSRANGE <start-slot> <end-slot> | ORDERBY key-count [LIMIT <limit>] [ASC|DESC]",
+    "    Return the key count of each slot this node serves (Valkey 8's command; key-count only).",
     "SLOTS",
     "    Return information about slots range mappings. Each range is made of:",
     "    start, end, master and replicas IP addresses, ports and ids",
@@ -174,6 +177,7 @@ fn cluster(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
                 out.bulk(k);
             }
         }
+        "slot-stats" => slot_stats(ctx, c, topo.as_deref(), &args[2..], out)?,
         // No replicas (yet): a master's list is empty, and nobody reports failures.
         "replicas" | "slaves" | "count-failure-reports" => {
             exact(3)?;
@@ -205,23 +209,88 @@ fn slot_arg(arg: &[u8], invalid: &'static str) -> Result<u16, super::CmdError> {
     if (0..SLOTS as i64).contains(&n) { Ok(n as u16) } else { Err(invalid.into()) }
 }
 
-/// Up to `count` keys of database 0 (the only one in cluster mode) in `slot`.
-fn keys_in_slot(ctx: &mut Ctx<'_>, slot: u16, count: usize) -> Vec<Vec<u8>> {
-    let idx = ctx.node.ks.partition_of_slot(slot);
-    let mut keys = Vec::new();
-    if count == 0 {
-        return keys;
-    }
-    ctx.keys.with_partition(idx, |p| {
-        for (_, e) in p.entries(0) {
-            if key_slot(e.key()) == slot {
-                keys.push(e.key().to_vec());
-                if keys.len() == count {
-                    break;
+/// CLUSTER SLOT-STATS: the key count of the slots this node serves, by
+/// range or the busiest first (what an operator balancing slots reads).
+fn slot_stats(ctx: &mut Ctx<'_>, c: &Cluster, topo: Option<&Topology>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
+    const USAGE: &str =
+        "ERR syntax error: CLUSTER SLOT-STATS SLOTSRANGE <start> <end> | ORDERBY key-count [LIMIT <n>] [ASC|DESC]";
+    let _ = c;
+    let counts = ctx.node.ks.slot_key_counts();
+    let mine = |s: u16| topo.is_some_and(|t| t.route(s) == crate::cluster::Route::Mine);
+    let slots: Vec<u16> = match args {
+        [kw, a, b] if eq_ic(kw, "slotsrange") => {
+            let (a, b) =
+                (slot_arg(a, "ERR Invalid or out of range slot")?, slot_arg(b, "ERR Invalid or out of range slot")?);
+            if a > b {
+                return Err(format!("ERR Start slot number {a} is greater than end slot number {b}").into());
+            }
+            (a..=b).filter(|&s| mine(s)).collect()
+        }
+        [kw, metric, rest @ ..] if eq_ic(kw, "orderby") => {
+            if !eq_ic(metric, "key-count") {
+                return Err("ERR Unrecognized sort metric for ORDERBY (key-count is the one this node counts)".into());
+            }
+            let (mut limit, mut desc) = (16usize, true);
+            let mut i = 0;
+            while i < rest.len() {
+                if eq_ic(rest[i], "limit") && i + 1 < rest.len() {
+                    let n = arg_i64(rest[i + 1])?;
+                    if !(1..=SLOTS as i64).contains(&n) {
+                        return Err("ERR Limit has to lie in between 1 and 16384 (maximum number of slots).".into());
+                    }
+                    limit = n as usize;
+                    i += 2;
+                } else if eq_ic(rest[i], "asc") {
+                    desc = false;
+                    i += 1;
+                } else if eq_ic(rest[i], "desc") {
+                    desc = true;
+                    i += 1;
+                } else {
+                    return Err(USAGE.into());
                 }
             }
+            let mut owned: Vec<u16> = (0..SLOTS as u16).filter(|&s| mine(s)).collect();
+            owned.sort_by(|&x, &y| {
+                let (a, b) = (counts[x as usize], counts[y as usize]);
+                (if desc { b.cmp(&a) } else { a.cmp(&b) }).then(x.cmp(&y))
+            });
+            owned.truncate(limit);
+            owned
         }
-    });
+        _ => return Err(USAGE.into()),
+    };
+    out.array(slots.len());
+    for s in slots {
+        out.array(2);
+        out.int(s as i64);
+        out.map(1);
+        out.bulk_str("key-count");
+        out.int(counts[s as usize] as i64);
+    }
+    Ok(())
+}
+
+/// Up to `count` keys of database 0 (the only one in cluster mode) in
+/// `slot`, those whose name only the disk tier holds included.
+fn keys_in_slot(ctx: &mut Ctx<'_>, slot: u16, count: usize) -> Vec<Vec<u8>> {
+    let ks = &ctx.node.ks;
+    if count == 0 {
+        return Vec::new();
+    }
+    let one = crate::base::slot::SlotSet::from_ranges(&[(slot, slot)]);
+    let names = ks.export_names(ks.partition_of_slot(slot), &one);
+    let mut keys: Vec<Vec<u8>> = names.indexed.iter().take(count).map(|k| k.to_vec()).collect();
+    for loc in names.forgotten {
+        if keys.len() >= count {
+            break;
+        }
+        if let Some((key, crate::store::export::Exported::Value { .. })) =
+            ks.export_forgotten(loc, &one, ctx.client.now_ms)
+        {
+            keys.push(key);
+        }
+    }
     keys
 }
 
@@ -394,6 +463,7 @@ fn topology(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     if eq_ic(args[1], "set") {
         let t = Topology::parse_args(&args[2..]).map_err(|e| format!("ERR invalid topology: {e}"))?;
         c.apply(t).map_err(|e| format!("ERR {e}"))?;
+        migration::after_push(c);
         migration::drop_unserved(&ctx.node.ks, c);
         // Blocked clients run their command again: one whose slot moved
         // away gets MOVED (or is forwarded), as Redis unblocks them.
@@ -458,7 +528,7 @@ fn migrate(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
             out.ok();
         }
         ("receive", [mid, source, slots]) => {
-            let (_, importing) = migration::receive(c, &text(mid), &text(source), &text(slots))?;
+            let (_, importing) = migration::receive(&ctx.node.ks, c, &text(mid), &text(source), &text(slots))?;
             ctx.client.importing = Some((importing, text(mid).into()));
             out.ok();
         }

@@ -117,6 +117,9 @@ pub fn fan_out(node: &Node, client: &Client, cmd: &Resolved<'_>) -> Option<FanOu
 pub struct Forward {
     /// The owner's admin port, `ip:port`.
     pub addr: std::sync::Arc<str>,
+    /// The command's slot (its first key's): where it goes again if the
+    /// owner cannot be reached (a restarted owner may have a new address).
+    pub slot: u16,
     /// EXEC: the queued transaction goes as MULTI, its commands, EXEC.
     pub transaction: bool,
     /// A blocking command: on a connection of its own, so that it holds
@@ -555,7 +558,7 @@ fn slot_gate(
         // Queued on the plain port: decided at EXEC, for the whole transaction.
         Ok(Some(Away::Forward(_))) if matches!(origin, Origin::Queue) => Ok(()),
         Ok(Some(Away::Forward(addr))) => {
-            Err(Refusal::Forward(Forward { addr, transaction: exec, dedicated: cmd.has(flags::BLOCKING) }))
+            Err(Refusal::Forward(Forward { addr, slot, transaction: exec, dedicated: cmd.has(flags::BLOCKING) }))
         }
     }
 }

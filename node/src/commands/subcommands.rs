@@ -74,6 +74,7 @@ pub static SUBCOMMANDS: &[SubDef] = &[
     sub("cluster|replicas", 3, flags::ADMIN | flags::STALE, "@admin @slow @dangerous"),
     sub("cluster|shards", 2, flags::STALE, "@slow"),
     sub("cluster|slaves", 3, flags::ADMIN | flags::STALE, "@admin @slow @dangerous"),
+    sub("cluster|slot-stats", -4, flags::STALE, "@slow"),
     sub("cluster|slots", 2, flags::STALE, "@slow"),
     sub("command|count", 2, LS, "@slow @connection"),
     sub("command|docs", -2, LS, "@slow @connection"),

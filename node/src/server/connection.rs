@@ -326,6 +326,7 @@ enum Step {
 /// A request on its way to another node.
 struct Relay {
     addr: std::sync::Arc<str>,
+    slot: u16,
     bytes: Vec<u8>,
     replies: usize,
     dedicated: bool,
@@ -336,6 +337,9 @@ struct Relay {
 struct Awaited {
     at: usize,
     reply: super::forward::Pending,
+    /// The owner's admin address it went to, and the command's slot.
+    addr: std::sync::Arc<str>,
+    slot: u16,
     /// When it was sent (`mono_ns`).
     sent_ns: u64,
     /// A blocking command, on a connection of its own.
@@ -525,7 +529,7 @@ fn relay_for(
     } else {
         encode(&mut bytes, args);
     }
-    Relay { addr: f.addr, bytes, replies, dedicated: f.dedicated }
+    Relay { addr: f.addr, slot: f.slot, bytes, replies, dedicated: f.dedicated }
 }
 
 /// Puts forwarded requests' replies in their places in the output, in
@@ -549,11 +553,12 @@ async fn settle_relays(
         let others = a.fan_out.as_ref().map_or(0, |f| f.others.len());
         let settled = async {
             match a.fan_out {
-                None => await_relayed(a.reply, shared, resp3, a.dedicated).await,
+                None => await_relayed(a.reply, a.addr, a.slot, shared, resp3, a.dedicated).await,
                 Some(f) => {
-                    let mut all = vec![super::forward::settle(a.reply).await.map(|r| r.reply)];
+                    let settle = |p| async { super::forward::settle(p).await.map(|r| r.reply).map_err(|f| f.error) };
+                    let mut all = vec![settle(a.reply).await];
                     for p in f.others {
-                        all.push(super::forward::settle(p).await.map(|r| r.reply));
+                        all.push(settle(p).await);
                     }
                     Ok(combine(f.local, all, f.sum))
                 }
@@ -612,49 +617,86 @@ fn put_relayed(out: &mut Reply, reply: Result<Vec<u8>, String>) -> bool {
 
 /// Times a forwarded request is sent again after its owner answered MOVED.
 const MOVED_RETRIES: u64 = 5;
+/// How long a forwarded request keeps being sent again while its owner
+/// cannot be reached (a pod restarting in a rolling update) before the
+/// client gets the error.
+const UNREACHABLE_RETRY_FOR: Duration = Duration::from_secs(10);
 
 /// Waits for a forwarded request's reply. An owner that answers MOVED has
-/// not applied the topology this node routed by yet (a push under way): the
-/// request goes again, to whichever node the topology names by then (this
-/// one included, through its own admin port), a few times, so that a plain
-/// client does not see the redirection.
+/// not applied the topology this node routed by yet (a push under way), or
+/// has just handed the slot over in a migration: the request goes again,
+/// to where the MOVED points (or the topology names by then; this node
+/// included, through its own admin port), a few times, so that a plain
+/// client does not see the redirection. An owner that cannot be reached
+/// (its link failed: restarting) gets the request again, with a growing
+/// pause, for `UNREACHABLE_RETRY_FOR` at most. (A request the owner ran
+/// just before dying, unanswered, thus runs twice: as with a client library
+/// that retries on connection errors.)
 async fn await_relayed(
     pending: super::forward::Pending,
+    mut addr: std::sync::Arc<str>,
+    slot: u16,
     shared: &Shared,
     resp3: bool,
     dedicated: bool,
 ) -> Result<Vec<u8>, String> {
-    let mut r = super::forward::settle(pending).await?;
-    for attempt in 1..=MOVED_RETRIES {
-        let Some((slot, endpoint)) = r.reply.strip_prefix(b"-MOVED ").and_then(|rest| {
-            let text = std::str::from_utf8(rest).ok()?.trim_end();
-            let (slot, endpoint) = text.split_once(' ')?;
-            Some((slot.parse::<u16>().ok()?, endpoint.to_string()))
-        }) else {
-            break;
-        };
-        tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
-        let Some(c) = shared.node.cluster.as_ref() else { break };
-        // Where the MOVED points (a migration committed before the
-        // operator's push reached this node), else where this node's
-        // topology says the slot is.
-        let Some(addr) = c.with(|t| {
-            let t = t?;
-            if let Some(m) = t.members.iter().find(|m| c.endpoint(m) == endpoint) {
-                return Some(m.admin_addr.clone());
+    let started = std::time::Instant::now();
+    let (mut moved, mut failures) = (0u64, 0u32);
+    let mut pending = pending;
+    loop {
+        let (request, replies) = match super::forward::settle(pending).await {
+            Ok(r) => {
+                let Some((slot, endpoint)) = r.reply.strip_prefix(b"-MOVED ").and_then(|rest| {
+                    let text = std::str::from_utf8(rest).ok()?.trim_end();
+                    let (slot, endpoint) = text.split_once(' ')?;
+                    Some((slot.parse::<u16>().ok()?, endpoint.to_string()))
+                }) else {
+                    return Ok(r.reply);
+                };
+                moved += 1;
+                if moved > MOVED_RETRIES {
+                    return Ok(r.reply);
+                }
+                tokio::time::sleep(Duration::from_millis(20 * moved)).await;
+                let Some(c) = shared.node.cluster.as_ref() else { return Ok(r.reply) };
+                let found = c.with(|t| {
+                    let t = t?;
+                    if let Some(m) = t.members.iter().find(|m| c.endpoint(m) == endpoint) {
+                        return Some(m.admin_addr.clone());
+                    }
+                    match t.route(slot) {
+                        crate::cluster::Route::Mine => Some(t.me().admin_addr.clone()),
+                        crate::cluster::Route::Elsewhere(i) => Some(t.members[i].admin_addr.clone()),
+                        crate::cluster::Route::Unassigned => None,
+                    }
+                });
+                let Some(next) = found else { return Ok(r.reply) };
+                addr = next;
+                (r.request, r.replies)
             }
-            match t.route(slot) {
-                crate::cluster::Route::Mine => Some(t.me().admin_addr.clone()),
-                crate::cluster::Route::Elsewhere(i) => Some(t.members[i].admin_addr.clone()),
-                crate::cluster::Route::Unassigned => None,
+            Err(f) => {
+                if f.request.is_empty() || addr.is_empty() || started.elapsed() >= UNREACHABLE_RETRY_FOR {
+                    return Err(f.error);
+                }
+                failures += 1;
+                tokio::time::sleep(Duration::from_millis((25u64 << failures.min(5)).min(500))).await;
+                // A restarted owner may be back at another address (the
+                // operator pushes it): where the topology says now.
+                if let Some(now) = shared.node.cluster.as_ref().and_then(|c| {
+                    c.with(|t| match t?.route(slot) {
+                        crate::cluster::Route::Mine => Some(t?.me().admin_addr.clone()),
+                        crate::cluster::Route::Elsewhere(i) => Some(t?.members[i].admin_addr.clone()),
+                        crate::cluster::Route::Unassigned => None,
+                    })
+                }) {
+                    addr = now;
+                }
+                (f.request, f.replies)
             }
-        }) else {
-            break;
         };
         let hello = hello(shared, resp3);
-        r = super::forward::settle(super::forward::send(&addr, hello, r.request, r.replies, dedicated)).await?;
+        pending = super::forward::send(&addr, hello, request, replies, dedicated);
     }
-    Ok(r.reply)
 }
 
 /// Appends a pub/sub message to the output.
@@ -761,6 +803,8 @@ fn process(
                     bufs.awaited.push(Awaited {
                         at: bufs.out.len(),
                         reply,
+                        addr: relay.addr.clone(),
+                        slot: relay.slot,
                         sent_ns,
                         dedicated: relay.dedicated,
                         fan_out: None,
@@ -785,7 +829,16 @@ fn process(
                 let fan_out = Some(FannedOut { local, others, sum: f.sum });
                 let sent_ns = crate::store::mono_ns();
                 if !(skip_this || client.reply_off) {
-                    bufs.awaited.push(Awaited { at: bufs.out.len(), reply: first, sent_ns, dedicated: false, fan_out });
+                    let addr = std::sync::Arc::from("");
+                    bufs.awaited.push(Awaited {
+                        at: bufs.out.len(),
+                        reply: first,
+                        addr,
+                        slot: 0,
+                        sent_ns,
+                        dedicated: false,
+                        fan_out,
+                    });
                 }
             }
             // Only the batch's first request can have waited.
@@ -1022,8 +1075,8 @@ async fn wait_blocked(
                 let hello = hello(shared, client.resp3);
                 let mut bytes = Vec::new();
                 super::forward::encode(&mut bytes, &argv);
-                let sent =
-                    await_relayed(super::forward::send(&f.addr, hello, bytes, 1, true), shared, client.resp3, true);
+                let pending = super::forward::send(&f.addr, hello, bytes, 1, true);
+                let sent = await_relayed(pending, f.addr.clone(), f.slot, shared, client.resp3, true);
                 let Some(reply) = unless_gone(sent, &client.info, attention, shared).await else { return false };
                 put_relayed(&mut bufs.out, reply);
                 break true;

@@ -35,7 +35,15 @@ pub struct Relayed {
     pub replies: usize,
 }
 
-type Done = oneshot::Sender<Result<Relayed, String>>;
+/// A request the owner did not answer (the link failed), given back so it
+/// can be sent again once the owner is back (a pod restart).
+pub struct Failed {
+    pub error: String,
+    pub request: Vec<u8>,
+    pub replies: usize,
+}
+
+type Done = oneshot::Sender<Result<Relayed, Failed>>;
 
 /// What the reader expects, in the order requests were written.
 struct Expect {
@@ -83,11 +91,17 @@ pub fn encode(out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 /// The owner's reply, once it comes.
-pub type Pending = oneshot::Receiver<Result<Relayed, String>>;
+pub type Pending = oneshot::Receiver<Result<Relayed, Failed>>;
 
 /// The reply of a request `send` queued.
-pub async fn settle(pending: Pending) -> Result<Relayed, String> {
-    pending.await.unwrap_or_else(|_| Err("link closed".into()))
+pub async fn settle(pending: Pending) -> Result<Relayed, Failed> {
+    pending.await.unwrap_or_else(|_| Err(Failed { error: "link closed".into(), request: Vec::new(), replies: 0 }))
+}
+
+impl Job {
+    fn fail(self, error: String) {
+        let _ = self.done.send(Err(Failed { error, request: self.bytes, replies: self.replies }));
+    }
 }
 
 /// Queues `bytes` for `addr` on this worker's link (call on a worker's
@@ -117,7 +131,7 @@ pub fn send(addr: &Arc<str>, hello: Hello<'_>, bytes: Vec<u8>, replies: usize, d
         }
     });
     if let Some(job) = failed {
-        let _ = job.done.send(Err("link closed".into()));
+        job.fail("link closed".into());
     }
     rx
 }
@@ -198,7 +212,7 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
             // Everything queued meanwhile fails; the next command opens a new link.
             jobs.close();
             while let Some(job) = jobs.recv().await {
-                let _ = job.done.send(Err(e.clone()));
+                job.fail(e.clone());
             }
             return;
         }
@@ -213,10 +227,13 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
                     let _ = e.done.send(Ok(Relayed { reply, request: e.request, replies: e.replies }));
                 }
                 Err(err) => {
-                    let _ = e.done.send(Err(err.clone()));
+                    let failed = |e: Expect| {
+                        let _ = e.done.send(Err(Failed { error: err.clone(), request: e.request, replies: e.replies }));
+                    };
+                    failed(e);
                     expect_rx.close();
                     while let Some(e) = expect_rx.recv().await {
-                        let _ = e.done.send(Err(err.clone()));
+                        failed(e);
                     }
                     return;
                 }
@@ -246,7 +263,7 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
     drop(expect_tx);
     jobs.close();
     while let Ok(job) = jobs.try_recv() {
-        let _ = job.done.send(Err(format!("link to {addr} closed")));
+        job.fail(format!("link to {addr} closed"));
     }
     let _ = read_side.await;
 }
@@ -257,12 +274,14 @@ async fn serve_one(addr: String, hello: Greeting, job: Job) {
     let work = async {
         let (mut stream, mut buf) = connect(&addr, &hello).await?;
         stream.write_all(&bytes).await.map_err(|e| format!("{addr}: {e}"))?;
-        let reply = read_replies(&mut stream, &mut buf, &addr, replies).await?;
-        Ok(Relayed { reply, request: bytes.clone(), replies })
+        read_replies(&mut stream, &mut buf, &addr, replies).await
     };
     tokio::select! {
         result = work => {
-            let _ = done.send(result);
+            let _ = done.send(match result {
+                Ok(reply) => Ok(Relayed { reply, request: bytes, replies }),
+                Err(error) => Err(Failed { error, request: bytes, replies }),
+            });
         }
         // The client left: closing this connection ends the wait there too.
         _ = done.closed() => {}

@@ -783,7 +783,7 @@ fn start_cluster_publish(shared: &Arc<Shared>) {
                     let addr = m.admin_addr.clone();
                     tokio::spawn(async move {
                         if let Err(e) = forward::settle(pending).await {
-                            tracing::debug!("PUBLISH not delivered to {addr}: {e}");
+                            tracing::debug!("PUBLISH not delivered to {addr}: {}", e.error);
                         }
                     });
                 }
