@@ -808,6 +808,8 @@ enum Fault {
     CrashAt(&'static str, Hit),
     /// kill -9 after a random delay into the migration.
     Kill(Hit, u64),
+    /// kill -9 once the source has sent this many keys of its snapshot.
+    KillInSnapshot(usize),
 }
 
 /// One interrupted migration under load (writers on the bystander's plain
@@ -851,6 +853,17 @@ fn interrupted(name: &str, fault: Fault, broken: bool) -> (Check, bool) {
             c.wait_exit(hit.nodes()[0], point);
             hit
         }
+        Fault::KillInSnapshot(sent) => {
+            let mut status = HashMap::new();
+            let reached = wait_for(RESOLVE, || {
+                status = c.status(SOURCE, &mid);
+                status.get("keys").and_then(|k| k.parse::<usize>().ok()).is_some_and(|k| k >= sent)
+            });
+            assert!(reached && status["state"] == "snapshot", "never {sent} keys into the snapshot: {status:?}");
+            println!("{name}: kill -9 the source in the snapshot: {status:?}");
+            c.nodes[SOURCE].server.kill();
+            Hit::Source
+        }
         Fault::Kill(hit, seed) => {
             let ms = Rng::new(seed).below(1200);
             std::thread::sleep(Duration::from_millis(ms));
@@ -881,12 +894,8 @@ fn interrupted(name: &str, fault: Fault, broken: bool) -> (Check, bool) {
             // Failed: the source kept the slots. It also kept the ability to move them.
             assert!(c.ranges == RANGES);
             if !broken {
-                // A source that forgot the migration in its restart does not
-                // cancel the target's import (the target drops it when idle
-                // for a minute, and refuses another one of those slots
-                // meanwhile): cancel it there, as the operator would.
-                let cancel = c.nodes[TARGET].admin().cmd(&["STRATA.MIGRATE", "CANCEL", &mid]);
-                println!("{name}: CANCEL {mid} on the target: {cancel:?}");
+                // Straight away, no CANCEL first: a new import from the same
+                // source supersedes the one it gave up.
                 let retry = format!("{name}-2");
                 c.start_migration(&retry);
                 committed = c.finish(&retry);
@@ -978,9 +987,11 @@ fn kill_both_mid_migration() {
 
 /// The deliberately broken source deletes each key once sent: a crash in
 /// the snapshot then loses acknowledged writes, and the check must say so.
+/// The crash is a kill -9 a few batches into the snapshot (the hook's
+/// abort right after the first batch can beat the deletes to the log).
 #[test]
 fn migrate_delete_early_loses_writes_and_the_check_sees_it() {
-    let (result, moved) = interrupted("broken", Fault::CrashAt("migrate-snapshot", Hit::Source), true);
+    let (result, moved) = interrupted("broken", Fault::KillInSnapshot(3 * 256), true);
     println!("{}", report("the broken build (STRATA_TEST_MIGRATE_DELETE_EARLY=1)", &result));
     assert!(!moved, "the crashed migration was not supposed to commit");
     assert!(
@@ -1030,10 +1041,22 @@ fn disk_resident_slots_migrate_within_the_source_memory_budget() {
         MAXMEMORY >> 10
     );
     assert!(on_disk * 10 >= n as u64 * 8, "only {on_disk} of {n} keys are on disk");
-    // What the source holds before the migration: a key lost here is the tier's, not the migration's.
-    let held = conn.cmd(&["DBSIZE"]);
+    // What the source holds before the migration (allkeys-lru may evict a
+    // key when demotion lags the writes: the tier's doing, not the
+    // migration's): exactly those must arrive.
+    let mut held = Vec::new();
+    for chunk in keys[..n].chunks(256) {
+        let bytes: Vec<u8> = chunk.iter().flat_map(|k| encode_command(&["EXISTS", k])).collect();
+        conn.send_raw(&bytes);
+        for k in chunk {
+            if conn.read_frame() == Frame::int(1) {
+                held.push(k.clone());
+            }
+        }
+    }
     let evicted = support::info(&mut conn, Some("stats")).get("evicted_keys").cloned();
-    assert_eq!(held, Frame::int(n as i64), "the source lost keys before the migration (evicted_keys {evicted:?})");
+    println!("the source holds {} of the {n} keys (evicted_keys {evicted:?})", held.len());
+    assert!(held.len() * 100 >= n * 99, "the source evicted more than 1% of the keys before the migration");
     let (done, peak, peak_used) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0));
     let mut samples = 0;
     std::thread::scope(|s| {
@@ -1080,7 +1103,7 @@ fn disk_resident_slots_migrate_within_the_source_memory_budget() {
     // its copy to tell what went missing).
     let mut tgt = c.nodes[TARGET].direct();
     let mut missing = Vec::new();
-    for chunk in keys[..n].chunks(64) {
+    for chunk in held.chunks(64) {
         let bytes: Vec<u8> = chunk.iter().flat_map(|k| encode_command(&["GET", k])).collect();
         tgt.send_raw(&bytes);
         for k in chunk {
@@ -1089,14 +1112,15 @@ fn disk_resident_slots_migrate_within_the_source_memory_budget() {
             }
         }
     }
-    // The source held all of them before (DBSIZE above): any missing is the migration's.
+    // The source held all of them before (EXISTS above): any missing is the migration's.
     for k in missing.iter().take(10) {
         println!("{k}: on the target {:?}", tgt.cmd(&["GET", k]).as_bytes().map(<[u8]>::len));
     }
     assert!(
         missing.is_empty(),
-        "{} of {n} keys did not arrive intact: {:?}",
+        "{} of the {} keys the source held did not arrive intact: {:?}",
         missing.len(),
+        held.len(),
         &missing[..missing.len().min(10)]
     );
     c.confirm();
