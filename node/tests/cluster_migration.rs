@@ -916,6 +916,22 @@ fn interrupted(name: &str, fault: Fault, broken: bool) -> (Check, bool) {
         direct.errors.lock().unwrap().len(),
         direct.disconnects.load(Ordering::Relaxed),
     );
+    for (who, seen) in [("plain", &plain), ("direct", &direct)] {
+        let errors = seen.errors.lock().unwrap();
+        let mut kinds: Vec<String> =
+            errors.iter().map(|e| e.split_once(": ").map_or(e.clone(), |x| x.1.to_string())).collect();
+        kinds.sort();
+        kinds.dedup();
+        if !kinds.is_empty() {
+            println!("{name}: the {who} client's errors (down or loading nodes): {:?}", &kinds[..kinds.len().min(4)]);
+        }
+        // A node down or replaying its log, nothing else.
+        let other: Vec<&String> = kinds
+            .iter()
+            .filter(|e| !e.contains("ERR cannot reach the node serving this hash slot") && !e.contains("LOADING"))
+            .collect();
+        assert!(other.is_empty() || broken, "{name}: the {who} client got {other:?}");
+    }
     let result = check(&c, &log);
     if !broken {
         assert_clean(name, &c, &result);
