@@ -13,9 +13,18 @@
 //! must be readable from its slot's owner and a slot's keys must exist on
 //! its owner only.
 //!
+//! The crash matrix: each `STRATA_TEST_CRASH_AT` point of the contract on
+//! the node that reaches it, and kill -9 of the source, the target or both
+//! at a random moment (`STRATA_TEST_SEED` repeats one); the dead nodes
+//! restarted on their data dirs without hooks, the migration resolved
+//! (committed: confirmed; failed: the source kept the slots, and a retry
+//! must commit), then the check.
+//!
 //! `migrate_delete_early_loses_writes_and_the_check_sees_it` runs the
 //! deliberately broken source (`STRATA_TEST_MIGRATE_DELETE_EARLY=1`) and
-//! passes only when the check catches the loss.
+//! passes only when the check catches the loss. Slots mostly on the disk
+//! tier move with the source's memory within maxmemory; the admin
+//! commands' refusals, CANCEL and a dead target are checked as worded.
 
 mod support;
 
@@ -1144,4 +1153,79 @@ fn disk_resident_slots_migrate_within_the_source_memory_budget() {
         wait_for(Duration::from_secs(20), || c.nodes[SOURCE].direct().cmd(&["DBSIZE"]) == Frame::int(0)),
         "the source kept keys of slots it gave away"
     );
+}
+
+/// The admin commands' refusals, CANCEL before and after the commit, and a
+/// target that cannot be reached, as the contract words them.
+#[test]
+fn start_refusals_cancel_and_an_unreachable_target() {
+    let delay = [("STRATA_TEST_MIGRATE_BATCH_DELAY_MS", BATCH_DELAY_MS)];
+    let mut c = Cluster::start("migrate-admin", "periodic", [&delay, &[], &[]], [&[], &[], &[]]);
+    let log = AckLog::default();
+    preload(&c, &log, PRELOAD, PRELOAD_VALUE);
+    let (target, target_admin) = (c.nodes[TARGET].id.clone(), format!("127.0.0.1:{}", c.nodes[TARGET].admin));
+    let source_admin = c.nodes[SOURCE].admin;
+    let start = |mid: &str, to: &str, addr: &str, ranges: &str| {
+        connect(source_admin).cmd(&["STRATA.MIGRATE", "START", mid, to, addr, ranges])
+    };
+    assert_eq!(start("m-x", &target, &target_admin, "6000"), Frame::error("ERR slot 6000 is not served by this node"));
+    assert_eq!(
+        start("m-x", &"f".repeat(40), &target_admin, "1"),
+        Frame::error(&format!("ERR unknown node {}", "f".repeat(40)))
+    );
+    assert!(start("bad mid!", &target, &target_admin, "1").is_error(), "an id outside [A-Za-z0-9._-]");
+    let never = c.nodes[BYSTANDER].admin().cmd(&["STRATA.MIGRATE", "STATUS", "m-never"]);
+    assert!(
+        fields(&never).get("state").is_some_and(|s| s == "unknown") || never == Frame::Array(vec![]),
+        "STATUS of an id never seen: {never:?}"
+    );
+
+    // One outgoing migration at a time; CANCEL in the snapshot: aborted, the
+    // source keeps the slots, the target drops what it staged.
+    assert_eq!(start("m-a", &target, &target_admin, MOVING_WIRE), Frame::ok());
+    assert_eq!(
+        start("m-b", &target, &target_admin, "2048-2100"),
+        Frame::error("ERR migration m-a is already running on this node")
+    );
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(c.nodes[SOURCE].admin().cmd(&["STRATA.MIGRATE", "CANCEL", "m-a"]), Frame::ok());
+    assert_eq!(c.resolve("m-a")["state"], "aborted");
+    let mut tgt = c.nodes[TARGET].direct();
+    let staged = |tgt: &mut RawConn| -> i64 {
+        (MOVING.0..=MOVING.1)
+            .step_by(7)
+            .map(|s| tgt.cmd(&["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()]).as_int().unwrap())
+            .sum()
+    };
+    assert!(wait_for(Duration::from_secs(10), || staged(&mut tgt) == 0), "the target kept the cancelled import's keys");
+    let mut src = c.nodes[SOURCE].direct();
+    assert_eq!(src.cmd(&["DBSIZE"]), Frame::int(PRELOAD as i64), "the source keeps every key");
+    let k = &keys("pre:", PRELOAD)[0];
+    assert_eq!(src.cmd(&["GET", k]), Frame::bulk(value(k, 1, PRELOAD_VALUE)), "and serves them");
+
+    // Again, to the end: START of a committed id is an idempotent +OK, CANCEL an error.
+    assert_eq!(start("m-c", &target, &target_admin, MOVING_WIRE), Frame::ok());
+    assert_eq!(c.resolve("m-c")["state"], "committed");
+    assert_eq!(start("m-c", &target, &target_admin, MOVING_WIRE), Frame::ok());
+    assert_eq!(
+        c.nodes[SOURCE].admin().cmd(&["STRATA.MIGRATE", "CANCEL", "m-c"]),
+        Frame::error("ERR migration m-c has committed")
+    );
+    c.confirm();
+    assert_eq!(check(&c, &log).lost, Vec::<String>::new());
+
+    // A target that is down: the migration fails within ~10 s, saying why,
+    // and the source keeps serving the slots.
+    c.nodes[BYSTANDER].server.kill();
+    let (by, by_admin) = (c.nodes[BYSTANDER].id.clone(), format!("127.0.0.1:{}", c.nodes[BYSTANDER].admin));
+    let started = Instant::now();
+    assert_eq!(start("m-d", &by, &by_admin, "2048-2100"), Frame::ok());
+    let status = c.resolve("m-d");
+    println!("to a dead target: {status:?} after {:?}", started.elapsed());
+    assert_eq!(status["state"], "failed");
+    assert!(!status["error"].is_empty(), "{status:?}");
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    let mut src = c.nodes[SOURCE].direct();
+    let k = (0..).map(|i| format!("q:{i}")).find(|k| (2048..=2100).contains(&key_slot(k.as_bytes()))).unwrap();
+    assert_eq!(src.cmd(&["SET", &k, "still-here"]), Frame::ok());
 }
