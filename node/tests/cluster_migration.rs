@@ -180,6 +180,9 @@ impl Cluster {
             })
             .collect();
         let mut c = Cluster { nodes, _data: data, epoch: 0, ranges: RANGES };
+        for n in &c.nodes {
+            println!("{name}: node {} plain {} direct {} admin {}", n.n, n.plain, n.direct, n.admin);
+        }
         c.push(1, RANGES, &[SOURCE, TARGET, BYSTANDER]);
         c
     }
@@ -995,19 +998,31 @@ fn seed() -> u64 {
     seed
 }
 
+/// Kills per test, each at its own random moment.
+const KILL_ROUNDS: u64 = 2;
+
 #[test]
 fn kill_source_mid_migration() {
-    interrupted("kill-source", Fault::Kill(Hit::Source, seed()), false);
+    let seed = seed();
+    for round in 0..KILL_ROUNDS {
+        interrupted(&format!("kill-source-{round}"), Fault::Kill(Hit::Source, seed + round), false);
+    }
 }
 
 #[test]
 fn kill_target_mid_migration() {
-    interrupted("kill-target", Fault::Kill(Hit::Target, seed()), false);
+    let seed = seed();
+    for round in 0..KILL_ROUNDS {
+        interrupted(&format!("kill-target-{round}"), Fault::Kill(Hit::Target, seed + round), false);
+    }
 }
 
 #[test]
 fn kill_both_mid_migration() {
-    interrupted("kill-both", Fault::Kill(Hit::Both, seed()), false);
+    let seed = seed();
+    for round in 0..KILL_ROUNDS {
+        interrupted(&format!("kill-both-{round}"), Fault::Kill(Hit::Both, seed + round), false);
+    }
 }
 
 /// The deliberately broken source deletes each key once sent: a crash in
