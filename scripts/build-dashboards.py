@@ -430,6 +430,87 @@ def cluster_overview_panels(b):
     )
 
 
+# Slot migration (issue 23): the source and the target of each migration export these.
+MIGRATION_STUCK_SECONDS = 600
+
+
+def migration_panels(b, by, legend, w=6):
+    """Live slot migration: what is moving, how fast, what it pauses, and for how long.
+
+    by/legend: "cachecluster"/"{{cachecluster}}" on the overview, "pod"/"{{pod}}" on the node
+    dashboard."""
+    b.panel(
+        "timeseries",
+        "Migrations in flight",
+        f"Slot migrations running now, by role: a pod sending slots (source) or receiving them (target) "
+        f"(strata_cluster_migrations_in_flight), and migrations ended per hour by outcome "
+        f"(strata_cluster_migrations_total: committed, failed: the source kept the slots, aborted: "
+        f"cancelled). A scale-out or scale-in runs a few at a time; failures retry.",
+        [
+            (f"sum by ({by}, role) (strata_cluster_migrations_in_flight{{{NODE}}})", f"{legend} {{{{role}}}}"),
+            (
+                f"sum by ({by}, outcome) (increase(strata_cluster_migrations_total{{role=\"source\", {NODE}}}[1h]))",
+                f"{legend} {{{{outcome}}}}/h",
+            ),
+        ],
+        "short",
+        thresholds(GREEN),
+        w=w,
+        defaults={"min": 0, "decimals": 0},
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*failed/h"},
+                "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": RED}}],
+            }
+        ],
+    )
+    b.panel(
+        "timeseries",
+        "Keys and bytes moved",
+        "Per second: keys the sources sent to their targets (strata_cluster_migration_keys_total, "
+        "role source: the snapshot of the slots, RAM and disk-resident records, then the writes made "
+        "meanwhile) and their payload bytes (strata_cluster_migration_bytes_total, right axis).",
+        [
+            (rate("strata_cluster_migration_keys_total", 'role="source", ' + NODE, by=by), f"{legend} keys/s"),
+            (rate("strata_cluster_migration_bytes_total", 'role="source", ' + NODE, by=by), f"{legend} bytes/s"),
+        ],
+        "short",
+        thresholds(GREEN),
+        w=w,
+        defaults={"min": 0},
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*bytes/s"},
+                "properties": [{"id": "unit", "value": "Bps"}, {"id": "custom.axisPlacement", "value": "right"}],
+            }
+        ],
+    )
+    b.panel(
+        "timeseries",
+        "Paused writes per minute",
+        "Time commands on the migrating slots waited on the source during handovers, per minute "
+        "(strata_cluster_migration_pause_seconds_total): the brief pause while the target makes what it "
+        "received durable. Milliseconds per handover; above 1 s a minute (yellow) clients notice.",
+        [(f"sum by ({by}) (increase(strata_cluster_migration_pause_seconds_total{{{NODE}}}[1m]))", legend)],
+        "s",
+        thresholds(GREEN, (1, YELLOW), (10, RED)),
+        w=w,
+        defaults={"min": 0},
+    )
+    b.panel(
+        "timeseries",
+        "Migration elapsed",
+        f"How long the migration in flight on each pod has run (strata_cluster_migration_seconds; 0 when "
+        f"none). It grows with the slots' data; past {MIGRATION_STUCK_SECONDS // 60} minutes (red) the alert "
+        f"StrataClusterMigrationStuck fires: STRATA.MIGRATE STATUS on the pod's admin port says which phase.",
+        [(f"max by ({by}) (strata_cluster_migration_seconds{{{NODE}}})", legend)],
+        "s",
+        thresholds(GREEN, (MIGRATION_STUCK_SECONDS / 2, YELLOW), (MIGRATION_STUCK_SECONDS, RED)),
+        w=w,
+        defaults={"min": 0},
+    )
+
+
 def cluster_node_panels(b):
     """The cluster row of the node dashboard: per pod."""
     b.row("Cluster mode")
@@ -657,6 +738,8 @@ def overview():
         defaults={"min": 0},
     )
     cluster_overview_panels(b)
+    b.row("Cluster mode: slot migration")
+    migration_panels(b, "cachecluster", "{{cachecluster}}")
     b.row("Clients and pods")
     b.panel(
         "timeseries",
@@ -868,6 +951,8 @@ def node_detail():
         thresholds(GREEN),
     )
     cluster_node_panels(b)
+    b.row("Cluster mode: slot migration")
+    migration_panels(b, "pod", "{{pod}}")
     b.row("Durability")
     b.panel(
         "timeseries",

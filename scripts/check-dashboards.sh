@@ -9,7 +9,8 @@
 #      (periodic: fsync every 10 ms) under a lighter SET/GET load, for the durability row, and a
 #      third with a disk tier (32 MB of RAM, 256 MB of disk) under a load larger than its RAM, and
 #      two in cluster mode sharing the slots (a topology pushed on their admin ports) under load on
-#      one's plain port (half of it forwarded to the other) and its direct port (MOVED replies);
+#      one's plain port (half of it forwarded to the other) and its direct port (MOVED replies),
+#      while slots migrate back and forth between the two (STRATA.MIGRATE, issue 23);
 #   4. starts Debian's prometheus (scrape and rule evaluation every second) scraping all six, with
 #      the labels the operator's ServiceMonitor gives real pods (namespace, cachecluster, pod) and
 #      dashboards/strata.rules.yaml loaded;
@@ -31,7 +32,7 @@ RENDER=""
 case ${1:-} in
   "") ;;
   --render) RENDER=${2:?--render needs a directory} ;;
-  -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
   *) echo "check-dashboards: unknown argument '$1'" >&2; exit 2 ;;
 esac
 
@@ -242,6 +243,47 @@ shard_load() { # SET/GET on shard-a's plain port (half forwarded), 50 GETs of sh
 shard_load &
 SHARD_LOAD_PID=$!
 PIDS+=($SHARD_LOAD_PID)
+# Slots 0-1023 migrate from shard-a to shard-b and back under that load, for the migration row:
+# STRATA.MIGRATE START on the source's admin port, STATUS polled until it ends, then (committed)
+# the confirming epoch pushed to the target first, the source last (the contract of issue 23).
+shard_push() { # shard_push EPOCH RANGES_A RANGES_B FIRST SECOND
+  local shard reply
+  for shard in "$4" "$5"; do
+    reply=$(redis-cli -p "${SHARD_ADMIN[$shard]}" STRATA.TOPOLOGY SET "$1" "${SHARD_ID[$shard]}" \
+      "$(shard_member a "$2")" "$(shard_member b "$3")")
+    [[ $reply == OK ]] || { echo "epoch $1 push to shard-$shard: $reply"; return 1; }
+  done
+}
+shard_migrate() { # shard_migrate ID FROM TO: moves 0-1023; prints the final STATUS
+  local state="" i
+  reply=$(redis-cli -p "${SHARD_ADMIN[$2]}" STRATA.MIGRATE START "$1" "${SHARD_ID[$3]}" "127.0.0.1:${SHARD_ADMIN[$3]}" 0-1023)
+  [[ $reply == OK ]] || { echo "STRATA.MIGRATE START $1 on shard-$2: $reply"; return 1; }
+  for ((i = 0; i < 600; i++)); do
+    state=$(redis-cli -p "${SHARD_ADMIN[$2]}" STRATA.MIGRATE STATUS "$1" | paste - - | awk '$1 == "state" { print $2 }')
+    [[ $state == committed || $state == failed || $state == aborted ]] && break
+    sleep 0.1
+  done
+  redis-cli -p "${SHARD_ADMIN[$2]}" STRATA.MIGRATE STATUS "$1" | paste -sd' '
+  [[ $state == committed ]]
+}
+shard_migrations() {
+  local end=$((SECONDS + LOAD_SECONDS)) n=0 epoch=1
+  sleep 3
+  while ((SECONDS < end)); do
+    n=$((n + 1))
+    shard_migrate "dash-$n-ab" a b || return 1
+    epoch=$((epoch + 1))
+    shard_push "$epoch" 1024-8191 0-1023,8192-16383 b a || return 1
+    sleep 2
+    shard_migrate "dash-$n-ba" b a || return 1
+    epoch=$((epoch + 1))
+    shard_push "$epoch" 0-8191 8192-16383 a b || return 1
+    sleep 2
+  done
+}
+shard_migrations >"$WORK/shard-migrate.log" 2>&1 &
+SHARD_MIGRATE_PID=$!
+PIDS+=($SHARD_MIGRATE_PID)
 LOAD_START=$(date +%s)
 
 wait_for "kube-apiserver" 120 kubectl get --raw /readyz
@@ -275,6 +317,10 @@ shard_a=$(curl -sf "http://127.0.0.1:${SHARD_METRICS[a]}/metrics")
 for counter in strata_cluster_forwarded_total strata_cluster_moved_total; do
   grep -Eq "^$counter [1-9]" <<<"$shard_a" || die "shard-a's $counter did not move: $(grep "^$counter " <<<"$shard_a")"
 done
+# ... and the migration row's: shard-a committed migrations as a source (and as a target).
+grep -Eq '^strata_cluster_migrations_total\{[^}]*outcome="committed"[^}]*\} [1-9]' <<<"$shard_a" \
+  || die "shard-a committed no slot migration: $(grep '^strata_cluster_migration' <<<"$shard_a" | tr '\n' ' ')
+$(tail -n 5 "$WORK/shard-migrate.log")"
 
 say "promtool check rules"
 promtool check rules "$ROOT/dashboards/strata.rules.yaml"
@@ -302,7 +348,7 @@ say "evaluating every dashboard query and rule against Prometheus (load still ru
   --scrape "strata-node-cluster=http://127.0.0.1:${SHARD_METRICS[a]}/metrics" \
   --scrape "strata-operator=http://127.0.0.1:$OP_PORT/metrics"
 
-kill "$LOAD_PID" "$DURABLE_LOAD_PID" "$TIER_LOAD_PID" "$SHARD_LOAD_PID" 2>/dev/null || true
+kill "$LOAD_PID" "$DURABLE_LOAD_PID" "$TIER_LOAD_PID" "$SHARD_LOAD_PID" "$SHARD_MIGRATE_PID" 2>/dev/null || true
 if [[ -n $RENDER ]]; then
   say "rendering the overview's panels into $RENDER"
   "$PY" "$ROOT/scripts/render-dashboards.py" --prometheus "$PROM" --start "$LOAD_START" --end "$(date +%s)" \
