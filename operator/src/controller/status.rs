@@ -158,6 +158,9 @@ pub mod reason {
     pub const SM_DISABLED: &str = "Disabled";
     pub const SLOTS_UNCOVERED: &str = "SlotsUncovered";
     pub const TOPOLOGY_LAGGING: &str = "TopologyLagging";
+    pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
+    pub const MIGRATING: &str = "Migrating";
+    pub const BALANCED: &str = "Balanced";
 }
 
 /// The conditions an observation implies, in a fixed order.
@@ -225,6 +228,8 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
             reason::TOPOLOGY_LAGGING
         };
         Verdict { type_: Condition::DEGRADED, status: True, reason, message }
+    } else if let Some(message) = obs.cluster.as_ref().and_then(|c| c.capacity.clone()) {
+        Verdict { type_: Condition::DEGRADED, status: True, reason: reason::INSUFFICIENT_CAPACITY, message }
     } else if !obs.restarts.is_empty() {
         let oom = obs.restarts.iter().any(|r| r.oom_killed());
         let looping = obs.restarts.iter().any(|r| r.crash_looping);
@@ -290,6 +295,23 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
         reason: monitoring.1,
         message: monitoring.2,
     });
+
+    if let Some(cluster) = &obs.cluster {
+        out.push(match &cluster.resharding {
+            Some(plan) => Verdict {
+                type_: Condition::RESHARDING,
+                status: True,
+                reason: reason::MIGRATING,
+                message: super::resharding::progress(plan),
+            },
+            None => Verdict {
+                type_: Condition::RESHARDING,
+                status: False,
+                reason: reason::BALANCED,
+                message: format!("the slots are even over {} shards", cluster.shards),
+            },
+        });
+    }
     out
 }
 
@@ -345,7 +367,13 @@ pub fn merge(previous: &[Condition], verdicts: &[Verdict], generation: Option<i6
             }
         })
         .collect();
-    let ours = [Condition::AVAILABLE, Condition::PROGRESSING, Condition::DEGRADED, Condition::MONITORING];
+    let ours = [
+        Condition::AVAILABLE,
+        Condition::PROGRESSING,
+        Condition::DEGRADED,
+        Condition::MONITORING,
+        Condition::RESHARDING,
+    ];
     for c in previous {
         let reported = out.iter().any(|o| o.type_ == c.type_);
         if !reported && !ours.contains(&c.type_.as_str()) {

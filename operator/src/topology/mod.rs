@@ -7,6 +7,8 @@
 //! Kubernetes.
 
 pub mod client;
+pub mod migrate;
+pub mod plan;
 
 use std::fmt;
 
