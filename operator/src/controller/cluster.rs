@@ -508,7 +508,7 @@ mod tests {
             &members,
             &spread(3),
             &recorded(
-                &desired_nodes(UID, DOMAIN, &three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]), &[])
+                &desired_nodes(UID, DOMAIN, &three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]), &spread(3), &[])
                     .unwrap(),
                 2,
             ),

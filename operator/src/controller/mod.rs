@@ -28,7 +28,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{CacheCluster, CacheClusterStatus, ConditionStatus, MoveState};
-use crate::topology::{NodeId, migrate, plan};
+use crate::topology::{self, NodeId, SlotRange, TopologyNode, migrate, plan, usage};
 use crate::metrics::Metrics;
 use crate::resources::{self, Desired, SpecError};
 use rollout::Step;
@@ -505,6 +505,8 @@ async fn reconcile_topology(
                 epoch: status.topology_epoch.unwrap_or(0),
                 shards: status.shards.unwrap_or(0),
                 nodes: status.nodes.clone(),
+                // What the nodes serve has not changed: the last round's coverage still holds.
+                slots_covered: status.slots_covered.unwrap_or(0).max(0) as u32,
                 waiting: Some(waiting),
                 resharding: plan,
                 notices,
@@ -573,6 +575,17 @@ async fn reconcile_topology(
                 continue;
             };
             let slots = plan::parse_ranges(&p.moves[i].slots).unwrap_or_default();
+            let moving: u32 = slots.iter().map(SlotRange::len).sum();
+            let source_slots = desired.get(source).map_or(0, TopologyNode::slot_count);
+            if let Err(why) = room_for(&endpoint, to, password, moving, source_slots).await {
+                let message = format!(
+                    "migration {} of slots {} from {} to {} not started: {why}",
+                    p.moves[i].id, p.moves[i].slots, from.pod, to.pod
+                );
+                tracing::warn!(cachecluster = %format!("{ns}/{name}"), "{message}");
+                state.capacity = Some(message);
+                continue;
+            }
             let mid = resharding::begin(p, i);
             let target_id = NodeId::of_pod(&uid, target as u32);
             tracing::info!(cachecluster = %format!("{ns}/{name}"), migration = %mid, from = %from.pod, to = %to.pod, slots = %p.moves[i].slots, "starting a slot migration");
@@ -584,6 +597,22 @@ async fn reconcile_topology(
     state.resharding = plan;
     state.notices = notices;
     state
+}
+
+/// Whether `to` has room for `moving` of the `source_slots` slots of the node at `source`, from
+/// both nodes' INFO. A node that does not answer INFO is not checked (the migration itself then
+/// fails on a target that runs out of room, and is retried).
+async fn room_for(
+    source: &topology::client::AdminEndpoint,
+    to: &cluster::Member,
+    password: &str,
+    moving: u32,
+    source_slots: u32,
+) -> Result<(), String> {
+    let Some(target) = cluster::endpoint(to, Some(password)) else { return Ok(()) };
+    let (Ok(from), Ok(into)) = (usage::usage(source).await, usage::usage(&target).await) else { return Ok(()) };
+    let budget = Some(into.budget).filter(|&b| b > 0);
+    resharding::capacity_check(moving, Some(from.used), source_slots, Some(into.used), budget)
 }
 
 /// An Event per topology pushed: Normal when every node applied it, Warning otherwise.

@@ -9,6 +9,7 @@
 pub mod client;
 pub mod migrate;
 pub mod plan;
+pub mod usage;
 
 use std::fmt;
 

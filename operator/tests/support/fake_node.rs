@@ -52,6 +52,8 @@ pub struct Migration {
     /// Clock at START (source) and at the commit.
     pub started: u64,
     pub committed: Option<u64>,
+    /// A topology that gives the slots to the target was applied since the commit.
+    pub confirmed: bool,
 }
 
 pub struct FakeNode {
@@ -176,6 +178,9 @@ fn answer(args: &[String], authed: &mut bool, password: &str, state: &Mutex<Node
                     if let Some(why) = contradicts(&state, &nodes) {
                         return format!("-{why}\r\n").into_bytes();
                     }
+                    for m in state.migrations.iter_mut().filter(|m| m.state == "committed") {
+                        m.confirmed = true;
+                    }
                     state.topology = Some((epoch, myid, nodes));
                     state.applied.push((tick(), epoch));
                     b"+OK\r\n".to_vec()
@@ -196,6 +201,7 @@ fn answer(args: &[String], authed: &mut bool, password: &str, state: &Mutex<Node
                         error: String::new(),
                         started: 0,
                         committed: None,
+                        confirmed: false,
                     })
                 }),
                 None => state.migrations.last().cloned(),
@@ -246,6 +252,7 @@ fn answer(args: &[String], authed: &mut bool, password: &str, state: &Mutex<Node
                 error: String::new(),
                 started: tick(),
                 committed: None,
+                confirmed: false,
             });
             b"+OK\r\n".to_vec()
         }
@@ -298,6 +305,7 @@ fn start(state: &mut NodeState, args: &[String]) -> Vec<u8> {
         error: String::new(),
         started: tick(),
         committed: None,
+        confirmed: false,
     });
     b"+OK\r\n".to_vec()
 }
@@ -380,8 +388,8 @@ fn contradicts(state: &NodeState, nodes: &[String]) -> Option<String> {
             }
         }
     }
-    // Only the latest migration is remembered across epochs, as the node does.
-    let m = state.migrations.iter().rev().find(|m| m.state == "committed")?;
+    // A committed migration binds pushes until a topology that includes it is applied.
+    let m = state.migrations.iter().rev().find(|m| m.state == "committed" && !m.confirmed)?;
     for r in parse_ranges(&m.slots).unwrap_or_default() {
         for s in r.first..=r.last {
             if owner[usize::from(s)] != m.target_id {
