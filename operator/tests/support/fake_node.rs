@@ -327,7 +327,8 @@ fn spawn_migration(state: Arc<Mutex<NodeState>>, mid: String, target_admin: Stri
         while state.lock().unwrap().hold {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        if let Some(error) = state.lock().unwrap().fail_next.take() {
+        let fail = state.lock().unwrap().fail_next.take();
+        if let Some(error) = fail {
             return set(&state, "failed", &error);
         }
         let (source_id, slots) = {
