@@ -32,18 +32,19 @@ async fn rebalance_moves_slots_live_and_drains_before_leaving_the_topology() {
     for ip in &ips {
         nodes.push(FakeNode::start(ip, PASSWORD).await);
     }
-    let args = |n: usize| -> Vec<String> { ips[..n].iter().enumerate().map(|(i, ip)| node_arg(ip, i as u16)).collect() };
+    let args =
+        |n: usize| -> Vec<String> { ips[..n].iter().enumerate().map(|(i, ip)| node_arg(ip, i as u16)).collect() };
     let pf = password_file.clone();
     let three = args(3);
-    let out = tokio::task::spawn_blocking(move || cli(&[&["push".to_owned()][..], &three].concat(), &pf)).await.unwrap();
+    let out =
+        tokio::task::spawn_blocking(move || cli(&[&["push".to_owned()][..], &three].concat(), &pf)).await.unwrap();
     assert!(out.success, "{}{}", out.stdout, out.stderr);
 
     // 3 -> 4: node 3 joins without slots, then gets its share from the others.
     let pf = password_file.clone();
     let four = args(4);
-    let out = tokio::task::spawn_blocking(move || cli(&[&["rebalance".to_owned()][..], &four].concat(), &pf))
-        .await
-        .unwrap();
+    let out =
+        tokio::task::spawn_blocking(move || cli(&[&["rebalance".to_owned()][..], &four].concat(), &pf)).await.unwrap();
     assert!(out.success, "{}{}", out.stdout, out.stderr);
     eprintln!("{}", out.stdout);
     assert!(out.stdout.contains("plan: 4096 slots in"), "{}", out.stdout);

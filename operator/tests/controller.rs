@@ -1008,13 +1008,12 @@ async fn cluster_mode_reshards_with_live_migrations_and_drains_before_scaling_in
     nodes.push(FakeNode::start(&ip(4), &password).await);
     create_pod(&client, &ns, "demo", 3, "r1").await;
     run_pod(&client, &ns, "demo-3", &ip(4)).await;
-    let plan = eventually(WAIT, "a resharding plan in status", || async {
-        ccs.get("demo").await.ok()?.status?.resharding
-    })
-    .await;
+    let plan =
+        eventually(WAIT, "a resharding plan in status", || async { ccs.get("demo").await.ok()?.status?.resharding })
+            .await;
     assert_eq!(plan.shards, 4);
     assert_eq!(plan.slots_total, 4096, "the new node's share, no more: {plan:?}");
-    assert!(plan.moves.iter().all(|m| m.target == 3 && m.slots.len() > 0), "{plan:?}");
+    assert!(plan.moves.iter().all(|m| m.target == 3 && !m.slots.is_empty()), "{plan:?}");
     let cc = eventually(WAIT, "Resharding False/Balanced after the scale out", || async {
         let cc = ccs.get("demo").await.ok()?;
         let r = condition(&cc, "Resharding")?;

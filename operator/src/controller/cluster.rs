@@ -15,10 +15,10 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::{NodeStatus, ReshardingStatus};
+use crate::resources::{ADMIN_PORT, DIRECT_PORT};
 use crate::topology::client::{self, AdminEndpoint, AdminError};
 use crate::topology::plan::{Move, render_ranges};
 use crate::topology::{NodeId, Reported, SLOTS, SlotRange, Topology, TopologyNode};
-use crate::resources::{ADMIN_PORT, DIRECT_PORT};
 
 use super::resharding::Notice;
 
@@ -508,8 +508,14 @@ mod tests {
             &members,
             &spread(3),
             &recorded(
-                &desired_nodes(UID, DOMAIN, &three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]), &spread(3), &[])
-                    .unwrap(),
+                &desired_nodes(
+                    UID,
+                    DOMAIN,
+                    &three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]),
+                    &spread(3),
+                    &[],
+                )
+                .unwrap(),
                 2,
             ),
         )

@@ -28,9 +28,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api::{CacheCluster, CacheClusterStatus, ConditionStatus, MoveState};
-use crate::topology::{self, NodeId, SlotRange, TopologyNode, migrate, plan, usage};
 use crate::metrics::Metrics;
 use crate::resources::{self, Desired, SpecError};
+use crate::topology::{self, NodeId, SlotRange, TopologyNode, migrate, plan, usage};
 use rollout::Step;
 use status::{DataFate, MemorySetting, Observation, Verdict};
 
@@ -589,7 +589,9 @@ async fn reconcile_topology(
             let mid = resharding::begin(p, i);
             let target_id = NodeId::of_pod(&uid, target as u32);
             tracing::info!(cachecluster = %format!("{ns}/{name}"), migration = %mid, from = %from.pod, to = %to.pod, slots = %p.moves[i].slots, "starting a slot migration");
-            if let Err(e) = migrate::start(&endpoint, &mid, &target_id, &cluster::admin_address(target_ip), &slots).await {
+            if let Err(e) =
+                migrate::start(&endpoint, &mid, &target_id, &cluster::admin_address(target_ip), &slots).await
+            {
                 notices.push(resharding::fail(&mut p.moves[i], &cluster::short(&e), now));
             }
         }

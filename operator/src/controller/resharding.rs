@@ -54,7 +54,12 @@ pub mod reason {
 /// The slots each ordinal owns in the last pushed topology as the status records it; when the
 /// status has no record, what the nodes report (the highest epoch), and for a new cluster the
 /// even spread over `width`. At least `width` entries.
-pub fn layout_of_record(status: &CacheClusterStatus, reported: Option<&Reported>, uid: &str, width: usize) -> Vec<Vec<SlotRange>> {
+pub fn layout_of_record(
+    status: &CacheClusterStatus,
+    reported: Option<&Reported>,
+    uid: &str,
+    width: usize,
+) -> Vec<Vec<SlotRange>> {
     let mut layout = recorded_layout(status)
         .or_else(|| reported.map(|r| layout_of_reported(r, uid)))
         .unwrap_or_else(|| spread(width));
@@ -121,7 +126,13 @@ fn as_move(m: &SlotMove) -> Option<Move> {
 }
 
 /// A new plan from `layout` to `shards` shards, or `None` when the layout is already even.
-pub fn new_plan(layout: &[Vec<SlotRange>], shards: i32, epoch: u64, options: Options, now: Timestamp) -> Option<ReshardingStatus> {
+pub fn new_plan(
+    layout: &[Vec<SlotRange>],
+    shards: i32,
+    epoch: u64,
+    options: Options,
+    now: Timestamp,
+) -> Option<ReshardingStatus> {
     let moves = plan::plan(layout, shards.max(1) as u32, None, options.batch);
     if moves.is_empty() {
         return None;
@@ -296,7 +307,8 @@ pub fn progress(plan: &ReshardingStatus) -> String {
         .filter(|m| m.state == MoveState::Running)
         .map(|m| format!("{} from {} to {}", m.slots, m.source, m.target))
         .collect();
-    let mut message = format!("moved {}/{} slots (plan {}, {} shards)", plan.slots_moved, plan.slots_total, plan.plan, plan.shards);
+    let mut message =
+        format!("moved {}/{} slots (plan {}, {} shards)", plan.slots_moved, plan.slots_total, plan.plan, plan.shards);
     if !running.is_empty() {
         message.push_str(&format!("; migrating {}", running.join(", ")));
     }
@@ -317,7 +329,9 @@ pub fn capacity_check(
     target_used: Option<u64>,
     budget: Option<u64>,
 ) -> Result<(), String> {
-    let (Some(source_used), Some(target_used), Some(budget)) = (source_used, target_used, budget) else { return Ok(()) };
+    let (Some(source_used), Some(target_used), Some(budget)) = (source_used, target_used, budget) else {
+        return Ok(());
+    };
     if source_slots == 0 {
         return Ok(());
     }
@@ -347,7 +361,12 @@ mod tests {
     }
 
     fn status(nodes: Vec<NodeStatus>, epoch: u64) -> CacheClusterStatus {
-        CacheClusterStatus { topology_epoch: Some(epoch), shards: Some(nodes.len() as i32), nodes, ..Default::default() }
+        CacheClusterStatus {
+            topology_epoch: Some(epoch),
+            shards: Some(nodes.len() as i32),
+            nodes,
+            ..Default::default()
+        }
     }
 
     fn now() -> Timestamp {
@@ -367,12 +386,16 @@ mod tests {
 
     #[test]
     fn scale_in_keeps_the_pods_until_they_are_drained_and_left_the_topology() {
-        let four = status(vec![node(0, "0-4095", 5), node(1, "4096-8191", 5), node(2, "8192-12287", 5), node(3, "12288-16383", 5)], 5);
+        let four = status(
+            vec![node(0, "0-4095", 5), node(1, "4096-8191", 5), node(2, "8192-12287", 5), node(3, "12288-16383", 5)],
+            5,
+        );
         // replicas 3 asked: ordinal 3 still owns slots.
         assert_eq!(topology_width(3, &four), 4);
         assert_eq!(statefulset_replicas(3, &four, Some(4)), 4);
         // Drained, but still a member of the topology the nodes run.
-        let drained = status(vec![node(0, "0-5460", 6), node(1, "5461-10922", 6), node(2, "10923-16383", 6), node(3, "-", 6)], 6);
+        let drained =
+            status(vec![node(0, "0-5460", 6), node(1, "5461-10922", 6), node(2, "10923-16383", 6), node(3, "-", 6)], 6);
         assert_eq!(topology_width(3, &drained), 3, "the next topology leaves it out");
         assert_eq!(statefulset_replicas(3, &drained, Some(4)), 4);
         // The topology without it, applied by every node: the pod may go.
@@ -416,7 +439,13 @@ mod tests {
         assert_eq!(startable(&plan, later, 1), [0]);
         assert_eq!(begin(&mut plan, 0), "p4-s0-t1-1.2");
         // Committed, then confirmed by an epoch.
-        let committed = MigrationReport { id: "p4-s0-t1-1.2".into(), phase: Phase::Committed, keys: 42, error: String::new(), ..report };
+        let committed = MigrationReport {
+            id: "p4-s0-t1-1.2".into(),
+            phase: Phase::Committed,
+            keys: 42,
+            error: String::new(),
+            ..report
+        };
         assert_eq!(on_report(&mut plan.moves[0], Ok(Some(committed)), later), None);
         assert_eq!(committed_moves_count(&plan), 1);
         assert!(startable(&plan, later, 2).is_empty(), "nothing starts before the confirming epoch");

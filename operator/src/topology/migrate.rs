@@ -123,8 +123,28 @@ mod tests {
     #[test]
     fn status_replies_parse() {
         let fields = [
-            "id", "p3-s0-t3-1", "role", "source", "state", "committed", "source", "a", "target", "b", "slots",
-            "0-1023", "keys", "12345", "bytes", "999", "elapsed_ms", "1200", "paused_ms", "3", "error", "",
+            "id",
+            "p3-s0-t3-1",
+            "role",
+            "source",
+            "state",
+            "committed",
+            "source",
+            "a",
+            "target",
+            "b",
+            "slots",
+            "0-1023",
+            "keys",
+            "12345",
+            "bytes",
+            "999",
+            "elapsed_ms",
+            "1200",
+            "paused_ms",
+            "3",
+            "error",
+            "",
         ];
         let report = parse_status(Reply::Array(fields.iter().map(|f| bulk(f)).collect())).unwrap().unwrap();
         assert_eq!(report.phase, Phase::Committed);

@@ -328,7 +328,8 @@ mod tests {
         let mut weights = vec![1u64; usize::from(SLOTS)];
         weights[..100].iter_mut().for_each(|w| *w = 1000);
         let after = check(&owners, 2, Some(&weights), 16384);
-        let load = |r: &[SlotRange]| r.iter().flat_map(|r| r.first..=r.last).map(|s| weights[usize::from(s)]).sum::<u64>();
+        let load =
+            |r: &[SlotRange]| r.iter().flat_map(|r| r.first..=r.last).map(|s| weights[usize::from(s)]).sum::<u64>();
         let (a, b) = (load(&after[0]), load(&after[1]));
         assert!(a.abs_diff(b) <= 1000, "{a} vs {b}");
     }

@@ -18,7 +18,10 @@ pub async fn usage(endpoint: &AdminEndpoint) -> Result<Usage, AdminError> {
         match client::call(endpoint, &["INFO".to_owned(), section.to_owned()]).await? {
             Reply::Bulk(b) => text.push_str(&String::from_utf8_lossy(&b)),
             other => {
-                return Err(AdminError::Protocol { address: endpoint.address.clone(), what: format!("{other:?} to INFO") });
+                return Err(AdminError::Protocol {
+                    address: endpoint.address.clone(),
+                    what: format!("{other:?} to INFO"),
+                });
             }
         }
     }

@@ -117,7 +117,11 @@ impl FakeNode {
     pub fn slots(&self) -> u32 {
         let state = self.state.lock().unwrap();
         let Some((_, myid, nodes)) = &state.topology else { return 0 };
-        nodes.iter().filter_map(|n| TopologyNode::parse(n).ok()).find(|n| n.id.as_str() == myid).map_or(0, |n| n.slot_count())
+        nodes
+            .iter()
+            .filter_map(|n| TopologyNode::parse(n).ok())
+            .find(|n| n.id.as_str() == myid)
+            .map_or(0, |n| n.slot_count())
     }
 
     pub fn set_hold(&self, hold: bool) {
@@ -273,12 +277,13 @@ fn answer(args: &[String], authed: &mut bool, password: &str, state: &Mutex<Node
 /// `STRATA.MIGRATE START <mid> <target-id> <target-admin> <ranges>` on the source.
 fn start(state: &mut NodeState, args: &[String]) -> Vec<u8> {
     let (mid, target, slots) = (&args[2], &args[3], &args[5]);
-    if let Some(m) = state.migrations.iter().find(|m| &m.id == mid && m.source) {
-        if m.state != "failed" && m.state != "aborted" {
-            return b"+OK\r\n".to_vec();
-        }
+    // The same id again while it runs or after it committed: idempotent.
+    if state.migrations.iter().any(|m| &m.id == mid && m.source && m.state != "failed" && m.state != "aborted") {
+        return b"+OK\r\n".to_vec();
     }
-    if let Some(m) = state.migrations.iter().find(|m| m.source && ["snapshot", "streaming", "handover"].contains(&m.state.as_str())) {
+    if let Some(m) =
+        state.migrations.iter().find(|m| m.source && ["snapshot", "streaming", "handover"].contains(&m.state.as_str()))
+    {
         return format!("-ERR migration {} is already running on this node\r\n", m.id).into_bytes();
     }
     let Some((_, myid, nodes)) = state.topology.clone() else { return b"-ERR no topology yet\r\n".to_vec() };
