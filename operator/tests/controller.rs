@@ -624,7 +624,9 @@ async fn scaling_in_names_the_pods_whose_data_the_service_no_longer_reaches() {
     let _op = plane.operator("scale-in", &["--leader-elect=false", "--watch-namespace", &ns]);
     let client = plane.client().await;
     let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
-    let spec = |replicas: i32, policy: &str| json!({ "replicas": replicas, "storage": { "size": "1Gi" }, "durability": { "mode": "sync" }, "evictionPolicy": policy });
+    // Independent caches: in cluster mode the pods that go hand their slots over first
+    // (cluster_mode_reshards_* checks that), so nothing is left behind to report.
+    let spec = |replicas: i32, policy: &str| json!({ "replicas": replicas, "storage": { "size": "1Gi" }, "durability": { "mode": "sync" }, "evictionPolicy": policy, "cluster": { "enabled": false } });
     apply_cc(&ccs, "shrink", spec(3, "allkeys-lru")).await;
     observed(&ccs, "shrink", 1).await;
     // The claims the StatefulSet controller would have made, with its labels.
@@ -1089,4 +1091,60 @@ async fn cluster_mode_reshards_with_live_migrations_and_drains_before_scaling_in
     let done = events_with(&ns, "demo", &["ReshardingDone"]).await;
     assert!(done.iter().any(|(_, n)| n.contains(&plan.plan)), "{done:?}");
     drop(op);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_migration_that_would_overfill_its_target_is_refused_not_attempted() {
+    use support::fake_node::FakeNode;
+
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("capacity");
+    let args = ["--leader-elect=false", "--watch-namespace", ns.as_str(), "--migration-batch-slots", "8192"];
+    let _op = plane.operator("capacity", &args);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "demo", json!({ "replicas": 1 })).await;
+    observed(&ccs, "demo", 1).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = secrets.get("demo-cluster-admin").await.unwrap();
+    let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+    let info = |used_mb: u64| {
+        format!(
+            "# Memory\r\nused_memory_dataset:{}\r\nmaxmemory:{}\r\n# Tier\r\ntier_disk_bytes:0\r\ntier_max_disk_bytes:0\r\n",
+            used_mb << 20,
+            100u64 << 20
+        )
+    };
+    let full = FakeNode::start("127.0.80.1", &password).await;
+    full.state.lock().unwrap().info = Some(info(90));
+    create_pod(&client, &ns, "demo", 0, "r1").await;
+    run_pod(&client, &ns, "demo-0", "127.0.80.1").await;
+    converged(&ccs, "demo", 1, None).await;
+
+    // Half of 90 MB onto a node that holds 60 of its 100: refused with a condition.
+    let new = FakeNode::start("127.0.80.2", &password).await;
+    new.state.lock().unwrap().info = Some(info(60));
+    apply_cc(&ccs, "demo", json!({ "replicas": 2 })).await;
+    create_pod(&client, &ns, "demo", 1, "r1").await;
+    run_pod(&client, &ns, "demo-1", "127.0.80.2").await;
+    let cc = eventually(WAIT, "Degraded/InsufficientCapacity", || async {
+        let cc = ccs.get("demo").await.ok()?;
+        (condition(&cc, "Degraded")?.reason == "InsufficientCapacity").then_some(cc)
+    })
+    .await;
+    let degraded = condition(&cc, "Degraded").unwrap();
+    assert!(degraded.message.contains("from demo-0 to demo-1 not started"), "{}", degraded.message);
+    assert_eq!(condition(&cc, "Resharding").unwrap().status, ConditionStatus::True);
+    assert!(full.state.lock().unwrap().migrations.is_empty(), "not attempted");
+
+    // Room made on the target: the migration goes ahead and the condition clears.
+    new.state.lock().unwrap().info = Some(info(10));
+    let cc = eventually(WAIT, "Resharding False/Balanced", || async {
+        let cc = ccs.get("demo").await.ok()?;
+        (condition(&cc, "Resharding")?.reason == "Balanced").then_some(cc)
+    })
+    .await;
+    let degraded = condition(&cc, "Degraded").unwrap();
+    assert_eq!(degraded.status, ConditionStatus::False, "{}", degraded.message);
+    assert_eq!(new.slots(), 8192);
 }

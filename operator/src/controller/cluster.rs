@@ -535,4 +535,13 @@ mod tests {
         let behind = state(3, &nodes, &members, &[Ok(3), Ok(0), Ok(3)], None);
         assert!(behind.problem().unwrap().contains("demo-1 has no topology"));
     }
+
+    #[test]
+    fn confirming_pushes_go_to_targets_first_and_sources_last() {
+        let mv = |source, target| Move { source, target, slots: Vec::new() };
+        assert_eq!(push_order(4, &[]), [vec![0, 1, 2, 3]]);
+        assert_eq!(push_order(4, &[mv(0, 3)]), [vec![3], vec![1, 2], vec![0]]);
+        // Two moves at once; a node both giving and getting counts as a source.
+        assert_eq!(push_order(4, &[mv(0, 3), mv(3, 1)]), [vec![1], vec![2], vec![0, 3]]);
+    }
 }

@@ -730,4 +730,36 @@ mod tests {
         let note = scale_in_note("demo", 2, 1, &DataFate::Lost);
         assert!(note.contains("removes demo-1; what they hold is lost"), "{note}");
     }
+
+    #[test]
+    fn resharding_is_a_condition_and_a_full_target_degrades() {
+        use super::super::cluster::ClusterState;
+        use super::super::resharding;
+        let epoch = k8s_openapi::jiff::Timestamp::UNIX_EPOCH;
+        let plan = resharding::new_plan(&crate::topology::spread(1), 2, 3, resharding::Options::default(), epoch);
+        let cluster = ClusterState { epoch: 3, shards: 2, slots_covered: 16384, ..Default::default() };
+        let running = Observation {
+            desired: 2,
+            ready: 2,
+            cluster: Some(ClusterState {
+                resharding: plan,
+                capacity: Some("no room on demo-1".into()),
+                ..cluster.clone()
+            }),
+            ..Default::default()
+        };
+        let v = verdicts(&running);
+        let r = find(&v, "Resharding");
+        assert_eq!((r.status, r.reason), (ConditionStatus::True, reason::MIGRATING));
+        assert!(r.message.starts_with("moved 0/8192 slots"), "{}", r.message);
+        let d = find(&v, "Degraded");
+        assert_eq!(
+            (d.status, d.reason, d.message.as_str()),
+            (ConditionStatus::True, reason::INSUFFICIENT_CAPACITY, "no room on demo-1")
+        );
+        let balanced = Observation { cluster: Some(cluster), ..running };
+        let v = verdicts(&balanced);
+        assert_eq!(find(&v, "Resharding").reason, reason::BALANCED);
+        assert_eq!(find(&v, "Degraded").status, ConditionStatus::False);
+    }
 }

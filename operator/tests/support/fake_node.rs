@@ -38,6 +38,8 @@ pub struct NodeState {
     pub fail_next: Option<String>,
     /// How long a migration streams before its handover.
     pub stream_ms: u64,
+    /// What INFO answers (the node's memory and tier sections); unset: INFO is refused.
+    pub info: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -192,6 +194,10 @@ fn answer(args: &[String], authed: &mut bool, password: &str, state: &Mutex<Node
             }
         }
         ["STRATA.MIGRATE", "START"] if args.len() == 6 => start(&mut state, args),
+        ["INFO", _] if state.info.is_some() => {
+            let info = state.info.clone().unwrap_or_default();
+            format!("${}\r\n{info}\r\n", info.len()).into_bytes()
+        }
         ["STRATA.MIGRATE", "STATUS"] => {
             let found = match args.get(2) {
                 Some(id) => state.migrations.iter().rev().find(|m| &m.id == id).cloned().or_else(|| {
