@@ -218,7 +218,7 @@ mod tests {
     /// Checks what every plan must hold and returns the layout after it.
     fn check(owners: &[Vec<SlotRange>], shards: u32, weights: Option<&[u64]>, batch: u32) -> Vec<Vec<SlotRange>> {
         let moves = plan(owners, shards, weights, batch);
-        let mut owned = owners.to_vec();
+        let mut moved = vec![false; usize::from(SLOTS)];
         for m in &moves {
             assert!(m.slot_count() >= 1 && m.slot_count() <= batch, "{m:?}: batch {batch}");
             assert_ne!(m.source, m.target, "{m:?}");
@@ -230,10 +230,12 @@ mod tests {
                         owners[m.source as usize].iter().any(|o| o.first <= s && s <= o.last),
                         "{m:?}: slot {s} not owned by its source"
                     );
+                    assert!(!std::mem::replace(&mut moved[usize::from(s)], true), "slot {s} moves twice");
                 }
             }
-            owned = apply(&owned, std::slice::from_ref(m), shards as usize);
         }
+        // Independent moves: applying them in any order, or all at once, gives the same layout.
+        let owned = apply(owners, &moves, shards as usize);
         // Every slot owned by exactly one ordinal.
         let mut seen = vec![0u8; usize::from(SLOTS)];
         for r in owned.iter().flatten() {
