@@ -592,7 +592,13 @@ async fn reconcile_topology(
             if let Err(e) =
                 migrate::start(&endpoint, &mid, &target_id, &cluster::admin_address(target_ip), &slots).await
             {
-                notices.push(resharding::fail(&mut p.moves[i], &cluster::short(&e), now));
+                let adopted = match migrate::latest(&endpoint).await {
+                    Ok(Some(latest)) => resharding::adopt(&mut p.moves[i], &latest, target_id.as_str()),
+                    _ => false,
+                };
+                if !adopted {
+                    notices.push(resharding::fail(&mut p.moves[i], &cluster::short(&e), now));
+                }
             }
         }
     }

@@ -200,6 +200,26 @@ pub fn on_report(mv: &mut SlotMove, report: Result<Option<MigrationReport>, Stri
     }
 }
 
+/// After a START the source refused: the source's latest migration, when it is this very move
+/// under another id (an earlier START whose status write was lost, e.g. the operator restarted
+/// right after it), is adopted instead of failing the move forever with "already running" or
+/// "slot N is not served by this node".
+pub fn adopt(mv: &mut SlotMove, latest: &MigrationReport, target_id: &str) -> bool {
+    if latest.target != target_id
+        || latest.slots != mv.slots
+        || !(latest.phase.in_flight() || latest.phase == Phase::Committed)
+    {
+        return false;
+    }
+    mv.id = latest.id.clone();
+    mv.error = None;
+    mv.state = if latest.phase == Phase::Committed { MoveState::Committed } else { MoveState::Running };
+    if latest.phase == Phase::Committed {
+        mv.keys = Some(latest.keys);
+    }
+    true
+}
+
 /// A failed attempt: pending again after a backoff, with the node's reason.
 pub fn fail(mv: &mut SlotMove, why: &str, now: Timestamp) -> Notice {
     let delay = retry_delay(mv.attempts);
@@ -429,6 +449,8 @@ mod tests {
             bytes: 0,
             elapsed_ms: 0,
             paused_ms: 0,
+            target: "t1".into(),
+            slots: plan.moves[0].slots.clone(),
             error: "ERR target unreachable".into(),
         };
         let notice = on_report(&mut plan.moves[0], Ok(Some(report.clone())), now()).unwrap();
@@ -455,6 +477,35 @@ mod tests {
         assert_eq!(plan.slots_moved, 4096);
         assert!(!finished(&plan));
         assert!(progress(&plan).starts_with("moved 4096/10922 slots"), "{}", progress(&plan));
+    }
+
+    #[test]
+    fn a_start_refused_because_it_already_ran_adopts_that_migration() {
+        let mut plan = new_plan(&spread(1), 2, 1, Options::default(), now()).unwrap();
+        begin(&mut plan, 0);
+        // The operator restarted after START but before writing status: the retry's START is
+        // refused, and the source's latest migration is this move under the first id.
+        let latest = MigrationReport {
+            id: "p1-s0-t1-1".into(),
+            phase: Phase::Streaming,
+            target: "t1".into(),
+            slots: plan.moves[0].slots.clone(),
+            keys: 0,
+            bytes: 0,
+            elapsed_ms: 0,
+            paused_ms: 0,
+            error: String::new(),
+        };
+        let mut retried = plan.moves[0].clone();
+        retried.id = "p1-s0-t1-1.2".into();
+        assert!(adopt(&mut retried, &latest, "t1"));
+        assert_eq!((retried.id.as_str(), retried.state), ("p1-s0-t1-1", MoveState::Running));
+        // Another move's migration, or a failed one, is not adopted.
+        assert!(!adopt(&mut retried, &latest, "t2"));
+        assert!(!adopt(&mut retried, &MigrationReport { phase: Phase::Failed, ..latest.clone() }, "t1"));
+        let committed = MigrationReport { phase: Phase::Committed, keys: 9, ..latest };
+        assert!(adopt(&mut retried, &committed, "t1"));
+        assert_eq!((retried.state, retried.keys), (MoveState::Committed, Some(9)));
     }
 
     fn committed_moves_count(plan: &ReshardingStatus) -> usize {

@@ -47,6 +47,9 @@ impl Phase {
 pub struct MigrationReport {
     pub id: String,
     pub phase: Phase,
+    /// The target's node id and the slots, as START named them.
+    pub target: String,
+    pub slots: String,
     pub keys: u64,
     pub bytes: u64,
     pub elapsed_ms: u64,
@@ -77,6 +80,12 @@ pub async fn status(endpoint: &AdminEndpoint, mid: &str) -> Result<Option<Migrat
     parse_status(reply).map_err(|e| AdminError::Protocol { address: endpoint.address.clone(), what: e.0 })
 }
 
+/// The latest migration the node at `endpoint` took part in (`None`: none).
+pub async fn latest(endpoint: &AdminEndpoint) -> Result<Option<MigrationReport>, AdminError> {
+    let reply = client::call(endpoint, &["STRATA.MIGRATE", "STATUS"].map(str::to_owned)).await?;
+    parse_status(reply).map_err(|e| AdminError::Protocol { address: endpoint.address.clone(), what: e.0 })
+}
+
 /// Cancels migration `mid` on its source (refused once it committed).
 pub async fn cancel(endpoint: &AdminEndpoint, mid: &str) -> Result<(), AdminError> {
     client::call(endpoint, &["STRATA.MIGRATE", "CANCEL", mid].map(str::to_owned)).await.map(drop)
@@ -104,6 +113,8 @@ pub fn parse_status(reply: Reply) -> Result<Option<MigrationReport>, TopologyErr
     Ok(Some(MigrationReport {
         id: get("id"),
         phase: Phase::parse(&get("state"))?,
+        target: get("target"),
+        slots: get("slots"),
         keys: number("keys"),
         bytes: number("bytes"),
         elapsed_ms: number("elapsed_ms"),
