@@ -91,3 +91,45 @@ async fn rebalance_moves_slots_live_and_drains_before_leaving_the_topology() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rebalance_can_even_out_keys_instead_of_slots() {
+    let dir = std::env::temp_dir().join(format!("strata-cli-weights-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let password_file = dir.join("password");
+    std::fs::write(&password_file, PASSWORD).unwrap();
+    let ips = ["127.0.79.11", "127.0.79.12"];
+    let nodes = [FakeNode::start(ips[0], PASSWORD).await, FakeNode::start(ips[1], PASSWORD).await];
+    let args: Vec<String> = ips.iter().enumerate().map(|(i, ip)| node_arg(ip, i as u16)).collect();
+    let (pf, a) = (password_file.clone(), args.clone());
+    let out = tokio::task::spawn_blocking(move || cli(&[&["push".to_owned()][..], &a].concat(), &pf)).await.unwrap();
+    assert!(out.success, "{}{}", out.stdout, out.stderr);
+    // Even slots (8192 each), but node 0 holds the 100 slots of 1000 keys each.
+    let (pf, a) = (password_file.clone(), args.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        cli(
+            &[&["rebalance".to_owned(), "--weigh-keys".to_owned(), "--batch".to_owned(), "16384".to_owned()][..], &a]
+                .concat(),
+            &pf,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(out.success, "{}{}", out.stdout, out.stderr);
+    eprintln!("{}", out.stdout);
+    assert!(out.stdout.contains("weights: 116,284 keys"), "{}", out.stdout);
+    let keys = |n: &FakeNode| {
+        let state = n.state.lock().unwrap();
+        let (_, myid, topology) = state.topology.clone().unwrap();
+        let me = topology
+            .iter()
+            .map(|t| strata_operator::topology::TopologyNode::parse(t).unwrap())
+            .find(|t| t.id.as_str() == myid)
+            .unwrap();
+        me.slots.iter().flat_map(|r| r.first..=r.last).map(|s| if s < 100 { 1000u64 } else { 1 }).sum::<u64>()
+    };
+    let (a, b) = (keys(&nodes[0]), keys(&nodes[1]));
+    assert!(a.abs_diff(b) <= 1000, "keys {a} vs {b}");
+    assert!(nodes[1].slots() > 16000, "the cold slots moved: {}", nodes[1].slots());
+    let _ = std::fs::remove_dir_all(&dir);
+}

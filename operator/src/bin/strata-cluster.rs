@@ -69,6 +69,11 @@ enum Command {
         /// Attempts per migration before giving up.
         #[arg(long, default_value_t = 3)]
         attempts: u32,
+        /// Even out keys rather than slots: weigh each slot by its key count (`CLUSTER
+        /// COUNTKEYSINSLOT` on each owner's admin port); falls back to even weights when a node
+        /// does not answer it.
+        #[arg(long)]
+        weigh_keys: bool,
         /// Node ids are sha1("<id-prefix>/<index>") (default `local/<first node's plain port>`).
         #[arg(long)]
         id_prefix: Option<String>,
@@ -140,8 +145,8 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Push { nodes, epoch, id_prefix } => push(&nodes, epoch, id_prefix).await,
         Command::Status { nodes } => status(&nodes).await,
-        Command::Rebalance { nodes, shards, batch, attempts, id_prefix } => {
-            rebalance(&nodes, shards, batch, attempts, id_prefix).await
+        Command::Rebalance { nodes, shards, batch, attempts, weigh_keys, id_prefix } => {
+            rebalance(&nodes, shards, batch, attempts, weigh_keys, id_prefix).await
         }
     };
     match result {
@@ -293,6 +298,7 @@ async fn rebalance(
     shards: Option<usize>,
     batch: u32,
     attempts: u32,
+    weigh_keys: bool,
     id_prefix: Option<String>,
 ) -> Result<(), String> {
     let endpoints = args.endpoints()?;
@@ -335,7 +341,8 @@ async fn rebalance(
         push_layout(args, &endpoints, &prefix, epoch, &layout, &order_after(count, None)).await?;
         println!("epoch {epoch}: {count} nodes in the topology (new ones without slots)");
     }
-    let moves = plan::plan(&layout, shards as u32, None, batch);
+    let weights = if weigh_keys { key_counts(&endpoints, &layout).await } else { None };
+    let moves = plan::plan(&layout, shards as u32, weights.as_deref(), batch);
     let total: u32 = moves.iter().map(Move::slot_count).sum();
     println!("plan: {total} slots in {} migrations over {shards} shards", moves.len());
     let started = Instant::now();
@@ -383,6 +390,37 @@ async fn rebalance(
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Each slot's key count, asked of its owner (`None` when a node does not answer).
+async fn key_counts(endpoints: &[AdminEndpoint], layout: &[Vec<SlotRange>]) -> Option<Vec<u64>> {
+    let mut weights = vec![0u64; usize::from(strata_operator::topology::SLOTS)];
+    for (i, ranges) in layout.iter().enumerate() {
+        let slots: Vec<u16> = ranges.iter().flat_map(|r| r.first..=r.last).collect();
+        let commands: Vec<Vec<String>> =
+            slots.iter().map(|s| ["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()].map(str::to_owned).to_vec()).collect();
+        let mut endpoint = endpoints[i].clone();
+        endpoint.timeout = endpoint.timeout.max(Duration::from_secs(30));
+        match client::call_pipelined(&endpoint, &commands).await {
+            Ok(replies) => {
+                for (slot, reply) in slots.iter().zip(replies) {
+                    match reply {
+                        client::Reply::Integer(n) => weights[usize::from(*slot)] = n.max(0) as u64,
+                        other => {
+                            eprintln!("strata-cluster: node {i} answers {other:?} to COUNTKEYSINSLOT: even weights");
+                            return None;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("strata-cluster: counting keys on node {i}: {e}: even weights");
+                return None;
+            }
+        }
+    }
+    println!("weights: {} keys over 16384 slots", thousands(weights.iter().sum()));
+    Some(weights)
 }
 
 /// Polls a migration on its source until it commits (the report) or stops (why).

@@ -194,6 +194,11 @@ fn answer(args: &[String], authed: &mut bool, password: &str, state: &Mutex<Node
             }
         }
         ["STRATA.MIGRATE", "START"] if args.len() == 6 => start(&mut state, args),
+        // Slots 0-99 hold 1000 keys each, every other slot one.
+        ["CLUSTER", "COUNTKEYSINSLOT"] if args.len() == 3 => {
+            let slot: u16 = args[2].parse().unwrap_or(0);
+            format!(":{}\r\n", if slot < 100 { 1000 } else { 1 }).into_bytes()
+        }
         ["INFO", _] if state.info.is_some() => {
             let info = state.info.clone().unwrap_or_default();
             format!("${}\r\n{info}\r\n", info.len()).into_bytes()
