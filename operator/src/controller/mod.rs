@@ -481,10 +481,21 @@ async fn reconcile_topology(
     if let Some(plan) = plan.as_mut() {
         for mv in plan.moves.iter_mut().filter(|m| m.state == MoveState::Running) {
             let source = members.get(mv.source as usize).and_then(|m| cluster::endpoint(m, Some(password)));
-            let report = match source {
+            let mut report = match source {
                 Some(endpoint) => migrate::status(&endpoint, &mv.id).await.map_err(|e| cluster::short(&e)),
                 None => Err("no IP".to_owned()),
             };
+            // A source that does not know the id any more (it moved on, or restarted): the
+            // target has the last word on whether it committed.
+            if matches!(&report, Ok(None)) || matches!(&report, Ok(Some(r)) if r.phase == migrate::Phase::Unknown) {
+                let target = members.get(mv.target as usize).and_then(|m| cluster::endpoint(m, Some(password)));
+                if let Some(endpoint) = target
+                    && let Ok(Some(r)) = migrate::status(&endpoint, &mv.id).await
+                    && r.phase == migrate::Phase::Committed
+                {
+                    report = Ok(Some(r));
+                }
+            }
             notices.extend(resharding::on_report(mv, report, now));
         }
     }
