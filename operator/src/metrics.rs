@@ -42,7 +42,7 @@ struct ClusterLabels {
 pub const REPLICA_STATES: [&str; 4] = ["desired", "current", "ready", "updated"];
 
 /// The conditions `strata_cachecluster_condition` reports.
-pub const CONDITIONS: [&str; 4] = ["Available", "Progressing", "Degraded", "Monitoring"];
+pub const CONDITIONS: [&str; 5] = ["Available", "Progressing", "Degraded", "Monitoring", "Resharding"];
 
 /// Counters and histograms the controller and the leader elector update.
 pub struct Metrics {
@@ -102,7 +102,7 @@ impl Metrics {
         registry.register(
             "strata_cachecluster_condition",
             "1 while the CacheCluster's status condition is True, else 0 (Available, Progressing, \
-             Degraded, Monitoring)",
+             Degraded, Monitoring, Resharding: slots are being migrated)",
             conditions.clone(),
         );
         let topology_epoch = Family::default();

@@ -53,6 +53,18 @@ pub struct Options {
     #[arg(long, env = "WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
 
+    /// Cluster mode: most slot migrations running at once per CacheCluster while it reshards
+    /// (never two from the same pod).
+    #[arg(long, env = "STRATA_OPERATOR_MAX_CONCURRENT_MIGRATIONS", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_migrations: u32,
+
+    /// Cluster mode: most hash slots one migration moves (each migration is atomic; smaller
+    /// ones pause writes to their slots for less time at the handover).
+    #[arg(long, env = "STRATA_OPERATOR_MIGRATION_BATCH_SLOTS", default_value_t = crate::topology::plan::DEFAULT_BATCH,
+          value_parser = clap::value_parser!(u32).range(1..=16384))]
+    pub migration_batch_slots: u32,
+
     /// Log format.
     #[arg(long, env = "STRATA_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub log_format: LogFormat,
@@ -147,7 +159,11 @@ pub async fn run_with(
     }
     metrics.set_leader(true);
 
-    let ctx = Arc::new(Context::new(client, metrics.clone(), Some(identity)));
+    let pacing = crate::controller::resharding::Options {
+        max_concurrent: opts.max_concurrent_migrations as usize,
+        batch: opts.migration_batch_slots,
+    };
+    let ctx = Arc::new(Context::new(client, metrics.clone(), Some(identity)).with_resharding(pacing));
     let (ctl_stop_tx, mut ctl_stop_rx) = watch::channel(false);
     let controller_stop = async move {
         let _ = ctl_stop_rx.wait_for(|s| *s).await;

@@ -624,7 +624,9 @@ async fn scaling_in_names_the_pods_whose_data_the_service_no_longer_reaches() {
     let _op = plane.operator("scale-in", &["--leader-elect=false", "--watch-namespace", &ns]);
     let client = plane.client().await;
     let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
-    let spec = |replicas: i32, policy: &str| json!({ "replicas": replicas, "storage": { "size": "1Gi" }, "durability": { "mode": "sync" }, "evictionPolicy": policy });
+    // Independent caches: in cluster mode the pods that go hand their slots over first
+    // (cluster_mode_reshards_* checks that), so nothing is left behind to report.
+    let spec = |replicas: i32, policy: &str| json!({ "replicas": replicas, "storage": { "size": "1Gi" }, "durability": { "mode": "sync" }, "evictionPolicy": policy, "cluster": { "enabled": false } });
     apply_cc(&ccs, "shrink", spec(3, "allkeys-lru")).await;
     observed(&ccs, "shrink", 1).await;
     // The claims the StatefulSet controller would have made, with its labels.
@@ -923,4 +925,226 @@ async fn cluster_mode_pushes_the_topology_and_recovers_from_restarts() {
     assert_eq!(cc.status.unwrap().topology_epoch, Some(epoch), "the epoch survives an invalid spec");
     let forbidden = support::grep(&op.log, "forbidden");
     assert!(forbidden.is_empty(), "{forbidden:?}");
+}
+
+/// The StatefulSet's replicas as the operator applied them.
+async fn sts_replicas(client: &kube::Client, ns: &str, name: &str) -> Option<i32> {
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    sts.get(name).await.ok()?.spec?.replicas
+}
+
+/// (reason, note) of every Event on CacheCluster `name` with one of `reasons`.
+async fn events_with(ns: &str, name: &str, reasons: &[&str]) -> Vec<(String, String)> {
+    events_for(ns, name)
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref().is_some_and(|r| reasons.contains(&r)))
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+/// Checks the fake nodes' logs: migrations never overlapped (one at a time), and the epoch
+/// after each commit reached its target first and its source last.
+fn check_migration_order(nodes: &[&support::fake_node::FakeNode]) {
+    let states: Vec<_> = nodes.iter().map(|n| n.state.lock().unwrap().clone()).collect();
+    let id_of = |s: &support::fake_node::NodeState| s.topology.as_ref().map(|t| t.1.clone()).unwrap_or_default();
+    let mut sourced: Vec<(u64, u64, String, String, String)> = states
+        .iter()
+        .flat_map(|s| s.migrations.iter().filter(|m| m.source && m.state == "committed"))
+        .map(|m| (m.started, m.committed.unwrap(), m.id.clone(), m.source_id.clone(), m.target_id.clone()))
+        .collect();
+    sourced.sort();
+    assert!(!sourced.is_empty());
+    for pair in sourced.windows(2) {
+        assert!(pair[0].1 < pair[1].0, "migrations overlap: {} and {}", pair[0].2, pair[1].2);
+    }
+    for (_, committed, id, source, target) in &sourced {
+        let node = |id: &str| states.iter().find(|s| id_of(s) == id).unwrap_or_else(|| panic!("node {id}"));
+        // The confirming epoch: the first the target applied after the commit.
+        let &(target_at, epoch) = node(target).applied.iter().find(|(t, _)| t > committed).expect("a confirming epoch");
+        let at = |s: &support::fake_node::NodeState| s.applied.iter().find(|(_, e)| *e == epoch).map(|(t, _)| *t);
+        let source_at = at(node(source)).expect("the source applied the confirming epoch");
+        for s in &states {
+            if let Some(t) = at(s)
+                && id_of(s) != *target
+                && id_of(s) != *source
+            {
+                assert!(target_at < t && t < source_at, "{id}: epoch {epoch} order");
+            }
+        }
+        assert!(target_at < source_at, "{id}: the target applies epoch {epoch} before the source");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_mode_reshards_with_live_migrations_and_drains_before_scaling_in() {
+    use support::fake_node::FakeNode;
+
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("reshard");
+    let args = ["--leader-elect=false", "--watch-namespace", ns.as_str(), "--migration-batch-slots", "1024"];
+    let op = plane.operator("reshard", &args);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "demo", json!({ "replicas": 3 })).await;
+    observed(&ccs, "demo", 1).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = secrets.get("demo-cluster-admin").await.unwrap();
+    let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+    let ip = |n: u32| format!("127.0.78.{n}");
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        nodes.push(FakeNode::start(&ip(i + 1), &password).await);
+        create_pod(&client, &ns, "demo", i as i32, "r1").await;
+        run_pod(&client, &ns, &format!("demo-{i}"), &ip(i + 1)).await;
+    }
+    converged(&ccs, "demo", 1, None).await;
+
+    // Scale out: the StatefulSet grows first, the new pod joins without slots, then slots move.
+    let started = std::time::Instant::now();
+    apply_cc(&ccs, "demo", json!({ "replicas": 4 })).await;
+    eventually(WAIT, "the StatefulSet at 4 replicas", || async {
+        (sts_replicas(&client, &ns, "demo").await == Some(4)).then_some(())
+    })
+    .await;
+    nodes.push(FakeNode::start(&ip(4), &password).await);
+    create_pod(&client, &ns, "demo", 3, "r1").await;
+    run_pod(&client, &ns, "demo-3", &ip(4)).await;
+    let plan =
+        eventually(WAIT, "a resharding plan in status", || async { ccs.get("demo").await.ok()?.status?.resharding })
+            .await;
+    assert_eq!(plan.shards, 4);
+    assert_eq!(plan.slots_total, 4096, "the new node's share, no more: {plan:?}");
+    assert!(plan.moves.iter().all(|m| m.target == 3 && !m.slots.is_empty()), "{plan:?}");
+    let cc = eventually(WAIT, "Resharding False/Balanced after the scale out", || async {
+        let cc = ccs.get("demo").await.ok()?;
+        let r = condition(&cc, "Resharding")?;
+        (r.reason == "Balanced" && cc.status.as_ref()?.resharding.is_none()).then_some(cc)
+    })
+    .await;
+    eprintln!("scaled out 3 -> 4 with slot migrations after {:?}", started.elapsed());
+    let status = converged(&ccs, "demo", 2, None).await;
+    assert_eq!(status.nodes.len(), 4);
+    let counts: Vec<u32> = nodes.iter().map(|n| n.slots()).collect();
+    assert_eq!(counts.iter().sum::<u32>(), 16384, "{counts:?}");
+    assert_eq!(counts[3], 4096, "{counts:?}");
+    assert!(counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1, "{counts:?}");
+    check_migration_order(&nodes.iter().collect::<Vec<_>>());
+    let told = events_with(&ns, "demo", &["ReshardingStarted", "SlotsMoved", "ReshardingDone"]).await;
+    assert!(told.iter().any(|(r, n)| r == "ReshardingStarted" && n.contains("4096 slots")), "{told:?}");
+    assert!(told.iter().filter(|(r, _)| r == "SlotsMoved").count() >= 4, "{told:?}");
+    assert!(told.iter().any(|(r, _)| r == "ReshardingDone"), "{told:?}");
+    drop(cc);
+
+    // Scale in, with the drained node's first migration held and then failing, and the
+    // operator restarted meanwhile: the StatefulSet keeps 4 pods until demo-3 owns nothing.
+    nodes[3].set_hold(true);
+    nodes[3].state.lock().unwrap().fail_next = Some("ERR target refused: no room".into());
+    let started = std::time::Instant::now();
+    apply_cc(&ccs, "demo", json!({ "replicas": 3 })).await;
+    let plan = eventually(WAIT, "a drain plan with a running move", || async {
+        let plan = ccs.get("demo").await.ok()?.status?.resharding?;
+        plan.moves.iter().any(|m| m.state == strata_operator::api::MoveState::Running).then_some(plan)
+    })
+    .await;
+    assert!(plan.moves.iter().all(|m| m.source == 3), "only the drained ordinal gives: {plan:?}");
+    assert_eq!(plan.slots_total, 4096);
+    let running = plan.moves.iter().filter(|m| m.state == strata_operator::api::MoveState::Running).count();
+    assert_eq!(running, 1, "one migration at a time: {plan:?}");
+    drop(op);
+    let op = plane.operator("reshard-2", &args);
+    // The new operator finds the move running (its source says so) and leaves it be.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let now = ccs.get("demo").await.unwrap().status.unwrap().resharding.expect("the plan survives the restart");
+    assert_eq!(now.plan, plan.plan);
+    assert_eq!(sts_replicas(&client, &ns, "demo").await, Some(4), "a pod owning slots stays");
+    assert!(nodes[3].slots() > 0);
+    nodes[3].set_hold(false);
+    eventually(WAIT, "a MigrationFailed Warning with the node's words", || async {
+        warnings(&ns, "demo").await.into_iter().find(|(r, n)| r == "MigrationFailed" && n.contains("no room"))
+    })
+    .await;
+    eventually(WAIT, "the StatefulSet back at 3 replicas", || async {
+        (sts_replicas(&client, &ns, "demo").await == Some(3)).then_some(())
+    })
+    .await;
+    eprintln!("scaled in 4 -> 3 (drained, one retry, operator restarted) after {:?}", started.elapsed());
+    let cc = ccs.get("demo").await.unwrap();
+    let status = cc.status.clone().unwrap();
+    assert_eq!(status.nodes.len(), 3);
+    assert!(status.resharding.is_none());
+    assert_eq!(nodes[3].slots(), 0);
+    let epoch = status.topology_epoch.unwrap();
+    for n in &nodes[..3] {
+        assert_eq!(n.epoch(), epoch);
+        let (_, _, topology) = n.state.lock().unwrap().topology.clone().unwrap();
+        assert_eq!(topology.len(), 3, "the drained node left the topology");
+    }
+    let counts: Vec<u32> = nodes[..3].iter().map(|n| n.slots()).collect();
+    assert_eq!(counts.iter().sum::<u32>(), 16384, "{counts:?}");
+    assert!(counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1, "{counts:?}");
+    // The plan carried on across the restart: the held move kept its id, and its retry got a new one.
+    let ids: Vec<String> = nodes[3].state.lock().unwrap().migrations.iter().map(|m| m.id.clone()).collect();
+    let first = &plan.moves.iter().find(|m| m.state == strata_operator::api::MoveState::Running).unwrap().id;
+    assert_eq!(ids.iter().filter(|i| *i == first).count(), 1, "{ids:?}");
+    assert!(ids.contains(&format!("{first}.2")), "{ids:?}");
+    let done = events_with(&ns, "demo", &["ReshardingDone"]).await;
+    assert!(done.iter().any(|(_, n)| n.contains(&plan.plan)), "{done:?}");
+    drop(op);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_migration_that_would_overfill_its_target_is_refused_not_attempted() {
+    use support::fake_node::FakeNode;
+
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("capacity");
+    let args = ["--leader-elect=false", "--watch-namespace", ns.as_str(), "--migration-batch-slots", "8192"];
+    let _op = plane.operator("capacity", &args);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "demo", json!({ "replicas": 1 })).await;
+    observed(&ccs, "demo", 1).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = secrets.get("demo-cluster-admin").await.unwrap();
+    let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+    let info = |used_mb: u64| {
+        format!(
+            "# Memory\r\nused_memory_dataset:{}\r\nmaxmemory:{}\r\n# Tier\r\ntier_disk_bytes:0\r\ntier_max_disk_bytes:0\r\n",
+            used_mb << 20,
+            100u64 << 20
+        )
+    };
+    let full = FakeNode::start("127.0.80.1", &password).await;
+    full.state.lock().unwrap().info = Some(info(90));
+    create_pod(&client, &ns, "demo", 0, "r1").await;
+    run_pod(&client, &ns, "demo-0", "127.0.80.1").await;
+    converged(&ccs, "demo", 1, None).await;
+
+    // Half of 90 MB onto a node that holds 60 of its 100: refused with a condition.
+    let new = FakeNode::start("127.0.80.2", &password).await;
+    new.state.lock().unwrap().info = Some(info(60));
+    apply_cc(&ccs, "demo", json!({ "replicas": 2 })).await;
+    create_pod(&client, &ns, "demo", 1, "r1").await;
+    run_pod(&client, &ns, "demo-1", "127.0.80.2").await;
+    let cc = eventually(WAIT, "Degraded/InsufficientCapacity", || async {
+        let cc = ccs.get("demo").await.ok()?;
+        (condition(&cc, "Degraded")?.reason == "InsufficientCapacity").then_some(cc)
+    })
+    .await;
+    let degraded = condition(&cc, "Degraded").unwrap();
+    assert!(degraded.message.contains("from demo-0 to demo-1 not started"), "{}", degraded.message);
+    assert_eq!(condition(&cc, "Resharding").unwrap().status, ConditionStatus::True);
+    assert!(full.state.lock().unwrap().migrations.is_empty(), "not attempted");
+
+    // Room made on the target: the migration goes ahead and the condition clears.
+    new.state.lock().unwrap().info = Some(info(10));
+    let cc = eventually(WAIT, "Resharding False/Balanced", || async {
+        let cc = ccs.get("demo").await.ok()?;
+        (condition(&cc, "Resharding")?.reason == "Balanced").then_some(cc)
+    })
+    .await;
+    let degraded = condition(&cc, "Degraded").unwrap();
+    assert_eq!(degraded.status, ConditionStatus::False, "{}", degraded.message);
+    assert_eq!(new.slots(), 8192);
 }

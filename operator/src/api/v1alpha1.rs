@@ -107,8 +107,10 @@ pub struct CacheClusterSpec {
     /// Number of cache node pods. With `cluster.enabled` (the default) they are the shards of
     /// one Redis Cluster: the 16384 hash slots are spread evenly over the pods (as
     /// `redis-cli --cluster create` does), so memory adds up and every client sees every key.
-    /// Changing it spreads the slots again without moving keys yet: keys in slots that change
-    /// hands are no longer found. With `cluster.enabled: false` each pod is an independent
+    /// Changing it moves slots with their keys while clients keep working: new pods start
+    /// empty and get slots from the fullest; scaling in drains the highest ordinals first, and
+    /// their pods (and volumes) go only once they own no slot (`status.resharding` and the
+    /// Resharding condition show the progress). With `cluster.enabled: false` each pod is an independent
     /// cache. Minimum 1; default 1. Also settable through the scale subresource
     /// (`kubectl scale`).
     #[schemars(range(min = 1))]
@@ -581,7 +583,13 @@ pub struct CacheClusterStatus {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["pod"]))]
     pub nodes: Vec<NodeStatus>,
 
-    /// Current conditions: Available, Progressing, Degraded, Monitoring.
+    /// Cluster mode: the slot migrations under way to even out the shards after a change of
+    /// `replicas` (absent when the slots are balanced). Kept here so a restarted operator
+    /// carries on with the same plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resharding: Option<ReshardingStatus>,
+
+    /// Current conditions: Available, Progressing, Degraded, Monitoring, Resharding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -602,6 +610,68 @@ pub struct NodeStatus {
     /// The topology epoch the node reported (0: none); absent when it did not answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_epoch: Option<u64>,
+    /// The hash slots the node owns in the topology last pushed, e.g. "0-4095,8192" ("-": none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<String>,
+}
+
+/// A resharding plan: the slot migrations that even out the shards, carried out a few at a time.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = reflow_docs)]
+pub struct ReshardingStatus {
+    /// The plan's id ("p<epoch it was made at>"); migration ids start with it.
+    pub plan: String,
+    /// The number of shards the plan leads to (`spec.replicas` when it was made).
+    pub shards: i32,
+    /// The migrations, in the order they are started.
+    #[serde(default)]
+    pub moves: Vec<SlotMove>,
+    /// Slots whose migration is committed and confirmed by a topology epoch.
+    #[serde(default)]
+    pub slots_moved: i32,
+    /// Slots the plan moves in all.
+    #[serde(default)]
+    pub slots_total: i32,
+    /// When the plan was made.
+    pub started_at: Time,
+}
+
+/// One migration of a resharding plan: `slots` from pod ordinal `source` to pod ordinal `target`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = reflow_docs)]
+pub struct SlotMove {
+    /// The migration id of the current attempt, as the nodes know it (`STRATA.MIGRATE STATUS <id>`).
+    pub id: String,
+    pub source: i32,
+    pub target: i32,
+    /// The slots, e.g. "0-1023".
+    pub slots: String,
+    pub state: MoveState,
+    /// Attempts started so far.
+    #[serde(default)]
+    pub attempts: i32,
+    /// Why the last attempt failed, in the node's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// A failed move is not retried before this time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<Time>,
+    /// Keys the source sent, when it committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<u64>,
+}
+
+/// Where one migration stands: Pending (not started, or to be retried), Running (the source
+/// streams the slots), Committed (the target owns them; the confirming topology epoch is not
+/// applied everywhere yet), Done.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum MoveState {
+    Pending,
+    Running,
+    Committed,
+    Done,
 }
 
 /// One aspect of the cluster's state (the shape of Kubernetes' `metav1.Condition`).
@@ -609,7 +679,7 @@ pub struct NodeStatus {
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = reflow_docs)]
 pub struct Condition {
-    /// Condition type: Available, Progressing, Degraded or Monitoring.
+    /// Condition type: Available, Progressing, Degraded, Monitoring or Resharding.
     #[serde(rename = "type")]
     pub type_: String,
 
@@ -641,6 +711,9 @@ impl Condition {
     pub const DEGRADED: &'static str = "Degraded";
     /// The ServiceMonitor and PrometheusRule asked for by `spec.monitoring` exist (False says why not).
     pub const MONITORING: &'static str = "Monitoring";
+    /// Cluster mode: slots are being migrated between nodes (True while a plan runs, with
+    /// "moved X/Y slots"; False with reason Balanced when none runs).
+    pub const RESHARDING: &'static str = "Resharding";
     /// Degraded reason for a spec the API server accepted but the operator cannot run.
     pub const REASON_INVALID_SPEC: &'static str = "InvalidSpec";
 }

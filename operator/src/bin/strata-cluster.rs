@@ -3,11 +3,13 @@
 //! local clusters (`scripts/local-cluster.sh`) and for looking at a node by hand.
 
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use strata_operator::topology::client::{self, AdminEndpoint};
-use strata_operator::topology::{NodeId, Topology, TopologyNode, spread};
+use strata_operator::topology::migrate::{self, Phase};
+use strata_operator::topology::plan::{self, Move, render_ranges};
+use strata_operator::topology::{NodeId, Reported, SlotRange, Topology, TopologyNode, spread};
 
 /// Push a Redis Cluster topology to Strata nodes, or show the one each node applied.
 ///
@@ -47,6 +49,34 @@ enum Command {
     Status {
         #[command(flatten)]
         nodes: NodesArgs,
+    },
+    /// Move slots with their keys (live, `STRATA.MIGRATE`) so that the first `--shards` nodes
+    /// own even shares, with the operator's own planner; then push the topology without the
+    /// nodes beyond `--shards` (drained). Give every node, current and new: new ones join the
+    /// topology without slots first. One migration at a time; after each, the confirming epoch
+    /// goes to the target first and the source last. Returns once the last topology is applied
+    /// on every node (exit 1 if a migration fails `--attempts` times or a node refuses it).
+    #[command(alias = "scale")]
+    Rebalance {
+        #[command(flatten)]
+        nodes: NodesArgs,
+        /// Shards to even out over (the first N nodes). Default: every node given.
+        #[arg(long)]
+        shards: Option<usize>,
+        /// Most slots per migration.
+        #[arg(long, default_value_t = plan::DEFAULT_BATCH)]
+        batch: u32,
+        /// Attempts per migration before giving up.
+        #[arg(long, default_value_t = 3)]
+        attempts: u32,
+        /// Even out keys rather than slots: weigh each slot by its key count (`CLUSTER
+        /// COUNTKEYSINSLOT` on each owner's admin port); falls back to even weights when a node
+        /// does not answer it.
+        #[arg(long)]
+        weigh_keys: bool,
+        /// Node ids are sha1("<id-prefix>/<index>") (default `local/<first node's plain port>`).
+        #[arg(long)]
+        id_prefix: Option<String>,
     },
 }
 
@@ -115,6 +145,9 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Push { nodes, epoch, id_prefix } => push(&nodes, epoch, id_prefix).await,
         Command::Status { nodes } => status(&nodes).await,
+        Command::Rebalance { nodes, shards, batch, attempts, weigh_keys, id_prefix } => {
+            rebalance(&nodes, shards, batch, attempts, weigh_keys, id_prefix).await
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -206,6 +239,205 @@ async fn status(args: &NodesArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The node entry of argument `i` with `slots`.
+fn entry(args: &NodesArgs, prefix: &str, i: usize, slots: Vec<SlotRange>) -> TopologyNode {
+    let n = &args.nodes[i];
+    TopologyNode {
+        id: NodeId::from_seed(&format!("{prefix}/{i}")),
+        ip: n.host.clone(),
+        hostname: None,
+        direct_port: n.direct,
+        plain_port: n.plain,
+        slots,
+        admin_port: n.admin,
+    }
+}
+
+/// Pushes `layout` over the first `members` nodes at `epoch`, in `order` (groups of indexes):
+/// every member must apply it.
+async fn push_layout(
+    args: &NodesArgs,
+    endpoints: &[AdminEndpoint],
+    prefix: &str,
+    epoch: u64,
+    layout: &[Vec<SlotRange>],
+    order: &[usize],
+) -> Result<Topology, String> {
+    let nodes: Vec<TopologyNode> = layout.iter().enumerate().map(|(i, s)| entry(args, prefix, i, s.clone())).collect();
+    let topology = Topology { epoch, nodes };
+    for &i in order {
+        client::push(&endpoints[i], &topology, &topology.nodes[i].id)
+            .await
+            .map_err(|e| format!("node {i} did not apply epoch {epoch}: {e}"))?;
+    }
+    Ok(topology)
+}
+
+/// Targets first, then the others, sources last (the contract's push order after a commit).
+fn order_after(members: usize, mv: Option<&Move>) -> Vec<usize> {
+    let Some(mv) = mv else { return (0..members).collect() };
+    let (s, t) = (mv.source as usize, mv.target as usize);
+    std::iter::once(t).chain((0..members).filter(|&i| i != s && i != t)).chain(std::iter::once(s)).collect()
+}
+
+/// `12345` as `12,345`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+async fn rebalance(
+    args: &NodesArgs,
+    shards: Option<usize>,
+    batch: u32,
+    attempts: u32,
+    weigh_keys: bool,
+    id_prefix: Option<String>,
+) -> Result<(), String> {
+    let endpoints = args.endpoints()?;
+    let prefix = id_prefix.unwrap_or_else(|| format!("local/{}", args.nodes[0].plain));
+    let count = args.nodes.len();
+    let shards = shards.unwrap_or(count);
+    if shards == 0 || shards > count {
+        return Err(format!("--shards must be 1..{count} (the nodes given)"));
+    }
+    // Where the cluster stands: the highest epoch any node holds.
+    let mut current: Option<Reported> = None;
+    for (i, endpoint) in endpoints.iter().enumerate() {
+        let reported = client::get(endpoint).await.map_err(|e| format!("node {i}: {e}"))?;
+        if let Some(r) = reported
+            && current.as_ref().is_none_or(|c| r.epoch > c.epoch)
+        {
+            current = Some(r);
+        }
+    }
+    let Some(current) = current else { return Err("no node has a topology: run `push` first".to_owned()) };
+    let ids: Vec<NodeId> = (0..count).map(|i| NodeId::from_seed(&format!("{prefix}/{i}"))).collect();
+    let mut layout: Vec<Vec<SlotRange>> = vec![Vec::new(); count];
+    for node in &current.nodes {
+        match ids.iter().position(|id| *id == node.id) {
+            Some(i) => layout[i] = node.slots.clone(),
+            None if node.slots.is_empty() => {}
+            None => {
+                return Err(format!(
+                    "node {} ({}:{}) owns slots but is not among the nodes given",
+                    node.id, node.ip, node.plain_port
+                ));
+            }
+        }
+    }
+    let mut epoch = current.epoch;
+    // Every node given must be a member before it can receive slots.
+    let members_now = current.nodes.len();
+    if members_now != count || current.nodes.iter().zip(&ids).any(|(n, id)| n.id != *id) {
+        epoch += 1;
+        push_layout(args, &endpoints, &prefix, epoch, &layout, &order_after(count, None)).await?;
+        println!("epoch {epoch}: {count} nodes in the topology (new ones without slots)");
+    }
+    let weights = if weigh_keys { key_counts(&endpoints, &layout).await } else { None };
+    let moves = plan::plan(&layout, shards as u32, weights.as_deref(), batch);
+    let total: u32 = moves.iter().map(Move::slot_count).sum();
+    println!("plan: {total} slots in {} migrations over {shards} shards", moves.len());
+    let started = Instant::now();
+    for (n, mv) in moves.iter().enumerate() {
+        let slots = render_ranges(&mv.slots);
+        let target = &args.nodes[mv.target as usize];
+        let target_admin = format!("{}:{}", target.host, target.admin);
+        print!("moving slots {slots} from node {} to node {} ... ", mv.source, mv.target);
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        let mut attempt = 1;
+        let report = loop {
+            let mid = format!("cli-e{epoch}-s{}-t{}-{}-{attempt}", mv.source, mv.target, n + 1);
+            let source = &endpoints[mv.source as usize];
+            let outcome = match migrate::start(source, &mid, &ids[mv.target as usize], &target_admin, &mv.slots).await {
+                Ok(()) => wait_for(source, &mid).await,
+                Err(e) => Err(e.to_string()),
+            };
+            match outcome {
+                Ok(report) => break report,
+                Err(why) if attempt < attempts => {
+                    eprintln!("strata-cluster: migration {mid} failed: {why}; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_secs(1 << attempt.min(5))).await;
+                }
+                Err(why) => {
+                    println!("failed");
+                    return Err(format!("migration {mid} failed {attempts} times; the last: {why}"));
+                }
+            }
+        };
+        println!("{} keys in {:.1} s", thousands(report.keys), report.elapsed_ms as f64 / 1000.0);
+        layout = plan::apply(&layout, std::slice::from_ref(mv), count);
+        epoch += 1;
+        push_layout(args, &endpoints, &prefix, epoch, &layout, &order_after(count, Some(mv))).await?;
+    }
+    if shards < count {
+        // The drained nodes leave the topology; they own nothing now.
+        epoch += 1;
+        let order: Vec<usize> = (0..shards).collect();
+        push_layout(args, &endpoints, &prefix, epoch, &layout[..shards], &order).await?;
+        println!("epoch {epoch}: nodes {shards}..{} drained and out of the topology", count - 1);
+    }
+    println!(
+        "topology epoch {epoch} applied on all {shards} nodes; {total} slots moved in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Each slot's key count, asked of its owner (`None` when a node does not answer).
+async fn key_counts(endpoints: &[AdminEndpoint], layout: &[Vec<SlotRange>]) -> Option<Vec<u64>> {
+    let mut weights = vec![0u64; usize::from(strata_operator::topology::SLOTS)];
+    for (i, ranges) in layout.iter().enumerate() {
+        let slots: Vec<u16> = ranges.iter().flat_map(|r| r.first..=r.last).collect();
+        let commands: Vec<Vec<String>> =
+            slots.iter().map(|s| ["CLUSTER", "COUNTKEYSINSLOT", &s.to_string()].map(str::to_owned).to_vec()).collect();
+        let mut endpoint = endpoints[i].clone();
+        endpoint.timeout = endpoint.timeout.max(Duration::from_secs(30));
+        match client::call_pipelined(&endpoint, &commands).await {
+            Ok(replies) => {
+                for (slot, reply) in slots.iter().zip(replies) {
+                    match reply {
+                        client::Reply::Integer(n) => weights[usize::from(*slot)] = n.max(0) as u64,
+                        other => {
+                            eprintln!("strata-cluster: node {i} answers {other:?} to COUNTKEYSINSLOT: even weights");
+                            return None;
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("strata-cluster: counting keys on node {i}: {e}: even weights");
+                return None;
+            }
+        }
+    }
+    println!("weights: {} keys over 16384 slots", thousands(weights.iter().sum()));
+    Some(weights)
+}
+
+/// Polls a migration on its source until it commits (the report) or stops (why).
+async fn wait_for(source: &AdminEndpoint, mid: &str) -> Result<migrate::MigrationReport, String> {
+    loop {
+        match migrate::status(source, mid).await {
+            Ok(Some(r)) if r.phase == Phase::Committed => return Ok(r),
+            Ok(Some(r)) if r.phase.in_flight() => {}
+            Ok(Some(r)) => return Err(format!("{:?}: {}", r.phase, r.error)),
+            Ok(None) => return Err("the source reports no migration".to_owned()),
+            // A source restarting in the handover resolves it by itself: ask again.
+            Err(e) => eprintln!("strata-cluster: asking {}: {e}", source.address),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,5 +449,15 @@ mod tests {
         assert!(parse_node("127.0.0.1:7100:7000").is_err());
         assert!(parse_node("h:1:2:70000").unwrap_err().contains("admin port"));
         assert!(parse_node(":1:2:3").is_err());
+    }
+
+    #[test]
+    fn pushes_after_a_move_go_to_the_target_first_and_the_source_last() {
+        let mv = Move { source: 0, target: 3, slots: Vec::new() };
+        assert_eq!(order_after(4, Some(&mv)), [3, 1, 2, 0]);
+        assert_eq!(order_after(3, None), [0, 1, 2]);
+        assert_eq!(thousands(12345), "12,345");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000_000), "1,000,000");
     }
 }

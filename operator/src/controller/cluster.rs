@@ -3,7 +3,8 @@
 //!
 //! The operator is the only source of topology (no gossip): on every reconcile it builds the
 //! desired topology from the pods (ids from the CacheCluster UID and ordinal, each pod's IP
-//! and headless DNS name, slots spread over `replicas`), asks every node what it has applied,
+//! and headless DNS name, the slots each owns as last pushed, plus migrations committed since:
+//! see `resharding`), asks every node what it has applied,
 //! and pushes a new epoch to every node when they differ. The epoch never goes backwards:
 //! the next one is above both the status' epoch and any epoch a node reports, so a restarted
 //! operator (or one whose status write was lost) carries on from what the nodes hold.
@@ -13,10 +14,13 @@ use std::time::Duration;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::NodeStatus;
+use crate::api::{NodeStatus, ReshardingStatus};
 use crate::resources::{ADMIN_PORT, DIRECT_PORT};
 use crate::topology::client::{self, AdminEndpoint, AdminError};
-use crate::topology::{NodeId, Reported, SLOTS, Topology, TopologyNode, spread};
+use crate::topology::plan::{Move, render_ranges};
+use crate::topology::{NodeId, Reported, SLOTS, SlotRange, Topology, TopologyNode};
+
+use super::resharding::Notice;
 
 /// The plain port every pod serves (the node's `port`).
 const PLAIN_PORT: u16 = 6379;
@@ -32,9 +36,9 @@ pub struct Member {
     pub ip: Option<String>,
 }
 
-/// The pods `<name>-0` .. `<name>-<replicas-1>`, with the IP of those that run.
-pub fn members(name: &str, replicas: i32, pods: &[Pod]) -> Vec<Member> {
-    (0..replicas.max(0) as u32)
+/// The pods `<name>-0` .. `<name>-<width-1>`, with the IP of those that run.
+pub fn members(name: &str, width: usize, pods: &[Pod]) -> Vec<Member> {
+    (0..width as u32)
         .map(|ordinal| {
             let pod = format!("{name}-{ordinal}");
             let ip = pods
@@ -49,19 +53,20 @@ pub fn members(name: &str, replicas: i32, pods: &[Pod]) -> Vec<Member> {
         .collect()
 }
 
-/// The nodes of the desired topology, or why there is none yet. A pod without an IP (being
-/// recreated) keeps the IP last pushed for it, so its absence alone changes nothing; a pod that
-/// never had one makes the operator wait (a first topology with a hole would only be replaced).
+/// The nodes of the desired topology, member `i` owning `layout[i]`, or why there is none yet.
+/// A pod without an IP (being recreated) keeps the IP last pushed for it, so its absence alone
+/// changes nothing; a pod that never had one makes the operator wait (a first topology with a
+/// hole would only be replaced).
 pub fn desired_nodes(
     uid: &str,
     headless_domain: &str,
     members: &[Member],
+    layout: &[Vec<SlotRange>],
     previous: &[NodeStatus],
 ) -> Result<Vec<TopologyNode>, String> {
-    let slots = spread(members.len());
     members
         .iter()
-        .zip(slots)
+        .zip(layout.iter().cloned().chain(std::iter::repeat(Vec::new())))
         .map(|(m, slots)| {
             let ip =
                 m.ip.clone()
@@ -82,12 +87,16 @@ pub fn desired_nodes(
 }
 
 /// The last pushed topology's nodes as the status records them, to compare with the desired
-/// ones: same ids, pods and IPs in the same order means the same layout (slots and ports follow
-/// from the number of shards and are fixed).
+/// ones: same ids, pods, IPs and slots in the same order means the same layout (ports are
+/// fixed; a status written before slots were recorded had the even spread, as desired then).
 fn same_as_pushed(desired: &[TopologyNode], previous: &[NodeStatus], shards: Option<i32>) -> bool {
     shards == Some(desired.len() as i32)
         && previous.len() == desired.len()
-        && desired.iter().zip(previous).all(|(d, p)| d.id.as_str() == p.id && p.ip.as_deref() == Some(d.ip.as_str()))
+        && desired.iter().zip(previous).all(|(d, p)| {
+            d.id.as_str() == p.id
+                && p.ip.as_deref() == Some(d.ip.as_str())
+                && p.slots.as_deref().is_none_or(|s| s == render_ranges(&d.slots))
+        })
 }
 
 /// What a node said when asked for its topology.
@@ -152,6 +161,13 @@ pub fn decide(
             why.push(format!("{} shards instead of {}", desired.len(), previous_shards.unwrap_or(0)));
         }
         for (node, member) in desired.iter().zip(members) {
+            let was = previous.iter().find(|p| p.pod == member.pod).and_then(|p| p.slots.as_deref());
+            let now = render_ranges(&node.slots);
+            if was.is_some_and(|w| w != now) {
+                why.push(format!("{} owns {now} (was {})", member.pod, was.unwrap_or("-")));
+            }
+        }
+        for (node, member) in desired.iter().zip(members) {
             let was = previous.iter().find(|p| p.pod == member.pod).and_then(|p| p.ip.as_deref());
             if was.is_some_and(|w| w != node.ip) {
                 why.push(format!("{} moved to {} (was {})", member.pod, node.ip, was.unwrap_or("-")));
@@ -192,12 +208,23 @@ pub struct ClusterState {
     pub pushed: Option<String>,
     /// Why no topology could be built yet.
     pub waiting: Option<String>,
+    /// The resharding plan after this round (None: the slots are balanced).
+    pub resharding: Option<ReshardingStatus>,
+    /// A move refused for want of room on its target (Degraded/InsufficientCapacity).
+    pub capacity: Option<String>,
+    /// What happened to the plan this round, for Events.
+    pub notices: Vec<Notice>,
 }
 
 impl ClusterState {
-    /// In sync and fully covered: nothing to look at again soon.
+    /// In sync, fully covered and balanced: nothing to look at again soon.
     pub fn settled(&self) -> bool {
-        self.waiting.is_none() && self.lagging.is_empty() && self.slots_covered == u32::from(SLOTS)
+        self.in_sync() && self.slots_covered == u32::from(SLOTS) && self.resharding.is_none()
+    }
+
+    /// Every member applied the current epoch: migrations may start.
+    pub fn in_sync(&self) -> bool {
+        self.waiting.is_none() && self.lagging.is_empty() && self.epoch > 0
     }
 
     /// Degraded's message when slots are uncovered or a node lags.
@@ -233,14 +260,42 @@ pub async fn read_reports(members: &[Member], password: Option<&str>) -> Vec<Rep
     .await
 }
 
-/// Pushes `topology` to every member with an IP, concurrently; per member, the epoch it applied
-/// or why not.
-pub async fn push_all(members: &[Member], topology: &Topology, password: Option<&str>) -> Vec<Result<u64, String>> {
-    join_all(members.iter().zip(&topology.nodes).map(|(m, node)| async move {
-        let endpoint = endpoint(m, password).ok_or_else(|| "no IP (not running)".to_owned())?;
-        client::push(&endpoint, topology, &node.id).await.map_err(|e| short(&e))
-    }))
-    .await
+/// Pushes `topology` to every member with an IP; per member, the epoch it applied or why not.
+/// When it confirms `committed` migrations, the contract's order: their targets first, then
+/// every other node, their sources last (a source deletes its copy of the moved slots when it
+/// applies the epoch). Within a group, concurrently.
+pub async fn push_all(
+    members: &[Member],
+    topology: &Topology,
+    password: Option<&str>,
+    committed: &[Move],
+) -> Vec<Result<u64, String>> {
+    let mut applied: Vec<Result<u64, String>> = vec![Err("not pushed".to_owned()); members.len()];
+    for group in push_order(members.len(), committed) {
+        let results = join_all(group.iter().map(|&i| {
+            let (m, node) = (&members[i], &topology.nodes[i]);
+            async move {
+                let endpoint = endpoint(m, password).ok_or_else(|| "no IP (not running)".to_owned())?;
+                client::push(&endpoint, topology, &node.id).await.map_err(|e| short(&e))
+            }
+        }))
+        .await;
+        for (i, result) in group.into_iter().zip(results) {
+            applied[i] = result;
+        }
+    }
+    applied
+}
+
+/// The members in push groups: targets of `committed`, the others, sources (a node both a
+/// source and a target counts as a source: it releases slots).
+pub fn push_order(members: usize, committed: &[Move]) -> Vec<Vec<usize>> {
+    let is_source = |i: usize| committed.iter().any(|m| m.source as usize == i);
+    let is_target = |i: usize| committed.iter().any(|m| m.target as usize == i);
+    let targets: Vec<usize> = (0..members).filter(|&i| is_target(i) && !is_source(i)).collect();
+    let others: Vec<usize> = (0..members).filter(|&i| !is_target(i) && !is_source(i)).collect();
+    let sources: Vec<usize> = (0..members).filter(|&i| is_source(i)).collect();
+    [targets, others, sources].into_iter().filter(|g| !g.is_empty()).collect()
 }
 
 /// The state after a round: `applied` is each member's epoch (None: no answer) and why not.
@@ -266,6 +321,7 @@ pub fn state(
             id: node.id.to_string(),
             ip: Some(node.ip.clone()),
             applied_epoch: applied.as_ref().ok().copied(),
+            slots: Some(render_ranges(&node.slots)),
         });
     }
     ClusterState {
@@ -275,22 +331,27 @@ pub fn state(
         nodes,
         lagging,
         pushed,
-        waiting: None,
+        ..Default::default()
     }
 }
 
-fn endpoint(member: &Member, password: Option<&str>) -> Option<AdminEndpoint> {
-    let ip = member.ip.as_ref()?;
-    // An IPv6 pod IP needs brackets in host:port.
-    let host = if ip.contains(':') { format!("[{ip}]") } else { ip.clone() };
+/// The member's admin endpoint, when it has an IP.
+pub fn endpoint(member: &Member, password: Option<&str>) -> Option<AdminEndpoint> {
     Some(AdminEndpoint {
-        address: format!("{host}:{ADMIN_PORT}"),
+        address: admin_address(member.ip.as_ref()?),
         password: password.map(str::to_owned),
         timeout: ADMIN_TIMEOUT,
     })
 }
 
-fn short(e: &AdminError) -> String {
+/// `host:port` of the admin port at `ip`.
+pub fn admin_address(ip: &str) -> String {
+    // An IPv6 pod IP needs brackets in host:port.
+    let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_owned() };
+    format!("{host}:{ADMIN_PORT}")
+}
+
+pub fn short(e: &AdminError) -> String {
     match e {
         AdminError::Refused { message, .. } => format!("refused: {message}"),
         AdminError::Timeout { timeout, .. } => format!("no answer on the admin port within {timeout:?}"),
@@ -301,6 +362,7 @@ fn short(e: &AdminError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::spread;
 
     const UID: &str = "8d1c6a3e-0b59-4c1e-9f0e-2f6f3c5a7b11";
     const DOMAIN: &str = "demo-headless.shop.svc";
@@ -322,6 +384,7 @@ mod tests {
                 id: n.id.to_string(),
                 ip: Some(n.ip.clone()),
                 applied_epoch: Some(epoch),
+                slots: Some(render_ranges(&n.slots)),
             })
             .collect()
     }
@@ -333,7 +396,7 @@ mod tests {
     #[test]
     fn desired_nodes_have_stable_ids_even_slots_and_dns_names() {
         let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
-        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        let nodes = desired_nodes(UID, DOMAIN, &members, &spread(3), &[]).unwrap();
         assert_eq!(nodes.len(), 3);
         assert_eq!(nodes[1].id, NodeId::of_pod(UID, 1));
         assert_eq!(nodes[1].hostname.as_deref(), Some("demo-1.demo-headless.shop.svc"));
@@ -342,16 +405,16 @@ mod tests {
         assert_eq!(slots, ["0-5460", "5461-10922", "10923-16383"]);
         // A pod being recreated keeps its last IP; one that never had one makes us wait.
         let gone = three([Some("10.0.0.1"), None, Some("10.0.0.3")]);
-        let kept = desired_nodes(UID, DOMAIN, &gone, &recorded(&nodes, 1)).unwrap();
+        let kept = desired_nodes(UID, DOMAIN, &gone, &spread(3), &recorded(&nodes, 1)).unwrap();
         assert_eq!(kept, nodes);
-        let err = desired_nodes(UID, DOMAIN, &gone, &[]).unwrap_err();
+        let err = desired_nodes(UID, DOMAIN, &gone, &spread(3), &[]).unwrap_err();
         assert!(err.contains("demo-1"), "{err}");
     }
 
     #[test]
     fn a_new_cluster_gets_epoch_1() {
         let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
-        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        let nodes = desired_nodes(UID, DOMAIN, &members, &spread(3), &[]).unwrap();
         let none = vec![Report::Applied(None); 3];
         let Decision::Push { topology, why } = decide(&nodes, &members, &none, 0, &[], None) else { panic!() };
         assert_eq!(topology.epoch, 1);
@@ -362,7 +425,7 @@ mod tests {
     #[test]
     fn nodes_at_the_recorded_epoch_and_layout_are_left_alone() {
         let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
-        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        let nodes = desired_nodes(UID, DOMAIN, &members, &spread(3), &[]).unwrap();
         let reports: Vec<_> = (0..3).map(|i| at(4, &nodes, i)).collect();
         assert_eq!(decide(&nodes, &members, &reports, 4, &recorded(&nodes, 4), Some(3)), Decision::InSync { epoch: 4 });
         // A node down does not trigger a push by itself.
@@ -374,9 +437,9 @@ mod tests {
     #[test]
     fn a_pod_with_a_new_ip_gets_the_next_epoch_everywhere() {
         let before = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
-        let old = desired_nodes(UID, DOMAIN, &before, &[]).unwrap();
+        let old = desired_nodes(UID, DOMAIN, &before, &spread(3), &[]).unwrap();
         let after = three([Some("10.0.0.1"), Some("10.0.0.9"), Some("10.0.0.3")]);
-        let nodes = desired_nodes(UID, DOMAIN, &after, &recorded(&old, 4)).unwrap();
+        let nodes = desired_nodes(UID, DOMAIN, &after, &spread(3), &recorded(&old, 4)).unwrap();
         // The restarted pod kept its topology on its volume: it still says epoch 4.
         let reports: Vec<_> = (0..3).map(|i| at(4, &old, i)).collect();
         let Decision::Push { topology, why } = decide(&nodes, &after, &reports, 4, &recorded(&old, 4), Some(3)) else {
@@ -391,7 +454,7 @@ mod tests {
     #[test]
     fn a_node_without_topology_or_behind_gets_the_next_epoch() {
         let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
-        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        let nodes = desired_nodes(UID, DOMAIN, &members, &spread(3), &[]).unwrap();
         let mut reports: Vec<_> = (0..3).map(|i| at(4, &nodes, i)).collect();
         reports[0] = Report::Applied(None);
         let Decision::Push { topology, why } = decide(&nodes, &members, &reports, 4, &recorded(&nodes, 4), Some(3))
@@ -411,14 +474,14 @@ mod tests {
     #[test]
     fn the_epoch_never_goes_backwards() {
         let members = three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]);
-        let nodes = desired_nodes(UID, DOMAIN, &members, &[]).unwrap();
+        let nodes = desired_nodes(UID, DOMAIN, &members, &spread(3), &[]).unwrap();
         // The status was lost (a new operator, a restored CacheCluster): nodes hold epoch 9 of
         // this very layout, which is taken as it is...
         let reports: Vec<_> = (0..3).map(|i| at(9, &nodes, i)).collect();
         assert_eq!(decide(&nodes, &members, &reports, 0, &[], None), Decision::InSync { epoch: 9 });
         // ... or of an older layout (a pod moved meanwhile): the next push is epoch 10.
         let moved = three([Some("10.0.0.1"), Some("10.0.0.7"), Some("10.0.0.3")]);
-        let now = desired_nodes(UID, DOMAIN, &moved, &[]).unwrap();
+        let now = desired_nodes(UID, DOMAIN, &moved, &spread(3), &[]).unwrap();
         let Decision::Push { topology, why } = decide(&now, &moved, &reports, 0, &[], None) else { panic!() };
         assert_eq!(topology.epoch, 10);
         assert!(why.contains("nodes hold up to epoch 9"), "{why}");
@@ -443,9 +506,16 @@ mod tests {
             UID,
             DOMAIN,
             &members,
+            &spread(3),
             &recorded(
-                &desired_nodes(UID, DOMAIN, &three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]), &[])
-                    .unwrap(),
+                &desired_nodes(
+                    UID,
+                    DOMAIN,
+                    &three([Some("10.0.0.1"), Some("10.0.0.2"), Some("10.0.0.3")]),
+                    &spread(3),
+                    &[],
+                )
+                .unwrap(),
                 2,
             ),
         )
@@ -464,5 +534,14 @@ mod tests {
         assert!(all.settled() && all.problem().is_none());
         let behind = state(3, &nodes, &members, &[Ok(3), Ok(0), Ok(3)], None);
         assert!(behind.problem().unwrap().contains("demo-1 has no topology"));
+    }
+
+    #[test]
+    fn confirming_pushes_go_to_targets_first_and_sources_last() {
+        let mv = |source, target| Move { source, target, slots: Vec::new() };
+        assert_eq!(push_order(4, &[]), [vec![0, 1, 2, 3]]);
+        assert_eq!(push_order(4, &[mv(0, 3)]), [vec![3], vec![1, 2], vec![0]]);
+        // Two moves at once; a node both giving and getting counts as a source.
+        assert_eq!(push_order(4, &[mv(0, 3), mv(3, 1)]), [vec![1], vec![2], vec![0, 3]]);
     }
 }

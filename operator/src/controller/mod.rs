@@ -3,6 +3,7 @@
 
 mod backoff;
 pub mod cluster;
+pub mod resharding;
 pub mod rollout;
 pub mod status;
 
@@ -26,9 +27,10 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::api::{CacheCluster, CacheClusterStatus, ConditionStatus};
+use crate::api::{CacheCluster, CacheClusterStatus, ConditionStatus, MoveState};
 use crate::metrics::Metrics;
 use crate::resources::{self, Desired, SpecError};
+use crate::topology::{self, NodeId, SlotRange, TopologyNode, migrate, plan, usage};
 use rollout::Step;
 use status::{DataFate, MemorySetting, Observation, Verdict};
 
@@ -45,6 +47,8 @@ const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 const RESYNC: Duration = Duration::from_secs(300);
 /// How often a cluster that is changing is looked at (watch events usually come first).
 const WHILE_PROGRESSING: Duration = Duration::from_secs(5);
+/// How often a running resharding plan is looked at: the nodes tell nothing by themselves.
+const WHILE_RESHARDING: Duration = Duration::from_secs(1);
 
 /// What every reconciliation shares.
 pub struct Context {
@@ -62,6 +66,8 @@ pub struct Context {
     /// Per cluster, the pods the rollout evicted and the UID each had: until the replacement is
     /// Ready, that pod being down is planned.
     evicted: Mutex<HashMap<String, BTreeMap<String, String>>>,
+    /// How slot migrations are paced.
+    resharding: resharding::Options,
 }
 
 impl Context {
@@ -76,7 +82,14 @@ impl Context {
             started: Timestamp::now(),
             told_restarts: Default::default(),
             evicted: Default::default(),
+            resharding: resharding::Options::default(),
         }
+    }
+
+    /// Paces slot migrations with `options` instead of the defaults.
+    pub fn with_resharding(mut self, options: resharding::Options) -> Self {
+        self.resharding = options;
+        self
     }
 }
 
@@ -202,6 +215,13 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     let existing = sts_api.get_opt(&name).await.map_err(|e| read(format!("StatefulSet {ns}/{name}"), e))?;
 
     let desired = match resources::desired(cc).and_then(|d| check_immutable(d, existing.as_ref())) {
+        // Cluster mode: the pods run until their slots have moved away (scale in), so the
+        // StatefulSet runs what the topology still needs, not always `spec.replicas`.
+        Ok(d) if cc.spec.cluster.enabled => {
+            let current = existing.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas);
+            let status = cc.status.clone().unwrap_or_default();
+            d.with_replicas(resharding::statefulset_replicas(cc.spec.replicas, &status, current))
+        }
         Ok(d) => d,
         Err(invalid) => {
             tracing::warn!(cachecluster = %format!("{ns}/{name}"), problem = %invalid, "spec cannot be applied");
@@ -217,8 +237,9 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         }
     };
 
+    // Cluster mode drains the pods that go (resharding): their data is not left behind.
     let before = existing.as_ref().and_then(|s| s.spec.as_ref()).and_then(|s| s.replicas);
-    if let Some(before) = before.filter(|&b| b > cc.spec.replicas) {
+    if let Some(before) = before.filter(|&b| b > cc.spec.replicas && !cc.spec.cluster.enabled) {
         report_scale_in(ctx, cc, before).await;
     }
 
@@ -313,24 +334,45 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         });
         rollout::planned_outage(&sts, &pods, ours, &troubled)
     };
-    if obs.data != DataFate::Lost {
+    if obs.data != DataFate::Lost && !cc.spec.cluster.enabled {
         obs.unreachable = unreachable_volumes(client, &ns, &name, cc.spec.replicas).await?;
     }
     report_restarts(ctx, cc, &key, &pods, &obs).await;
     if let Some(password) = &admin_password {
-        let state = reconcile_topology(cc, &ns, &name, &pods, password).await;
+        let state = reconcile_topology(cc, &ns, &name, &pods, password, ctx.resharding).await;
         if let Some(why) = &state.pushed {
             report_topology_change(ctx, cc, &state, why).await;
         }
+        for notice in &state.notices {
+            let event = Event {
+                type_: if notice.warning { EventType::Warning } else { EventType::Normal },
+                reason: notice.reason.to_owned(),
+                note: Some(notice.note.clone()),
+                action: "Reshard".to_owned(),
+                secondary: None,
+            };
+            // A Recorder of its own: each move is its own Event, not a count on the first one.
+            let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+            if let Err(e) = recorder.publish(&event, &cc.object_ref(&())).await {
+                tracing::warn!(error = %e, reason = %event.reason, "could not publish an Event");
+            }
+        }
         obs.cluster = Some(state);
     }
+    let resharding = obs.cluster.as_ref().is_some_and(|c| c.resharding.is_some());
     let settled = step == Step::Complete
         && obs.ready >= obs.desired
         && obs.cluster.as_ref().is_none_or(cluster::ClusterState::settled);
     obs.rollout = Some(step);
     write_status(cc, ctx, &obs).await?;
 
-    Ok(Action::requeue(if settled { RESYNC } else { WHILE_PROGRESSING }))
+    Ok(Action::requeue(if resharding {
+        WHILE_RESHARDING
+    } else if settled {
+        RESYNC
+    } else {
+        WHILE_PROGRESSING
+    }))
 }
 
 /// StatefulSet fields Kubernetes never lets change: a spec that would change them is refused
@@ -411,34 +453,80 @@ fn random_password() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// One round of cluster mode: read every node's topology, push a new epoch when they differ
-/// from the desired one, and report where each node stands.
+/// One round of cluster mode: read every node's topology, advance the resharding plan (where
+/// the running migrations stand), push a new epoch when the nodes differ from the desired
+/// topology (which gives committed migrations' slots to their targets), then make or carry on
+/// the plan, and report where each node stands.
 async fn reconcile_topology(
     cc: &CacheCluster,
     ns: &str,
     name: &str,
     pods: &[Pod],
     password: &str,
+    options: resharding::Options,
 ) -> cluster::ClusterState {
     let status = cc.status.clone().unwrap_or_default();
     let uid = cc.metadata.uid.clone().unwrap_or_default();
-    let members = cluster::members(name, cc.spec.replicas, pods);
+    let width = resharding::topology_width(cc.spec.replicas, &status);
+    let members = cluster::members(name, width, pods);
     let domain = format!("{}.{ns}.svc", resources::headless_service_name(name));
-    let desired = match cluster::desired_nodes(&uid, &domain, &members, &status.nodes) {
+    let pod_of = |ordinal: i32| format!("{name}-{ordinal}");
+    let now = Timestamp::now();
+    let mut notices = Vec::new();
+    let mut plan = status.resharding.clone();
+
+    // Reports first, migrations second: a migration that commits in between is then seen as
+    // committed, and the push below includes it (a push without it would be refused).
+    let reports = cluster::read_reports(&members, Some(password)).await;
+    if let Some(plan) = plan.as_mut() {
+        for mv in plan.moves.iter_mut().filter(|m| m.state == MoveState::Running) {
+            let source = members.get(mv.source as usize).and_then(|m| cluster::endpoint(m, Some(password)));
+            let mut report = match source {
+                Some(endpoint) => migrate::status(&endpoint, &mv.id).await.map_err(|e| cluster::short(&e)),
+                None => Err("no IP".to_owned()),
+            };
+            // A source that does not know the id any more (it moved on, or restarted): the
+            // target has the last word on whether it committed.
+            if matches!(&report, Ok(None)) || matches!(&report, Ok(Some(r)) if r.phase == migrate::Phase::Unknown) {
+                let target = members.get(mv.target as usize).and_then(|m| cluster::endpoint(m, Some(password)));
+                if let Some(endpoint) = target
+                    && let Ok(Some(r)) = migrate::status(&endpoint, &mv.id).await
+                    && r.phase == migrate::Phase::Committed
+                {
+                    report = Ok(Some(r));
+                }
+            }
+            notices.extend(resharding::on_report(mv, report, now));
+        }
+    }
+
+    let highest = reports
+        .iter()
+        .filter_map(|r| match r {
+            cluster::Report::Applied(Some(r)) => Some(r),
+            _ => None,
+        })
+        .max_by_key(|r| r.epoch);
+    let committed = resharding::committed(plan.as_ref());
+    let layout = plan::apply(&resharding::layout_of_record(&status, highest, &uid, width), &committed, width);
+    let desired = match cluster::desired_nodes(&uid, &domain, &members, &layout, &status.nodes) {
         Ok(nodes) => nodes,
         Err(waiting) => {
             return cluster::ClusterState {
                 epoch: status.topology_epoch.unwrap_or(0),
                 shards: status.shards.unwrap_or(0),
                 nodes: status.nodes.clone(),
+                // What the nodes serve has not changed: the last round's coverage still holds.
+                slots_covered: status.slots_covered.unwrap_or(0).max(0) as u32,
                 waiting: Some(waiting),
+                resharding: plan,
+                notices,
                 ..Default::default()
             };
         }
     };
-    let reports = cluster::read_reports(&members, Some(password)).await;
     let status_epoch = status.topology_epoch.unwrap_or(0);
-    match cluster::decide(&desired, &members, &reports, status_epoch, &status.nodes, status.shards) {
+    let mut state = match cluster::decide(&desired, &members, &reports, status_epoch, &status.nodes, status.shards) {
         cluster::Decision::InSync { epoch } => {
             let applied: Vec<Result<u64, String>> = reports
                 .iter()
@@ -451,10 +539,99 @@ async fn reconcile_topology(
         }
         cluster::Decision::Push { topology, why } => {
             tracing::info!(cachecluster = %format!("{ns}/{name}"), epoch = topology.epoch, why = %why, "pushing the topology");
-            let applied = cluster::push_all(&members, &topology, Some(password)).await;
+            let applied = cluster::push_all(&members, &topology, Some(password), &committed).await;
             cluster::state(topology.epoch, &desired, &members, &applied, Some(why))
         }
+    };
+
+    // Committed moves are done once every member runs the epoch that gives their slots away.
+    if let Some(p) = plan.as_mut()
+        && state.in_sync()
+    {
+        notices.extend(resharding::confirm(p, state.epoch, &pod_of));
     }
+    match &plan {
+        Some(p) if resharding::finished(p) => {
+            let note = format!(
+                "Plan {} done: moved {} slots; {} shards even at topology epoch {}",
+                p.plan, p.slots_moved, p.shards, state.epoch
+            );
+            notices.push(resharding::Notice { warning: false, reason: resharding::reason::DONE, note });
+            plan = None;
+        }
+        // `replicas` changed under the plan: once nothing is in flight, plan again from here.
+        Some(p) if p.shards != cc.spec.replicas && !resharding::in_flight(p) => plan = None,
+        _ => {}
+    }
+    if plan.is_none() && state.in_sync() {
+        let now_layout: Vec<_> = desired.iter().map(|n| n.slots.clone()).collect();
+        plan = resharding::new_plan(&now_layout, cc.spec.replicas, state.epoch, options, now);
+        if let Some(p) = &plan {
+            notices.push(resharding::Notice {
+                warning: false,
+                reason: resharding::reason::STARTED,
+                note: resharding::started_note(p, &pod_of),
+            });
+        }
+    }
+    // Start what may start: only on a cluster where every member runs the current epoch (the
+    // target must be a member of the topology its source applied).
+    if let Some(p) = plan.as_mut()
+        && state.in_sync()
+    {
+        for i in resharding::startable(p, now, options.max_concurrent) {
+            let (source, target) = (p.moves[i].source as usize, p.moves[i].target as usize);
+            let (Some(from), Some(to)) = (members.get(source), members.get(target)) else { continue };
+            let (Some(endpoint), Some(target_ip)) = (cluster::endpoint(from, Some(password)), to.ip.as_deref()) else {
+                continue;
+            };
+            let slots = plan::parse_ranges(&p.moves[i].slots).unwrap_or_default();
+            let moving: u32 = slots.iter().map(SlotRange::len).sum();
+            let source_slots = desired.get(source).map_or(0, TopologyNode::slot_count);
+            if let Err(why) = room_for(&endpoint, to, password, moving, source_slots).await {
+                let message = format!(
+                    "migration {} of slots {} from {} to {} not started: {why}",
+                    p.moves[i].id, p.moves[i].slots, from.pod, to.pod
+                );
+                tracing::warn!(cachecluster = %format!("{ns}/{name}"), "{message}");
+                state.capacity = Some(message);
+                continue;
+            }
+            let mid = resharding::begin(p, i);
+            let target_id = NodeId::of_pod(&uid, target as u32);
+            tracing::info!(cachecluster = %format!("{ns}/{name}"), migration = %mid, from = %from.pod, to = %to.pod, slots = %p.moves[i].slots, "starting a slot migration");
+            if let Err(e) =
+                migrate::start(&endpoint, &mid, &target_id, &cluster::admin_address(target_ip), &slots).await
+            {
+                let adopted = match migrate::latest(&endpoint).await {
+                    Ok(Some(latest)) => resharding::adopt(&mut p.moves[i], &latest, target_id.as_str()),
+                    _ => false,
+                };
+                if !adopted {
+                    notices.push(resharding::fail(&mut p.moves[i], &cluster::short(&e), now));
+                }
+            }
+        }
+    }
+    state.resharding = plan;
+    state.notices = notices;
+    state
+}
+
+/// Whether `to` has room for `moving` of the `source_slots` slots of the node at `source`, from
+/// both nodes' INFO. A node that does not answer INFO is not checked (the migration itself then
+/// fails on a target that runs out of room, and is retried).
+async fn room_for(
+    source: &topology::client::AdminEndpoint,
+    to: &cluster::Member,
+    password: &str,
+    moving: u32,
+    source_slots: u32,
+) -> Result<(), String> {
+    let Some(target) = cluster::endpoint(to, Some(password)) else { return Ok(()) };
+    let (Ok(from), Ok(into)) = (usage::usage(source).await, usage::usage(&target).await) else { return Ok(()) };
+    let budget = Some(into.budget).filter(|&b| b > 0);
+    resharding::capacity_check(moving, Some(from.used), source_slots, Some(into.used), budget)
 }
 
 /// An Event per topology pushed: Normal when every node applied it, Warning otherwise.
@@ -733,6 +910,7 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
         shards: obs.cluster.as_ref().map(|c| c.shards).filter(|_| obs.cluster.as_ref().is_some_and(|c| c.epoch > 0)),
         slots_covered: obs.cluster.as_ref().map(|c| c.slots_covered as i32),
         nodes: obs.cluster.as_ref().map(|c| c.nodes.clone()).unwrap_or_default(),
+        resharding: obs.cluster.as_ref().and_then(|c| c.resharding.clone()),
     };
     let new_status = if keep {
         CacheClusterStatus {
@@ -740,6 +918,7 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
             shards: previous.shards,
             slots_covered: previous.slots_covered,
             nodes: previous.nodes.clone(),
+            resharding: previous.resharding.clone(),
             ..new_status
         }
     } else {

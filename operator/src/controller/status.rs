@@ -158,6 +158,9 @@ pub mod reason {
     pub const SM_DISABLED: &str = "Disabled";
     pub const SLOTS_UNCOVERED: &str = "SlotsUncovered";
     pub const TOPOLOGY_LAGGING: &str = "TopologyLagging";
+    pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
+    pub const MIGRATING: &str = "Migrating";
+    pub const BALANCED: &str = "Balanced";
 }
 
 /// The conditions an observation implies, in a fixed order.
@@ -225,6 +228,8 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
             reason::TOPOLOGY_LAGGING
         };
         Verdict { type_: Condition::DEGRADED, status: True, reason, message }
+    } else if let Some(message) = obs.cluster.as_ref().and_then(|c| c.capacity.clone()) {
+        Verdict { type_: Condition::DEGRADED, status: True, reason: reason::INSUFFICIENT_CAPACITY, message }
     } else if !obs.restarts.is_empty() {
         let oom = obs.restarts.iter().any(|r| r.oom_killed());
         let looping = obs.restarts.iter().any(|r| r.crash_looping);
@@ -290,6 +295,23 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
         reason: monitoring.1,
         message: monitoring.2,
     });
+
+    if let Some(cluster) = &obs.cluster {
+        out.push(match &cluster.resharding {
+            Some(plan) => Verdict {
+                type_: Condition::RESHARDING,
+                status: True,
+                reason: reason::MIGRATING,
+                message: super::resharding::progress(plan),
+            },
+            None => Verdict {
+                type_: Condition::RESHARDING,
+                status: False,
+                reason: reason::BALANCED,
+                message: format!("the slots are even over {} shards", cluster.shards),
+            },
+        });
+    }
     out
 }
 
@@ -345,7 +367,13 @@ pub fn merge(previous: &[Condition], verdicts: &[Verdict], generation: Option<i6
             }
         })
         .collect();
-    let ours = [Condition::AVAILABLE, Condition::PROGRESSING, Condition::DEGRADED, Condition::MONITORING];
+    let ours = [
+        Condition::AVAILABLE,
+        Condition::PROGRESSING,
+        Condition::DEGRADED,
+        Condition::MONITORING,
+        Condition::RESHARDING,
+    ];
     for c in previous {
         let reported = out.iter().any(|o| o.type_ == c.type_);
         if !reported && !ours.contains(&c.type_.as_str()) {
@@ -701,5 +729,37 @@ mod tests {
         assert!(note.contains("stays on data-demo-3, data-demo-4"), "{note}");
         let note = scale_in_note("demo", 2, 1, &DataFate::Lost);
         assert!(note.contains("removes demo-1; what they hold is lost"), "{note}");
+    }
+
+    #[test]
+    fn resharding_is_a_condition_and_a_full_target_degrades() {
+        use super::super::cluster::ClusterState;
+        use super::super::resharding;
+        let epoch = k8s_openapi::jiff::Timestamp::UNIX_EPOCH;
+        let plan = resharding::new_plan(&crate::topology::spread(1), 2, 3, resharding::Options::default(), epoch);
+        let cluster = ClusterState { epoch: 3, shards: 2, slots_covered: 16384, ..Default::default() };
+        let running = Observation {
+            desired: 2,
+            ready: 2,
+            cluster: Some(ClusterState {
+                resharding: plan,
+                capacity: Some("no room on demo-1".into()),
+                ..cluster.clone()
+            }),
+            ..Default::default()
+        };
+        let v = verdicts(&running);
+        let r = find(&v, "Resharding");
+        assert_eq!((r.status, r.reason), (ConditionStatus::True, reason::MIGRATING));
+        assert!(r.message.starts_with("moved 0/8192 slots"), "{}", r.message);
+        let d = find(&v, "Degraded");
+        assert_eq!(
+            (d.status, d.reason, d.message.as_str()),
+            (ConditionStatus::True, reason::INSUFFICIENT_CAPACITY, "no room on demo-1")
+        );
+        let balanced = Observation { cluster: Some(cluster), ..running };
+        let v = verdicts(&balanced);
+        assert_eq!(find(&v, "Resharding").reason, reason::BALANCED);
+        assert_eq!(find(&v, "Degraded").status, ConditionStatus::False);
     }
 }

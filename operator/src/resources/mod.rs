@@ -64,6 +64,17 @@ pub struct Desired {
     pub prometheus_rule: Option<DynamicObject>,
 }
 
+impl Desired {
+    /// The same objects with the StatefulSet running `replicas` pods: in cluster mode, pods
+    /// that still own slots stay until the operator has moved their slots away.
+    pub fn with_replicas(mut self, replicas: i32) -> Self {
+        if let Some(spec) = self.stateful_set.spec.as_mut() {
+            spec.replicas = Some(replicas);
+        }
+        self
+    }
+}
+
 /// A spec the API server accepted but the operator cannot run; the message says what to fix.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpecError {

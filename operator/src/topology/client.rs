@@ -121,6 +121,37 @@ pub async fn call(endpoint: &AdminEndpoint, args: &[String]) -> Result<Reply, Ad
         .unwrap_or_else(|_| Err(AdminError::Timeout { address: endpoint.address.clone(), timeout: endpoint.timeout }))
 }
 
+/// Sends `commands` pipelined on one connection (after AUTH when a password is set) and
+/// returns their replies in order, error replies included (as [`Reply::Error`]).
+pub async fn call_pipelined(endpoint: &AdminEndpoint, commands: &[Vec<String>]) -> Result<Vec<Reply>, AdminError> {
+    let work = async {
+        let stream = TcpStream::connect(&endpoint.address).await.map_err(|e| io(endpoint, e))?;
+        let _ = stream.set_nodelay(true);
+        let mut stream = BufReader::new(stream);
+        let mut out = Vec::new();
+        if let Some(password) = &endpoint.password {
+            out.extend(encode(&["AUTH".to_owned(), password.clone()]));
+        }
+        for command in commands {
+            out.extend(encode(command));
+        }
+        stream.get_mut().write_all(&out).await.map_err(|e| io(endpoint, e))?;
+        if endpoint.password.is_some()
+            && let Reply::Error(message) = read_reply(&mut stream).await.map_err(|e| io(endpoint, e))?
+        {
+            return Err(refused(endpoint, format!("AUTH: {message}")));
+        }
+        let mut replies = Vec::with_capacity(commands.len());
+        for _ in commands {
+            replies.push(read_reply(&mut stream).await.map_err(|e| io(endpoint, e))?);
+        }
+        Ok(replies)
+    };
+    tokio::time::timeout(endpoint.timeout, work)
+        .await
+        .unwrap_or_else(|_| Err(AdminError::Timeout { address: endpoint.address.clone(), timeout: endpoint.timeout }))
+}
+
 /// A request: an array of bulk strings.
 pub fn encode(args: &[String]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();

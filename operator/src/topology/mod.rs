@@ -7,6 +7,9 @@
 //! Kubernetes.
 
 pub mod client;
+pub mod migrate;
+pub mod plan;
+pub mod usage;
 
 use std::fmt;
 

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use kube::config::Kubeconfig;
 use kube::{Client, Config};
+#[allow(unused_imports)] // Each test binary uses a different part of the harness.
 pub use strata_e2e::util::{Output, eventually, http_get, run};
 
 pub mod fake_node;
