@@ -248,11 +248,28 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
         while let Ok(more) = jobs.try_recv() {
             batch.push(more);
         }
+        let mut gone = false;
         for job in batch {
-            out.extend_from_slice(&job.bytes);
-            if expect_tx.send(Expect { request: job.bytes, replies: job.replies, done: job.done }).is_err() {
-                break;
+            if gone {
+                job.fail(format!("link to {addr} closed"));
+                continue;
             }
+            out.extend_from_slice(&job.bytes);
+            // The reader stopped (the owner closed the link): this request
+            // and the rest go back to be sent again.
+            if let Err(mpsc::error::SendError(e)) =
+                expect_tx.send(Expect { request: job.bytes, replies: job.replies, done: job.done })
+            {
+                let _ = e.done.send(Err(Failed {
+                    error: format!("link to {addr} closed"),
+                    request: e.request,
+                    replies: e.replies,
+                }));
+                gone = true;
+            }
+        }
+        if gone {
+            break;
         }
         if let Err(e) = writer.write_all(&out).await {
             tracing::warn!("forwarding link to {addr}: {e}");

@@ -300,6 +300,12 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         .items;
     let key = format!("{ns}/{name}");
     let mut step = rollout::next_step(&sts, &pods);
+    if let Step::Evict(pod) = &step
+        && cc.spec.cluster.enabled
+        && let Some(why) = rollout::cluster_unsettled(cc.status.as_ref())
+    {
+        step = Step::Waiting { pod: pod.clone(), why };
+    }
     if let Step::Evict(pod) = step.clone() {
         let pod = &pod;
         let uid = pods.iter().find(|p| p.metadata.name.as_ref() == Some(pod)).and_then(|p| p.metadata.uid.clone());

@@ -323,6 +323,28 @@ fn truncate(s: &str, max: usize) -> &str {
     }
 }
 
+/// Cluster mode: why a pod of a sharded cluster must not be replaced yet, if any. Its shard's
+/// slots are unserved while it restarts, so only one at a time and only once the cluster has
+/// settled: no slot migration under way (a pod taken down in the middle of one makes it fail
+/// and start over), and every node on the current topology epoch (the previous pod is back,
+/// at its new address, and everyone knows it).
+pub fn cluster_unsettled(status: Option<&crate::api::v1alpha1::CacheClusterStatus>) -> Option<String> {
+    let status = status?;
+    if let Some(r) = &status.resharding
+        && r.slots_moved < r.slots_total
+    {
+        return Some(format!(
+            "until the resharding ends (moved {}/{} slots): a pod is never replaced during a migration",
+            r.slots_moved, r.slots_total
+        ));
+    }
+    let epoch = status.topology_epoch?;
+    let behind: Vec<&str> =
+        status.nodes.iter().filter(|n| n.applied_epoch != Some(epoch)).map(|n| n.pod.as_str()).collect();
+    (!behind.is_empty())
+        .then(|| format!("until every node applies topology epoch {epoch} ({} not yet)", behind.join(", ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -589,5 +611,36 @@ mod tests {
         // Everything Ready: nothing down.
         let ready = [all_new[0].clone(), with_uid(pod(1, "v2", true), "b"), all_new[2].clone()];
         assert_eq!(planned_outage(&s, &ready, &none, &[]), Some(vec![]));
+    }
+
+    #[test]
+    fn a_sharded_cluster_rolls_only_when_settled() {
+        use crate::api::v1alpha1::{CacheClusterStatus, NodeStatus, ReshardingStatus};
+        let node = |pod: &str, applied: Option<u64>| NodeStatus {
+            pod: pod.into(),
+            id: "x".into(),
+            ip: None,
+            applied_epoch: applied,
+            slots: None,
+        };
+        let mut status = CacheClusterStatus {
+            topology_epoch: Some(7),
+            nodes: vec![node("c-0", Some(7)), node("c-1", Some(7))],
+            ..Default::default()
+        };
+        assert_eq!(cluster_unsettled(Some(&status)), None);
+        assert_eq!(cluster_unsettled(None), None);
+        status.nodes[1].applied_epoch = Some(6);
+        assert!(cluster_unsettled(Some(&status)).unwrap().contains("c-1"));
+        status.nodes[1].applied_epoch = Some(7);
+        status.resharding = Some(ReshardingStatus {
+            plan: "p7".into(),
+            shards: 3,
+            moves: vec![],
+            slots_moved: 100,
+            slots_total: 4096,
+            started_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
+        });
+        assert!(cluster_unsettled(Some(&status)).unwrap().contains("100/4096"));
     }
 }
