@@ -200,6 +200,24 @@ fn error_policy(cc: Arc<CacheCluster>, error: &Error, ctx: Arc<Context>) -> Acti
 }
 
 async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, Error> {
+    // Cluster mode acts on its status (the resharding plan, the epoch): the watch's copy can
+    // lag behind the status the previous round wrote, and a plan read stale would start or
+    // push from an older step. The object is read again from the API server.
+    let fresh;
+    let cc = match (cc.spec.cluster.enabled, cc.namespace()) {
+        (true, Some(ns)) if cc.metadata.deletion_timestamp.is_none() => {
+            let api: Api<CacheCluster> = Api::namespaced(ctx.client.clone(), &ns);
+            match api.get_opt(&cc.name_any()).await {
+                Ok(Some(c)) => {
+                    fresh = c;
+                    &fresh
+                }
+                Ok(None) => return Ok(Action::await_change()),
+                Err(e) => return Err(read(format!("CacheCluster {ns}/{}", cc.name_any()), e)),
+            }
+        }
+        _ => cc,
+    };
     if cc.metadata.deletion_timestamp.is_some() {
         ctx.metrics.forget_cluster(cc.namespace().as_deref().unwrap_or_default(), &cc.name_any());
         let key = format!("{}/{}", cc.namespace().unwrap_or_default(), cc.name_any());
@@ -503,6 +521,29 @@ async fn reconcile_topology(
                 }
             }
             notices.extend(resharding::on_report(mv, report, now));
+        }
+        // A START whose status write was lost (the round failed after it, or the operator
+        // restarted): the move is Pending here but ran on the nodes, and may have committed,
+        // in which case a push without it would be refused forever. The latest migration of
+        // each source with pending moves and none running is adopted when it is one of them.
+        let mut asked = std::collections::BTreeSet::new();
+        for i in 0..plan.moves.len() {
+            let source = plan.moves[i].source;
+            let busy = plan.moves.iter().any(|m| m.source == source && m.state == MoveState::Running);
+            if plan.moves[i].state != MoveState::Pending || busy || !asked.insert(source) {
+                continue;
+            }
+            let Some(endpoint) = members.get(source as usize).and_then(|m| cluster::endpoint(m, Some(password))) else {
+                continue;
+            };
+            let Ok(Some(latest)) = migrate::latest(&endpoint).await else { continue };
+            for mv in plan.moves.iter_mut().filter(|m| m.source == source && m.state == MoveState::Pending) {
+                let target_id = NodeId::of_pod(&uid, mv.target as u32);
+                if latest.id.starts_with(&plan.plan) && resharding::adopt(mv, &latest, target_id.as_str()) {
+                    tracing::info!(cachecluster = %format!("{ns}/{name}"), migration = %latest.id, "adopted a migration the status had lost");
+                    break;
+                }
+            }
         }
     }
 
