@@ -92,14 +92,7 @@ WORK=$(mktemp -d /tmp/strata-cluster-bench.XXXXXX)
 declare -A PID=() PORT=()      # per server name: pid, the port clients use
 declare -A GROUP=()            # group name -> space-separated server names
 cleanup() {
-  local name pid
-  for name in "${!PID[@]}"; do kill -TERM "${PID[$name]}" 2>/dev/null || true; done
-  for name in "${!PID[@]}"; do
-    pid=${PID[$name]}
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
+  stop_servers
   rm -rf "$WORK"
 }
 trap cleanup EXIT

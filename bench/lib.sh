@@ -25,6 +25,19 @@ need_binaries() {
   for b in "$STRATA_BIN" "$LOADGEN"; do [[ -x $b ]] || { echo "missing $b (build without --no-build)" >&2; exit 1; }; done
 }
 
+# Stops every server of the associative array PID (name -> pid): SIGTERM to all, then SIGKILL
+# to any still there after 5 s.
+stop_servers() {
+  local name pid
+  for name in "${!PID[@]}"; do kill -TERM "${PID[$name]}" 2>/dev/null || true; done
+  for name in "${!PID[@]}"; do
+    pid=${PID[$name]}
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+}
+
 # Stops the server whose pid is in $PID, if any.
 stop() {
   if [[ -n $PID ]]; then

@@ -66,15 +66,8 @@ WORK=$(mktemp -d /tmp/strata-migrate-bench.XXXXXX)
 declare -A PID=()
 LOAD_PID=""
 cleanup() {
-  local name pid
   [[ -n $LOAD_PID ]] && kill "$LOAD_PID" 2>/dev/null || true
-  for name in "${!PID[@]}"; do kill -TERM "${PID[$name]}" 2>/dev/null || true; done
-  for name in "${!PID[@]}"; do
-    pid=${PID[$name]}
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
+  stop_servers
   rm -rf "$WORK"
 }
 trap cleanup EXIT

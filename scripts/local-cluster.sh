@@ -154,7 +154,12 @@ stop_pid() {
   local f=$1
   alive "$f" || { rm -f "$f"; return 0; }
   kill -TERM "$(cat "$f")"
-  local deadline=$((SECONDS + 15))
+  reap "$f" $((SECONDS + 15))
+}
+
+# Waits for the node of pid file $1 to exit (SIGKILL at $2, in SECONDS), then removes the file.
+reap() {
+  local f=$1 deadline=$2
   while alive "$f"; do
     if ((SECONDS >= deadline)); then
       say "$(dirname "$f") did not stop on SIGTERM within 15 s: SIGKILL"
@@ -194,16 +199,7 @@ down() {
   done
   local deadline=$((SECONDS + 15))
   for f in "$dir"/node-*/pid; do
-    [[ -f $f ]] || continue
-    while alive "$f"; do
-      if ((SECONDS >= deadline)); then
-        say "$(dirname "$f") did not stop on SIGTERM within 15 s: SIGKILL"
-        kill -KILL "$(cat "$f")" 2>/dev/null || true
-        break
-      fi
-      sleep 0.1
-    done
-    rm -f "$f"
+    [[ -f $f ]] && reap "$f" "$deadline"
   done
   say "stopped $stopped nodes; data and logs stay in $dir (rm -rf it to start empty)"
 }

@@ -1530,18 +1530,7 @@ async fn every_key_readable(service_ip: &str, what: &str) {
 async fn sharded_cluster_recovers_from_restarts() {
     let _one_at_a_time = SERIAL.lock().await;
     let env = Env::from_env();
-    // The clients run on this host and need its routes to ClusterIPs and pod IPs (MOVED names
-    // pod IPs), which the local cluster gives and kind or a remote cluster do not.
-    if cluster_mode(&env) != "local" {
-        step("cluster mode on the real cluster: SKIPPED (its clients need the local cluster's routes to pod IPs)");
-        return;
-    }
-    for ns in [NS, OPERATOR_NS] {
-        env.kubectl(&["wait", "--for=delete", &format!("namespace/{ns}"), "--timeout=120s"]);
-    }
-    let _cleanup = Cleanup(&env);
-    install_operator(&env);
-    env.kubectl(&["create", "namespace", NS]).ok("namespace");
+    let Some(_cleanup) = cluster_mode_run(&env, "cluster mode") else { return };
 
     step("cluster mode: a CacheCluster of 3 shards with periodic durability");
     let started = Instant::now();
@@ -1614,6 +1603,24 @@ async fn sharded_cluster_recovers_from_restarts() {
     assert!(pushes >= 3, "an Event per topology change: {pushes}");
 }
 
+/// A cluster-mode test's start: the operator installed in a fresh namespace, torn down when the
+/// returned guard goes. None (the test is skipped, and says so) off the local cluster: the
+/// clients run on this host and need its routes to ClusterIPs and pod IPs (MOVED names pod
+/// IPs), which the local cluster gives and kind or a remote cluster do not.
+fn cluster_mode_run<'a>(env: &'a Env, what: &str) -> Option<Cleanup<'a>> {
+    if cluster_mode(env) != "local" {
+        step(&format!("{what} on the real cluster: SKIPPED (its clients need the local cluster's routes to pod IPs)"));
+        return None;
+    }
+    for ns in [NS, OPERATOR_NS] {
+        env.kubectl(&["wait", "--for=delete", &format!("namespace/{ns}"), "--timeout=120s"]);
+    }
+    let cleanup = Cleanup(env);
+    install_operator(env);
+    env.kubectl(&["create", "namespace", NS]).ok("namespace");
+    Some(cleanup)
+}
+
 /// The resharded cluster's name.
 const RESHARD: &str = "reshard";
 
@@ -1636,16 +1643,7 @@ async fn sharded_cluster_reshards_under_load() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let _one_at_a_time = SERIAL.lock().await;
     let env = Env::from_env();
-    if cluster_mode(&env) != "local" {
-        step("resharding on the real cluster: SKIPPED (its clients need the local cluster's routes to pod IPs)");
-        return;
-    }
-    for ns in [NS, OPERATOR_NS] {
-        env.kubectl(&["wait", "--for=delete", &format!("namespace/{ns}"), "--timeout=120s"]);
-    }
-    let _cleanup = Cleanup(&env);
-    install_operator(&env);
-    env.kubectl(&["create", "namespace", NS]).ok("namespace");
+    let Some(_cleanup) = cluster_mode_run(&env, "resharding") else { return };
 
     step("resharding: a CacheCluster of 3 shards with periodic durability");
     apply_cache_cluster(

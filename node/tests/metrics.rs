@@ -607,8 +607,9 @@ fn cluster_families_follow_the_topology_and_the_traffic() {
     assert!(push_topology(a_admin, 2, &id_a, &nodes).is_error());
     assert_eq!(Scrape::take(port).value("strata_cluster_topology_epoch", &[]), 4.0);
 
-    // B gone: a forwarded request fails, and is counted as such.
+    // B gone: a forwarded request fails (after 10 s of sending it again), and is counted as such.
     drop(b);
+    plain.set_timeout(Some(std::time::Duration::from_secs(30)));
     let reply = plain.cmd(&["GET", "foo"]);
     assert!(reply.error_message().is_some_and(|m| m.contains("cannot reach")), "{reply}");
     let scrape = Scrape::take(port);

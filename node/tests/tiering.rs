@@ -94,8 +94,10 @@ fn data_larger_than_ram_stays_readable() {
     let disk_keys = field(&mut c, "tier_disk_keys");
     assert!(disk_keys > (n / 2) as u64, "most values went to disk: {disk_keys}");
     assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0);
+    // A write may land before the eviction it causes has run (as in Redis), more so while the
+    // tier's writer is behind on a loaded machine: a thirty-second of slack.
     let (used, max) = (field(&mut c, "used_memory"), field(&mut c, "maxmemory"));
-    assert!(used <= max + (256 << 10), "used_memory {used} above maxmemory {max}");
+    assert!(used <= max + max / 32, "used_memory {used} above maxmemory {max}");
 
     // Every value reads back right, the coldest first.
     assert_eq!(c.cmd(&["TYPE", "hash7"]), Frame::simple("hash"));
@@ -251,8 +253,10 @@ fn keys_on_disk_only_cost_a_slot_of_ram_and_stay_found() {
     let per_key = index as f64 / keyless as f64;
     println!("{keyless} keys on disk only, {per_key:.1} bytes of RAM each");
     assert!(per_key <= 32.0, "{per_key:.1} bytes per key on disk only");
+    // A write may land before the eviction it causes has run (as in Redis), more so while the
+    // tier's writer is behind on a loaded machine: a thirty-second of slack.
     let (used, max) = (field(&mut c, "used_memory"), field(&mut c, "maxmemory"));
-    assert!(used <= max + (256 << 10), "used_memory {used} above maxmemory {max}");
+    assert!(used <= max + max / 32, "used_memory {used} above maxmemory {max}");
     assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0);
 
     for i in (0..n).step_by(97) {
@@ -442,8 +446,10 @@ fn data_ten_times_the_budget_is_all_readable() {
     fill(&mut c, "k", n, len);
     assert_eq!(c.cmd(&["DBSIZE"]), Frame::int(n as i64), "no key was lost");
     assert_eq!(field(&mut c, "tier_evicted_disk_keys"), 0);
+    // A write may land before the eviction it causes has run (as in Redis), more so while the
+    // tier's writer is behind on a loaded machine: a thirty-second of slack.
     let (used, max) = (field(&mut c, "used_memory"), field(&mut c, "maxmemory"));
-    assert!(used <= max + (256 << 10), "used_memory {used} above maxmemory {max}");
+    assert!(used <= max + max / 32, "used_memory {used} above maxmemory {max}");
     println!("{n} keys of {len} B ({} MB) in {} MB of RAM", (n * len) >> 20, max >> 20);
     for i in (0..n).step_by(11) {
         assert_eq!(c.cmd(&["GET", &format!("k{i}")]), Frame::bulk(value_of(i, len)), "k{i}");

@@ -161,21 +161,8 @@ async fn main() -> ExitCode {
 async fn push(args: &NodesArgs, epoch: Option<u64>, id_prefix: Option<String>) -> Result<(), String> {
     let endpoints = args.endpoints()?;
     let prefix = id_prefix.unwrap_or_else(|| format!("local/{}", args.nodes[0].plain));
-    let nodes: Vec<TopologyNode> = args
-        .nodes
-        .iter()
-        .zip(spread(args.nodes.len()))
-        .enumerate()
-        .map(|(i, (n, slots))| TopologyNode {
-            id: NodeId::from_seed(&format!("{prefix}/{i}")),
-            ip: n.host.clone(),
-            hostname: None,
-            direct_port: n.direct,
-            plain_port: n.plain,
-            slots,
-            admin_port: n.admin,
-        })
-        .collect();
+    let nodes: Vec<TopologyNode> =
+        spread(args.nodes.len()).into_iter().enumerate().map(|(i, slots)| entry(args, &prefix, i, slots)).collect();
     let epoch = match epoch {
         Some(0) => return Err("--epoch must be at least 1".to_owned()),
         Some(e) => e,
