@@ -366,6 +366,20 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
     field!(t, "tier_read_errors", "{}", f.read_errors);
     field!(t, "tier_disk_reads", "{}", f.disk_reads);
     field!(t, "tier_buffer_reads", "{}", f.staged_reads);
+    field!(t, "tier_read_ahead_reads", "{}", f.ahead_reads);
+    field!(t, "tier_reads_in_flight", "{}", f.reads_in_flight);
+    field!(t, "tier_reads_in_flight_peak", "{}", f.reads_in_flight_peak);
+    // Where a cold read's time goes (the stages of /metrics'
+    // strata_tier_read_stage_duration_seconds).
+    for (stage, h) in [
+        ("device_read", &f.read_latency),
+        ("queue", &f.read_queue_latency),
+        ("device", &f.read_device_latency),
+        ("wake", &f.read_wake_latency),
+    ] {
+        field!(t, format_args!("tier_{stage}_p50_usec"), "{:.0}", h.quantile_us(0.5));
+        field!(t, format_args!("tier_{stage}_p99_usec"), "{:.0}", h.quantile_us(0.99));
+    }
     field!(t, "tier_evicted_disk_keys", "{}", f.evicted_disk_keys);
     field!(t, "tier_refused", "{}", f.refused);
     field!(t, "tier_disk_bytes", "{}", f.disk_bytes);

@@ -457,7 +457,22 @@ pub fn admit(
             // worked out on the common path.
             Gate::MemoryEvict | Gate::MemoryOver if node.maxmemory() > 0 => {
                 let l = *limits.get_or_insert_with(|| Limits::of(node, cmd));
+                // A disk tier whose writer or cleaner is behind: a client's
+                // write waits here, holding no lock, rather than its
+                // demotions under a partition lock; and when they found no
+                // room, the write waits for the tier to make some rather
+                // than fail.
+                let tier_wait = || {
+                    let waits = *gate == Gate::MemoryEvict && l.grows && matches!(origin, Origin::Client);
+                    waits.then(|| node.ks.cold().and_then(|t| t.backlog())).flatten()
+                };
+                if let Some(wait) = tier_wait() {
+                    return Err(Refusal::Wait(wait));
+                }
                 if !memory_allows(node, &worker.store, l.grows, *gate == Gate::MemoryEvict) {
+                    if let Some(wait) = tier_wait() {
+                        return Err(Refusal::Wait(wait));
+                    }
                     return refuse(Refused::Oom);
                 }
             }
@@ -853,7 +868,7 @@ fn protected_allowed(setting: Protected, client: &Client) -> bool {
 /// Whether a command may read the values of its keys: DEL and UNLINK never
 /// do, nor does SET without GET (it replaces whatever is there), so a value
 /// on disk only is not read back for them.
-fn reads_values(name: &str, args: &[&[u8]]) -> bool {
+pub fn reads_values(name: &str, args: &[&[u8]]) -> bool {
     match name {
         "del" | "unlink" => false,
         "set" => args[3..].iter().any(|a| a.eq_ignore_ascii_case(b"get")),

@@ -12,7 +12,7 @@ use super::{
     ReadLatencyFigures,
 };
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -97,6 +97,10 @@ pub fn encode_commands(enc: &mut DescriptorEncoder, commands: &[(&str, CmdTotals
 /// A histogram in seconds from an [`IoHistogramFigures`].
 fn io_histogram(enc: &mut DescriptorEncoder, name: &str, help: &str, h: &IoHistogramFigures) -> fmt::Result {
     let mut m = enc.encode_descriptor(name, help, Some(&Unit::Seconds), MetricType::Histogram)?;
+    encode_io_buckets(&mut m, h)
+}
+
+fn encode_io_buckets(m: &mut MetricEncoder, h: &IoHistogramFigures) -> fmt::Result {
     let buckets: Vec<(f64, u64)> =
         IO_BUCKETS_US.iter().map(|&us| us as f64 / 1e6).chain([f64::INFINITY]).zip(h.buckets).collect();
     // The count comes from the buckets: a scrape racing a recording still sees +Inf == count.
@@ -261,6 +265,33 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
             "strata_tier_read_duration",
             "Time of one cold-tier read from the device, issue to completion.",
             &t.read_latency,
+        )?;
+        let mut m = enc.encode_descriptor(
+            "strata_tier_read_stage_duration",
+            "A cold read's stages: issued until the device started it (queue: a worker's batch and the hand-over to \
+             the engine), on the device (device), and from its completion until the waiting command ran again \
+             (wake).",
+            Some(&Unit::Seconds),
+            MetricType::Histogram,
+        )?;
+        for (stage, h) in
+            [("queue", &t.read_queue_latency), ("device", &t.read_device_latency), ("wake", &t.read_wake_latency)]
+        {
+            encode_io_buckets(&mut m.encode_family(&[("stage", stage)])?, h)?;
+        }
+        gauge(
+            enc,
+            "strata_tier_reads_in_flight",
+            "Cold-tier device reads issued and not completed.",
+            None,
+            t.reads_in_flight,
+        )?;
+        counter(
+            enc,
+            "strata_tier_read_ahead",
+            "Cold reads started for requests further along a pipeline than the one waiting (read-ahead).",
+            None,
+            t.ahead_reads,
         )?;
         counter(
             enc,

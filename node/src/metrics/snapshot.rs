@@ -211,8 +211,18 @@ pub struct TierFigures {
     /// of records not written yet.
     pub disk_reads: u64,
     pub staged_reads: u64,
-    /// Time of the device reads.
+    /// Time of the device reads, and of their stages: queued (issued until
+    /// the device started them), on the device, and from completion until
+    /// the waiting command ran again.
     pub read_latency: super::IoHistogramFigures,
+    pub read_queue_latency: super::IoHistogramFigures,
+    pub read_device_latency: super::IoHistogramFigures,
+    pub read_wake_latency: super::IoHistogramFigures,
+    /// Device reads in flight now, and the most at once since start.
+    pub reads_in_flight: u64,
+    pub reads_in_flight_peak: u64,
+    /// Reads started ahead of their requests (pipeline read-ahead).
+    pub ahead_reads: u64,
     /// Cold keys evicted (index and all), by the policy or the cleaner;
     /// demotions refused for lack of room (those keys were evicted).
     pub evicted_disk_keys: u64,

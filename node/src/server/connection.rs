@@ -176,6 +176,8 @@ impl ConnState {
             out: Reply { buf: Vec::new(), resp3: false },
             accounted: 0,
             awaited: Vec::new(),
+            base: 0,
+            ahead: super::read_ahead::Ahead::new(),
         };
         ConnState { info, push_rx, client, bufs, seen_epoch: 0 }
     }
@@ -216,6 +218,10 @@ struct Buffers {
     accounted: i64,
     /// Forwarded requests' replies to put in `out` before it is written.
     awaited: Vec<Awaited>,
+    /// Input bytes consumed before `rbuf[0]` (positions in the stream).
+    base: u64,
+    /// Disk reads started for requests behind one that waits.
+    ahead: super::read_ahead::Ahead,
 }
 
 impl Buffers {
@@ -235,6 +241,7 @@ impl Buffers {
     fn compact(&mut self) {
         if self.start > 0 {
             self.rbuf.drain(..self.start);
+            self.base += self.start as u64;
             self.start = 0;
         }
         if self.rbuf.capacity() > 4 * READ_CHUNK && self.rbuf.len() < READ_CHUNK {
@@ -466,6 +473,9 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
                 Step::Pending(wait) => {
                     // No cold value and no test delay: the wait is a pause or a script's.
                     resume = Some(Resume { mark: client.clock_mark_ns, disk: shared.ks.may_pend() });
+                    // The disk reads of the requests behind it start now too.
+                    let Buffers { rbuf, start, base, ahead, .. } = bufs;
+                    super::read_ahead::read_ahead(shared, client, rbuf, *start, *base, ahead, &mut req);
                     // Replies of the requests before it go out meanwhile.
                     if flush(stream, &mut bufs.out, metrics, &mut attention, shared).await.is_err() {
                         break 'conn;
@@ -496,6 +506,7 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
         if client.close_after_reply {
             break;
         }
+        bufs.ahead.consumed(bufs.base + bufs.start as u64);
         bufs.compact();
         bufs.release();
         bufs.account(shared);

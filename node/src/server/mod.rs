@@ -11,6 +11,7 @@ pub mod balance;
 mod connection;
 mod forward;
 mod http;
+mod read_ahead;
 mod snapshot;
 
 use crate::commands::{Node, ScriptJob, ServerControl};
@@ -366,6 +367,24 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
     }
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("worker runtime");
     rt.block_on(async move {
+        // Disk reads this worker's connections start in one pass of its
+        // event loop go to the engine together: the task that submits them
+        // is woken by the first and runs after the connections already
+        // woken (one hand-over, one wake of the engine's thread).
+        let submit = Arc::new(tokio::sync::Notify::new());
+        let first = submit.clone();
+        crate::tier::io::defer_submissions(Box::new(move || first.notify_one()));
+        let submitter = tokio::spawn(async move {
+            loop {
+                submit.notified().await;
+                crate::tier::io::submit_deferred();
+            }
+        });
+        // Their completions come back in batches too: one wake-up of this
+        // thread for all that completed meanwhile.
+        let inbox = Arc::new(crate::store::WakeInbox::default());
+        crate::store::WakeInbox::install(inbox.clone());
+        let waker = tokio::spawn(inbox.run());
         let metrics = shared.workers[id].clone();
         let mut ticks = 0u32;
         let mut shutdown = shared.shutdown.subscribe();
@@ -404,6 +423,9 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
         if left > 0 {
             warn!(worker = id, connections = left, "connections still busy after the drain; closing them");
         }
+        submitter.abort();
+        waker.abort();
+        crate::tier::io::submit_deferred();
     });
 }
 

@@ -46,14 +46,20 @@ use std::time::{Duration, Instant};
 /// cleanings.
 const HEADROOM_SEGMENTS: u32 = 2;
 
-/// Record bytes waiting to be written, at most: beyond it a demotion waits
-/// for the flusher. Demoting frees RAM only once its record is written, so
-/// without a bound a burst of writes at the limit would demote everything
-/// warm into the staging buffer and then evict.
+/// Record bytes waiting to be written beyond which writes wait for the
+/// flusher before they take any lock ([`ColdTier::backlog`]). Demoting frees
+/// RAM only once its record is written, so without a bound a burst of
+/// writes at the limit would demote everything warm into the staging
+/// buffer and then evict.
 const MAX_UNFLUSHED: u64 = 1 << 20;
-/// The longest a demotion waits for that before the key is evicted.
+/// Beyond this (writes that passed the check together, one write that
+/// demotes many values), a demotion writes the staged records out itself:
+/// it runs under its victim's partition lock, where waiting for another
+/// thread could hold every command on that partition up.
+const MAX_UNFLUSHED_HARD: u64 = 4 * MAX_UNFLUSHED;
+/// The longest a write waits for the flusher, and for the cleaner to free
+/// a segment, before it goes on (and the tier refuses what finds no room).
 const FLUSH_WAIT: Duration = Duration::from_millis(200);
-/// The longest it waits for the cleaner to free a segment.
 const FULL_WAIT: Duration = Duration::from_secs(1);
 /// Reads in flight for one `read_all`: deep enough for a device's
 /// parallelism, small enough that their buffers stay a few hundred KiB.
@@ -92,6 +98,14 @@ pub struct ColdLogStats {
     /// Time of device reads, issue to completion (shared with the
     /// completions, which run on the I/O thread).
     pub read_latency: Arc<IoHistogram>,
+    /// Its stages: issued until the device started it (a worker's batch
+    /// waiting for its pass to end, the hand-over to the engine's thread),
+    /// and on the device.
+    pub read_queue_latency: Arc<IoHistogram>,
+    pub read_device_latency: Arc<IoHistogram>,
+    /// Device reads issued and not completed now, and the most at once.
+    pub reads_in_flight: Arc<AtomicU64>,
+    pub reads_in_flight_peak: Arc<AtomicU64>,
 }
 
 /// Unix time in ms (a test's simulated clock, or the system's).
@@ -120,10 +134,18 @@ pub struct ColdLog {
     generation: AtomicU64,
     /// Wakes the flusher early (appends waiting for a flush).
     kick: (Mutex<bool>, Condvar),
-    /// Record bytes appended and not yet written (an estimate from above),
-    /// and the flusher's signal that it wrote some.
-    unflushed: AtomicU64,
-    flushed: (Mutex<()>, Condvar),
+    /// Record bytes appended and not yet written (an estimate from above).
+    unflushed: Arc<AtomicU64>,
+    /// A demotion found no free segment while the cleaner could still make
+    /// one; cleared when a segment is freed.
+    starved: Arc<std::sync::atomic::AtomicBool>,
+    /// Told when the flusher wrote or the cleaner freed a segment: writes
+    /// waiting in [`ColdTier::backlog`] look again.
+    progress: Arc<tokio::sync::Notify>,
+    /// A write waited the longest and the tier was still behind: until
+    /// then (mono ms) writes go on without waiting (the tier refuses what
+    /// finds no room), so a failing writer cannot hold them for good.
+    gave_up_until: Arc<AtomicU64>,
     pub stats: ColdLogStats,
     /// "io_uring: ..." or "threads: ...".
     pub engine: String,
@@ -171,8 +193,10 @@ impl ColdLog {
             appending: [AtomicU64::new(0), AtomicU64::new(0)],
             generation: AtomicU64::new(0),
             kick: (Mutex::new(false), Condvar::new()),
-            unflushed: AtomicU64::new(0),
-            flushed: (Mutex::new(()), Condvar::new()),
+            unflushed: Arc::default(),
+            starved: Arc::default(),
+            progress: Arc::default(),
+            gave_up_until: Arc::default(),
             stats: ColdLogStats::default(),
             engine: reason,
         })
@@ -284,27 +308,36 @@ impl ColdLog {
         // (`wait_for_room`), and the tier would evict instead for good.
         if staged > 0 {
             let _ = self.unflushed.fetch_update(Relaxed, Relaxed, |u| Some(u.saturating_sub(staged)));
-            let _guard = self.flushed.0.lock();
-            self.flushed.1.notify_all();
+            self.progress.notify_waiters();
         }
     }
 
-    /// Holds a demotion back while too much is waiting to be written.
-    fn wait_for_room(&self) -> bool {
-        if self.unflushed.load(Relaxed) <= MAX_UNFLUSHED {
+    /// Keeps what waits to be written within the hard bound without
+    /// waiting for another thread: past it, the caller writes the staged
+    /// records out itself. False if that failed.
+    fn keep_staging_bounded(&self) -> bool {
+        if self.unflushed.load(Relaxed) <= MAX_UNFLUSHED_HARD {
             return true;
         }
-        self.wake();
-        let deadline = std::time::Instant::now() + FLUSH_WAIT;
-        let mut guard = self.flushed.0.lock();
-        while self.unflushed.load(Relaxed) > MAX_UNFLUSHED {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return false;
+        let staged = self.unflushed.load(Relaxed);
+        match self.log.flush_staged() {
+            Ok(_) => {
+                let _ = self.unflushed.fetch_update(Relaxed, Relaxed, |u| Some(u.saturating_sub(staged)));
+                self.progress.notify_waiters();
+                true
             }
-            self.flushed.1.wait_for(&mut guard, left.min(Duration::from_millis(2)));
+            Err(e) => {
+                tracing::error!("cold tier: write failed: {e}; values at the limit are evicted from now on");
+                false
+            }
         }
-        true
+    }
+
+    /// Whether writes should wait before they take their locks: the
+    /// flusher is behind, or demotions found no segment the cleaner can
+    /// still free.
+    fn behind(unflushed: &AtomicU64, starved: &std::sync::atomic::AtomicBool) -> bool {
+        unflushed.load(Relaxed) > MAX_UNFLUSHED || starved.load(Relaxed)
     }
 
     /// The maintenance thread's loop body: keeps a spare segment ready,
@@ -317,6 +350,16 @@ impl ColdLog {
         if self.stats.cleaned_segments.load(Relaxed) != cleaned {
             // Room for demotions the tier refused, or the keyspace gave up on.
             ks.tier_has_room();
+        }
+        // A segment freed, or room to open one: writes waiting for room try
+        // again (one whose demotion still finds none sets it again).
+        if self.starved.load(Relaxed)
+            && (self.stats.cleaned_segments.load(Relaxed) != cleaned
+                || self.log.segments_in_use() + HEADROOM_SEGMENTS <= self.max_segments)
+        {
+            self.starved.store(false, Relaxed);
+            ks.tier_has_room();
+            self.progress.notify_waiters();
         }
     }
 
@@ -340,6 +383,8 @@ impl ColdLog {
                 // policy may not do to all of them: only churn.
                 self.pressured();
                 self.stuck.store(true, Relaxed);
+                self.starved.store(false, Relaxed);
+                self.starved.store(false, Relaxed);
                 break;
             }
             let appended = victim.live + victim.dead;
@@ -379,6 +424,8 @@ impl ColdLog {
         match self.log.free_segment(victim) {
             Ok(()) => {
                 self.stuck.store(false, Relaxed);
+                self.starved.store(false, Relaxed);
+                self.progress.notify_waiters();
                 let dead = self.segments.end_use(victim);
                 let _ = self.stats.dead_bytes.fetch_update(Relaxed, Relaxed, |d| Some(d.saturating_sub(dead)));
                 self.stats.cleaned_segments.fetch_add(1, Relaxed);
@@ -461,9 +508,45 @@ impl ColdLog {
             // each waiting `FULL_WAIT` for a cleaner that cannot help.
             self.pressured();
             self.stuck.store(true, Relaxed);
+            self.starved.store(false, Relaxed);
             return false;
         }
         self.recycle(victim)
+    }
+}
+
+impl ColdLog {
+    /// A read of the record at `loc`: from the staging buffer if it is
+    /// not written yet, else from the device, now or (`soon`) with the
+    /// other reads of this thread's pass (`io::defer_submissions`).
+    fn read_from(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>, soon: bool) {
+        let addr = addr_of(loc);
+        if let Some(rec) = self.log.read_staged(addr) {
+            self.stats.staged_reads.fetch_add(1, Relaxed);
+            return done(Ok(ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms }));
+        }
+        let st = &self.stats;
+        st.disk_reads.fetch_add(1, Relaxed);
+        let in_flight = st.reads_in_flight.fetch_add(1, Relaxed) + 1;
+        st.reads_in_flight_peak.fetch_max(in_flight, Relaxed);
+        let (total, queue, device, flight) = (
+            st.read_latency.clone(),
+            st.read_queue_latency.clone(),
+            st.read_device_latency.clone(),
+            st.reads_in_flight.clone(),
+        );
+        let issued = crate::sys::clock::mono_ns();
+        let on_record: super::log::OnRecord = Box::new(move |r, started| {
+            let now = crate::sys::clock::mono_ns();
+            flight.fetch_sub(1, Relaxed);
+            total.record(now.saturating_sub(issued) / 1000);
+            if started != 0 {
+                queue.record(started.saturating_sub(issued) / 1000);
+                device.record(now.saturating_sub(started) / 1000);
+            }
+            done(r.map(|rec| ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms }))
+        });
+        if soon { self.log.read_soon(addr, on_record) } else { self.log.read_async(addr, on_record) }
     }
 }
 
@@ -472,55 +555,73 @@ fn addr_of(loc: ColdLoc) -> RecordAddr {
 }
 
 impl ColdTier for ColdLog {
+    /// Never waits for another thread: it runs under the victim's
+    /// partition lock. Writes wait for a flusher or cleaner that is behind
+    /// before they take any lock ([`ColdTier::backlog`]).
     fn demote(&self, db: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
-        if !self.wait_for_room() {
+        if !self.keep_staging_bounded() {
             self.stats.refused.fetch_add(1, Relaxed);
             return None;
         }
-        // No segment free: the cleaner is behind. The write waits for it
-        // (back-pressure) rather than lose the value, within a bound.
-        let deadline = std::time::Instant::now() + FULL_WAIT;
-        loop {
-            match self.append(db, key, expire_at, encoded, 1) {
-                Ok(a) => return Some((a.segment, a.offset, a.len)),
-                // The cleaner frees room within the budget; a full volume
-                // (the log is out of space) it cannot, nor a cleaner stuck on
-                // keys the policy keeps: the demotion gives up at once.
-                Err(e)
-                    if e.kind() == io::ErrorKind::StorageFull
-                        && !self.stuck.load(Relaxed)
-                        && !self.log.is_out_of_space()
-                        && std::time::Instant::now() < deadline =>
-                {
+        match self.append(db, key, expire_at, encoded, 1) {
+            Ok(a) => {
+                if self.unflushed.load(Relaxed) > MAX_UNFLUSHED {
                     self.wake();
-                    let mut guard = self.flushed.0.lock();
-                    self.flushed.1.wait_for(&mut guard, Duration::from_millis(2));
                 }
-                Err(_) => {
-                    self.stats.refused.fetch_add(1, Relaxed);
+                Some((a.segment, a.offset, a.len))
+            }
+            Err(e) => {
+                // No segment free: the cleaner is behind, and writes wait
+                // for it from now on. A full volume (the log is out of
+                // space) it cannot help, nor a cleaner stuck on keys the
+                // policy keeps.
+                if e.kind() == io::ErrorKind::StorageFull && !self.stuck.load(Relaxed) && !self.log.is_out_of_space() {
+                    self.starved.store(true, Relaxed);
+                } else {
                     self.pressured();
-                    self.wake();
-                    return None;
                 }
+                self.stats.refused.fetch_add(1, Relaxed);
+                self.wake();
+                None
             }
         }
     }
 
-    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>) {
-        let addr = addr_of(loc);
-        if let Some(rec) = self.log.read_staged(addr) {
-            self.stats.staged_reads.fetch_add(1, Relaxed);
-            return done(Ok(ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms }));
+    fn backlog(&self) -> Option<crate::store::PendingRead> {
+        if !Self::behind(&self.unflushed, &self.starved)
+            || crate::sys::clock::mono_ns() / 1_000_000 < self.gave_up_until.load(Relaxed)
+        {
+            return None;
         }
-        self.stats.disk_reads.fetch_add(1, Relaxed);
-        let (latency, started) = (self.stats.read_latency.clone(), Instant::now());
-        self.log.read_async(
-            addr,
-            Box::new(move |r| {
-                latency.record(started.elapsed().as_micros() as u64);
-                done(r.map(|rec| ColdRecord { key: rec.key, value: rec.value, expire_at: rec.expire_at_ms }))
-            }),
-        );
+        self.wake();
+        let (unflushed, starved, progress) = (self.unflushed.clone(), self.starved.clone(), self.progress.clone());
+        let gave_up = self.gave_up_until.clone();
+        let wait = if starved.load(Relaxed) { FULL_WAIT } else { FLUSH_WAIT };
+        Some(Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                let progressed = progress.notified();
+                if !Self::behind(&unflushed, &starved) {
+                    return;
+                }
+                // Notified, or looked at again every few ms (the cleaner's
+                // stuck state clears `starved` only when a segment is freed).
+                let step = (tokio::time::Instant::now() + Duration::from_millis(5)).min(deadline);
+                let _ = tokio::time::timeout_at(step, progressed).await;
+                if tokio::time::Instant::now() >= deadline {
+                    gave_up.store(crate::sys::clock::mono_ns() / 1_000_000 + 1000, Relaxed);
+                    return;
+                }
+            }
+        }))
+    }
+
+    fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>) {
+        self.read_from(loc, done, false)
+    }
+
+    fn read_soon(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>) {
+        self.read_from(loc, done, true)
     }
 
     fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord> {
@@ -679,7 +780,7 @@ mod tests {
         rig.log.log.flush_staged().unwrap();
         rig.log.flush_step(Duration::ZERO);
         assert_eq!(rig.log.unflushed.load(Relaxed), 0);
-        assert!(rig.log.wait_for_room(), "a demotion is held back by bytes already written");
+        assert!(rig.log.backlog().is_none(), "writes are held back by bytes already written");
     }
 
     #[test]
@@ -730,8 +831,13 @@ mod tests {
             .map(|w| {
                 let rig = rig.clone();
                 std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
                     let mut kept = Vec::new();
                     for i in 0..1000u32 {
+                        // As a write does before it takes its locks.
+                        if let Some(wait) = rig.log.backlog() {
+                            rt.block_on(wait);
+                        }
                         // Half have a TTL and soon expire (forgotten); of the
                         // rest, one in five lives on.
                         let expire_at = if i % 2 == 0 { T0 + 1_000 } else { 0 };

@@ -29,6 +29,9 @@ pub enum IoOp {
 pub struct IoDone {
     pub result: io::Result<usize>,
     pub buf: Option<AlignedBuf>,
+    /// When the engine started the op on the device (`sys::clock::mono_ns`;
+    /// 0 for an op that never got there): the time before it was queueing.
+    pub started_ns: u64,
 }
 
 /// Called once with the outcome, on an engine thread (never inside
@@ -232,6 +235,61 @@ pub fn run_blocking(engine: &dyn IoEngine, ops: Vec<(FileHandle, IoOp)>) -> Vec<
         out[i] = Some(done);
     }
     out.into_iter().map(|d| d.expect("an engine dropped a request without completing it")).collect()
+}
+
+/// Reads a worker thread asks for while it runs its connections, queued
+/// until they have all had their turn and then submitted together
+/// ([`submit_deferred`]): one hand-over and one wake of the engine's thread
+/// for a whole pass of the worker's event loop instead of one per read.
+struct Deferred {
+    /// Called when the first read is queued: schedules the submission.
+    on_first: Box<dyn Fn()>,
+    queued: Vec<(Arc<dyn IoEngine>, Vec<IoRequest>)>,
+}
+
+thread_local! {
+    static DEFERRED: std::cell::RefCell<Option<Deferred>> = const { std::cell::RefCell::new(None) };
+}
+
+/// From now on, reads started on this thread with [`submit_soon`] wait for
+/// [`submit_deferred`]; `on_first` is called when one is queued and nothing
+/// was, and must make sure `submit_deferred` runs soon (a worker wakes a
+/// task of its own, which runs after the connections already woken).
+pub fn defer_submissions(on_first: Box<dyn Fn()>) {
+    DEFERRED.with_borrow_mut(|d| *d = Some(Deferred { on_first, queued: Vec::new() }));
+}
+
+/// Submits what this thread queued, one batch per engine. Returns the ops
+/// submitted.
+pub fn submit_deferred() -> usize {
+    let queued = DEFERRED.with_borrow_mut(|d| d.as_mut().map(|d| std::mem::take(&mut d.queued)).unwrap_or_default());
+    let mut n = 0;
+    for (engine, batch) in queued {
+        n += batch.len();
+        engine.submit(batch);
+    }
+    n
+}
+
+/// Submits `req` now, or queues it for [`submit_deferred`] on a thread that
+/// defers. Only for ops nobody on this thread waits for synchronously.
+pub(super) fn submit_soon(engine: &Arc<dyn IoEngine>, req: IoRequest) {
+    let req = DEFERRED.with_borrow_mut(|d| {
+        let Some(d) = d.as_mut() else { return Some(req) };
+        let first = d.queued.is_empty();
+        let same = |e: &Arc<dyn IoEngine>| std::ptr::addr_eq(Arc::as_ptr(e), Arc::as_ptr(engine));
+        match d.queued.iter_mut().find(|(e, _)| same(e)) {
+            Some((_, batch)) => batch.push(req),
+            None => d.queued.push((engine.clone(), vec![req])),
+        }
+        if first {
+            (d.on_first)();
+        }
+        None
+    });
+    if let Some(req) = req {
+        engine.submit(vec![req]);
+    }
 }
 
 #[cfg(test)]

@@ -36,6 +36,10 @@ const IO_CHUNK: u64 = 2 << 20;
 /// creation holds stay within `IO_CHUNK` × this, whatever the segment size.
 const IO_WAVE: usize = 2;
 
+/// What a record read calls with the record and when the device started
+/// the read (`IoDone::started_ns`, 0 if it never did).
+pub type OnRecord = Box<dyn FnOnce(io::Result<OwnedRecord>, u64) + Send>;
+
 /// Shape and budget of the log.
 #[derive(Clone, Debug)]
 pub struct LogConfig {
@@ -660,19 +664,38 @@ impl SegmentLog {
     /// Reads one flushed record by its address; `on_done` runs on an
     /// engine thread. Fails with InvalidData if the bytes there are not
     /// that record any more (its segment was recycled) or never were.
-    pub fn read_async(&self, addr: RecordAddr, on_done: Box<dyn FnOnce(io::Result<OwnedRecord>) + Send>) {
+    pub fn read_async(&self, addr: RecordAddr, on_done: OnRecord) {
+        if let Some(req) = self.read_request(addr, on_done) {
+            self.engine.submit(vec![req]);
+        }
+    }
+
+    /// [`Self::read_async`], submitted with the other reads this thread
+    /// starts in the same pass when it defers submissions
+    /// (`io::defer_submissions`): never wait for it synchronously.
+    pub fn read_soon(&self, addr: RecordAddr, on_done: OnRecord) {
+        if let Some(req) = self.read_request(addr, on_done) {
+            super::io::submit_soon(&self.engine, req);
+        }
+    }
+
+    /// The device read of the record at `addr`; None when it was answered
+    /// at once (an address no segment in use has).
+    fn read_request(&self, addr: RecordAddr, on_done: OnRecord) -> Option<super::io::IoRequest> {
         if u64::from(addr.offset) + u64::from(addr.len) > self.config.segment_size {
-            return on_done(Err(error(io::ErrorKind::InvalidInput, "address beyond the segment")));
+            on_done(Err(error(io::ErrorKind::InvalidInput, "address beyond the segment")), 0);
+            return None;
         }
         let meta = self.shared.read().segments.get(addr.segment as usize).cloned().flatten();
         let Some(SegmentMeta { file, nonce: Some(nonce) }) = meta else {
-            return on_done(Err(error(io::ErrorKind::NotFound, "segment not in use")));
+            on_done(Err(error(io::ErrorKind::NotFound, "segment not in use")), 0);
+            return None;
         };
         let start = u64::from(addr.offset) - u64::from(addr.offset) % IO_ALIGN as u64;
         let end = (u64::from(addr.offset) + u64::from(addr.len)).next_multiple_of(IO_ALIGN as u64);
         let skip = (u64::from(addr.offset) - start) as usize;
         let want = addr.len as usize;
-        self.engine.submit(vec![super::io::IoRequest {
+        Some(super::io::IoRequest {
             file,
             op: IoOp::Read { offset: start, buf: AlignedBuf::zeroed_in((end - start) as usize, &self.config.buffers) },
             on_done: Box::new(move |done| {
@@ -684,9 +707,9 @@ impl SegmentLog {
                         _ => Err(error(io::ErrorKind::InvalidData, "no valid record at this address")),
                     }
                 });
-                on_done(result);
+                on_done(result, done.started_ns);
             }),
-        }]);
+        })
     }
 
     /// The record at `addr` if it is not on disk yet (staged, or being
@@ -760,7 +783,7 @@ impl SegmentLog {
         let (tx, rx) = mpsc::channel();
         self.read_async(
             addr,
-            Box::new(move |r| {
+            Box::new(move |r, _| {
                 let _ = tx.send(r);
             }),
         );

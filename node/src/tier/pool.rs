@@ -108,12 +108,12 @@ fn execute(req: &mut IoRequest) -> io::Result<usize> {
     }
 }
 
-fn complete(req: IoRequest, result: io::Result<usize>) {
+fn complete(req: IoRequest, result: io::Result<usize>, started_ns: u64) {
     let buf = match req.op {
         IoOp::Read { buf, .. } | IoOp::Write { buf, .. } => Some(buf),
         IoOp::Sync => None,
     };
-    (req.on_done)(IoDone { result, buf });
+    (req.on_done)(IoDone { result, buf, started_ns });
 }
 
 fn worker(queue: &Queue) {
@@ -132,9 +132,10 @@ fn worker(queue: &Queue) {
         };
         let Job { mut req, barrier, rest } = job;
         let is_sync = matches!(req.op, IoOp::Sync);
+        let started_ns = crate::sys::clock::mono_ns();
         let result = execute(&mut req);
         let failed = result.is_err();
-        complete(req, result);
+        complete(req, result, started_ns);
         if is_sync {
             dispatch(queue, rest);
         } else if let Some(b) = barrier {
@@ -144,7 +145,7 @@ fn worker(queue: &Queue) {
             if b.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
                 let (sync, rest) = b.then.lock().take().expect("barrier released twice");
                 if b.failed.load(Ordering::Acquire) {
-                    complete(sync, Err(cancelled()));
+                    complete(sync, Err(cancelled()), 0);
                     dispatch(queue, rest);
                 } else {
                     push_jobs(queue, vec![Job { req: sync, barrier: None, rest }]);

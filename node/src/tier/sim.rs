@@ -264,7 +264,7 @@ impl SimDisk {
                         IoOp::Read { buf, .. } | IoOp::Write { buf, .. } => Some(buf),
                         IoOp::Sync => None,
                     };
-                    (req.on_done)(IoDone { result, buf });
+                    (req.on_done)(IoDone { result, buf, started_ns: 0 });
                 }
             }
         });

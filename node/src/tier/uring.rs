@@ -53,6 +53,8 @@ struct Token {
     on_done: OnDone,
     /// For writes: the length that must be written in full.
     write_len: Option<usize>,
+    /// When it went into the submission queue.
+    started_ns: u64,
 }
 
 /// A batch being pushed: its ops and how many of the front ones still form
@@ -142,7 +144,7 @@ fn push_one(ring: &mut Ring<Token>, req: IoRequest, link: bool) {
         }
         IoOp::Sync => (RingOp::Fdatasync, None),
     };
-    let token = Token { on_done: req.on_done, write_len };
+    let token = Token { on_done: req.on_done, write_len, started_ns: crate::sys::clock::mono_ns() };
     if ring.push(file, op, link, token).is_err() {
         unreachable!("pushed only within the free room");
     }
@@ -153,7 +155,7 @@ fn fail(req: IoRequest, e: io::Error) {
         IoOp::Read { buf, .. } | IoOp::Write { buf, .. } => Some(buf),
         IoOp::Sync => None,
     };
-    (req.on_done)(IoDone { result: Err(e), buf });
+    (req.on_done)(IoDone { result: Err(e), buf, started_ns: 0 });
 }
 
 fn deliver(c: RingCompletion<Token>) {
@@ -164,7 +166,7 @@ fn deliver(c: RingCompletion<Token>) {
         (Err(e), _) if e.raw_os_error() == Some(libc::ECANCELED) => Err(cancelled()),
         (r, _) => r,
     };
-    (c.token.on_done)(IoDone { result, buf: c.buf });
+    (c.token.on_done)(IoDone { result, buf: c.buf, started_ns: c.token.started_ns });
 }
 
 impl IoEngine for UringEngine {

@@ -8,7 +8,6 @@ use parking_lot::Mutex;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use tokio::sync::Notify;
 
 /// The disk tier, as the keyspace uses it.
 pub trait ColdTier: Send + Sync {
@@ -20,6 +19,12 @@ pub trait ColdTier: Send + Sync {
     /// Reads a record back; `done` runs on an I/O thread with its key and
     /// encoded value.
     fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>);
+    /// [`Self::read`] for a command that waits on the pending path: on a
+    /// worker thread, submitted with the other reads of the worker's pass.
+    /// Nothing may wait for it synchronously on the calling thread.
+    fn read_soon(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>) {
+        self.read(loc, done)
+    }
     /// [`Self::read`], waiting (the synchronous fallback).
     fn read_blocking(&self, loc: ColdLoc) -> io::Result<ColdRecord>;
     /// The records at `locs`, waiting, in the order of `locs`: many keys
@@ -35,6 +40,13 @@ pub trait ColdTier: Send + Sync {
     /// The record at `loc` is no longer any key's value (promoted,
     /// overwritten, deleted): its bytes are dead for the cleaner.
     fn forget(&self, loc: ColdLoc);
+    /// A wait for a writer or cleaner that is behind (too much waiting to
+    /// be written, or no free segment), for a write to await before it
+    /// takes any lock; None when the tier keeps up. Demotions themselves
+    /// never wait: they run under a partition lock.
+    fn backlog(&self) -> Option<super::PendingRead> {
+        None
+    }
     /// Whether a value used once or never since it was written
     /// ([`crate::policy::Hits`]) is worth a disk write now; false while the
     /// tier is full of live data and its admission setting says so: such a
@@ -91,6 +103,15 @@ pub struct ColdStats {
     /// joined instead of starting its own.
     pub reads: AtomicU64,
     pub shared_reads: AtomicU64,
+    /// Reads started ahead of their commands, for requests further along a
+    /// pipeline (`Keyspace::read_ahead`), and the record bytes such reads
+    /// hold now.
+    pub ahead_reads: AtomicU64,
+    pub ahead_held: Arc<AtomicU64>,
+    /// A disk read's last stage: from its completion until the command
+    /// that waited for it runs again and takes its value (the wake-up of
+    /// the waiting connection's worker).
+    pub read_wake_latency: crate::metrics::IoHistogram,
     /// Synchronous reads (keys a command did not declare).
     pub sync_reads: AtomicU64,
     /// Records of forgotten keys read in batches for SCAN (`recall.rs`).
@@ -109,7 +130,10 @@ pub struct ColdRead {
     pub(super) result: Mutex<Option<io::Result<ColdRecord>>>,
     /// Set once the read is over (the result may be taken since).
     pub(super) over: std::sync::atomic::AtomicBool,
-    pub(super) done: Notify,
+    /// When it was over (`mono_ns`).
+    pub(super) completed_ns: AtomicU64,
+    /// Commands waiting for it.
+    pub(super) waiters: Mutex<super::wake::Waiters>,
 }
 
 impl ColdRead {
@@ -119,13 +143,27 @@ impl ColdRead {
 
     /// Waits until the read is over.
     pub async fn wait(self: Arc<Self>) {
-        loop {
-            let notified = self.done.notified();
+        std::future::poll_fn(|cx| {
             if self.finished() {
-                return;
+                return std::task::Poll::Ready(());
             }
-            notified.await;
-        }
+            let mut waiters = self.waiters.lock();
+            // Checked again under the lock `complete` takes after setting it.
+            if self.finished() {
+                return std::task::Poll::Ready(());
+            }
+            waiters.register(cx.waker());
+            std::task::Poll::Pending
+        })
+        .await
+    }
+
+    /// The read is over: its result is kept and its waiters woken.
+    pub(super) fn complete(&self, result: io::Result<ColdRecord>, now_ns: u64) {
+        *self.result.lock() = Some(result);
+        self.completed_ns.store(now_ns, std::sync::atomic::Ordering::Relaxed);
+        self.over.store(true, std::sync::atomic::Ordering::Release);
+        std::mem::take(&mut *self.waiters.lock()).wake_all();
     }
 }
 

@@ -23,6 +23,8 @@ pub(super) mod recall;
 #[cfg(test)]
 pub(in crate::store) mod test_tier;
 pub mod values;
+pub mod wake;
 
 pub use disk::{ColdRecord, ColdStats, ColdTier, Relocated};
-pub use pending::PendingRead;
+pub use pending::{PendingRead, READ_AHEAD_KEYS, ReadAhead};
+pub use wake::WakeInbox;

@@ -15,17 +15,137 @@ use crate::store::{KeyAccess, Keyspace};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 /// What a waiting command awaits before it runs again.
 pub type PendingRead = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// Reads one connection started for requests further along its pipeline
+/// (`Keyspace::read_ahead`), held until those requests have run: a held
+/// read survives `sweep_cold_reads`, and what all connections hold is
+/// counted against one bound.
+pub struct ReadAhead {
+    reads: Vec<Arc<ColdRead>>,
+    bytes: u64,
+    /// The keyspace's count of record bytes held this way.
+    held: Arc<AtomicU64>,
+}
+
+/// Reads one connection may hold ahead of the request it waits on: deep
+/// enough for a device's parallelism (an MGET of 100 keys reads 100 at
+/// once), few enough that a connection cannot pin much.
+pub const READ_AHEAD_KEYS: usize = 128;
+/// Record bytes one connection may hold ahead.
+const READ_AHEAD_BYTES: u64 = 2 << 20;
+/// Record bytes every connection together may hold ahead: read-ahead
+/// values wait outside the keyspace's accounting until their commands
+/// promote them, so this is what it may add to the node's RSS.
+const READ_AHEAD_HELD_MAX: u64 = 16 << 20;
+
+impl ReadAhead {
+    pub fn new(ks: &Keyspace) -> ReadAhead {
+        ReadAhead { reads: Vec::new(), bytes: 0, held: ks.cold_stats.ahead_held.clone() }
+    }
+
+    /// Reads held now.
+    pub fn len(&self) -> usize {
+        self.reads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.reads.is_empty()
+    }
+
+    /// Whether another read fits this connection's share and the node's.
+    fn has_room(&self) -> bool {
+        self.reads.len() < READ_AHEAD_KEYS
+            && self.bytes < READ_AHEAD_BYTES
+            && self.held.load(Relaxed) < READ_AHEAD_HELD_MAX
+    }
+
+    fn hold(&mut self, read: Arc<ColdRead>) {
+        if self.reads.iter().any(|r| Arc::ptr_eq(r, &read)) {
+            return;
+        }
+        let len = u64::from(read.loc.len);
+        self.bytes += len;
+        self.held.fetch_add(len, Relaxed);
+        self.reads.push(read);
+    }
+
+    /// Lets go of every read (their requests ran, or the connection left).
+    pub fn clear(&mut self) {
+        self.reads.clear();
+        self.held.fetch_sub(std::mem::take(&mut self.bytes), Relaxed);
+    }
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
 impl Keyspace {
     /// True when some key may make a command wait (one shared read).
     #[inline]
     pub fn may_pend(&self) -> bool {
         self.delayed_keys.load(Relaxed) != 0 || self.cold_stats.keys.load(Relaxed) != 0 || self.slot_watch.any_sealed()
+    }
+}
+
+impl Keyspace {
+    /// Starts (or joins) the disk reads that `keys` of database `db` will
+    /// need, for requests further along a connection's pipeline than the
+    /// one it waits on, so that the device serves them together instead of
+    /// one per round trip. Only reads: nothing is promoted or changed here
+    /// (a read's value goes into RAM when its own command runs, and only if
+    /// the key still holds that record), so commands still run, and see
+    /// each other's writes, in order. Stops when `ahead` is full; returns
+    /// the reads started.
+    pub fn read_ahead<'k>(
+        &self,
+        db: usize,
+        now_ms: u64,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        ahead: &mut ReadAhead,
+    ) -> usize {
+        let cold = self.cold_stats.keys.load(Relaxed) != 0;
+        let forgotten = self.cold_stats.forgotten.load(Relaxed) != 0;
+        if !cold && !forgotten {
+            return 0;
+        }
+        let mut started = 0;
+        for key in keys {
+            if !ahead.has_room() {
+                break;
+            }
+            let mut part = self.lock(self.partition_of_key(key));
+            let hash = hash_bytes(key);
+            let state = match part.dbs[db].find(hash, key) {
+                Some(slot) => {
+                    let e = part.dbs[db].entry(slot);
+                    let Some(loc) = e.cold_loc() else { continue };
+                    if e.expire_at() != 0 && e.expire_at() <= now_ms {
+                        continue;
+                    }
+                    part.cold_read_ahead(self, db, slot, loc)
+                }
+                None if forgotten && !part.dbs[db].forgotten.is_empty() => {
+                    part.forgotten_check(self, db, key, hash, now_ms)
+                }
+                None => continue,
+            };
+            drop(part);
+            if let ColdState::Wait(read) = state {
+                started += 1;
+                ahead.hold(read);
+            }
+        }
+        self.cold_stats.ahead_reads.fetch_add(started as u64, Relaxed);
+        started
     }
 }
 

@@ -31,7 +31,6 @@ use parking_lot::Mutex;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use tokio::sync::Notify;
 
 impl Keyspace {
     /// Installs the disk tier (once, at start-up).
@@ -235,7 +234,11 @@ impl Partition {
         }
         self.cold_reads.remove(id);
         match read.result.lock().take() {
-            Some(result) if read.loc == loc => SharedRead::Done(result),
+            Some(result) if read.loc == loc => {
+                let waited = crate::store::mono_ns().saturating_sub(read.completed_ns.load(Relaxed));
+                ks.cold_stats.read_wake_latency.record(waited / 1000);
+                SharedRead::Done(result)
+            }
             _ => SharedRead::Absent,
         }
     }
@@ -284,6 +287,22 @@ impl Partition {
         }
     }
 
+    /// Read-ahead's [`Self::cold_check`]: starts or joins the read of the
+    /// cold value at `loc` (the entry in `slot`), and never promotes — a
+    /// finished read waits for the key's own command.
+    pub(in crate::store) fn cold_read_ahead(&mut self, ks: &Keyspace, db: usize, slot: u32, loc: ColdLoc) -> ColdState {
+        let id = (db as u8, Box::<[u8]>::from(self.dbs[db].entry(slot).key()));
+        if let Some(read) = self.cold_reads.get(&id)
+            && read.loc == loc
+        {
+            return ColdState::Wait(read.clone());
+        }
+        match self.start_cold_read(ks, id, loc) {
+            Some(read) => ColdState::Wait(read),
+            None => ColdState::Ready,
+        }
+    }
+
     /// Starts the read of the record at `loc` for the key `id`, which the
     /// key's commands share until one of them takes the result.
     pub(in crate::store) fn start_cold_read(
@@ -297,17 +316,16 @@ impl Partition {
             loc,
             result: Mutex::new(None),
             over: std::sync::atomic::AtomicBool::new(false),
-            done: Notify::new(),
+            completed_ns: Default::default(),
+            waiters: Default::default(),
         });
         self.cold_reads.insert(id, read.clone());
         ks.cold_stats.reads.fetch_add(1, Relaxed);
         let r = read.clone();
-        tier.read(
+        tier.read_soon(
             loc,
             Box::new(move |result| {
-                *r.result.lock() = Some(result);
-                r.over.store(true, std::sync::atomic::Ordering::Release);
-                r.done.notify_waiters();
+                r.complete(result, crate::store::mono_ns());
             }),
         );
         Some(read)
