@@ -1123,6 +1123,50 @@ def node_detail():
         thresholds(GREEN, (0.001, YELLOW), (0.01, RED)),
         w=8,
     )
+    b.panel(
+        "timeseries",
+        "Cold read stages",
+        "Where a cold read's time goes, p50 / p99 per stage (strata_tier_read_stage_duration_seconds, the same "
+        "buckets as strata_tier_read_duration_seconds, which covers queue and device together): queue, from issue "
+        "until the device started it (a worker's batch of reads and the hand-over to the I/O engine); device, on "
+        "the device; wake, from its completion until the waiting command ran again. The largest stage names the "
+        "bottleneck: queue, the submission path or the engine thread is behind; device, the disk itself (see "
+        "reads in flight); wake, the worker thread is busy (CPU-bound) and late to resume the command.",
+        [
+            (
+                quantile(0.5, "pod, stage, le", NODE, "strata_tier_read_stage_duration_seconds_bucket"),
+                "{{pod}} {{stage}} p50",
+            ),
+            (
+                quantile(0.99, "pod, stage, le", NODE, "strata_tier_read_stage_duration_seconds_bucket"),
+                "{{pod}} {{stage}} p99",
+            ),
+        ],
+        "s",
+        thresholds(GREEN, (0.001, YELLOW), (0.01, RED)),
+        w=16,
+    )
+    b.panel(
+        "timeseries",
+        "Reads in flight, read-ahead",
+        "Cold-tier device reads issued and not completed (strata_tier_reads_in_flight: the device's queue "
+        "depth from the tier's side; many in flight and a slow device stage: the disk is the limit) and cold "
+        "reads started per second for requests further along a pipeline than the one waiting "
+        "(strata_tier_read_ahead_total, right axis: pipeline read-ahead; 0 without pipelined clients).",
+        [
+            (f"strata_tier_reads_in_flight{{{NODE}}}", "{{pod}} in flight"),
+            (rate("strata_tier_read_ahead_total", by="pod"), "{{pod}} read-ahead/s"),
+        ],
+        "short",
+        thresholds(GREEN),
+        w=8,
+        overrides=[
+            {
+                "matcher": {"id": "byRegexp", "options": ".*read-ahead/s"},
+                "properties": [{"id": "unit", "value": "ops"}, {"id": "custom.axisPlacement", "value": "right"}],
+            }
+        ],
+    )
     b.row("Memory and buffers")
     b.panel(
         "timeseries",
