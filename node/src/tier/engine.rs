@@ -15,8 +15,10 @@ pub enum EngineChoice {
     Threads,
 }
 
-/// Threads of the pool engine.
-pub const POOL_THREADS: usize = 4;
+/// Threads of the pool engine: the reads it keeps on the device at once
+/// (a pipeline's read-ahead issues up to 128), so more than the cores; they
+/// sleep in pread.
+pub const POOL_THREADS: usize = 16;
 
 /// Picks an engine: with `Auto`, io_uring unless `io_uring_setup` is
 /// refused (EPERM/ENOSYS under the container runtimes' default seccomp
