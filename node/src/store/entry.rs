@@ -256,6 +256,29 @@ impl Entry {
         }
     }
 
+    /// The value of a string kept packed with its key (small strings), if
+    /// this entry holds one in RAM.
+    #[inline]
+    pub fn packed_string(&self) -> Option<&[u8]> {
+        match &self.body {
+            Body::Packed(b) if b[0] & COLD == 0 => Some(&b[key_range(b).1..]),
+            _ => None,
+        }
+    }
+
+    /// Replaces a packed string ([`Self::packed_string`]) with `value`: in
+    /// place when the length stays (INCR's usual case), else packed anew.
+    pub fn overwrite_packed_string(&mut self, value: &[u8]) {
+        if let Body::Packed(b) = &mut self.body {
+            let end = key_range(b).1;
+            if b[0] & COLD == 0 && b.len() - end == value.len() {
+                b[end..].copy_from_slice(value);
+                return;
+            }
+        }
+        self.replace_string(value);
+    }
+
     /// Replaces the value with a string, keeping key and expiry.
     pub fn replace_string(&mut self, value: &[u8]) {
         let key_end = key_range(self.head()).1;

@@ -5,7 +5,9 @@
 //!   and fdatasyncs completed through callbacks on engine threads; a sync
 //!   waits for the ops before it in its batch), [`io::Volume`] (a directory
 //!   of files, [`io::DirVolume`] probing O_DIRECT), [`engine::probe`] (io_uring
-//!   or threads, with the reason) and [`io::run_blocking`] for recovery.
+//!   or threads, with the reason) and [`io::run_blocking`] for recovery;
+//!   on a worker thread, reads of the pending path are queued and handed
+//!   to the engine once per pass of its event loop ([`io::defer_submissions`]).
 //! - [`uring`] and [`pool`]: the two engines, passing one suite.
 //! - [`record`]: the record format and the scan that validates, skips bad
 //!   records and finds torn tails.

@@ -68,6 +68,12 @@ pub(super) fn max_string_len(ctx: &Ctx<'_>) -> u64 {
 /// Replaces `buf` with the decimal form of `n`, reusing its allocation.
 fn write_i64(buf: &mut Vec<u8>, n: i64) {
     let mut digits = [0u8; 20];
+    buf.clear();
+    buf.extend_from_slice(i64_text(n, &mut digits));
+}
+
+/// The decimal form of `n`, written at the end of `digits`.
+fn i64_text(n: i64, digits: &mut [u8; 20]) -> &[u8] {
     let mut i = digits.len();
     let mut v = n.unsigned_abs();
     loop {
@@ -78,11 +84,11 @@ fn write_i64(buf: &mut Vec<u8>, n: i64) {
             break;
         }
     }
-    buf.clear();
     if n < 0 {
-        buf.push(b'-');
+        i -= 1;
+        digits[i] = b'-';
     }
-    buf.extend_from_slice(&digits[i..]);
+    &digits[i..]
 }
 
 // ---------------------------------------------------------------- GET / SET
@@ -380,18 +386,15 @@ fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
 
 /// Adds `delta` to the integer at `key` (created as 0), keeping its TTL.
 fn add_to_integer(ctx: &mut Ctx<'_>, key: &[u8], delta: i64, out: &mut Reply) -> CmdResult {
-    let added = ctx.keys.update(key, |e| match e.value_mut() {
-        Value::Str(s) => match parse_i64(s) {
-            Some(cur) => match cur.checked_add(delta) {
-                Some(n) => {
-                    write_i64(s, n);
-                    Ok(Changed::Yes(n))
-                }
-                None => Err(err::INCR_OVERFLOW),
-            },
-            None => Err(err::NOT_INT),
-        },
-        _ => Err(err::WRONGTYPE),
+    let added = ctx.keys.update(key, |e| {
+        // A small string is packed with its key: rewritten there, in place
+        // when its length stays (no allocation, as Redis's integer objects).
+        if let Some(s) = e.packed_string() {
+            let n = parse_i64(s).ok_or(err::NOT_INT)?.checked_add(delta).ok_or(err::INCR_OVERFLOW)?;
+            e.overwrite_packed_string(i64_text(n, &mut [0u8; 20]));
+            return Ok(Changed::Yes(n));
+        }
+        add_in_value(e.value_mut(), delta)
     });
     let n = match added {
         Some(result) => result?,
@@ -405,6 +408,18 @@ fn add_to_integer(ctx: &mut Ctx<'_>, key: &[u8], delta: i64, out: &mut Reply) ->
     ctx.notify(ev::STRING, "incrby", key);
     out.int(n);
     Ok(())
+}
+
+/// INCRBY on a value that is not a packed string.
+fn add_in_value(value: &mut Value, delta: i64) -> Result<Changed<i64>, &'static str> {
+    match value {
+        Value::Str(s) => {
+            let n = parse_i64(s).ok_or(err::NOT_INT)?.checked_add(delta).ok_or(err::INCR_OVERFLOW)?;
+            write_i64(s, n);
+            Ok(Changed::Yes(n))
+        }
+        _ => Err(err::WRONGTYPE),
+    }
 }
 
 fn incr(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {

@@ -13,7 +13,10 @@
 //! - `recall`: a partition's forgotten keys read back in one batch, off its
 //!   lock, before a whole-keyspace command (SCAN) walks it.
 //! - `pending`: the pending path — a command whose keys are not ready in
-//!   RAM gets a future to await, and runs again from the start.
+//!   RAM gets a future to await, and runs again from the start; and
+//!   read-ahead, the reads of requests further along a pipeline started
+//!   while the first waits (`Keyspace::read_ahead`, held in a `ReadAhead`).
+//! - `wake`: completions wake each worker once per batch (`WakeInbox`).
 
 pub mod disk;
 mod forget;
