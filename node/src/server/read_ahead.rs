@@ -94,6 +94,7 @@ pub(super) fn read_ahead(
         ..Limits::default()
     };
     let held = ahead.held.get_or_insert_with(|| ReadAhead::new(ks));
+    let limit = crate::store::read_ahead_limit(shared.maxmemory());
     let mut pos = start;
     let mut started = 0;
     let mut scanned = 0;
@@ -133,7 +134,7 @@ pub(super) fn read_ahead(
         if crate::commands::acl::check(&shared.node, client, &cmd).is_err() {
             continue;
         }
-        let n = ks.read_ahead(client.db, client.now_ms, cmd.keys(), held);
+        let n = ks.read_ahead(client.db, client.now_ms, cmd.keys(), held, limit);
         if n > 0 {
             ahead.ends.push_back((base + end as u64, n));
             started += n;

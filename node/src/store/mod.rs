@@ -38,7 +38,9 @@ pub use crate::base::hash::hash_bytes;
 pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{Changed, EntryMut, KeyAccess, WriteOutcome, clear_db};
-pub use cold::{ColdRecord, ColdStats, ColdTier, PendingRead, READ_AHEAD_KEYS, ReadAhead, Relocated, WakeInbox};
+pub use cold::{
+    ColdRecord, ColdStats, ColdTier, PendingRead, READ_AHEAD_KEYS, ReadAhead, Relocated, WakeInbox, read_ahead_limit,
+};
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
 pub use events::KeyEvents;

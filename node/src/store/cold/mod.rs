@@ -29,5 +29,5 @@ pub mod values;
 pub mod wake;
 
 pub use disk::{ColdRecord, ColdStats, ColdTier, Relocated};
-pub use pending::{PendingRead, READ_AHEAD_KEYS, ReadAhead};
+pub use pending::{PendingRead, READ_AHEAD_KEYS, ReadAhead, read_ahead_limit};
 pub use wake::WakeInbox;

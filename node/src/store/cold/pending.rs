@@ -39,10 +39,16 @@ pub struct ReadAhead {
 pub const READ_AHEAD_KEYS: usize = 128;
 /// Record bytes one connection may hold ahead.
 const READ_AHEAD_BYTES: u64 = 2 << 20;
-/// Record bytes every connection together may hold ahead: read-ahead
+/// Record bytes every connection together may hold ahead, at most: read-ahead
 /// values wait outside the keyspace's accounting until their commands
-/// promote them, so this is what it may add to the node's RSS.
+/// promote them, so this is what it may add to the node's RSS (a sixteenth
+/// of `maxmemory` below that, see [`read_ahead_limit`]).
 const READ_AHEAD_HELD_MAX: u64 = 16 << 20;
+
+/// What all connections may hold ahead on a node with `maxmemory` (0: none).
+pub fn read_ahead_limit(maxmemory: u64) -> u64 {
+    if maxmemory == 0 { READ_AHEAD_HELD_MAX } else { (maxmemory / 16).clamp(1 << 20, READ_AHEAD_HELD_MAX) }
+}
 
 impl ReadAhead {
     pub fn new(ks: &Keyspace) -> ReadAhead {
@@ -58,11 +64,10 @@ impl ReadAhead {
         self.reads.is_empty()
     }
 
-    /// Whether another read fits this connection's share and the node's.
-    fn has_room(&self) -> bool {
-        self.reads.len() < READ_AHEAD_KEYS
-            && self.bytes < READ_AHEAD_BYTES
-            && self.held.load(Relaxed) < READ_AHEAD_HELD_MAX
+    /// Whether another read fits this connection's share and the node's
+    /// (`limit` bytes).
+    fn has_room(&self, limit: u64) -> bool {
+        self.reads.len() < READ_AHEAD_KEYS && self.bytes < READ_AHEAD_BYTES && self.held.load(Relaxed) < limit
     }
 
     fn hold(&mut self, read: Arc<ColdRead>) {
@@ -103,14 +108,16 @@ impl Keyspace {
     /// one per round trip. Only reads: nothing is promoted or changed here
     /// (a read's value goes into RAM when its own command runs, and only if
     /// the key still holds that record), so commands still run, and see
-    /// each other's writes, in order. Stops when `ahead` is full; returns
-    /// the reads started.
+    /// each other's writes, in order. Stops when `ahead` is full, or all
+    /// connections hold `limit` bytes ([`read_ahead_limit`]); returns the
+    /// reads started.
     pub fn read_ahead<'k>(
         &self,
         db: usize,
         now_ms: u64,
         keys: impl IntoIterator<Item = &'k [u8]>,
         ahead: &mut ReadAhead,
+        limit: u64,
     ) -> usize {
         let cold = self.cold_stats.keys.load(Relaxed) != 0;
         let forgotten = self.cold_stats.forgotten.load(Relaxed) != 0;
@@ -119,7 +126,7 @@ impl Keyspace {
         }
         let mut started = 0;
         for key in keys {
-            if !ahead.has_room() {
+            if !ahead.has_room(limit) {
                 break;
             }
             let mut part = self.lock(self.partition_of_key(key));
