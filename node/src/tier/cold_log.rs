@@ -555,34 +555,48 @@ fn addr_of(loc: ColdLoc) -> RecordAddr {
 }
 
 impl ColdTier for ColdLog {
-    /// Never waits for another thread: it runs under the victim's
-    /// partition lock. Writes wait for a flusher or cleaner that is behind
-    /// before they take any lock ([`ColdTier::backlog`]).
+    /// Runs under the victim's partition lock, so it does not wait for the
+    /// writer: writes wait for a writer that is behind before they take any
+    /// lock ([`ColdTier::backlog`]), and past the hard bound a demotion
+    /// writes the staged records out itself. Only when no segment is free
+    /// (the cleaner behind, rare: writes wait for it before their locks
+    /// too once one demotion found none) does it wait, up to `FULL_WAIT`,
+    /// rather than have the key evicted while the tier would take it in a
+    /// moment.
     fn demote(&self, db: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
         if !self.keep_staging_bounded() {
             self.stats.refused.fetch_add(1, Relaxed);
             return None;
         }
-        match self.append(db, key, expire_at, encoded, 1) {
-            Ok(a) => {
-                if self.unflushed.load(Relaxed) > MAX_UNFLUSHED {
-                    self.wake();
+        let deadline = Instant::now() + FULL_WAIT;
+        loop {
+            match self.append(db, key, expire_at, encoded, 1) {
+                Ok(a) => {
+                    if self.unflushed.load(Relaxed) > MAX_UNFLUSHED {
+                        self.wake();
+                    }
+                    return Some((a.segment, a.offset, a.len));
                 }
-                Some((a.segment, a.offset, a.len))
-            }
-            Err(e) => {
                 // No segment free: the cleaner is behind, and writes wait
-                // for it from now on. A full volume (the log is out of
-                // space) it cannot help, nor a cleaner stuck on keys the
-                // policy keeps.
-                if e.kind() == io::ErrorKind::StorageFull && !self.stuck.load(Relaxed) && !self.log.is_out_of_space() {
+                // for it before their locks from now on. A full volume (the
+                // log is out of space) it cannot help, nor a cleaner stuck
+                // on keys the policy keeps: refused at once.
+                Err(e)
+                    if e.kind() == io::ErrorKind::StorageFull
+                        && !self.stuck.load(Relaxed)
+                        && !self.log.is_out_of_space()
+                        && Instant::now() < deadline =>
+                {
                     self.starved.store(true, Relaxed);
-                } else {
-                    self.pressured();
+                    self.wake();
+                    std::thread::sleep(Duration::from_millis(1));
                 }
-                self.stats.refused.fetch_add(1, Relaxed);
-                self.wake();
-                None
+                Err(_) => {
+                    self.pressured();
+                    self.stats.refused.fetch_add(1, Relaxed);
+                    self.wake();
+                    return None;
+                }
             }
         }
     }
