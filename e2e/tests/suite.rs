@@ -22,12 +22,11 @@ const OPERATOR_NS: &str = "strata-system";
 const RELEASE: &str = "strata-operator";
 const CC: &str = "demo";
 const KEYS: usize = 10_000;
-const WAIT: Duration = Duration::from_secs(180);
-/// For pods a scale-out creates: the host-path StorageClass binds claims at once, and a pod the
-/// scheduler saw before its claim was bound ("pod has unbound immediate PersistentVolumeClaims")
-/// may wait out the scheduler's 5-minute retry of unschedulable pods (seen in a CI run: the
-/// claim Bound, the pod Pending for 3 minutes).
-const WAIT_NEW_PODS: Duration = Duration::from_secs(360);
+/// Longer than the scheduler's 5-minute retry of unschedulable pods: the host-path
+/// StorageClass binds claims at once, and a pod the scheduler saw before its claim was bound
+/// ("pod has unbound immediate PersistentVolumeClaims") may wait that out (seen in two CI dry
+/// runs: the claim Bound, the pod Pending for over 3 minutes).
+const WAIT: Duration = Duration::from_secs(420);
 
 /// Deletes what the suite created (also when it fails, after printing diagnostics).
 struct Cleanup<'a>(&'a Env);
@@ -1448,7 +1447,7 @@ async fn sharded_converged(env: &Env, old_uids: &[String]) -> u64 {
 /// resharding to end (no `Resharding` condition True).
 async fn converged(env: &Env, name: &str, shards: usize, old_uids: &[String]) -> u64 {
     let what = format!("{name}: {shards} shards Ready, at their current IPs, on the current topology epoch");
-    eventually(WAIT_NEW_PODS, &what, || async {
+    eventually(WAIT, &what, || async {
         let pods = cluster_pods(env, name);
         let fresh = pods.len() == shards && pods.values().all(|(uid, _, ready)| *ready && !old_uids.contains(uid));
         if !fresh {
