@@ -6,15 +6,14 @@
 //! instead of one per round trip. Nothing runs out of order: requests still
 //! run one after another from the head, each promoting its own values when
 //! it runs (and only if the key still holds the record read), so a write
-//! further along is never overtaken. A held read is let go once its request
-//! has run.
+//! further along is never overtaken. Held reads are let go together once
+//! every request they were started for has run.
 
 use super::Shared;
 use crate::protocol::{Limits, Parse, Request, parse_request};
 use crate::session::client::Client;
 use crate::store::ReadAhead;
 use smallvec::SmallVec;
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Requests looked at per call beyond the head, at most: bounds the parsing
@@ -27,9 +26,9 @@ const SCAN_MAX: usize = 512;
 pub(super) struct Ahead {
     /// Input up to here has been looked at.
     to: u64,
-    /// Where each held read's request ends, in order, and how many reads it
-    /// added.
-    ends: VecDeque<(u64, usize)>,
+    /// Where the last request with reads held ends: they are all let go
+    /// once input is consumed up to here.
+    held_until: u64,
     held: Option<ReadAhead>,
     /// A request that ends look-ahead (SELECT and the like): none of the
     /// requests after it are looked at until it has run.
@@ -38,20 +37,14 @@ pub(super) struct Ahead {
 
 impl Ahead {
     pub(super) fn new() -> Ahead {
-        Ahead { to: 0, ends: VecDeque::new(), held: None, barrier: false }
+        Ahead { to: 0, held_until: 0, held: None, barrier: false }
     }
 
     /// Lets go of the reads of requests that have run (input consumed up
     /// to `consumed`).
     pub(super) fn consumed(&mut self, consumed: u64) {
         let Some(held) = self.held.as_mut() else { return };
-        while let Some(&(end, _)) = self.ends.front() {
-            if end > consumed {
-                break;
-            }
-            self.ends.pop_front();
-        }
-        if self.ends.is_empty() {
+        if consumed >= self.held_until {
             held.clear();
         }
         if consumed >= self.to {
@@ -136,7 +129,7 @@ pub(super) fn read_ahead(
         }
         let n = ks.read_ahead(client.db, client.now_ms, cmd.keys(), held, limit);
         if n > 0 {
-            ahead.ends.push_back((base + end as u64, n));
+            ahead.held_until = base + end as u64;
             started += n;
         }
     }
