@@ -117,7 +117,9 @@ impl Node {
         args.extend(extra.iter().map(|s| s.to_string()));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         let server = Server::strata_with_env(&refs, env);
-        Node { server, n, plain, direct, admin, id: node_id(n), args }
+        let node = Node { server, n, plain, direct, admin, id: node_id(n), args };
+        node.wait_loaded();
+        node
     }
 
     /// Starts the node again (same ports, data dir and arguments, no test
@@ -126,9 +128,16 @@ impl Node {
         self.server.kill();
         let refs: Vec<&str> = self.args.iter().map(String::as_str).collect();
         self.server = Server::strata_with(&refs);
+        self.wait_loaded();
+    }
+
+    /// Waits for the log replay: the node answers -LOADING until it is done,
+    /// even on a fresh directory (a loaded CI machine took long enough for
+    /// the first preload SET to see it).
+    fn wait_loaded(&self) {
         let mut c = connect(self.direct);
         let ok = wait_for(Duration::from_secs(30), || {
-            // -LOADING until the log is replayed (a key's command would get MOVED first).
+            // A key's command would get MOVED first; this one reaches the gate.
             c.try_send(&["CLUSTER", "COUNTKEYSINSLOT", "0"]).is_ok()
                 && matches!(c.try_read_frame(), Ok(Some(f)) if !f.error_message().is_some_and(|e| e.starts_with("LOADING")))
         });

@@ -35,7 +35,20 @@ impl Node {
         }
         args.extend(extra.iter().map(|s| s.to_string()));
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-        Node { server: Server::strata_with(&refs), direct, admin, id: format!("{:040x}", n + 1) }
+        let node = Node { server: Server::strata_with(&refs), direct, admin, id: format!("{:040x}", n + 1) };
+        node.wait_loaded();
+        node
+    }
+
+    /// Waits for the log replay (-LOADING until done, even on a fresh
+    /// directory on a loaded machine); this command reaches the gate where
+    /// a key's command would get CLUSTERDOWN or MOVED first.
+    fn wait_loaded(&self) {
+        let mut c = self.direct();
+        let ok = wait_for(Duration::from_secs(30), || {
+            !c.cmd(&["CLUSTER", "COUNTKEYSINSLOT", "0"]).error_message().is_some_and(|e| e.starts_with("LOADING"))
+        });
+        assert!(ok, "the node is still loading after 30 s\n{}", self.server.logs());
     }
 
     /// Kills the node and starts it again on the same ports with `extra`
@@ -47,6 +60,7 @@ impl Node {
         args.extend(["--port", &port]);
         args.extend(extra);
         self.server = Server::strata_with(&args);
+        self.wait_loaded();
     }
 
     fn plain(&self) -> RawConn {
