@@ -382,6 +382,7 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
     }
     field!(t, "tier_evicted_disk_keys", "{}", f.evicted_disk_keys);
     field!(t, "tier_refused", "{}", f.refused);
+    field!(t, "tier_deferred", "{}", f.deferred);
     field!(t, "tier_disk_bytes", "{}", f.disk_bytes);
     field!(t, "tier_max_disk_bytes", "{}", f.max_disk_bytes);
     field!(t, "tier_written_bytes", "{}", f.written_bytes);

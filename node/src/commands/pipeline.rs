@@ -462,15 +462,17 @@ pub fn admit(
                 // demotions under a partition lock; and when they found no
                 // room, the write waits for the tier to make some rather
                 // than fail.
-                let tier_wait = || {
-                    let waits = *gate == Gate::MemoryEvict && l.grows && matches!(origin, Origin::Client);
+                let tier_wait = |client: &Client| {
+                    let waits = *gate == Gate::MemoryEvict
+                        && matches!(origin, Origin::Client)
+                        && (l.grows || exec_grows(node, client, def));
                     waits.then(|| node.ks.cold().and_then(|t| t.backlog())).flatten()
                 };
-                if let Some(wait) = tier_wait() {
+                if let Some(wait) = tier_wait(client) {
                     return Err(Refusal::Wait(wait));
                 }
                 if !memory_allows(node, &worker.store, l.grows, *gate == Gate::MemoryEvict) {
-                    if let Some(wait) = tier_wait() {
+                    if let Some(wait) = tier_wait(client) {
                         return Err(Refusal::Wait(wait));
                     }
                     return refuse(Refused::Oom);
@@ -626,6 +628,20 @@ impl Limits {
             grows: cmd.has(flags::DENYOOM) || declared.is_some_and(|f| !f.no_writes && !f.allow_oom),
         }
     }
+}
+
+/// Whether `def` is an EXEC whose queued commands grow memory: it waits
+/// for a disk tier that is behind as they would (EXEC checks their limits
+/// itself, under no lock it could wait in).
+fn exec_grows(node: &Node, client: &Client, def: &CommandDef) -> bool {
+    def.has(flags::NO_QUEUE)
+        && def.name == "exec"
+        && client.multi.as_ref().is_some_and(|queued| {
+            queued.iter().any(|q| {
+                let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();
+                Limits::of(node, &node.table.resolved(q.cmd, &args)).grows
+            })
+        })
 }
 
 /// The memory gate: false when a command that `grows` memory must be

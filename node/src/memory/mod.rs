@@ -301,6 +301,12 @@ pub fn ensure_memory(
             return true;
         }
     }
+    // A tier busy for a moment (its cleaner freeing a segment) keeps every
+    // victim where it is: no search (a client's write waits for the tier
+    // at its gate; anything else gets the OOM error meanwhile).
+    if ks.cold().is_some_and(|t| t.busy()) {
+        return fits_after_fresh_reading(ks, budget, max);
+    }
     let kind = rt.policy();
     let now = crate::store::now_ms();
     // A tier that refused a demotion lately (full) is not asked again

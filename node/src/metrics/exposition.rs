@@ -300,6 +300,13 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
             None,
             t.evicted_disk_keys + t.refused,
         )?;
+        counter(
+            enc,
+            "strata_tier_demotions_deferred",
+            "Demotions declined for a moment because no segment was free while the cleaner freed one: the keys stayed in RAM and writes waited for room.",
+            None,
+            t.deferred,
+        )?;
         gauge(enc, "strata_tier_disk", "Segment bytes the cold tier uses.", Some(Unit::Bytes), t.disk_bytes)?;
         gauge(
             enc,

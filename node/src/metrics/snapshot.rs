@@ -227,6 +227,9 @@ pub struct TierFigures {
     /// demotions refused for lack of room (those keys were evicted).
     pub evicted_disk_keys: u64,
     pub refused: u64,
+    /// Demotions declined for a moment (no free segment while the cleaner
+    /// freed one): those keys stayed in RAM and writes waited for room.
+    pub deferred: u64,
     /// Segment bytes in use and the budget; record bytes written and dead.
     pub disk_bytes: u64,
     pub max_disk_bytes: u64,

@@ -298,6 +298,15 @@ fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persis
             if shared.ensure_memory(stats) {
                 return Room::Fits;
             }
+            // A disk tier busy for a moment (its cleaner freeing a segment)
+            // takes the victims once it is done: the replay waits for it,
+            // as a client's write would, rather than stop over budget.
+            while shared.ks.cold().is_some_and(|t| t.busy()) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                if shared.ensure_memory(stats) {
+                    return Room::Fits;
+                }
+            }
             let max = shared.maxmemory();
             if shared.used_memory_for_eviction() <= max + slack(max) { Room::Slack } else { Room::Full }
         };

@@ -112,6 +112,7 @@ impl Shared {
                     ahead_reads: k.ahead_reads.load(Relaxed),
                     evicted_disk_keys: k.evicted_cold.load(Relaxed),
                     refused: l.refused.load(Relaxed),
+                    deferred: l.deferred.load(Relaxed),
                     disk_bytes: c.disk_bytes(),
                     max_disk_bytes: c.max_bytes(),
                     written_bytes: l.written_bytes.load(Relaxed),

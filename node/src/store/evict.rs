@@ -17,6 +17,7 @@
 
 use super::Keyspace;
 use super::StoreStats;
+use super::cold::values::Demotion;
 use super::entry::Entry;
 use super::journal::ChangeKind;
 use super::partition::{NUM_DBS, Partition};
@@ -248,8 +249,14 @@ impl Keyspace {
         // key too when it can (`cold/forget.rs`). The tier's admission
         // (rarely used values are not worth a write) applies only to what
         // could be discarded instead.
-        if let Some(freed) = self.try_demote(&mut part, v.db, v.slot, !discard) {
-            return Evicted::Freed(freed + part.forget_key(self, v.db, v.slot).unwrap_or(0));
+        match self.try_demote(&mut part, v.db, v.slot, !discard) {
+            Demotion::Done(freed) => {
+                return Evicted::Freed(freed + part.forget_key(self, v.db, v.slot).unwrap_or(0));
+            }
+            // The tier takes it in a moment, and the write that wants the
+            // room waits for that before its locks: not lost meanwhile.
+            Demotion::Later => return Evicted::Kept,
+            Demotion::Declined => {}
         }
         if part.dbs[v.db].table.get(v.slot).is_some_and(Entry::is_cold) {
             if !v.cold {
@@ -552,6 +559,34 @@ mod tests {
             assert_eq!(stats.evicted.load(Relaxed), 0, "{kind}: nothing discarded");
             assert_eq!((0..2).map(|i| ks.lock(i).db_len(0)).sum::<usize>(), 20);
         }
+    }
+
+    /// A tier busy for a moment keeps an allkeys-* victim where it is (the
+    /// write that wants the room waits for the tier); a full one has it
+    /// evicted.
+    #[test]
+    fn a_busy_tier_keeps_the_victim_and_a_full_one_has_it_evicted() {
+        use crate::store::cold::test_tier::{Decline, HeldTier};
+        let stats = StoreStats::default();
+        let ks = Keyspace::new(1);
+        let tier = std::sync::Arc::new(HeldTier::default());
+        ks.set_cold(tier.clone());
+        ks.set_policy(crate::config::EvictionPolicy::AllKeysLru);
+        set(&ks, b"a");
+        let victim = || {
+            let mut out = Vec::new();
+            ks.victims_by(Ranking::Policy, 5, 1, &mut out);
+            out.pop().expect("a victim").1
+        };
+        *tier.declines.lock() = Some(Decline::Busy);
+        assert_eq!(ks.evict_victim(&victim(), &stats), Evicted::Kept);
+        assert_eq!(ks.lock(0).db_len(0), 1);
+        assert!(!ks.tier_refused(crate::store::now_ms()), "busy is not a refusal");
+        *tier.declines.lock() = Some(Decline::Full);
+        assert!(matches!(ks.evict_victim(&victim(), &stats), Evicted::Freed(_)));
+        assert_eq!(ks.lock(0).db_len(0), 0);
+        assert_eq!(stats.evicted.load(Relaxed), 1);
+        assert!(ks.tier_refused(crate::store::now_ms()));
     }
 
     #[test]

@@ -89,6 +89,9 @@ pub struct ColdLogStats {
     pub freed_unread: AtomicU64,
     /// Demotions refused (no room yet): those keys were evicted.
     pub refused: AtomicU64,
+    /// Demotions declined while the cleaner freed a segment (busy): those
+    /// keys stayed in RAM, and writes waited for room.
+    pub deferred: AtomicU64,
     /// Values used once or never evicted instead of demoted, by admission.
     pub not_admitted: AtomicU64,
     /// Disk reads issued.
@@ -139,6 +142,10 @@ pub struct ColdLog {
     /// A demotion found no free segment while the cleaner could still make
     /// one; cleared when a segment is freed.
     starved: Arc<std::sync::atomic::AtomicBool>,
+    /// When `starved` was last set (mono ms): for `FULL_WAIT` after, the
+    /// tier is [`ColdTier::busy`] (keys stay, writes wait for it); later
+    /// its refusals count as such (the policy may evict instead).
+    starved_since_ms: AtomicU64,
     /// Told when the flusher wrote or the cleaner freed a segment: writes
     /// waiting in [`ColdTier::backlog`] look again.
     progress: Arc<tokio::sync::Notify>,
@@ -195,6 +202,7 @@ impl ColdLog {
             kick: (Mutex::new(false), Condvar::new()),
             unflushed: Arc::default(),
             starved: Arc::default(),
+            starved_since_ms: AtomicU64::new(0),
             progress: Arc::default(),
             gave_up_until: Arc::default(),
             stats: ColdLogStats::default(),
@@ -384,7 +392,6 @@ impl ColdLog {
                 self.pressured();
                 self.stuck.store(true, Relaxed);
                 self.starved.store(false, Relaxed);
-                self.starved.store(false, Relaxed);
                 break;
             }
             let appended = victim.live + victim.dead;
@@ -555,50 +562,62 @@ fn addr_of(loc: ColdLoc) -> RecordAddr {
 }
 
 impl ColdTier for ColdLog {
-    /// Runs under the victim's partition lock, so it does not wait for the
-    /// writer: writes wait for a writer that is behind before they take any
-    /// lock ([`ColdTier::backlog`]), and past the hard bound a demotion
-    /// writes the staged records out itself. Only when no segment is free
-    /// (the cleaner behind, rare: writes wait for it before their locks
-    /// too once one demotion found none) does it wait, up to `FULL_WAIT`,
-    /// rather than have the key evicted while the tier would take it in a
-    /// moment.
+    /// Runs under the victim's partition lock, so it never waits: writes
+    /// wait for a writer that is behind before they take any lock
+    /// ([`ColdTier::backlog`]), and past the hard bound a demotion writes
+    /// the staged records out itself. When no segment is free while the
+    /// cleaner can still free one, it declines at once and the tier is
+    /// [`ColdTier::busy`]: the key stays in RAM and writes wait for room
+    /// before their locks (for up to `FULL_WAIT`; then refusals are
+    /// refusals again and the policy may evict instead).
     fn demote(&self, db: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
         if !self.keep_staging_bounded() {
             self.stats.refused.fetch_add(1, Relaxed);
             return None;
         }
-        let deadline = Instant::now() + FULL_WAIT;
-        loop {
-            match self.append(db, key, expire_at, encoded, 1) {
-                Ok(a) => {
-                    if self.unflushed.load(Relaxed) > MAX_UNFLUSHED {
-                        self.wake();
-                    }
-                    return Some((a.segment, a.offset, a.len));
-                }
-                // No segment free: the cleaner is behind, and writes wait
-                // for it before their locks from now on. A full volume (the
-                // log is out of space) it cannot help, nor a cleaner stuck
-                // on keys the policy keeps: refused at once.
-                Err(e)
-                    if e.kind() == io::ErrorKind::StorageFull
-                        && !self.stuck.load(Relaxed)
-                        && !self.log.is_out_of_space()
-                        && Instant::now() < deadline =>
-                {
-                    self.starved.store(true, Relaxed);
+        match self.append(db, key, expire_at, encoded, 1) {
+            Ok(a) => {
+                if self.unflushed.load(Relaxed) > MAX_UNFLUSHED {
                     self.wake();
-                    std::thread::sleep(Duration::from_millis(1));
                 }
-                Err(_) => {
+                Some((a.segment, a.offset, a.len))
+            }
+            // No segment free: the cleaner is behind. A full volume (the
+            // log is out of space) it cannot help, nor a cleaner stuck on
+            // keys the policy keeps: those are refusals.
+            Err(e)
+                if e.kind() == io::ErrorKind::StorageFull
+                    && !self.stuck.load(Relaxed)
+                    && !self.log.is_out_of_space() =>
+            {
+                if !self.starved.load(Relaxed) {
+                    self.starved_since_ms.store(crate::sys::clock::mono_ns() / 1_000_000, Relaxed);
+                    self.starved.store(true, Relaxed);
+                }
+                self.wake();
+                if self.busy() {
+                    self.stats.deferred.fetch_add(1, Relaxed);
+                } else {
                     self.pressured();
                     self.stats.refused.fetch_add(1, Relaxed);
-                    self.wake();
-                    return None;
                 }
+                None
+            }
+            Err(_) => {
+                self.pressured();
+                self.stats.refused.fetch_add(1, Relaxed);
+                self.wake();
+                None
             }
         }
+    }
+
+    fn busy(&self) -> bool {
+        self.starved.load(Relaxed)
+            && crate::sys::clock::mono_ns() / 1_000_000
+                < self.starved_since_ms.load(Relaxed) + FULL_WAIT.as_millis() as u64
+            && !self.stuck.load(Relaxed)
+            && !self.log.is_out_of_space()
     }
 
     fn backlog(&self) -> Option<crate::store::PendingRead> {
@@ -942,6 +961,56 @@ mod tests {
         }
         assert!(refused > 1000, "the budget is full: {refused} refused");
         assert!(rig.log.stuck.load(Relaxed), "until a segment is freed");
+    }
+
+    /// A demotion that finds no free segment while the cleaner can free
+    /// one declines at once (it runs under a partition lock) and the tier
+    /// is busy, not refusing, until the cleaner frees a segment; then
+    /// demotions succeed again. Busy for `FULL_WAIT` at most.
+    #[test]
+    fn no_free_segment_declines_at_once_and_the_tier_is_busy_until_one_is_freed() {
+        let rig = Rig::new("busy");
+        let ks = Keyspace::new(4);
+        let value = vec![7u8; 1000];
+        let started = Instant::now();
+        let (mut demoted, mut declined) = (Vec::new(), 0);
+        // Until every segment is used.
+        for i in 0..20_000 {
+            if i % 64 == 0 {
+                // The flusher's and the maintenance thread's work.
+                rig.log.flush_step(Duration::ZERO);
+                rig.log.log.ensure_spare().unwrap();
+            }
+            if let Some((segment, offset, len)) = rig.log.demote(0, format!("k{i}").as_bytes(), 0, &value) {
+                demoted.push(ColdLoc { segment, offset, len, kind: crate::store::entry::ValueKind::Str });
+                continue;
+            }
+            declined += 1;
+            assert!(rig.log.busy(), "declined while the cleaner can make room: busy");
+            if declined == 100 {
+                break;
+            }
+        }
+        assert_eq!(declined, 100);
+        assert!(demoted.len() > 5000, "{} demoted before the first decline", demoted.len());
+        assert!(started.elapsed() < Duration::from_millis(900), "declined without waiting: {:?}", started.elapsed());
+        // They are overwritten meanwhile: the cleaner can free segments.
+        for loc in demoted {
+            rig.log.forget(loc);
+        }
+        assert_eq!(rig.log.stats.refused.load(Relaxed), 0, "busy is not a refusal");
+        assert_eq!(rig.log.stats.deferred.load(Relaxed), 100);
+        assert!(rig.log.backlog().is_some(), "writes wait for the cleaner");
+        rig.log.flush_step(Duration::ZERO);
+        rig.log.maintain(&ks);
+        assert!(!rig.log.busy(), "a segment was freed");
+        rig.log.log.ensure_spare().unwrap();
+        assert!(rig.log.stats.freed_unread.load(Relaxed) > 0);
+        assert!(rig.log.demote(0, b"after", 0, &value).is_some());
+        // Starved for longer than FULL_WAIT: a refusal again.
+        rig.log.starved.store(true, Relaxed);
+        rig.log.starved_since_ms.store(crate::sys::clock::mono_ns() / 1_000_000 - 2_000, Relaxed);
+        assert!(!rig.log.busy());
     }
 
     #[test]

@@ -13,9 +13,16 @@ use std::sync::atomic::AtomicU64;
 pub trait ColdTier: Send + Sync {
     /// Writes a value about to leave RAM (`encoded`: `values::encode`, flags
     /// then the DUMP encoding);
-    /// None when the tier cannot take it now (full, failing): the key is
-    /// then evicted instead.
+    /// None when the tier cannot take it now: full or failing (the key
+    /// is then evicted instead), or [`Self::busy`]. Never waits: it runs
+    /// under the key's partition lock.
     fn demote(&self, db: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)>;
+    /// Whether the tier declines demotions only for a moment (its cleaner
+    /// is freeing a segment): a victim then stays where it is rather than
+    /// be evicted, and writes wait in [`Self::backlog`].
+    fn busy(&self) -> bool {
+        false
+    }
     /// Reads a record back; `done` runs on an I/O thread with its key and
     /// encoded value.
     fn read(&self, loc: ColdLoc, done: Box<dyn FnOnce(io::Result<ColdRecord>) + Send>);

@@ -287,7 +287,7 @@ impl Partition {
         for db in 0..crate::store::NUM_DBS {
             let slots: Vec<u32> = self.dbs[db].table.iter().map(|(slot, _)| slot).collect();
             for slot in slots {
-                if ks.try_demote(self, db, slot, true).is_some() {
+                if matches!(ks.try_demote(self, db, slot, true), super::values::Demotion::Done(_)) {
                     n += 1;
                 }
                 if self.dbs[db].entry(slot).is_cold() && ks.may_forget() {

@@ -17,6 +17,14 @@ pub(in crate::store) struct HeldTier {
     pub records: Mutex<Vec<ColdRecord>>,
     pub reads: Mutex<Vec<(ColdLoc, Done)>>,
     pub forgotten: Mutex<Vec<ColdLoc>>,
+    /// Demotions declined: for a moment (busy) or as a full tier's.
+    pub declines: Mutex<Option<Decline>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::store) enum Decline {
+    Busy,
+    Full,
 }
 
 impl HeldTier {
@@ -30,9 +38,15 @@ impl HeldTier {
 
 impl ColdTier for HeldTier {
     fn demote(&self, _: usize, key: &[u8], expire_at: u64, encoded: &[u8]) -> Option<(u32, u32, u32)> {
+        if self.declines.lock().is_some() {
+            return None;
+        }
         let mut r = self.records.lock();
         r.push(ColdRecord { key: key.to_vec(), value: encoded.to_vec(), expire_at });
         Some((0, r.len() as u32 - 1, encoded.len() as u32 + 1))
+    }
+    fn busy(&self) -> bool {
+        *self.declines.lock() == Some(Decline::Busy)
     }
     fn read(&self, loc: ColdLoc, done: Done) {
         self.reads.lock().push((loc, done));
@@ -61,7 +75,7 @@ pub(in crate::store) fn access<'a>(ks: &'a Keyspace, stats: &'a StoreStats, key:
 pub(in crate::store) fn demote(ks: &Keyspace, key: &[u8]) {
     let mut part = ks.lock(ks.partition_of_key(key));
     let slot = part.dbs[0].find(crate::store::hash_bytes(key), key).unwrap();
-    assert!(ks.try_demote(&mut part, 0, slot, true).is_some());
+    assert!(matches!(ks.try_demote(&mut part, 0, slot, true), super::values::Demotion::Done(_)));
     assert!(part.dbs[0].entry(slot).is_cold());
 }
 

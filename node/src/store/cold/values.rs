@@ -49,16 +49,16 @@ impl Keyspace {
 
     /// Demotes the entry in `slot` instead of evicting it, when there is a
     /// tier and it is worth it (`keep`: whatever its use, the key may not
-    /// be discarded instead); the RAM bytes freed.
-    pub(in crate::store) fn try_demote(&self, part: &mut Partition, db: usize, slot: u32, keep: bool) -> Option<usize> {
-        let tier = self.cold()?;
+    /// be discarded instead).
+    pub(in crate::store) fn try_demote(&self, part: &mut Partition, db: usize, slot: u32, keep: bool) -> Demotion {
+        let Some(tier) = self.cold() else { return Demotion::Declined };
         let e = part.dbs[db].entry(slot);
         if e.is_cold() {
-            return None;
+            return Demotion::Declined;
         }
         if !keep && crate::policy::hits_hint(&e.meta) != crate::policy::Hits::Many && !tier.admits_rarely_used() {
             tier.not_admitted();
-            return None;
+            return Demotion::Declined;
         }
         let kind = ValueKind::of(e.value());
         let Some((segment, offset, len)) = ENCODE_BUF.with(|buf| {
@@ -67,15 +67,18 @@ impl Keyspace {
             encode(e.value(), &mut buf);
             tier.demote(db, e.key(), e.expire_at(), &buf)
         }) else {
-            // Full, or its writer behind: not tried again for a while.
+            if tier.busy() {
+                return Demotion::Later;
+            }
+            // Full or failing: not tried again for a while.
             self.note_tier_refused();
-            return None;
+            return Demotion::Declined;
         };
         let freed = part.demote_entry(self, db, slot, ColdLoc { segment, offset, len, kind });
         self.cold_stats.keys.fetch_add(1, Relaxed);
         self.cold_stats.demoted.fetch_add(1, Relaxed);
         self.cold_stats.demoted_bytes.fetch_add(freed as u64, Relaxed);
-        Some(freed)
+        Demotion::Done(freed)
     }
 
     /// The cleaner moves the record at `from` (segment, offset) of `key`:
@@ -172,6 +175,18 @@ impl Keyspace {
 const EXPANDED: u8 = 1;
 
 /// The cold record's value for `v`.
+/// What became of a victim's value offered to the tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::store) enum Demotion {
+    /// On disk: the RAM bytes freed.
+    Done(usize),
+    /// No tier, not worth a write, already on disk, or the tier refused
+    /// (full, failing): the policy may evict the key instead.
+    Declined,
+    /// The tier is busy for a moment ([`ColdTier::busy`]): the key stays.
+    Later,
+}
+
 pub(in crate::store) fn encode(v: crate::store::ValueRef<'_>, out: &mut Vec<u8>) {
     let expanded = match v {
         crate::store::ValueRef::Hash(h) => !h.is_compact(),
