@@ -127,7 +127,8 @@ stop
 } | tee "$RESULTS_DIR/summary.txt"
 
 # measure SERVER: prints "hit_ratio ops/s ops/cpu_s p50 p99 p99.9 keys lost ram/disk_key
-# ram_reads ram_p50_us ram_p99_us disk_reads disk_p50_us disk_p99_us" ("-" where it does not apply).
+# ram_reads ram_p50_us ram_p99_us disk_reads disk_p50_us disk_p99_us device_p99_us" ("-" where it
+# does not apply; device: the device's own time per cold read, issue to completion excluded).
 measure() {
   local server=$1
   start "$server"
@@ -145,31 +146,32 @@ measure() {
   "$LOADGEN" -p "$PORT" $CLIENTS -d "$VALUE" --ratio "$RATIO" --key-pattern zipf --zipf-exp "$ZIPF" \
     --key-maximum $((KEYS - 1)) --test-time "$SECONDS_EACH" --json-out-file "$json" >>"$RESULTS_DIR/logs/$server-run.txt"
   c1=$(cpu_ticks "$PID")
-  local keys used disk=0 ram_h="- - - -" disk_h="- - - -"
+  local keys used disk=0 ram_h="- - - -" disk_h="- - - -" dev_h="- - - -"
   if [[ $server == strata ]]; then
     $PROM scrape "$MPORT" >"$TMP/after"
     disk=$(field tier_disk_keys)
     ram_h=$($PROM hist "$TMP/before" "$TMP/after" strata_read_command_duration_seconds tier=ram)
     disk_h=$($PROM hist "$TMP/before" "$TMP/after" strata_read_command_duration_seconds tier=disk)
+    dev_h=$($PROM hist "$TMP/before" "$TMP/after" strata_tier_read_stage_duration_seconds stage=device)
   fi
   keys=$(redis-cli -p "$PORT" DBSIZE)
   used=$(field used_memory)
   stop
   # shellcheck disable=SC2086 # the histograms' four fields each
   python3 - "$json" "$c0" "$c1" "$(getconf CLK_TCK)" "$keys" "$used" "$empty0" "$disk" "$warm_per_key" \
-    "$KEYS" "$server" $ram_h $disk_h <<'PY'
+    "$KEYS" "$server" $ram_h $disk_h $dev_h <<'PY'
 import json, sys
 a = sys.argv
 r = json.load(open(a[1])); cpu = (int(a[3]) - int(a[2])) / int(a[4])
 keys, used, empty, disk, warm, loaded = (int(x) for x in a[5:11])
 strata = a[11] == 'strata'
-ram, dsk = a[12:16], a[16:20]  # count mean p50 p99 (µs), or "-"
+ram, dsk, dev = a[12:16], a[16:20], a[20:24]  # count mean p50 p99 (µs), or "-"
 t = r["totals"]; ops = t["ops_per_sec"] * r["seconds"]
 gets = r["hits"] + r["misses"]
 cold = f'{(used - empty - (keys - disk) * warm) / disk:.0f}' if strata and disk else '-'
 print(f'{r["hits"] / gets if gets else 0:.4f} {t["ops_per_sec"]:.0f} {ops / cpu if cpu else 0:.0f} '
       f'{t["p50_ms"]:.3f} {t["p99_ms"]:.3f} {t["p999_ms"]:.3f} {keys} {loaded - keys} {cold} '
-      f'{ram[0]} {ram[2]} {ram[3]} {dsk[0]} {dsk[2]} {dsk[3]}')
+      f'{ram[0]} {ram[2]} {ram[3]} {dsk[0]} {dsk[2]} {dsk[3]} {dev[3]}')
 PY
 }
 
@@ -192,14 +194,23 @@ col() {
 }
 {
   echo "medians of $REPEAT; client latency in ms; server read latency in us (RAM: served at once; disk: waited for a cold read)"
-  printf '%-7s %9s %9s %9s %7s %7s %8s %9s %8s %8s | %9s %7s %7s %9s %8s %8s\n' server hit_ratio ops/s \
-    ops/cpu_s p50 p99 p99.9 keys lost ram/disk_k ram_reads p50 p99 disk_reads p50 p99
+  printf '%-7s %9s %9s %9s %7s %7s %8s %9s %8s %8s | %9s %7s %7s %9s %8s %8s %8s\n' server hit_ratio ops/s \
+    ops/cpu_s p50 p99 p99.9 keys lost ram/disk_k ram_reads p50 p99 disk_reads p50 p99 dev_p99
   for s in strata redis; do
-    printf '%-7s %9s %9s %9s %7s %7s %8s %9s %8s %8s | %9s %7s %7s %9s %8s %8s\n' "$s" \
+    printf '%-7s %9s %9s %9s %7s %7s %8s %9s %8s %8s | %9s %7s %7s %9s %8s %8s %8s\n' "$s" \
       "$(col "$s" 1)" "$(col "$s" 2)" "$(col "$s" 3)" "$(col "$s" 4)" "$(col "$s" 5)" "$(col "$s" 6)" \
       "$(col "$s" 7)" "$(col "$s" 8)" "$(col "$s" 9)" "$(col "$s" 10)" "$(col "$s" 11)" "$(col "$s" 12)" \
-      "$(col "$s" 13)" "$(col "$s" 14)" "$(col "$s" 15)"
+      "$(col "$s" 13)" "$(col "$s" 14)" "$(col "$s" 15)" "$(col "$s" 16)"
   done
+  # The issue's bound: a read that waited for the disk, at p99, within 4x the device's p99.
+  python3 - "$(col strata 15)" "$(col strata 16)" <<'PY'
+import sys
+try:
+    disk, dev = (float(x) for x in sys.argv[1:])
+    print(f"strata disk-hit p99 / device read p99: {disk / dev:.2f} ({disk:.0f} us / {dev:.0f} us)")
+except ValueError:
+    pass
+PY
   python3 - "$(col strata 1)" "$(col redis 1)" "$(col strata 2)" "$(col redis 2)" "$(col strata 3)" "$(col redis 3)" <<'PY'
 import sys
 hs, hr, os_, or_, cs, cr = (float(x) for x in sys.argv[1:])

@@ -175,9 +175,12 @@ pub struct AckLog {
     pub acked: Vec<(u64, u64)>,
     /// SETs sent whose reply never came (the connection broke): each may or may not be there.
     pub unknown: u64,
-    /// SETs answered with an error (e.g. `-LOADING` while the node replays its log).
+    /// SETs answered with an error other than `-LOADING`.
     pub errors: u64,
     pub first_error: Option<String>,
+    /// SETs answered `-LOADING` (a node replaying its log after a restart: not run), or, for
+    /// the cluster-aware writer, sent again after it (as cluster clients do).
+    pub loading: u64,
     /// Connections that broke (or could not be made) and were made again.
     pub reconnects: u64,
     pub elapsed_ms: u64,
@@ -195,14 +198,16 @@ impl AckLog {
         }
     }
 
-    /// One line: `acked=N unknown=U errors=E reconnects=C ms=T ranges=a-b,c-d first_error=...`.
+    /// One line: `acked=N unknown=U errors=E loading=L reconnects=C ms=T ranges=a-b,c-d
+    /// first_error=...`.
     pub fn render(&self) -> String {
         let ranges: Vec<String> = self.acked.iter().map(|(a, b)| format!("{a}-{b}")).collect();
         format!(
-            "acked={} unknown={} errors={} reconnects={} ms={} ranges={} first_error={}",
+            "acked={} unknown={} errors={} loading={} reconnects={} ms={} ranges={} first_error={}",
             self.acked_count(),
             self.unknown,
             self.errors,
+            self.loading,
             self.reconnects,
             self.elapsed_ms,
             ranges.join(","),
@@ -225,6 +230,7 @@ impl AckLog {
             acked,
             unknown: num("unknown")?,
             errors: num("errors")?,
+            loading: num("loading").unwrap_or(0),
             first_error: field("first_error").filter(|e| *e != "none").map(|e| e.replace('_', " ")),
             reconnects: num("reconnects")?,
             elapsed_ms: num("ms")?,
@@ -313,6 +319,7 @@ pub fn write_with_ack_log_while(
                 line.clear();
                 match reader.read_line(&mut line) {
                     Ok(n) if n > 0 && line.starts_with('+') => log.ack(i),
+                    Ok(n) if n > 0 && line.starts_with("-LOADING") => log.loading += 1,
                     Ok(n) if n > 0 => {
                         log.errors += 1;
                         log.first_error.get_or_insert_with(|| line.trim_end().to_owned());
@@ -582,6 +589,12 @@ pub fn cluster_write_with_ack_log(
                 Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain) => {
                     seen.tryagain += 1;
                     std::thread::sleep(Duration::from_millis(50));
+                }
+                // A master replaying its log after a restart: cluster clients wait and retry
+                // (redis-rs's cluster client does for LOADING).
+                Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::BusyLoading) => {
+                    log.loading += 1;
+                    std::thread::sleep(Duration::from_millis(100));
                 }
                 Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() => {
                     // Sent, no answer: may or may not be there; sent again below.

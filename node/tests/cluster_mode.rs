@@ -54,13 +54,19 @@ impl Node {
     /// Kills the node and starts it again on the same ports with `extra`
     /// (its `--dir` among them, to keep its data and topology).
     fn restart(&mut self, extra: &[&str]) {
+        self.restart_loading(extra, &[]);
+        self.wait_loaded();
+    }
+
+    /// [`Self::restart`] with `env`, returning while the node may still be
+    /// replaying its log.
+    fn restart_loading(&mut self, extra: &[&str], env: &[(&str, &str)]) {
         self.server.kill();
         let (port, direct, admin) = (self.server.port().to_string(), self.direct.to_string(), self.admin.to_string());
         let mut args = vec!["--cluster-enabled", "yes", "--cluster-direct-port", &direct, "--cluster-port", &admin];
         args.extend(["--port", &port]);
         args.extend(extra);
-        self.server = Server::strata_with(&args);
-        self.wait_loaded();
+        self.server = Server::strata_with_env(&args, env);
     }
 
     fn plain(&self) -> RawConn {
@@ -354,6 +360,34 @@ fn an_owner_that_is_down_fails_its_commands_only() {
     assert_eq!(p0.cmd(&["SET", "b", "1"]), Frame::ok());
     assert_eq!(p0.cmd(&["SET", "c", "1"]), Frame::ok());
     assert!(wait_for(Duration::from_secs(5), || nodes[1].direct().cmd(&["GET", "c"]) == Frame::bulk("1")));
+}
+
+/// A plain client's command for a slot whose owner is replaying its log
+/// after a restart (-LOADING meanwhile) waits for the replay instead of
+/// getting the error: a pod restart is latency through the plain port.
+#[test]
+fn a_forwarded_command_waits_for_its_owner_to_load() {
+    let dir = support::DataDir::new("cluster-loading");
+    let data = format!("{}/node2", dir.path());
+    let durable = ["--durability", "sync", "--dir", data.as_str()];
+    let mut nodes: Vec<Node> = (0..3).map(|i| Node::start(i, if i == 2 { &durable } else { &[] })).collect();
+    push(&nodes, 1);
+    let mut p0 = nodes[0].plain();
+    p0.set_timeout(Some(Duration::from_secs(30)));
+    p0.ok(&["SET", "foo", "before"]);
+    nodes[2].restart_loading(&durable, &[("STRATA_TEST_REPLAY_DELAY_MS", "1500")]);
+    assert_eq!(
+        nodes[2].direct().cmd(&["GET", "foo"]),
+        Frame::error("LOADING Redis is loading the dataset in memory"),
+        "the owner replays its log"
+    );
+    let started = std::time::Instant::now();
+    assert_eq!(p0.cmd(&["GET", "foo"]), Frame::bulk("before"));
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300), "answered by the loaded owner only: {waited:?}");
+    // Writes too, and the other slots never waited.
+    p0.ok(&["SET", "foo", "after"]);
+    assert_eq!(nodes[2].direct().cmd(&["GET", "foo"]), Frame::bulk("after"));
 }
 
 /// STATUS's value for `field`.

@@ -44,6 +44,22 @@ pub fn flush_delay() -> Duration {
     Duration::ZERO
 }
 
+/// `STRATA_TEST_REPLAY_DELAY_MS`: the replay at start-up first sleeps this
+/// long (a node that answers -LOADING for a while, for the tests of what
+/// its clients and the other nodes then do).
+#[cfg(feature = "test-hooks")]
+pub fn replay_delay() -> Duration {
+    std::env::var("STRATA_TEST_REPLAY_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_millis)
+}
+
+#[cfg(not(feature = "test-hooks"))]
+pub fn replay_delay() -> Duration {
+    Duration::ZERO
+}
+
 /// `STRATA_TEST_CRASH_AT=<name>`: aborts the process at the crash point
 /// `name`, to prove a crash there (e.g. in the middle of compaction) loses
 /// nothing.

@@ -629,8 +629,9 @@ fn put_relayed(out: &mut Reply, reply: Result<Vec<u8>, String>) -> bool {
 /// Times a forwarded request is sent again after its owner answered MOVED.
 const MOVED_RETRIES: u64 = 5;
 /// How long a forwarded request keeps being sent again while its owner
-/// cannot be reached (a pod restarting in a rolling update) before the
-/// client gets the error.
+/// cannot be reached (a pod restarting in a rolling update), or answers
+/// -LOADING (replaying its log after the restart), before the client gets
+/// the error.
 const UNREACHABLE_RETRY_FOR: Duration = Duration::from_secs(10);
 
 /// Waits for a forwarded request's reply. An owner that answers MOVED has
@@ -640,9 +641,11 @@ const UNREACHABLE_RETRY_FOR: Duration = Duration::from_secs(10);
 /// included, through its own admin port), a few times, so that a plain
 /// client does not see the redirection. An owner that cannot be reached
 /// (its link failed: restarting) gets the request again, with a growing
-/// pause, for `UNREACHABLE_RETRY_FOR` at most. (A request the owner ran
-/// just before dying, unanswered, thus runs twice: as with a client library
-/// that retries on connection errors.)
+/// pause, for `UNREACHABLE_RETRY_FOR` at most; so does one the owner
+/// refused with -LOADING (not run: safe to send again), so that a short
+/// replay after a restart is latency, not an error, for a plain client.
+/// (A request the owner ran just before dying, unanswered, thus runs
+/// twice: as with a client library that retries on connection errors.)
 async fn await_relayed(
     pending: super::forward::Pending,
     addr: std::sync::Arc<str>,
@@ -665,6 +668,11 @@ async fn await_relayed(
     let mut addr = addr;
     loop {
         let (request, replies) = match super::forward::settle(pending).await {
+            Ok(r) if r.reply.starts_with(b"-LOADING") && started.elapsed() < UNREACHABLE_RETRY_FOR => {
+                failures += 1;
+                tokio::time::sleep(Duration::from_millis((25u64 << failures.min(5)).min(500))).await;
+                (r.request, r.replies)
+            }
             Ok(r) => {
                 let Some(endpoint) = r.reply.strip_prefix(b"-MOVED ").and_then(|rest| {
                     let text = std::str::from_utf8(rest).ok()?.trim_end();

@@ -310,6 +310,7 @@ fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persis
             let max = shared.maxmemory();
             if shared.used_memory_for_eviction() <= max + slack(max) { Room::Slack } else { Room::Full }
         };
+        std::thread::sleep(crate::durability::hooks::replay_delay());
         if let Err(e) = p.recover(&shared.ks, &make_room) {
             error!(dir = %shared.config.startup.dir.display(), "cannot open the durability log: {e}; stopping");
             std::process::exit(1);
