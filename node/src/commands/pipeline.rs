@@ -28,7 +28,7 @@ use crate::protocol::Reply;
 use crate::session::client::{Client, PortKind};
 use crate::session::pause::{self, PauseMode};
 use crate::session::tracking;
-use crate::store::{KeyAccess, PendingRead, StoreStats};
+use crate::store::{KeyAccess, PendingRead, ServedOnce, StoreStats};
 use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::atomic::Ordering::Relaxed;
@@ -125,6 +125,8 @@ pub struct Forward {
     /// A blocking command: on a connection of its own, so that it holds
     /// up nobody else's forwarded commands while it waits.
     pub dedicated: bool,
+    /// A read-only command (not EXEC): running it twice changes nothing.
+    pub read_only: bool,
 }
 
 /// Where a command comes from: decides which gates it passes and how a
@@ -574,9 +576,13 @@ fn slot_gate(
         Ok(Some(Away::Moved(endpoint))) => refuse(Refused::Moved(slot, endpoint)),
         // Queued on the plain port: decided at EXEC, for the whole transaction.
         Ok(Some(Away::Forward(_))) if matches!(origin, Origin::Queue) => Ok(()),
-        Ok(Some(Away::Forward(addr))) => {
-            Err(Refusal::Forward(Forward { addr, slot, transaction: exec, dedicated: cmd.has(flags::BLOCKING) }))
-        }
+        Ok(Some(Away::Forward(addr))) => Err(Refusal::Forward(Forward {
+            addr,
+            slot,
+            transaction: exec,
+            dedicated: cmd.has(flags::BLOCKING),
+            read_only: !exec && cmd.has(flags::READONLY),
+        })),
     }
 }
 
@@ -730,12 +736,20 @@ pub fn run(
     let mut ctx = Ctx::new(node, server, worker, client, keys);
     // Keys not ready in RAM: nothing runs, nothing is recorded; the
     // connection waits and comes back with the same request.
+    // A read-only command's values read from disk are in RAM for it only,
+    // unless read lately (`store::cold::served`).
+    let mut served = ServedOnce::default();
+    let serves_once = cmd.has(flags::READONLY) && !def.has(flags::RUNS_SCRIPT | flags::BLOCKING);
     if ks.may_pend()
-        && let Some(wait) = ctx.keys.pending_for(cmd.keys(), reads_values(def.name, args))
+        && let Some(wait) =
+            ctx.keys.pending_serving(cmd.keys(), reads_values(def.name, args), serves_once.then_some(&mut served))
     {
         return Outcome::Pending(wait);
     }
     let result = (def.handler)(&mut ctx, args, out);
+    if !served.is_empty() {
+        ctx.keys.end_served(&mut served);
+    }
     if let Some(wait) = ctx.pending.take() {
         // The handler (EXEC) found a key not ready before changing anything.
         debug_assert!(result.is_ok() && out.len() == mark, "a pending command must not reply");

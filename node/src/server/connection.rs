@@ -337,6 +337,7 @@ struct Relay {
     bytes: Vec<u8>,
     replies: usize,
     dedicated: bool,
+    read_only: bool,
 }
 
 /// A forwarded request's reply still to come, and where in the output it
@@ -351,6 +352,9 @@ struct Awaited {
     sent_ns: u64,
     /// A blocking command, on a connection of its own.
     dedicated: bool,
+    /// A read-only command: sent again after -LOADING even if it may have
+    /// run (`await_relayed`).
+    read_only: bool,
     /// A fanned-out command: the local reply, the others' still to come,
     /// and whether integers add up (`reply` is the first other node's).
     fan_out: Option<FannedOut>,
@@ -540,7 +544,7 @@ fn relay_for(
     } else {
         encode(&mut bytes, args);
     }
-    Relay { addr: f.addr, slot: f.slot, bytes, replies, dedicated: f.dedicated }
+    Relay { addr: f.addr, slot: f.slot, bytes, replies, dedicated: f.dedicated, read_only: f.read_only }
 }
 
 /// Puts forwarded requests' replies in their places in the output, in
@@ -564,7 +568,7 @@ async fn settle_relays(
         let others = a.fan_out.as_ref().map_or(0, |f| f.others.len());
         let settled = async {
             match a.fan_out {
-                None => await_relayed(a.reply, a.addr, a.slot, shared, resp3, a.dedicated).await,
+                None => await_relayed(a.reply, a.addr, a.slot, shared, resp3, a.dedicated, a.read_only).await,
                 Some(f) => {
                     let settle = |p| async { super::forward::settle(p).await.map(|r| r.reply).map_err(|f| f.error) };
                     let mut all = vec![settle(a.reply).await];
@@ -643,9 +647,13 @@ const UNREACHABLE_RETRY_FOR: Duration = Duration::from_secs(10);
 /// (its link failed: restarting) gets the request again, with a growing
 /// pause, for `UNREACHABLE_RETRY_FOR` at most; so does one the owner
 /// refused with -LOADING (not run: safe to send again), so that a short
-/// replay after a restart is latency, not an error, for a plain client.
-/// (A request the owner ran just before dying, unanswered, thus runs
-/// twice: as with a client library that retries on connection errors.)
+/// replay after a restart is latency, not an error, for a plain client —
+/// unless it went out on a link that failed before and may write: the
+/// owner may have run it just before dying, and its -LOADING goes to the
+/// client (retried until it ran, it would run twice). (A request the owner ran
+/// just before dying, unanswered, and sent again to a restarted owner that
+/// has already loaded thus runs twice: as with a client library that
+/// retries on connection errors.)
 async fn await_relayed(
     pending: super::forward::Pending,
     addr: std::sync::Arc<str>,
@@ -653,11 +661,14 @@ async fn await_relayed(
     shared: &Shared,
     resp3: bool,
     dedicated: bool,
+    read_only: bool,
 ) -> Result<Vec<u8>, String> {
     use crate::cluster::Route;
     let Some(c) = shared.node.cluster.as_ref() else { return settle_once(pending).await };
     let started = std::time::Instant::now();
-    let (mut moved, mut failures) = (0u64, 0u32);
+    let (mut moved, mut failures, mut loading) = (0u64, 0u32, 0u32);
+    // Written on a link that then failed: the owner may have run it.
+    let mut maybe_ran = false;
     let mut pending = pending;
     // Who the request went to, by member id (a restarted pod keeps its id,
     // not its address), and the epoch that said so.
@@ -668,9 +679,13 @@ async fn await_relayed(
     let mut addr = addr;
     loop {
         let (request, replies) = match super::forward::settle(pending).await {
-            Ok(r) if r.reply.starts_with(b"-LOADING") && started.elapsed() < UNREACHABLE_RETRY_FOR => {
-                failures += 1;
-                tokio::time::sleep(Duration::from_millis((25u64 << failures.min(5)).min(500))).await;
+            Ok(r)
+                if (read_only || !maybe_ran)
+                    && r.reply.starts_with(b"-LOADING")
+                    && started.elapsed() < UNREACHABLE_RETRY_FOR =>
+            {
+                loading += 1;
+                tokio::time::sleep(Duration::from_millis((25u64 << loading.min(5)).min(500))).await;
                 (r.request, r.replies)
             }
             Ok(r) => {
@@ -705,6 +720,7 @@ async fn await_relayed(
                 (r.request, r.replies)
             }
             Err(f) => {
+                maybe_ran |= f.sent;
                 if f.request.is_empty() || started.elapsed() >= UNREACHABLE_RETRY_FOR {
                     return Err(f.error);
                 }
@@ -850,6 +866,7 @@ fn process(
                         slot: relay.slot,
                         sent_ns,
                         dedicated: relay.dedicated,
+                        read_only: relay.read_only,
                         fan_out: None,
                     });
                 }
@@ -880,6 +897,7 @@ fn process(
                         slot: 0,
                         sent_ns,
                         dedicated: false,
+                        read_only: false,
                         fan_out,
                     });
                 }
@@ -1119,7 +1137,7 @@ async fn wait_blocked(
                 let mut bytes = Vec::new();
                 super::forward::encode(&mut bytes, &argv);
                 let pending = super::forward::send(&f.addr, hello, bytes, 1, true);
-                let sent = await_relayed(pending, f.addr.clone(), f.slot, shared, client.resp3, true);
+                let sent = await_relayed(pending, f.addr.clone(), f.slot, shared, client.resp3, true, f.read_only);
                 let Some(reply) = unless_gone(sent, &client.info, attention, shared).await else { return false };
                 put_relayed(&mut bufs.out, reply);
                 break true;

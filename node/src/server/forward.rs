@@ -41,6 +41,8 @@ pub struct Failed {
     pub error: String,
     pub request: Vec<u8>,
     pub replies: usize,
+    /// Written to the link before it failed: the owner may have run it.
+    pub sent: bool,
 }
 
 type Done = oneshot::Sender<Result<Relayed, Failed>>;
@@ -95,12 +97,14 @@ pub type Pending = oneshot::Receiver<Result<Relayed, Failed>>;
 
 /// The reply of a request `send` queued.
 pub async fn settle(pending: Pending) -> Result<Relayed, Failed> {
-    pending.await.unwrap_or_else(|_| Err(Failed { error: "link closed".into(), request: Vec::new(), replies: 0 }))
+    pending
+        .await
+        .unwrap_or_else(|_| Err(Failed { error: "link closed".into(), request: Vec::new(), replies: 0, sent: true }))
 }
 
 impl Job {
     fn fail(self, error: String) {
-        let _ = self.done.send(Err(Failed { error, request: self.bytes, replies: self.replies }));
+        let _ = self.done.send(Err(Failed { error, request: self.bytes, replies: self.replies, sent: false }));
     }
 }
 
@@ -228,7 +232,8 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
                 }
                 Err(err) => {
                     let failed = |e: Expect| {
-                        let _ = e.done.send(Err(Failed { error: err.clone(), request: e.request, replies: e.replies }));
+                        let failed = Failed { error: err.clone(), request: e.request, replies: e.replies, sent: true };
+                        let _ = e.done.send(Err(failed));
                     };
                     failed(e);
                     expect_rx.close();
@@ -264,6 +269,7 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
                     error: format!("link to {addr} closed"),
                     request: e.request,
                     replies: e.replies,
+                    sent: false,
                 }));
                 gone = true;
             }
@@ -297,7 +303,7 @@ async fn serve_one(addr: String, hello: Greeting, job: Job) {
         result = work => {
             let _ = done.send(match result {
                 Ok(reply) => Ok(Relayed { reply, request: bytes, replies }),
-                Err(error) => Err(Failed { error, request: bytes, replies }),
+                Err(error) => Err(Failed { error, request: bytes, replies, sent: true }),
             });
         }
         // The client left: closing this connection ends the wait there too.

@@ -96,6 +96,7 @@ impl Shared {
                     demoted: k.demoted.load(Relaxed),
                     demoted_bytes: k.demoted_bytes.load(Relaxed),
                     promoted: k.promoted.load(Relaxed),
+                    served_once: k.served_once.load(Relaxed),
                     reads: k.reads.load(Relaxed),
                     shared_reads: k.shared_reads.load(Relaxed),
                     sync_reads: k.sync_reads.load(Relaxed),
