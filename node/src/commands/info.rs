@@ -359,6 +359,7 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
     field!(t, "tier_demoted", "{}", f.demoted);
     field!(t, "tier_demoted_bytes", "{}", f.demoted_bytes);
     field!(t, "tier_promoted", "{}", f.promoted);
+    field!(t, "tier_served_once", "{}", f.served_once);
     field!(t, "tier_reads", "{}", f.reads);
     field!(t, "tier_shared_reads", "{}", f.shared_reads);
     field!(t, "tier_sync_reads", "{}", f.sync_reads);

@@ -234,6 +234,13 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
             t.demoted,
         )?;
         counter(enc, "strata_tier_promotions", "Values read back from the cold tier into RAM.", None, t.promoted)?;
+        counter(
+            enc,
+            "strata_tier_served_once",
+            "Values read from the cold tier for one read-only command and left there (their keys were not read from disk lately: not promoted).",
+            None,
+            t.served_once,
+        )?;
         let mut m = enc.encode_descriptor(
             "strata_tier_reads",
             "Reads of cold values: started for waiting commands (pending), joined by a later waiter (shared), \

@@ -200,6 +200,9 @@ pub struct TierFigures {
     pub demoted: u64,
     pub demoted_bytes: u64,
     pub promoted: u64,
+    /// Values read from disk for one read-only command and left there
+    /// (their keys were not read from disk lately).
+    pub served_once: u64,
     /// Reads started for waiting commands; reads later waiters joined;
     /// synchronous reads (undeclared keys); failed reads (keys lost).
     pub reads: u64,

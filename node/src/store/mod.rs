@@ -39,7 +39,8 @@ pub use crate::base::random::fast_rand;
 pub use crate::metrics::StoreStats;
 pub use access::{Changed, EntryMut, KeyAccess, WriteOutcome, clear_db};
 pub use cold::{
-    ColdRecord, ColdStats, ColdTier, PendingRead, READ_AHEAD_KEYS, ReadAhead, Relocated, WakeInbox, read_ahead_limit,
+    ColdRecord, ColdStats, ColdTier, PendingRead, READ_AHEAD_KEYS, ReadAhead, Relocated, ServedOnce, WakeInbox,
+    read_ahead_limit,
 };
 pub use defrag::DefragPass;
 pub use entry::{Entry, Meta};
@@ -93,6 +94,9 @@ pub struct Keyspace {
     /// The disk tier values are demoted to, if any (`cold/`).
     cold: std::sync::OnceLock<Arc<dyn ColdTier>>,
     cold_stats: ColdStats,
+    /// Keys served from disk lately without promotion (`cold/served.rs`):
+    /// made with the tier.
+    seen_once: std::sync::OnceLock<cold::served::SeenOnce>,
     /// The most bytes the tables of forgotten keys may take (`cold/forget.rs`).
     forget_limit: AtomicU64,
     /// KEYS walks in progress: no key is forgotten meanwhile.
@@ -169,6 +173,7 @@ impl Keyspace {
             dbs_used: AtomicU64::new(0),
             cold: std::sync::OnceLock::new(),
             cold_stats: ColdStats::default(),
+            seen_once: std::sync::OnceLock::new(),
             forget_limit: AtomicU64::new(0),
             walks: AtomicU32::new(0),
             futile: AtomicU64::new(0),

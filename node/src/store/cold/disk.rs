@@ -106,6 +106,9 @@ pub struct ColdStats {
     pub demoted_bytes: AtomicU64,
     /// Values read back into RAM.
     pub promoted: AtomicU64,
+    /// Values read back for one read-only command and left on disk
+    /// (`cold/served.rs`).
+    pub served_once: AtomicU64,
     /// Disk reads started for waiting commands, and reads a later waiter
     /// joined instead of starting its own.
     pub reads: AtomicU64,

@@ -17,12 +17,15 @@
 //!   read-ahead, the reads of requests further along a pipeline started
 //!   while the first waits (`Keyspace::read_ahead`, held in a `ReadAhead`).
 //! - `wake`: completions wake each worker once per batch (`WakeInbox`).
+//! - `served`: values read for one read-only command and not kept in RAM
+//!   (`ServedOnce`), unless the key was read from disk lately (`SeenOnce`).
 
 pub mod disk;
 mod forget;
 pub mod keyless;
 pub mod pending;
 pub(super) mod recall;
+pub mod served;
 #[cfg(test)]
 pub(in crate::store) mod test_tier;
 pub mod values;
@@ -30,4 +33,5 @@ pub mod wake;
 
 pub use disk::{ColdRecord, ColdStats, ColdTier, Relocated};
 pub use pending::{PendingRead, READ_AHEAD_KEYS, ReadAhead, read_ahead_limit};
+pub use served::ServedOnce;
 pub use wake::WakeInbox;

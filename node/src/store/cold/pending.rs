@@ -183,6 +183,18 @@ impl KeyAccess<'_> {
         keys: impl IntoIterator<Item = &'k [u8]>,
         reads_values: bool,
     ) -> Option<PendingRead> {
+        self.pending_serving(keys, reads_values, None)
+    }
+
+    /// [`Self::pending_for`] for a read-only command: with `served`, a
+    /// value its keys wait for is in RAM for this command only (unless its
+    /// key was read from disk lately): [`Self::end_served`] once it ran.
+    pub fn pending_serving<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k [u8]>,
+        reads_values: bool,
+        mut served: Option<&mut super::ServedOnce>,
+    ) -> Option<PendingRead> {
         if !self.ks.may_pend() {
             return None;
         }
@@ -229,7 +241,8 @@ impl KeyAccess<'_> {
             if cold && let Some(slot) = slot {
                 let exp = part.dbs[db].entry(slot).expire_at();
                 if (exp == 0 || exp > self.now_ms)
-                    && let ColdState::Wait(read) = part.cold_check(ks, db, slot, stats)
+                    && let ColdState::Wait(read) =
+                        part.cold_check(ks, db, slot, stats, served.as_deref_mut().map(|s| (s, idx)))
                     && !reads.iter().any(|r| Arc::ptr_eq(r, &read))
                 {
                     reads.push(read);
@@ -240,6 +253,7 @@ impl KeyAccess<'_> {
             return None;
         }
         let delay = longest.map(Duration::from_millis);
+        self.end_served_early(served);
         Some(Box::pin(async move {
             if let Some(d) = delay {
                 tokio::time::sleep(d).await;
@@ -248,5 +262,37 @@ impl KeyAccess<'_> {
                 r.wait().await;
             }
         }))
+    }
+
+    /// The command did not run (it waits for another key): what
+    /// `pending_serving` brought into RAM for it stays there (promoted), or
+    /// it would be read again when the command runs again, and two keys
+    /// could take turns at that for good.
+    fn end_served_early(&mut self, served: Option<&mut super::ServedOnce>) {
+        let Some(served) = served else { return };
+        let stats = &self.ks.cold_stats;
+        for (_, _, _, loc) in served.entries.drain(..) {
+            stats.served_once.fetch_sub(1, Relaxed);
+            stats.promoted.fetch_add(1, Relaxed);
+            self.ks.forget_cold(loc);
+        }
+    }
+
+    /// After the read-only command for which [`Self::pending_serving`]
+    /// brought values into RAM: each entry is cold again at its record
+    /// (partitions still held, so nothing else saw it warm).
+    pub fn end_served(&mut self, served: &mut super::ServedOnce) {
+        let ks = self.ks;
+        for (idx, db, slot, loc) in served.entries.drain(..) {
+            let part = self.locked.get(idx);
+            match part.dbs[db].table.get(slot) {
+                Some(e) if !e.is_cold() => {
+                    part.demote_entry(ks, db, slot, loc);
+                }
+                // Not for a read-only command; if it happened, the record
+                // is nobody's any more.
+                _ => ks.forget_cold(loc),
+            }
+        }
     }
 }

@@ -35,6 +35,7 @@ use std::sync::atomic::Ordering::Relaxed;
 impl Keyspace {
     /// Installs the disk tier (once, at start-up).
     pub fn set_cold(&self, tier: Arc<dyn ColdTier>) {
+        let _ = self.seen_once.set(Default::default());
         let _ = self.cold.set(tier);
     }
 
@@ -277,13 +278,17 @@ impl Partition {
     }
 
     /// Makes a cold key ready, or starts (or joins) its read. Partition
-    /// locked; `slot` holds a live entry of `db`.
+    /// locked; `slot` holds a live entry of `db`. With `served` (a
+    /// read-only command: partition `idx`), a value read from disk is
+    /// there for that command only, unless the key was read lately
+    /// (`cold/served.rs`).
     pub(in crate::store) fn cold_check(
         &mut self,
         ks: &Keyspace,
         db: usize,
         slot: u32,
         stats: &StoreStats,
+        served: Option<(&mut super::ServedOnce, u32)>,
     ) -> ColdState {
         let Some(loc) = self.dbs[db].entry(slot).cold_loc() else { return ColdState::Ready };
         let key: Box<[u8]> = self.dbs[db].entry(slot).key().into();
@@ -291,7 +296,20 @@ impl Partition {
         match self.shared_read(ks, &id, loc) {
             SharedRead::Pending(read) => return ColdState::Wait(read),
             SharedRead::Done(result) => {
-                self.promote(ks, db, slot, loc, result, stats);
+                let once = served.filter(|_| {
+                    let seen = ks.seen_once.get();
+                    seen.is_some_and(|s| !s.again(crate::store::hash_bytes(&id.1)))
+                });
+                match once {
+                    Some((served, idx)) => {
+                        if self.bring_back(ks, db, slot, loc, result, stats, false) {
+                            served.entries.push((idx, db, slot, loc));
+                        }
+                    }
+                    None => {
+                        self.promote(ks, db, slot, loc, result, stats);
+                    }
+                }
                 return ColdState::Ready;
             }
             SharedRead::Absent => {}
@@ -366,6 +384,23 @@ impl Partition {
         result: io::Result<ColdRecord>,
         stats: &StoreStats,
     ) -> bool {
+        self.bring_back(ks, db, slot, loc, result, stats, true)
+    }
+
+    /// [`Self::promote`], or with `keep` false the value in RAM for one
+    /// command only: the record stays the key's (not forgotten), and
+    /// [`KeyAccess::end_served`] makes the entry cold at it again.
+    #[allow(clippy::too_many_arguments)]
+    fn bring_back(
+        &mut self,
+        ks: &Keyspace,
+        db: usize,
+        slot: u32,
+        loc: ColdLoc,
+        result: io::Result<ColdRecord>,
+        stats: &StoreStats,
+        keep: bool,
+    ) -> bool {
         let key = self.dbs[db].entry(slot).key();
         let value = result.and_then(|rec| {
             if rec.key != key {
@@ -382,8 +417,12 @@ impl Partition {
                 d.relink(slot, &clock);
                 let after = d.entry(slot).mem() as i64;
                 self.account(ks, after - before);
-                ks.cold_stats.promoted.fetch_add(1, Relaxed);
-                ks.forget_cold(loc);
+                if keep {
+                    ks.cold_stats.promoted.fetch_add(1, Relaxed);
+                    ks.forget_cold(loc);
+                } else {
+                    ks.cold_stats.served_once.fetch_add(1, Relaxed);
+                }
                 true
             }
             Err(e) => {
@@ -451,6 +490,81 @@ mod tests {
         assert_eq!(value(&ks, &stats, b"k"), b"new");
         assert_eq!(ks.cold_stats().keys.load(Relaxed), 0);
         assert_eq!(ks.cold_stats().read_errors.load(Relaxed), 0);
+    }
+
+    /// A read-only command's value read from disk is in RAM while it runs,
+    /// then its entry is cold again at the same record (nothing forgotten,
+    /// nothing written); the key's next read from disk promotes it. A
+    /// command that waits for another key keeps what it read.
+    #[test]
+    fn a_value_read_once_is_served_and_left_on_disk_and_promoted_when_read_again() {
+        use crate::store::ServedOnce;
+        let tier = Arc::new(HeldTier::default());
+        let ks = Keyspace::new(4);
+        ks.set_cold(tier.clone());
+        let stats = StoreStats::default();
+        access(&ks, &stats, b"k").set_str(b"k", b"value", 0, false);
+        demote(&ks, b"k");
+        let loc = |ks: &Keyspace| {
+            let part = ks.lock(ks.partition_of_key(b"k"));
+            let slot = part.dbs[0].find(crate::store::hash_bytes(b"k"), b"k").unwrap();
+            part.dbs[0].entry(slot).cold_loc()
+        };
+        let on_disk = loc(&ks).expect("cold");
+        let read_once = |ks: &Keyspace| {
+            let mut served = ServedOnce::default();
+            let mut a = access(ks, &stats, b"k");
+            if let Some(wait) = a.pending_serving([&b"k"[..]], true, Some(&mut served)) {
+                drop(a);
+                tier.complete_all();
+                tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(wait);
+                a = access(ks, &stats, b"k");
+                assert!(a.pending_serving([&b"k"[..]], true, Some(&mut served)).is_none());
+            }
+            let got = match a.get(b"k").unwrap().value() {
+                crate::store::ValueRef::Str(s) => s.to_vec(),
+                _ => panic!("a string"),
+            };
+            a.end_served(&mut served);
+            got
+        };
+        assert_eq!(read_once(&ks), b"value");
+        assert_eq!(loc(&ks), Some(on_disk), "cold again, at its record");
+        assert_eq!(ks.cold_stats().served_once.load(Relaxed), 1);
+        assert_eq!(ks.cold_stats().promoted.load(Relaxed), 0);
+        assert_eq!(ks.cold_stats().keys.load(Relaxed), 1);
+        assert!(tier.forgotten.lock().is_empty(), "the record is still the key's");
+        // Read from disk again soon: promoted.
+        assert_eq!(read_once(&ks), b"value");
+        assert_eq!(loc(&ks), None, "in RAM");
+        assert_eq!(ks.cold_stats().promoted.load(Relaxed), 1);
+        assert_eq!(ks.cold_stats().keys.load(Relaxed), 0);
+        assert_eq!(*tier.forgotten.lock(), vec![on_disk]);
+
+        // Two keys, the second still being read: the first stays in RAM.
+        for k in [&b"x"[..], b"y"] {
+            access(&ks, &stats, k).set_str(k, b"1", 0, false);
+            demote(&ks, k);
+        }
+        let mut served = ServedOnce::default();
+        let mut parts: smallvec::SmallVec<[u32; 8]> =
+            smallvec::smallvec![ks.partition_of_key(b"x"), ks.partition_of_key(b"y")];
+        let two = |parts: &mut smallvec::SmallVec<[u32; 8]>| crate::store::KeyAccess {
+            ks: &ks,
+            locked: ks.lock_set(parts),
+            db: 0,
+            now_ms: 1,
+            touch: true,
+            stats: &stats,
+        };
+        assert!(two(&mut parts).pending_serving([&b"x"[..]], true, Some(&mut served)).is_some());
+        tier.complete_all();
+        let wait = two(&mut parts).pending_serving([&b"x"[..], b"y"], true, Some(&mut served));
+        assert!(wait.is_some(), "y is read now");
+        assert!(served.is_empty());
+        let part = ks.lock(ks.partition_of_key(b"x"));
+        let slot = part.dbs[0].find(crate::store::hash_bytes(b"x"), b"x").unwrap();
+        assert!(!part.dbs[0].entry(slot).is_cold(), "x was promoted: not read again");
     }
 
     #[test]
