@@ -737,9 +737,12 @@ pub fn run(
     // Keys not ready in RAM: nothing runs, nothing is recorded; the
     // connection waits and comes back with the same request.
     // A read-only command's values read from disk are in RAM for it only,
-    // unless read lately (`store::cold::served`).
+    // unless read lately (`store::cold::served`). Not PFCOUNT (read-only,
+    // yet it may write its cached count: MAY_REPLICATE), scripts, blocking
+    // commands.
     let mut served = ServedOnce::default();
-    let serves_once = cmd.has(flags::READONLY) && !def.has(flags::RUNS_SCRIPT | flags::BLOCKING);
+    let serves_once =
+        cmd.has(flags::READONLY) && !cmd.has(flags::MAY_REPLICATE) && !def.has(flags::RUNS_SCRIPT | flags::BLOCKING);
     if ks.may_pend()
         && let Some(wait) =
             ctx.keys.pending_serving(cmd.keys(), reads_values(def.name, args), serves_once.then_some(&mut served))

@@ -143,6 +143,9 @@ impl Partition {
     /// The pending path's check of a key missing from the slab: Ready when
     /// no forgotten key may be it (any candidates resolved already), or the
     /// read to wait for. Partition locked.
+    /// With `served` (a read-only command; partition `idx`), the key's
+    /// value is in RAM for that command only unless it was read lately
+    /// (`cold/served.rs`): the key is forgotten again after it.
     pub(in crate::store) fn forgotten_check(
         &mut self,
         ks: &Keyspace,
@@ -150,6 +153,7 @@ impl Partition {
         key: &[u8],
         hash: u64,
         now: u64,
+        mut served: Option<(&mut super::ServedOnce, u32)>,
     ) -> ColdState {
         let h = hash32(hash);
         loop {
@@ -163,7 +167,18 @@ impl Partition {
             match self.shared_read(ks, &id, f.loc) {
                 SharedRead::Pending(read) => return ColdState::Wait(read),
                 SharedRead::Done(result) => {
-                    self.recall(ks, db, pos, result, Some(key));
+                    let once = served.as_mut().filter(|_| ks.seen_once.get().is_some_and(|s| !s.again(hash)));
+                    match once {
+                        Some((served, idx)) => {
+                            let loc = f.loc;
+                            if let Some(slot) = self.recall_as(ks, db, pos, result, Some(key), false) {
+                                served.entries.push((*idx, db, slot, loc, true));
+                            }
+                        }
+                        None => {
+                            self.recall(ks, db, pos, result, Some(key));
+                        }
+                    }
                     continue;
                 }
                 SharedRead::Absent => {}
@@ -186,6 +201,21 @@ impl Partition {
         pos: usize,
         result: io::Result<ColdRecord>,
         wanted: Option<&[u8]>,
+    ) -> Option<u32> {
+        self.recall_as(ks, db, pos, result, wanted, true)
+    }
+
+    /// [`Self::recall`]; with `keep` false a wanted value is in RAM for one
+    /// command only: its record stays the key's (`KeyAccess::end_served`
+    /// makes the key cold and forgotten again).
+    fn recall_as(
+        &mut self,
+        ks: &Keyspace,
+        db: usize,
+        pos: usize,
+        result: io::Result<ColdRecord>,
+        wanted: Option<&[u8]>,
+        keep: bool,
     ) -> Option<u32> {
         let f = self.dbs[db].forgotten.get(pos);
         let rec = result.and_then(|rec| {
@@ -219,9 +249,11 @@ impl Partition {
                 let delta = mem + d.table.overhead_bytes() as i64 - tables + keyless_delta;
                 self.account(ks, delta);
                 ks.note_db_used(db);
-                if warm {
+                if warm && keep {
                     ks.cold_stats.promoted.fetch_add(1, Relaxed);
                     ks.forget_cold(f.loc);
+                } else if warm {
+                    ks.cold_stats.served_once.fetch_add(1, Relaxed);
                 } else {
                     ks.cold_stats.recalls.fetch_add(1, Relaxed);
                 }

@@ -141,7 +141,7 @@ impl Keyspace {
                     part.cold_read_ahead(self, db, slot, loc)
                 }
                 None if forgotten && !part.dbs[db].forgotten.is_empty() => {
-                    part.forgotten_check(self, db, key, hash, now_ms)
+                    part.forgotten_check(self, db, key, hash, now_ms, None)
                 }
                 None => continue,
             };
@@ -228,7 +228,7 @@ impl KeyAccess<'_> {
             let hash = hash_bytes(key);
             let mut slot = part.dbs[db].find(hash, key);
             if slot.is_none() && forgotten && !part.dbs[db].forgotten.is_empty() {
-                match part.forgotten_check(ks, db, key, hash, self.now_ms) {
+                match part.forgotten_check(ks, db, key, hash, self.now_ms, served.as_deref_mut().map(|s| (s, idx))) {
                     ColdState::Wait(read) => {
                         if !reads.iter().any(|r| Arc::ptr_eq(r, &read)) {
                             reads.push(read);
@@ -271,7 +271,7 @@ impl KeyAccess<'_> {
     fn end_served_early(&mut self, served: Option<&mut super::ServedOnce>) {
         let Some(served) = served else { return };
         let stats = &self.ks.cold_stats;
-        for (_, _, _, loc) in served.entries.drain(..) {
+        for (_, _, _, loc, _) in served.entries.drain(..) {
             stats.served_once.fetch_sub(1, Relaxed);
             stats.promoted.fetch_add(1, Relaxed);
             self.ks.forget_cold(loc);
@@ -283,11 +283,14 @@ impl KeyAccess<'_> {
     /// (partitions still held, so nothing else saw it warm).
     pub fn end_served(&mut self, served: &mut super::ServedOnce) {
         let ks = self.ks;
-        for (idx, db, slot, loc) in served.entries.drain(..) {
+        for (idx, db, slot, loc, forgotten) in served.entries.drain(..) {
             let part = self.locked.get(idx);
             match part.dbs[db].table.get(slot) {
                 Some(e) if !e.is_cold() => {
                     part.demote_entry(ks, db, slot, loc);
+                    if forgotten {
+                        part.forget_key(ks, db, slot);
+                    }
                 }
                 // Not for a read-only command; if it happened, the record
                 // is nobody's any more.

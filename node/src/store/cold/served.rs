@@ -15,10 +15,11 @@ use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Entries made warm for the command about to run, to be made cold again
-/// (at their record) once it has: (partition, database, slot, record).
+/// (at their record) once it has: (partition, database, slot, record,
+/// whether the key was forgotten: it is forgotten again).
 #[derive(Default)]
 pub struct ServedOnce {
-    pub(in crate::store) entries: SmallVec<[(u32, usize, u32, ColdLoc); 4]>,
+    pub(in crate::store) entries: SmallVec<[(u32, usize, u32, ColdLoc, bool); 4]>,
 }
 
 impl ServedOnce {
