@@ -172,7 +172,13 @@ impl Partition {
                         Some((served, idx)) => {
                             let loc = f.loc;
                             if let Some(slot) = self.recall_as(ks, db, pos, result, Some(key), false) {
-                                served.entries.push((*idx, db, slot, loc, true));
+                                served.entries.push(super::served::Served {
+                                    part: *idx,
+                                    db,
+                                    slot,
+                                    loc,
+                                    forgotten: true,
+                                });
                             }
                         }
                         None => {

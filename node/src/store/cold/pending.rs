@@ -271,7 +271,7 @@ impl KeyAccess<'_> {
     fn end_served_early(&mut self, served: Option<&mut super::ServedOnce>) {
         let Some(served) = served else { return };
         let stats = &self.ks.cold_stats;
-        for (_, _, _, loc, _) in served.entries.drain(..) {
+        for super::served::Served { loc, .. } in served.entries.drain(..) {
             stats.served_once.fetch_sub(1, Relaxed);
             stats.promoted.fetch_add(1, Relaxed);
             self.ks.forget_cold(loc);
@@ -283,7 +283,7 @@ impl KeyAccess<'_> {
     /// (partitions still held, so nothing else saw it warm).
     pub fn end_served(&mut self, served: &mut super::ServedOnce) {
         let ks = self.ks;
-        for (idx, db, slot, loc, forgotten) in served.entries.drain(..) {
+        for super::served::Served { part: idx, db, slot, loc, forgotten } in served.entries.drain(..) {
             let part = self.locked.get(idx);
             match part.dbs[db].table.get(slot) {
                 Some(e) if !e.is_cold() => {

@@ -15,11 +15,21 @@ use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Entries made warm for the command about to run, to be made cold again
-/// (at their record) once it has: (partition, database, slot, record,
-/// whether the key was forgotten: it is forgotten again).
+/// (at their record) once it has.
 #[derive(Default)]
 pub struct ServedOnce {
-    pub(in crate::store) entries: SmallVec<[(u32, usize, u32, ColdLoc, bool); 4]>,
+    pub(in crate::store) entries: SmallVec<[Served; 4]>,
+}
+
+/// One entry of [`ServedOnce`].
+pub(in crate::store) struct Served {
+    pub part: u32,
+    pub db: usize,
+    pub slot: u32,
+    /// Its record.
+    pub loc: ColdLoc,
+    /// The key was forgotten: it is forgotten again.
+    pub forgotten: bool,
 }
 
 impl ServedOnce {

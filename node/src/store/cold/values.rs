@@ -303,7 +303,7 @@ impl Partition {
                 match once {
                     Some((served, idx)) => {
                         if self.bring_back(ks, db, slot, loc, result, stats, false) {
-                            served.entries.push((idx, db, slot, loc, false));
+                            served.entries.push(super::served::Served { part: idx, db, slot, loc, forgotten: false });
                         }
                     }
                     None => {
