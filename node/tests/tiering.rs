@@ -68,12 +68,19 @@ fn limit(server: &Server, room: u64) -> u64 {
 /// causes has run (as in Redis), more so while the tier's writer is behind
 /// on a loaded machine: a thirty-second of slack. The buffers: what waits
 /// to be written (writes wait beyond 1 MiB, a demotion writes it out itself
-/// beyond 2 MiB) and the reads in flight.
+/// beyond 2 MiB) and the reads in flight. Over it, the node's next command
+/// makes room (as Redis's does): one over for longer than a few commands'
+/// time fails.
 fn assert_within_budget(c: &mut RawConn) {
-    let (used, max) = (field(c, "used_memory"), field(c, "maxmemory"));
-    let apart = field(c, "mem_not_counted_for_evict");
-    assert!(used - apart <= max + max / 32, "used_memory {used} ({apart} buffers apart) above maxmemory {max}");
-    assert!(apart <= 4 << 20, "{apart} bytes of log buffers");
+    let mut last = String::new();
+    let within = wait_for(Duration::from_secs(1), || {
+        let (used, max) = (field(c, "used_memory"), field(c, "maxmemory"));
+        let apart = field(c, "mem_not_counted_for_evict");
+        assert!(apart <= 4 << 20, "{apart} bytes of log buffers");
+        last = format!("used_memory {used} ({apart} buffers apart) above maxmemory {max}");
+        used - apart <= max + max / 32
+    });
+    assert!(within, "{last}, for a second");
 }
 
 #[test]
@@ -122,7 +129,8 @@ fn data_larger_than_ram_stays_readable() {
     for i in (0..n).step_by(7) {
         assert_eq!(c.cmd(&["GET", &format!("key:{i}")]), Frame::bulk(value_of(i, 1000)), "key:{i}");
     }
-    assert!(field(&mut c, "tier_promoted") > 1000);
+    // Read from disk: promoted, or served once and left there (read once).
+    assert!(field(&mut c, "tier_promoted") + field(&mut c, "tier_served_once") > 1000);
     assert_eq!(field(&mut c, "tier_read_errors"), 0);
     // SCAN's TYPE filter sees cold keys' types without reading them.
     let mut cursor = "0".to_string();
