@@ -419,14 +419,17 @@ fn read_latency_is_reported_by_tier() {
     assert!(field(&mut c, "tier_disk_keys") > 5000);
     let before = scrape(port);
     assert_eq!(read_buckets(&before, "disk").last(), Some(&(f64::INFINITY, 0.0)), "no read waited yet");
-    // The newest keys are in RAM; the oldest are on disk only, and each
-    // GET of one waits for its read.
+    // The newest keys are in RAM (a few may be on disk: read once, such a
+    // value stays there, and is read again, then promoted); the oldest are
+    // on disk only, and each GET of one waits for its read.
+    let warming = field(&mut c, "tier_reads");
     for _ in 0..3 {
         for i in n - 200..n {
             assert_eq!(c.cmd(&["GET", &format!("k{i}")]), Frame::bulk(value_of(i, 800)));
         }
     }
     let reads = field(&mut c, "tier_reads");
+    let warming = reads - warming;
     for i in 0..300 {
         assert_eq!(c.cmd(&["GET", &format!("k{i}")]), Frame::bulk(value_of(i, 800)));
     }
@@ -437,8 +440,11 @@ fn read_latency_is_reported_by_tier() {
     let (ram, disk) = (read_buckets(&text, "ram"), read_buckets(&text, "disk"));
     assert_eq!((ram.len(), disk.len()), (21, 21), "{text}");
     let (ram_count, disk_count) = (ram[20].1, disk[20].1);
-    assert!(ram_count >= 600.0, "{ram_count} reads from RAM");
-    assert!(disk_count >= waited as f64 && disk_count <= 300.0, "{disk_count} reads from disk, {waited} waited");
+    assert!(ram_count >= 600.0 - warming as f64, "{ram_count} reads from RAM, {warming} disk reads warming up");
+    assert!(
+        disk_count >= waited as f64 && disk_count <= 300.0 + warming as f64,
+        "{disk_count} reads from disk, {waited} waited, {warming} warming up"
+    );
     let (ram_p50, disk_p50) = (median(&ram), median(&disk));
     eprintln!("reads: {ram_count} from RAM, p50 {ram_p50:e} s; {disk_count} from disk, p50 {disk_p50:e} s");
     assert!(disk_p50 > ram_p50, "p50 disk {disk_p50} s, ram {ram_p50} s");
