@@ -640,8 +640,7 @@ impl Limits {
 /// for a disk tier that is behind as they would (EXEC checks their limits
 /// itself, under no lock it could wait in).
 fn exec_grows(node: &Node, client: &Client, def: &CommandDef) -> bool {
-    def.has(flags::NO_QUEUE)
-        && def.name == "exec"
+    def.name == "exec"
         && client.multi.as_ref().is_some_and(|queued| {
             queued.iter().any(|q| {
                 let args: SmallVec<[&[u8]; 8]> = q.args.iter().map(|a| a.as_slice()).collect();

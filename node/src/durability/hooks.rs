@@ -33,10 +33,13 @@ pub fn ack_before_fsync() -> bool {
 /// disk for the real-binary back-pressure tests).
 #[cfg(feature = "test-hooks")]
 pub fn flush_delay() -> Duration {
-    std::env::var("STRATA_TEST_FLUSH_DELAY_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::ZERO, Duration::from_millis)
+    millis_from_env("STRATA_TEST_FLUSH_DELAY_MS")
+}
+
+/// The milliseconds in the variable `name` (none: zero).
+#[cfg(feature = "test-hooks")]
+fn millis_from_env(name: &str) -> Duration {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).map_or(Duration::ZERO, Duration::from_millis)
 }
 
 #[cfg(not(feature = "test-hooks"))]
@@ -49,10 +52,7 @@ pub fn flush_delay() -> Duration {
 /// its clients and the other nodes then do).
 #[cfg(feature = "test-hooks")]
 pub fn replay_delay() -> Duration {
-    std::env::var("STRATA_TEST_REPLAY_DELAY_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map_or(Duration::ZERO, Duration::from_millis)
+    millis_from_env("STRATA_TEST_REPLAY_DELAY_MS")
 }
 
 #[cfg(not(feature = "test-hooks"))]

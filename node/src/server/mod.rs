@@ -301,8 +301,12 @@ fn start_recovery(shared: Arc<Shared>, p: Arc<crate::durability::persist::Persis
             // A disk tier busy for a moment (its cleaner freeing a segment)
             // takes the victims once it is done: the replay waits for it,
             // as a client's write would, rather than stop over budget.
-            while shared.ks.cold().is_some_and(|t| t.busy()) {
-                std::thread::sleep(std::time::Duration::from_millis(1));
+            // (Room is sought again once it is not busy, not every millisecond.)
+            let busy = || shared.ks.cold().is_some_and(|t| t.busy());
+            while busy() {
+                while busy() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
                 if shared.ensure_memory(stats) {
                     return Room::Fits;
                 }

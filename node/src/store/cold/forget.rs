@@ -167,7 +167,7 @@ impl Partition {
             match self.shared_read(ks, &id, f.loc) {
                 SharedRead::Pending(read) => return ColdState::Wait(read),
                 SharedRead::Done(result) => {
-                    let once = served.as_mut().filter(|_| ks.seen_once.get().is_some_and(|s| !s.again(hash)));
+                    let once = served.as_mut().filter(|_| ks.serves_once(hash));
                     match once {
                         Some((served, idx)) => {
                             let loc = f.loc;

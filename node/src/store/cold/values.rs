@@ -39,6 +39,13 @@ impl Keyspace {
         let _ = self.cold.set(tier);
     }
 
+    /// Whether a read-only command's value just read from disk for the key
+    /// of `hash` is served once and left there: not read from disk lately
+    /// (`cold/served.rs`); remembered either way.
+    pub(in crate::store) fn serves_once(&self, hash: u64) -> bool {
+        self.seen_once.get().is_some_and(|s| !s.again(hash))
+    }
+
     #[inline]
     pub fn cold(&self) -> Option<&Arc<dyn ColdTier>> {
         self.cold.get()
@@ -296,10 +303,7 @@ impl Partition {
         match self.shared_read(ks, &id, loc) {
             SharedRead::Pending(read) => return ColdState::Wait(read),
             SharedRead::Done(result) => {
-                let once = served.filter(|_| {
-                    let seen = ks.seen_once.get();
-                    seen.is_some_and(|s| !s.again(crate::store::hash_bytes(&id.1)))
-                });
+                let once = served.filter(|_| ks.serves_once(crate::store::hash_bytes(&id.1)));
                 match once {
                     Some((served, idx)) => {
                         if self.bring_back(ks, db, slot, loc, result, stats, false) {
