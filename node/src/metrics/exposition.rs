@@ -276,7 +276,8 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         let mut m = enc.encode_descriptor(
             "strata_tier_read_stage_duration",
             "A cold read's stages: issued until the device started it (queue: a worker's batch and the hand-over to \
-             the engine), on the device (device), and from its completion until the waiting command ran again \
+             the engine), on the device (device; with a worker's own io_uring, until the worker \
+             took the completion), and from its completion until the waiting command ran again \
              (wake).",
             Some(&Unit::Seconds),
             MetricType::Histogram,

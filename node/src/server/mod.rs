@@ -387,13 +387,23 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
         // woken (one hand-over, one wake of the engine's thread).
         let submit = Arc::new(tokio::sync::Notify::new());
         let first = submit.clone();
-        crate::tier::io::defer_submissions(Box::new(move || first.notify_one()));
+        // With io_uring the worker submits them itself, and the kernel
+        // signals their completions here (`tier/uring.rs`).
+        let (signal, signal_fd) = match crate::sys::loop_signal::LoopSignal::new() {
+            Ok((signal, fd)) => (Some(signal), Some(fd)),
+            Err(e) => {
+                warn!(worker = id, "no completion signal ({e}): disk reads go through the I/O thread");
+                (None, None)
+            }
+        };
+        crate::tier::io::defer_submissions(Box::new(move || first.notify_one()), signal_fd);
         let submitter = tokio::spawn(async move {
             loop {
                 submit.notified().await;
                 crate::tier::io::submit_deferred();
             }
         });
+        let reaper = signal.map(|signal| tokio::spawn(reap_completions(signal)));
         // Their completions come back in batches too: one wake-up of this
         // thread for all that completed meanwhile.
         let inbox = Arc::new(crate::store::WakeInbox::default());
@@ -439,8 +449,23 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
         }
         submitter.abort();
         waker.abort();
+        if let Some(reaper) = reaper {
+            reaper.abort();
+        }
         crate::tier::io::submit_deferred();
+        crate::tier::io::finish_loop();
     });
+}
+
+/// A worker's task: delivers the completions of the disk reads it submitted
+/// whenever the kernel signals some.
+async fn reap_completions(signal: crate::sys::loop_signal::LoopSignal) {
+    while signal.fired().await.is_ok() {
+        crate::tier::io::reap_loop();
+    }
+    // Cannot happen with an eventfd; the reads then complete at the
+    // worker's next submission, which reaps too.
+    error!("the disk reads' completion signal failed");
 }
 
 /// Periodic work on every worker: active expiry and memory bookkeeping.

@@ -216,11 +216,21 @@ pub fn is_direct_refused(err: &io::Error) -> bool {
     err.raw_os_error() == Some(libc::EINVAL)
 }
 
-/// A non-blocking eventfd counter: the io_uring thread keeps a read of it in
+/// An eventfd counter: the io_uring thread keeps a read of it in
 /// its ring so that a submitter's write wakes the ring's single wait.
 pub fn eventfd() -> io::Result<File> {
+    eventfd_with(libc::EFD_CLOEXEC)
+}
+
+/// An eventfd whose reads fail with WouldBlock instead of waiting, for an
+/// event loop that polls it.
+pub fn eventfd_nonblocking() -> io::Result<File> {
+    eventfd_with(libc::EFD_CLOEXEC | libc::EFD_NONBLOCK)
+}
+
+fn eventfd_with(flags: libc::c_int) -> io::Result<File> {
     // SAFETY: eventfd takes no pointers; a negative result is an error.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    let fd = unsafe { libc::eventfd(0, flags) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod cpu;
 pub mod file;
 pub mod hugepages;
+pub mod loop_signal;
 pub mod process;
 pub mod socket;
 pub mod uring;

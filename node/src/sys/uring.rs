@@ -57,7 +57,26 @@ impl<T> Ring<T> {
     /// Sets up a ring of `entries` submission slots. Fails with EPERM or
     /// ENOSYS where a seccomp profile or the kernel refuses io_uring.
     pub fn new(entries: u32) -> io::Result<Ring<T>> {
-        Ok(Ring { ring: IoUring::new(entries)?, slots: Vec::new(), free: Vec::new(), in_flight: 0, waker: None })
+        Ok(Ring::with(IoUring::new(entries)?))
+    }
+
+    /// A ring owned by one thread's event loop, whose completions signal
+    /// `eventfd` (IORING_REGISTER_EVENTFD). The kernel's completion work
+    /// runs at that thread's next system call instead of interrupting it
+    /// (IORING_SETUP_COOP_TASKRUN, Linux 5.19; a plain ring before that):
+    /// an event loop makes system calls all the time, and a sleeping one
+    /// is still woken.
+    pub fn for_event_loop(entries: u32, eventfd: &File) -> io::Result<Ring<T>> {
+        let ring = match IoUring::builder().setup_coop_taskrun().build(entries) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries)?,
+            other => other?,
+        };
+        ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+        Ok(Ring::with(ring))
+    }
+
+    fn with(ring: IoUring) -> Ring<T> {
+        Ring { ring, slots: Vec::new(), free: Vec::new(), in_flight: 0, waker: None }
     }
 
     /// Free submission-queue entries.
@@ -123,6 +142,23 @@ impl<T> Ring<T> {
         unsafe { self.ring.submission().push(&entry) }.expect("checked sq_free above");
         waker.armed = true;
         Ok(())
+    }
+
+    /// Submits what was pushed without waiting. What the kernel did not
+    /// take (its completion queue full) stays queued for the next call.
+    pub fn submit(&mut self) -> io::Result<usize> {
+        loop {
+            match self.ring.submit() {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY | libc::EAGAIN)) => return Ok(0),
+                other => return other,
+            }
+        }
+    }
+
+    /// Entries pushed and not yet taken by the kernel.
+    pub fn unsubmitted(&mut self) -> usize {
+        self.ring.submission().len()
     }
 
     /// Submits what was pushed and waits for at least `want` completions.

@@ -99,7 +99,7 @@ pub struct ColdLogStats {
     /// Reads served from the staging buffer.
     pub staged_reads: AtomicU64,
     /// Time of device reads, issue to completion (shared with the
-    /// completions, which run on the I/O thread).
+    /// completions, which run on an I/O thread or the worker's loop).
     pub read_latency: Arc<IoHistogram>,
     /// Its stages: issued until the device started it (a worker's batch
     /// waiting for its pass to end, the hand-over to the engine's thread),

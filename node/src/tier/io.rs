@@ -34,7 +34,8 @@ pub struct IoDone {
     pub started_ns: u64,
 }
 
-/// Called once with the outcome, on an engine thread (never inside
+/// Called once with the outcome, on an engine thread or, for ops a worker
+/// submitted from its loop, on that worker in [`reap_loop`] (never inside
 /// `submit`): it must be short, e.g. send on a channel and wake a worker.
 pub type OnDone = Box<dyn FnOnce(IoDone) + Send>;
 
@@ -53,6 +54,13 @@ pub trait IoEngine: Send + Sync {
     /// order and concurrently, except that an [`IoOp::Sync`] waits for every
     /// op before it in the batch.
     fn submit(&self, batch: Vec<IoRequest>);
+    /// [`IoEngine::submit`] from a worker's event loop that watches a
+    /// completion signal ([`defer_submissions`]): an engine may then submit
+    /// on this thread and complete the ops when the loop calls
+    /// [`reap_loop`], with no other thread woken.
+    fn submit_from_loop(&self, batch: Vec<IoRequest>) {
+        self.submit(batch)
+    }
 }
 
 /// The error of a sync skipped because an op before it failed.
@@ -245,6 +253,20 @@ struct Deferred {
     /// Called when the first read is queued: schedules the submission.
     on_first: Box<dyn Fn()>,
     queued: Vec<(Arc<dyn IoEngine>, Vec<IoRequest>)>,
+    /// The eventfd the thread's event loop watches, calling [`reap_loop`]
+    /// when it fires.
+    signal: Option<Arc<File>>,
+    /// Set by an engine that completes ops on this thread.
+    reaper: Option<LoopReaper>,
+}
+
+/// How an engine completes the ops it submitted on an event loop's thread.
+#[derive(Clone, Copy)]
+pub(super) struct LoopReaper {
+    /// Delivers what completed; returns how many.
+    pub reap: fn() -> usize,
+    /// Waits until everything submitted has completed and is delivered.
+    pub finish: fn(),
 }
 
 thread_local! {
@@ -255,18 +277,58 @@ thread_local! {
 /// [`submit_deferred`]; `on_first` is called when one is queued and nothing
 /// was, and must make sure `submit_deferred` runs soon (a worker wakes a
 /// task of its own, which runs after the connections already woken).
-pub fn defer_submissions(on_first: Box<dyn Fn()>) {
-    DEFERRED.with_borrow_mut(|d| *d = Some(Deferred { on_first, queued: Vec::new() }));
+///
+/// With `signal`, an eventfd the loop watches, an engine may submit this
+/// thread's reads itself and signal their completions there: the loop then
+/// calls [`reap_loop`], and [`finish_loop`] before the thread ends.
+pub fn defer_submissions(on_first: Box<dyn Fn()>, signal: Option<Arc<File>>) {
+    DEFERRED.with_borrow_mut(|d| *d = Some(Deferred { on_first, queued: Vec::new(), signal, reaper: None }));
+}
+
+/// The completion signal of this thread's event loop, if it has one.
+pub(super) fn loop_signal() -> Option<Arc<File>> {
+    DEFERRED.with_borrow(|d| d.as_ref().and_then(|d| d.signal.clone()))
+}
+
+/// An engine that submits on this thread says how its completions are
+/// delivered.
+pub(super) fn set_loop_reaper(reaper: LoopReaper) {
+    DEFERRED.with_borrow_mut(|d| {
+        if let Some(d) = d.as_mut() {
+            d.reaper = Some(reaper);
+        }
+    });
+}
+
+fn loop_reaper() -> Option<LoopReaper> {
+    DEFERRED.with_borrow(|d| d.as_ref().and_then(|d| d.reaper))
+}
+
+/// Delivers the completions of ops submitted on this thread (the worker
+/// calls it when its signal fires). Returns how many.
+pub fn reap_loop() -> usize {
+    loop_reaper().map_or(0, |r| (r.reap)())
+}
+
+/// Completes everything submitted on this thread, waiting: a worker's
+/// last call, so that no read is left without its answer.
+pub fn finish_loop() {
+    if let Some(r) = loop_reaper() {
+        (r.finish)();
+    }
 }
 
 /// Submits what this thread queued, one batch per engine. Returns the ops
 /// submitted.
 pub fn submit_deferred() -> usize {
+    // What completed meanwhile costs nothing to find (shared memory):
+    // delivered here, a busy worker need not wait for its signal's turn.
+    reap_loop();
     let queued = DEFERRED.with_borrow_mut(|d| d.as_mut().map(|d| std::mem::take(&mut d.queued)).unwrap_or_default());
     let mut n = 0;
     for (engine, batch) in queued {
         n += batch.len();
-        engine.submit(batch);
+        engine.submit_from_loop(batch);
     }
     n
 }
@@ -318,6 +380,7 @@ pub(crate) mod suite {
         many_concurrent_batches_all_complete(engine, vol);
         sync_after_failed_op_is_cancelled(engine, vol);
         completions_arrive_off_the_submitting_thread(engine, vol);
+        reads_from_an_event_loop_all_complete(engine, vol);
     }
 
     fn write_sync_read_back(engine: &dyn IoEngine, vol: &dyn Volume) {
@@ -466,5 +529,61 @@ pub(crate) mod suite {
         let (tid, ok) = rx.recv().unwrap();
         assert!(ok);
         assert_ne!(tid, me);
+    }
+
+    /// Reads a worker's event loop submits (more than a loop's own ring
+    /// holds) all complete with the right bytes, delivered by the loop's
+    /// reaping or by the engine's threads; with io_uring, the loop's own
+    /// ring takes the first of them and its signal fires.
+    fn reads_from_an_event_loop_all_complete(engine: &dyn IoEngine, vol: &dyn Volume) {
+        const READS: usize = 300;
+        let f = vol.create("loop").unwrap();
+        let ops = (0..8).map(|i| (f.clone(), IoOp::Write { offset: i * IO_ALIGN as u64, buf: block(i as u8 + 1, 1) }));
+        assert!(run_blocking(engine, ops.collect()).iter().all(|d| d.result.is_ok()));
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                rt.block_on(async {
+                    let (signal, fd) = crate::sys::loop_signal::LoopSignal::new().unwrap();
+                    defer_submissions(Box::new(|| {}), Some(fd));
+                    let me = std::thread::current().id();
+                    let (tx, rx) = mpsc::channel();
+                    let batch = (0..READS)
+                        .map(|i| {
+                            let tx = tx.clone();
+                            IoRequest {
+                                file: f.clone(),
+                                op: IoOp::Read { offset: (i % 8 * IO_ALIGN) as u64, buf: AlignedBuf::zeroed(IO_ALIGN) },
+                                on_done: Box::new(move |d| {
+                                    let right =
+                                        d.result.is_ok() && d.buf.unwrap().iter().all(|&b| b == (i % 8) as u8 + 1);
+                                    tx.send((right, std::thread::current().id() == me)).unwrap();
+                                }),
+                            }
+                        })
+                        .collect();
+                    engine.submit_from_loop(batch);
+                    let (mut done, mut on_loop) = (0, 0);
+                    while done < READS {
+                        while let Ok((right, here)) = rx.try_recv() {
+                            assert!(right, "a read from the loop came back wrong");
+                            done += 1;
+                            on_loop += usize::from(here);
+                        }
+                        if done < READS && reap_loop() == 0 {
+                            let wait = std::time::Duration::from_millis(20);
+                            let _ = tokio::time::timeout(wait, signal.fired()).await;
+                        }
+                    }
+                    finish_loop();
+                    if engine.name() == "io_uring" {
+                        assert!(on_loop > 0, "no read completed on the loop's own ring");
+                    } else {
+                        assert_eq!(on_loop, 0, "{} completed on the loop", engine.name());
+                    }
+                });
+                DEFERRED.with_borrow_mut(|d| *d = None);
+            });
+        });
     }
 }

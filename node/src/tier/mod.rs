@@ -7,7 +7,9 @@
 //!   of files, [`io::DirVolume`] probing O_DIRECT), [`engine::probe`] (io_uring
 //!   or threads, with the reason) and [`io::run_blocking`] for recovery;
 //!   on a worker thread, reads of the pending path are queued and handed
-//!   to the engine once per pass of its event loop ([`io::defer_submissions`]).
+//!   to the engine once per pass of its event loop ([`io::defer_submissions`]);
+//!   io_uring then gives the worker a ring of its own, whose completions the
+//!   loop reaps ([`io::reap_loop`]).
 //! - [`uring`] and [`pool`]: the two engines, passing one suite.
 //! - [`record`]: the record format and the scan that validates, skips bad
 //!   records and finds torn tails.

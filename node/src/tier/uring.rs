@@ -2,10 +2,19 @@
 //! Submitters hand batches over a channel and poke an eventfd whose read
 //! sits in the ring, so the thread has one wait for both new work and
 //! completions, and everything queued meanwhile goes in one submission.
+//!
+//! A worker's event loop that watches a completion signal
+//! (`io::defer_submissions`) gets a ring of its own instead, for the reads
+//! it submits in a pass: it submits them itself, the kernel signals their
+//! completions on the loop's eventfd, and the loop delivers them — no
+//! thread in between, where the dedicated one cost two wake-ups per batch.
+//! Ops anyone waits for synchronously, writes and syncs keep to the
+//! dedicated thread, which completes them whatever a worker is doing.
 
-use super::io::{IoDone, IoEngine, IoOp, IoRequest, OnDone, cancelled};
+use super::io::{IoDone, IoEngine, IoOp, IoRequest, LoopReaper, OnDone, cancelled};
 use crate::sys::file;
 use crate::sys::uring::{Ring, RingCompletion, RingOp};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Write};
@@ -176,6 +185,105 @@ impl IoEngine for UringEngine {
     fn submit(&self, batch: Vec<IoRequest>) {
         if !batch.is_empty() {
             self.send(Msg::Batch(batch));
+        }
+    }
+    fn submit_from_loop(&self, batch: Vec<IoRequest>) {
+        let rest = submit_on_loop(batch);
+        self.submit(rest);
+    }
+}
+
+/// Entries of a worker's own ring: the reads one pass of its loop may have
+/// in flight before the rest go to the dedicated thread.
+const LOOP_RING_ENTRIES: u32 = 256;
+
+/// This thread's own ring: not tried yet, refused, or there.
+enum LoopRing {
+    Untried,
+    Refused,
+    Ready(Box<Ring<Token>>),
+}
+
+thread_local! {
+    static LOOP_RING: RefCell<LoopRing> = const { RefCell::new(LoopRing::Untried) };
+}
+
+/// Puts what it can of `batch` in this thread's own ring and submits it;
+/// returns the rest (everything, on a thread without a completion signal,
+/// and for a batch with a sync, whose order the dedicated thread keeps).
+fn submit_on_loop(batch: Vec<IoRequest>) -> Vec<IoRequest> {
+    if batch.iter().any(|r| matches!(r.op, IoOp::Sync) || r.file.os().is_err()) {
+        return batch;
+    }
+    LOOP_RING.with_borrow_mut(|state| {
+        if matches!(state, LoopRing::Untried) {
+            *state = match super::io::loop_signal().map(|fd| Ring::for_event_loop(LOOP_RING_ENTRIES, &fd)) {
+                Some(Ok(ring)) => {
+                    super::io::set_loop_reaper(LoopReaper { reap: reap_on_loop, finish: finish_on_loop });
+                    LoopRing::Ready(Box::new(ring))
+                }
+                Some(Err(e)) => {
+                    tracing::warn!("a worker's own io_uring was refused ({e}); its reads go through the I/O thread");
+                    LoopRing::Refused
+                }
+                None => LoopRing::Refused,
+            };
+        }
+        let LoopRing::Ready(ring) = state else { return batch };
+        let mut rest = Vec::new();
+        for req in batch {
+            let room = ring.sq_free().min((LOOP_RING_ENTRIES as usize).saturating_sub(ring.in_flight()));
+            if room == 0 {
+                rest.push(req);
+            } else {
+                push_one(ring, req, false);
+            }
+        }
+        // A failed submission leaves the entries queued: the next pass or
+        // reap submits them again.
+        if let Err(e) = ring.submit() {
+            tracing::error!("io_uring submit failed: {e}");
+        }
+        rest
+    })
+}
+
+/// Delivers what completed in this thread's ring, outside its borrow (a
+/// completion may start another read), then submits anything the kernel
+/// had no room for.
+fn reap_on_loop() -> usize {
+    let mut done = Vec::new();
+    LOOP_RING.with_borrow_mut(|state| {
+        if let LoopRing::Ready(ring) = state {
+            ring.reap(|c| done.push(c));
+            if ring.unsubmitted() > 0
+                && let Err(e) = ring.submit()
+            {
+                tracing::error!("io_uring submit failed: {e}");
+            }
+        }
+    });
+    let n = done.len();
+    done.into_iter().for_each(deliver);
+    n
+}
+
+/// Waits for every op of this thread's ring and delivers it.
+fn finish_on_loop() {
+    loop {
+        let waiting = LOOP_RING.with_borrow_mut(|state| match state {
+            LoopRing::Ready(ring) if ring.in_flight() > 0 => {
+                if let Err(e) = ring.submit_and_wait(1) {
+                    tracing::error!("io_uring wait failed: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                true
+            }
+            _ => false,
+        });
+        reap_on_loop();
+        if !waiting {
+            return;
         }
     }
 }
