@@ -4,8 +4,9 @@
 //! wakers there. Only the first waker into an empty inbox wakes the worker
 //! (one cross-thread wake-up, an eventfd write); the worker's inbox task
 //! then wakes every waiting connection on its own thread, where a wake is a
-//! push on its run queue. Without an inbox (a thread that is not a worker)
-//! a waker is woken directly.
+//! push on its run queue. Without an inbox (a thread that is not a worker),
+//! or on the waiter's own worker (a read it completed from its own ring), a
+//! waker is woken directly.
 
 use parking_lot::Mutex;
 use std::cell::RefCell;
@@ -72,12 +73,15 @@ impl Waiters {
         }
     }
 
-    /// Wakes every waiter, through its worker's inbox.
+    /// Wakes every waiter, through its worker's inbox unless that worker
+    /// is this thread (a read it completed from its own ring), where a wake
+    /// is already just a push on its run queue.
     pub(super) fn wake_all(self) {
+        let here = WakeInbox::current();
         for (w, inbox) in self.0 {
             match inbox {
-                Some(inbox) => inbox.push(w),
-                None => w.wake(),
+                Some(inbox) if !here.as_ref().is_some_and(|h| Arc::ptr_eq(h, &inbox)) => inbox.push(w),
+                _ => w.wake(),
             }
         }
     }
