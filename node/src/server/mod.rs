@@ -460,7 +460,17 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
 /// A worker's task: delivers the completions of the disk reads it submitted
 /// whenever the kernel signals some.
 async fn reap_completions(signal: crate::sys::loop_signal::LoopSignal) {
-    while signal.fired().await.is_ok() {
+    loop {
+        // Reads the kernel could not take yet raise no signal: try again
+        // within a millisecond.
+        let fired = if crate::tier::io::loop_backlog() {
+            tokio::time::timeout(Duration::from_millis(1), signal.fired()).await.unwrap_or(Ok(()))
+        } else {
+            signal.fired().await
+        };
+        if fired.is_err() {
+            break;
+        }
         crate::tier::io::reap_loop();
     }
     // Cannot happen with an eventfd; the reads then complete at the

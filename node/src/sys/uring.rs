@@ -145,7 +145,8 @@ impl<T> Ring<T> {
     }
 
     /// Submits what was pushed without waiting. What the kernel did not
-    /// take (its completion queue full) stays queued for the next call.
+    /// take (EAGAIN: it could not allocate requests; EBUSY: completions
+    /// overflowed) stays queued for the next call.
     pub fn submit(&mut self) -> io::Result<usize> {
         loop {
             match self.ring.submit() {

@@ -691,7 +691,7 @@ impl ColdTier for ColdLog {
                     tx = None; // a callback dropped unanswered ends the wait
                 }
             }
-            let Ok((i, r)) = rx.recv() else { break };
+            let Ok((i, r)) = super::io::recv_reaping(&rx) else { break };
             results[i] = Some(r);
             in_flight -= 1;
         }

@@ -239,7 +239,7 @@ pub fn run_blocking(engine: &dyn IoEngine, ops: Vec<(FileHandle, IoOp)>) -> Vec<
     drop(tx);
     engine.submit(batch);
     let mut out: Vec<Option<IoDone>> = (0..n).map(|_| None).collect();
-    for (i, done) in rx {
+    while let Ok((i, done)) = recv_reaping(&rx) {
         out[i] = Some(done);
     }
     out.into_iter().map(|d| d.expect("an engine dropped a request without completing it")).collect()
@@ -265,6 +265,8 @@ struct Deferred {
 pub(super) struct LoopReaper {
     /// Delivers what completed; returns how many.
     pub reap: fn() -> usize,
+    /// Whether ops are queued that the kernel has not taken yet.
+    pub backlog: fn() -> bool,
     /// Waits until everything submitted has completed and is delivered.
     pub finish: fn(),
 }
@@ -308,6 +310,29 @@ fn loop_reaper() -> Option<LoopReaper> {
 /// calls it when its signal fires). Returns how many.
 pub fn reap_loop() -> usize {
     loop_reaper().map_or(0, |r| (r.reap)())
+}
+
+/// Whether this thread has ops queued that no completion will signal: the
+/// loop must call [`reap_loop`] again soon by itself.
+pub fn loop_backlog() -> bool {
+    loop_reaper().is_some_and(|r| (r.backlog)())
+}
+
+/// Waits on `rx` for a synchronous op's result; on an event loop's thread,
+/// delivers its own ring's completions meanwhile: commands on other
+/// workers may be waiting for them.
+pub(super) fn recv_reaping<T>(rx: &mpsc::Receiver<T>) -> Result<T, mpsc::RecvError> {
+    if loop_reaper().is_none() {
+        return rx.recv();
+    }
+    loop {
+        reap_loop();
+        match rx.recv_timeout(std::time::Duration::from_millis(1)) {
+            Ok(v) => return Ok(v),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(mpsc::RecvError),
+        }
+    }
 }
 
 /// Completes everything submitted on this thread, waiting: a worker's
@@ -532,14 +557,17 @@ pub(crate) mod suite {
     }
 
     /// Reads a worker's event loop submits (more than a loop's own ring
-    /// holds) all complete with the right bytes, delivered by the loop's
-    /// reaping or by the engine's threads; with io_uring, the loop's own
-    /// ring takes the first of them and its signal fires.
+    /// holds) all complete with the right bytes, delivered by the loop or
+    /// by the engine's threads. With io_uring the loop's own ring takes the
+    /// first of them, and the loop delivers them when its signal fires;
+    /// and a synchronous op the loop waits for delivers them too (commands
+    /// on other workers may be waiting for them).
     fn reads_from_an_event_loop_all_complete(engine: &dyn IoEngine, vol: &dyn Volume) {
         const READS: usize = 300;
         let f = vol.create("loop").unwrap();
         let ops = (0..8).map(|i| (f.clone(), IoOp::Write { offset: i * IO_ALIGN as u64, buf: block(i as u8 + 1, 1) }));
         assert!(run_blocking(engine, ops.collect()).iter().all(|d| d.result.is_ok()));
+        let uring = engine.name() == "io_uring";
         std::thread::scope(|scope| {
             scope.spawn(|| {
                 let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -547,43 +575,80 @@ pub(crate) mod suite {
                     let (signal, fd) = crate::sys::loop_signal::LoopSignal::new().unwrap();
                     defer_submissions(Box::new(|| {}), Some(fd));
                     let me = std::thread::current().id();
-                    let (tx, rx) = mpsc::channel();
-                    let batch = (0..READS)
-                        .map(|i| {
-                            let tx = tx.clone();
-                            IoRequest {
-                                file: f.clone(),
-                                op: IoOp::Read { offset: (i % 8 * IO_ALIGN) as u64, buf: AlignedBuf::zeroed(IO_ALIGN) },
-                                on_done: Box::new(move |d| {
-                                    let right =
-                                        d.result.is_ok() && d.buf.unwrap().iter().all(|&b| b == (i % 8) as u8 + 1);
-                                    tx.send((right, std::thread::current().id() == me)).unwrap();
-                                }),
-                            }
-                        })
-                        .collect();
-                    engine.submit_from_loop(batch);
-                    let (mut done, mut on_loop) = (0, 0);
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    // Round 1: only the signal makes the loop reap.
+                    let (rx, mut done, mut on_loop, mut fires) = (submit_from_loop(engine, &f, READS, me), 0, 0, 0);
                     while done < READS {
-                        while let Ok((right, here)) = rx.try_recv() {
-                            assert!(right, "a read from the loop came back wrong");
-                            done += 1;
-                            on_loop += usize::from(here);
+                        take(&rx, &mut done, &mut on_loop);
+                        if done == READS {
+                            break;
                         }
-                        if done < READS && reap_loop() == 0 {
-                            let wait = std::time::Duration::from_millis(20);
-                            let _ = tokio::time::timeout(wait, signal.fired()).await;
+                        assert!(std::time::Instant::now() < deadline, "{done} of {READS} reads completed in 10 s");
+                        // The engine's threads deliver without a signal.
+                        let wait = std::time::Duration::from_millis(20);
+                        if let Ok(fired) = tokio::time::timeout(wait, signal.fired()).await {
+                            fired.unwrap();
+                            fires += 1;
+                            reap_loop();
                         }
                     }
-                    finish_loop();
-                    if engine.name() == "io_uring" {
-                        assert!(on_loop > 0, "no read completed on the loop's own ring");
+                    if uring {
+                        assert!(on_loop > 0 && fires > 0, "{on_loop} reads delivered on the loop, {fires} signals");
                     } else {
                         assert_eq!(on_loop, 0, "{} completed on the loop", engine.name());
+                    }
+                    // Round 2: a synchronous op of the loop's delivers them.
+                    let (rx, mut done, mut on_loop) = (submit_from_loop(engine, &f, READS, me), 0, 0);
+                    while uring && on_loop == 0 {
+                        assert!(std::time::Instant::now() < deadline, "a blocking op never delivered the ring's reads");
+                        let sync = vec![(f.clone(), IoOp::Read { offset: 0, buf: AlignedBuf::zeroed(IO_ALIGN) })];
+                        assert!(run_blocking(engine, sync)[0].result.is_ok());
+                        take(&rx, &mut done, &mut on_loop);
+                    }
+                    finish_loop();
+                    while done < READS {
+                        assert!(std::time::Instant::now() < deadline, "{done} of {READS} reads completed in 10 s");
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        take(&rx, &mut done, &mut on_loop);
                     }
                 });
                 DEFERRED.with_borrow_mut(|d| *d = None);
             });
         });
+    }
+
+    /// Submits `n` reads of the 8 blocks `reads_from_an_event_loop_all_complete`
+    /// wrote, from the loop; each reports whether its bytes were right and
+    /// whether it completed on the thread `me`.
+    fn submit_from_loop(
+        engine: &dyn IoEngine,
+        f: &FileHandle,
+        n: usize,
+        me: std::thread::ThreadId,
+    ) -> mpsc::Receiver<(bool, bool)> {
+        let (tx, rx) = mpsc::channel();
+        let batch = (0..n)
+            .map(|i| {
+                let tx = tx.clone();
+                IoRequest {
+                    file: f.clone(),
+                    op: IoOp::Read { offset: (i % 8 * IO_ALIGN) as u64, buf: AlignedBuf::zeroed(IO_ALIGN) },
+                    on_done: Box::new(move |d| {
+                        let right = d.result.is_ok() && d.buf.unwrap().iter().all(|&b| b == (i % 8) as u8 + 1);
+                        tx.send((right, std::thread::current().id() == me)).unwrap();
+                    }),
+                }
+            })
+            .collect();
+        engine.submit_from_loop(batch);
+        rx
+    }
+
+    fn take(rx: &mpsc::Receiver<(bool, bool)>, done: &mut usize, on_loop: &mut usize) {
+        while let Ok((right, here)) = rx.try_recv() {
+            assert!(right, "a read from the loop came back wrong");
+            *done += 1;
+            *on_loop += usize::from(here);
+        }
     }
 }

@@ -787,7 +787,7 @@ impl SegmentLog {
                 let _ = tx.send(r);
             }),
         );
-        rx.recv().map_err(|_| error(io::ErrorKind::Other, "engine dropped a read"))?
+        super::io::recv_reaping(&rx).map_err(|_| error(io::ErrorKind::Other, "engine dropped a read"))?
     }
 }
 

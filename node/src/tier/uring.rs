@@ -219,7 +219,11 @@ fn submit_on_loop(batch: Vec<IoRequest>) -> Vec<IoRequest> {
         if matches!(state, LoopRing::Untried) {
             *state = match super::io::loop_signal().map(|fd| Ring::for_event_loop(LOOP_RING_ENTRIES, &fd)) {
                 Some(Ok(ring)) => {
-                    super::io::set_loop_reaper(LoopReaper { reap: reap_on_loop, finish: finish_on_loop });
+                    super::io::set_loop_reaper(LoopReaper {
+                        reap: reap_on_loop,
+                        backlog: backlog_on_loop,
+                        finish: finish_on_loop,
+                    });
                     LoopRing::Ready(Box::new(ring))
                 }
                 Some(Err(e)) => {
@@ -239,8 +243,8 @@ fn submit_on_loop(batch: Vec<IoRequest>) -> Vec<IoRequest> {
                 push_one(ring, req, false);
             }
         }
-        // A failed submission leaves the entries queued: the next pass or
-        // reap submits them again.
+        // What the kernel did not take stays queued: the loop tries again
+        // soon (`backlog_on_loop`), whatever else it does.
         if let Err(e) = ring.submit() {
             tracing::error!("io_uring submit failed: {e}");
         }
@@ -264,8 +268,24 @@ fn reap_on_loop() -> usize {
         }
     });
     let n = done.len();
-    done.into_iter().for_each(deliver);
+    for c in done {
+        // A completion that panicked must not take the others with it:
+        // their commands would wait for good.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| deliver(c))).is_err() {
+            tracing::error!("a disk read's completion panicked");
+        }
+    }
     n
+}
+
+/// Whether this thread's ring holds entries the kernel has not taken yet
+/// (it could not allocate for them): no completion will signal the loop
+/// about those, so it must try again by itself.
+fn backlog_on_loop() -> bool {
+    LOOP_RING.with_borrow_mut(|state| match state {
+        LoopRing::Ready(ring) => ring.unsubmitted() > 0,
+        _ => false,
+    })
 }
 
 /// Waits for every op of this thread's ring and delivers it.
