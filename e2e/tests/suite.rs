@@ -1473,6 +1473,12 @@ async fn converged(env: &Env, name: &str, shards: usize, old_uids: &[String]) ->
 /// Runs `commands` (one per line) through `redis-cli -c`, a cluster-aware client (it follows
 /// MOVED to the owner's direct port), seeded with `host:port`; its output lines.
 fn redis_cli_cluster(host: &str, port: u16, commands: &str) -> Result<Vec<String>, String> {
+    redis_cli_cluster_with_stderr(host, port, commands).map(|(replies, _)| replies)
+}
+
+/// [`redis_cli_cluster`], with what redis-cli wrote to stderr (a redirection it could not follow
+/// is told there, and its command gets no reply line).
+fn redis_cli_cluster_with_stderr(host: &str, port: u16, commands: &str) -> Result<(Vec<String>, String), String> {
     use std::io::Write;
     let mut child = std::process::Command::new("redis-cli")
         .args(["-c", "-h", host, "-p", &port.to_string()])
@@ -1492,19 +1498,31 @@ fn redis_cli_cluster(host: &str, port: u16, commands: &str) -> Result<Vec<String
         .filter(|l| !l.starts_with("-> Redirected to slot"))
         .map(str::to_owned)
         .collect();
-    Ok(replies)
+    Ok((replies, String::from_utf8_lossy(&out.stderr).trim().to_owned()))
 }
 
-/// SETs `<prefix>:i` through the cluster-aware client; every reply must be OK.
-fn cluster_write(host: &str, port: u16, prefix: &str) -> Result<(), String> {
+/// SETs `<prefix>:i` through the cluster-aware client; every reply must be OK. redis-cli drops
+/// the command of a redirection it could not follow (saying so on stderr only): the SETs, which
+/// are idempotent, are then sent once more, as a client would after a connection error, and must
+/// all be acknowledged that time. Returns what the first pass was short of, for the log.
+fn cluster_write(host: &str, port: u16, prefix: &str) -> Result<Option<String>, String> {
     let commands: String = (0..CLUSTER_KEYS).map(|i| format!("SET {prefix}:{i} value-{i}-{prefix}\n")).collect();
-    let replies = redis_cli_cluster(host, port, &commands)?;
-    let ok = replies.iter().filter(|r| *r == "OK").count();
-    if ok != CLUSTER_KEYS {
+    let mut first = None;
+    for pass in 1..=2 {
+        let (replies, stderr) = redis_cli_cluster_with_stderr(host, port, &commands)?;
+        let ok = replies.iter().filter(|r| *r == "OK").count();
+        if ok == CLUSTER_KEYS {
+            return Ok(first);
+        }
         let bad: Vec<_> = replies.iter().filter(|r| *r != "OK").take(3).collect();
-        return Err(format!("{ok} of {CLUSTER_KEYS} SETs acknowledged; others: {bad:?}"));
+        let shortfall =
+            format!("{ok} of {CLUSTER_KEYS} SETs acknowledged; others: {bad:?}; redis-cli stderr: {stderr:?}");
+        if pass == 2 || !bad.is_empty() {
+            return Err(shortfall);
+        }
+        first = Some(shortfall);
     }
-    Ok(())
+    unreachable!("the second pass returns")
 }
 
 /// GETs `<prefix>:i` through the cluster-aware client and checks every value.
@@ -1565,7 +1583,10 @@ async fn sharded_cluster_recovers_from_restarts() {
 
     step("a cluster-aware client (redis-cli -c on the Service's cluster port) and a plain client (the redis port)");
     let ip = service_ip.clone();
-    blocking(move || cluster_write(&ip, 6380, "aware")).await.expect("cluster-aware writes");
+    let short = blocking(move || cluster_write(&ip, 6380, "aware")).await.expect("cluster-aware writes");
+    if let Some(short) = short {
+        step(&format!("cluster-aware writes: sent again after a first pass of {short}"));
+    }
     let ip = service_ip.clone();
     let report = blocking(move || client::write_and_verify(&ip, 6379, KEYS, "plain")).await;
     let report = report.expect("plain client through the Service");
