@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages tests and benchmarks need, when missing.
 # Debian/Ubuntu: redis-server and redis-tools (the reference server for the
-# differential tests, redis-cli and redis-benchmark); openssl (the operator
+# differential tests, redis-cli and redis-benchmark, built with TLS); openssl (the TLS tests'
+# certificates, node/tests/tls.rs; the operator
 # tests' API server signs service-account tokens with a fresh key); git (Go
 # module fetches); prometheus (Debian's 2.42, with promtool: scripts/check-dashboards.sh runs it as
 # a process on a free port, so the daemon the package may start on :9090 is not used), curl, and

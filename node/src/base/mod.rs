@@ -11,6 +11,7 @@ pub mod random;
 pub mod sha256;
 pub mod slot;
 pub mod strtod;
+pub mod time;
 
 pub use glob::glob_match;
 pub use number::{eq_ic, parse_f64, parse_i64, parse_scan_cursor};

@@ -30,6 +30,7 @@ const ALL_SECTIONS: &[&str] = &[
     "keyspace",
     "tier",
     "clusterstats",
+    "tls",
 ];
 
 /// Sections INFO leaves out unless asked for by name, `all` or `everything`.
@@ -61,7 +62,10 @@ fn info(ctx: &mut Ctx<'_>, args: &[&[u8]], out: &mut Reply) -> CmdResult {
     }
     let mut text = String::with_capacity(4096);
     // Cluster mode's own figures exist only in cluster mode.
-    let shown = |s: &&&str| wanted.contains(s) && (**s != "clusterstats" || snap.cluster.is_some());
+    // So do TLS's, with a TLS port.
+    let shown = |s: &&&str| {
+        wanted.contains(s) && (**s != "clusterstats" || snap.cluster.is_some()) && (**s != "tls" || snap.tls.is_some())
+    };
     for section in ALL_SECTIONS.iter().filter(shown) {
         if !text.is_empty() {
             text.push_str("\r\n");
@@ -113,6 +117,7 @@ fn write_section(node: &Node, server: &dyn ServerControl, snap: &Snapshot, secti
         "keyspace" => info_keyspace(snap, t),
         "tier" => info_tier(snap, t),
         "clusterstats" => info_clusterstats(snap, t),
+        "tls" => info_tls(snap, t),
         // modules: there are none.
         _ => {}
     }
@@ -400,6 +405,21 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
         field!(t, format_args!("tier_{tier}_read_p50_usec"), "{:.3}", h.quantile_ns(0.5) / 1e3);
         field!(t, format_args!("tier_{tier}_read_p99_usec"), "{:.3}", h.quantile_ns(0.99) / 1e3);
     }
+}
+
+/// Strata's own section with a TLS port: clients, failed handshakes and
+/// the certificate (when it expires, how often it was reloaded).
+fn info_tls(snap: &Snapshot, t: &mut String) {
+    let Some(s) = &snap.tls else { return };
+    field!(t, "tls_port", "{}", s.port);
+    field!(t, "tls_connected_clients", "{}", s.connections);
+    field!(t, "tls_handshake_failures", "{}", s.handshake_failures);
+    field!(t, "tls_cert_reloads", "{}", s.reloads);
+    field!(t, "tls_cert_reload_failures", "{}", s.reload_failures);
+    field!(t, "tls_cert_expires", "{}", crate::base::time::iso8601(s.cert_not_after));
+    field!(t, "tls_cert_expire_time", "{}", s.cert_not_after);
+    let left = if s.cert_not_after == 0 { 0 } else { s.cert_not_after - crate::store::now_ms() as i64 / 1000 };
+    field!(t, "tls_cert_expires_in_seconds", "{left}");
 }
 
 /// Strata's own section in cluster mode (`# Cluster` stays Redis's): the

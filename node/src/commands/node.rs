@@ -220,6 +220,9 @@ pub trait ServerControl: Send + Sync {
     /// Runs `job` on a thread of its own with the node (a slot migration);
     /// false when the node is going away.
     fn spawn_with_node(&self, name: &str, job: NodeJob) -> bool;
+    /// Loads the `tls-*` settings' files for new TLS connections (CONFIG
+    /// SET); Err says why they do not load (the current ones stay).
+    fn reload_tls(&self) -> Result<(), String>;
 }
 
 /// Work for a thread of its own (`ServerControl::spawn_with_node`).

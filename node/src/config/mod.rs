@@ -11,6 +11,7 @@ pub mod file;
 pub mod keyspace_events;
 pub mod logging;
 pub mod params;
+pub mod tls;
 pub mod values;
 
 pub use crate::sys::hugepages::HugePages;
@@ -88,6 +89,8 @@ pub struct StartupConfig {
     pub cluster_port: u16,
     pub cluster_admin_password_file: Option<PathBuf>,
     pub cluster_prefer_hostname: bool,
+    /// TLS port for Redis clients (`tls-port`); 0 = none.
+    pub tls_port: u16,
 }
 
 impl StartupConfig {
@@ -122,6 +125,7 @@ impl StartupConfig {
             cluster_port: 0,
             cluster_admin_password_file: None,
             cluster_prefer_hostname: false,
+            tls_port: 0,
         }
     }
 
@@ -160,6 +164,8 @@ pub struct RuntimeConfig {
     pub client_query_buffer_limit: AtomicUsize,
     pub requirepass: RwLock<Option<Vec<u8>>>,
     pub has_password: AtomicBool,
+    /// Certificates and options of `tls-port` (read when TLS loads or reloads).
+    pub tls: RwLock<tls::TlsSettings>,
     pub loglevel: RwLock<String>,
     /// Output buffer hard limits (bytes) for normal and pub/sub clients; 0 = none.
     pub obuf_limit_normal: AtomicUsize,
@@ -247,6 +253,7 @@ impl RuntimeConfig {
             client_query_buffer_limit: AtomicUsize::new(0),
             requirepass: RwLock::new(None),
             has_password: AtomicBool::new(false),
+            tls: RwLock::new(tls::TlsSettings::default()),
             loglevel: RwLock::new(String::new()),
             obuf_limit_normal: AtomicUsize::new(0),
             obuf_limit_pubsub: Arc::new(AtomicUsize::new(32 * 1024 * 1024)),

@@ -5,7 +5,7 @@
 //! change it and CONFIG REWRITE writes it, and how CONFIG GET reads it.
 
 use super::values::{Kind, MB, Origin, Parsed, Protected, absolute_path, format_cpu_list, format_interval_us, yes_no};
-use super::{Config, DATABASES, HugePages, keyspace_events};
+use super::{Config, DATABASES, HugePages, keyspace_events, tls};
 use super::{RuntimeConfig, StartupConfig};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
@@ -340,6 +340,124 @@ pub static PARAMS: &[Param] = &[
         live: None,
         get: |c| c.startup.unixsocketperm.map_or_else(|| "0".into(), |p| format!("{p:o}")),
         rewrite: false, secret: false,
+    },
+    Param {
+        name: "tls-port", aliases: &[], group: "TLS",
+        help: "TCP port for Redis clients over TLS (beside `port`; `--port 0` makes it the only one); 0 = none. \
+               Needs --tls-cert-file and --tls-key-file.",
+        default: Some("0"), kind: PORT,
+        store: Store::Startup(|c, v| {
+            c.tls_port = v.int() as u16;
+            Ok(())
+        }),
+        live: None, get: |c| c.startup.tls_port.to_string(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "tls-cert-file", aliases: &[], group: "TLS",
+        help: "The node's certificate chain (PEM). Reloaded by CONFIG SET and when the file changes on disk.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| rt.tls.write().cert_file = tls::path(v.text())), live: None,
+        get: |c| tls::show(&c.runtime.tls.read().cert_file), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-key-file", aliases: &[], group: "TLS",
+        help: "The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1, unencrypted).",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| rt.tls.write().key_file = tls::path(v.text())), live: None,
+        get: |c| tls::show(&c.runtime.tls.read().key_file), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-key-file-pass", aliases: &[], group: "TLS",
+        help: "Passphrase of an encrypted key file. Encrypted keys are refused with an error that says how to \
+               decrypt them; an unencrypted key ignores it.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| {
+            let pass = v.text();
+            rt.tls.write().key_file_pass = (!pass.is_empty()).then_some(pass);
+        }),
+        live: None, get: |c| c.runtime.tls.read().key_file_pass.clone().unwrap_or_default(), rewrite: true,
+        secret: true,
+    },
+    Param {
+        name: "tls-ca-cert-file", aliases: &[], group: "TLS",
+        help: "CA certificates (PEM) that sign client certificates (tls-auth-clients).",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| rt.tls.write().ca_cert_file = tls::path(v.text())), live: None,
+        get: |c| tls::show(&c.runtime.tls.read().ca_cert_file), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-ca-cert-dir", aliases: &[], group: "TLS",
+        help: "A directory of CA certificates (every PEM file in it), instead of or beside tls-ca-cert-file.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| rt.tls.write().ca_cert_dir = tls::path(v.text())), live: None,
+        get: |c| tls::show(&c.runtime.tls.read().ca_cert_dir), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-auth-clients", aliases: &[], group: "TLS",
+        help: "Client certificates: yes (required, signed by the CA), optional (checked when given), no.",
+        default: Some("yes"), kind: Kind::Custom(|v| match tls::AuthClients::parse(v) {
+            Some(a) => Ok(Parsed::Int(a as i64)),
+            None => Err("argument(s) must be one of the following: no, yes, optional".into()),
+        }),
+        store: Store::Runtime(|rt, v| {
+            rt.tls.write().auth_clients = match v.int() {
+                0 => tls::AuthClients::Yes,
+                1 => tls::AuthClients::No,
+                _ => tls::AuthClients::Optional,
+            }
+        }),
+        live: None, get: |c| c.runtime.tls.read().auth_clients.name().into(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-protocols", aliases: &[], group: "TLS",
+        help: "TLS versions offered: \"TLSv1.2 TLSv1.3\" (the default, when empty) or either one.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| rt.tls.write().protocols = v.text()), live: None,
+        get: |c| c.runtime.tls.read().protocols.clone(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-ciphers", aliases: &[], group: "TLS",
+        help: "TLS 1.2 cipher suites, ':'-separated OpenSSL or IANA names (e.g. ECDHE-RSA-AES256-GCM-SHA384); \
+               empty, DEFAULT or HIGH = all the node supports.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| rt.tls.write().ciphers = v.text()), live: None,
+        get: |c| c.runtime.tls.read().ciphers.clone(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-ciphersuites", aliases: &[], group: "TLS",
+        help: "TLS 1.3 cipher suites, ':'-separated (e.g. TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256); \
+               empty = all.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| rt.tls.write().ciphersuites = v.text()), live: None,
+        get: |c| c.runtime.tls.read().ciphersuites.clone(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-prefer-server-ciphers", aliases: &[], group: "TLS",
+        help: "Choose the cipher suite in the node's order rather than the client's.",
+        default: Some("no"), kind: Kind::YesNo,
+        store: Store::Runtime(|rt, v| rt.tls.write().prefer_server_ciphers = v.flag()), live: None,
+        get: |c| yes_no(c.runtime.tls.read().prefer_server_ciphers).into(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-session-caching", aliases: &[], group: "TLS",
+        help: "Let clients resume TLS sessions (a shorter handshake when they reconnect).",
+        default: Some("yes"), kind: Kind::YesNo,
+        store: Store::Runtime(|rt, v| rt.tls.write().session_caching = v.flag()), live: None,
+        get: |c| yes_no(c.runtime.tls.read().session_caching).into(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-session-cache-size", aliases: &[], group: "TLS",
+        help: "TLS sessions the node remembers for resumption.",
+        default: Some("20480"), kind: Kind::Int { min: 0, max: INT_MAX },
+        store: Store::Runtime(|rt, v| rt.tls.write().session_cache_size = v.int() as usize), live: None,
+        get: |c| c.runtime.tls.read().session_cache_size.to_string(), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-session-cache-timeout", aliases: &[], group: "TLS",
+        help: "Seconds a remembered TLS session may be resumed.",
+        default: Some("300"), kind: Kind::Int { min: 0, max: INT_MAX },
+        store: Store::Runtime(|rt, v| rt.tls.write().session_cache_timeout_secs = v.int() as u64), live: None,
+        get: |c| c.runtime.tls.read().session_cache_timeout_secs.to_string(), rewrite: true, secret: false,
     },
     Param {
         name: "threads", aliases: &["io-threads"], group: "Threads",

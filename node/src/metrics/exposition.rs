@@ -53,6 +53,9 @@ impl Collector for StrataCollector {
         if let Some(c) = &s.cluster {
             encode_cluster(&mut enc, c)?;
         }
+        if let Some(t) = &s.tls {
+            encode_tls(&mut enc, t)?;
+        }
         encode_process(&mut enc, &s)
     }
 }
@@ -401,6 +404,36 @@ pub fn encode_reads(enc: &mut DescriptorEncoder, r: &ReadLatencyFigures) -> fmt:
 /// them too: a scrape racing a recording still sees +Inf == count).
 fn read_buckets(h: &ReadHistogramFigures) -> Vec<(f64, u64)> {
     READ_BUCKETS_NS.iter().map(|&ns| ns as f64 / 1e9).chain([f64::INFINITY]).zip(h.buckets).collect()
+}
+
+/// `tls-port` (absent without it): clients, failed handshakes, the
+/// certificate's expiry (alert on it) and its reloads.
+pub fn encode_tls(enc: &mut DescriptorEncoder, t: &crate::metrics::snapshot::TlsFigures) -> fmt::Result {
+    gauge(enc, "strata_tls_connected_clients", "Clients connected over TLS (tls-port).", None, t.connections)?;
+    counter(
+        enc,
+        "strata_tls_handshake_failures",
+        "TLS handshakes that failed: a missing or untrusted client certificate, a plain-text client on tls-port.",
+        None,
+        t.handshake_failures,
+    )?;
+    let m = enc.encode_descriptor(
+        "strata_tls_certificate_reloads",
+        "Reloads of the TLS certificate files (CONFIG SET or a change on disk): ok, or failed (the old ones stay).",
+        None,
+        MetricType::Counter,
+    )?;
+    let mut m = m;
+    for (result, v) in [("ok", t.reloads), ("failed", t.reload_failures)] {
+        m.encode_family(&[("result", result)])?.encode_counter::<NoLabelSet, _, u64>(&v, None)?;
+    }
+    gauge(
+        enc,
+        "strata_tls_certificate_expiry_timestamp_seconds",
+        "When the node's TLS certificate expires (unix time; 0 if unknown).",
+        None,
+        t.cert_not_after.max(0) as u64,
+    )
 }
 
 /// Cluster mode (absent without it): the applied topology, the requests

@@ -44,6 +44,23 @@ pub struct Snapshot {
     pub reads: super::ReadLatencyFigures,
     /// Cluster mode (`cluster-enabled yes`); None without it.
     pub cluster: Option<ClusterFigures>,
+    /// `tls-port`; None without it.
+    pub tls: Option<TlsFigures>,
+}
+
+/// TLS clients and certificates (`tls-port`).
+#[derive(Clone, Debug, Default)]
+pub struct TlsFigures {
+    pub port: u64,
+    /// TLS clients connected now.
+    pub connections: u64,
+    /// Handshakes that failed (no or a bad client certificate, a plain-text client).
+    pub handshake_failures: u64,
+    /// Certificate reloads (CONFIG SET, a change on disk) that took, and that did not load.
+    pub reloads: u64,
+    pub reload_failures: u64,
+    /// The node's certificate's expiry, unix seconds (0: unknown).
+    pub cert_not_after: i64,
 }
 
 /// Slots with the most keys that the figures name (`strata_cluster_slot_keys`):

@@ -48,27 +48,45 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
         let info = new_info(id, addr, laddr, fd, push_tx, worker);
         ConnState::new(&shared, info, push_rx, port)
     };
-    let (fd, mut state) = match conn {
-        NewConn::Tcp(std, peer, local, port) => {
+    let (fd, mut state, tls) = match conn {
+        NewConn::Tcp(std, peer, local, port, tls) => {
             let _ = std.set_nonblocking(true);
             let _ = std.set_nodelay(true);
             crate::sys::socket::set_keepalive(&std, shared.config.runtime.tcp_keepalive.load(Relaxed));
+            let session = match (tls, &shared.tls) {
+                (false, _) => None,
+                (true, Some(ctx)) => match ctx.session() {
+                    Ok(session) => {
+                        ctx.connections.fetch_add(1, Relaxed);
+                        Some(Box::new(session))
+                    }
+                    Err(e) => {
+                        tracing::warn!(%peer, "cannot start a TLS session: {e}");
+                        return;
+                    }
+                },
+                (true, None) => return,
+            };
             let state = new_state(peer.to_string(), local.to_string(), std.as_raw_fd(), port);
-            (OwnedFd::from(std), state)
+            (OwnedFd::from(std), state, session)
         }
         NewConn::Unix(std, path) => {
             let _ = std.set_nonblocking(true);
             let state = new_state(format!("{path}:0"), format!("{path}:0"), std.as_raw_fd(), PortKind::Plain);
-            (OwnedFd::from(std), state)
+            (OwnedFd::from(std), state, None)
         }
-        NewConn::Moved(moved) => (moved.fd, moved.state),
+        NewConn::Moved(moved) => (moved.fd, moved.state, moved.tls),
     };
     state.seen_epoch = shared.balance.epoch(worker);
-    match ClientSocket::new(fd) {
+    let is_tls = tls.is_some();
+    match ClientSocket::new(fd, tls) {
         Ok(socket) => drive(socket, state, shared, worker).await,
         Err(e) => {
             tracing::warn!(client = state.info.id, "cannot register connection: {e}");
             state.close(&shared, worker);
+            if is_tls && let Some(ctx) = &shared.tls {
+                ctx.connections.fetch_sub(1, Relaxed);
+            }
         }
     }
 }
@@ -78,28 +96,40 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
 pub struct MovedConn {
     fd: OwnedFd,
     state: ConnState,
+    tls: Option<Box<rustls::ServerConnection>>,
 }
 
 /// Serves a connection on this worker until it closes or moves away.
 async fn drive(mut socket: ClientSocket, mut state: ConnState, shared: Arc<Shared>, worker: usize) {
+    let close_tls = |shared: &Shared, is_tls: bool| {
+        if is_tls && let Some(ctx) = &shared.tls {
+            ctx.connections.fetch_sub(1, Relaxed);
+        }
+    };
+    let is_tls = socket.is_tls();
     match run(&mut socket, &mut state, &shared, worker).await {
         Exit::Close => {
             state.close(&shared, worker);
             socket.shutdown_write();
+            close_tls(&shared, is_tls);
         }
         Exit::Move(to) => {
-            let fd = match socket.detach() {
-                Ok(fd) => fd,
-                Err(_) => return state.close(&shared, worker),
+            let (fd, tls) = match socket.detach() {
+                Ok(parts) => parts,
+                Err(_) => {
+                    close_tls(&shared, is_tls);
+                    return state.close(&shared, worker);
+                }
             };
             shared.balance.moved(worker, to);
             state.info.worker.store(to, Relaxed);
-            let moved = Box::new(MovedConn { fd, state });
+            let moved = Box::new(MovedConn { fd, state, tls });
             if let Err(mpsc::error::SendError(NewConn::Moved(back))) = shared.worker_tx(to).send(NewConn::Moved(moved))
             {
                 // The target worker has stopped (shutdown): close here.
                 shared.balance.moved(to, worker);
                 back.state.close(&shared, worker);
+                close_tls(&shared, back.tls.is_some());
             }
         }
     }
@@ -431,7 +461,11 @@ async fn run(stream: &mut ClientSocket, state: &mut ConnState, shared: &Shared, 
         tokio::select! {
             biased;
             r = stream.read_buf(&mut bufs.rbuf, Buffers::make_room) => match r {
-                Ok(0) | Err(_) => break 'conn,
+                Ok(0) => break 'conn,
+                Err(e) => {
+                    read_failed(shared, info.id, &e);
+                    break 'conn;
+                }
                 Ok(n) => ServerStats::add(&metrics.server.net_input_bytes, n as u64),
             },
             _ = attention.fired() => {
@@ -979,6 +1013,23 @@ fn warn_cross_protocol() {
     }
 }
 
+/// A read that ended the connection with an error: a failed TLS handshake
+/// is counted (`/metrics`, INFO) and logged at debug level, as Redis logs
+/// it at verbose (a port scanner or a plain-text client on `tls-port`
+/// must not flood the log).
+fn read_failed(shared: &Shared, client: u64, e: &std::io::Error) {
+    let tls = e.get_ref().and_then(|inner| inner.downcast_ref::<crate::sys::socket::TlsFailure>());
+    match (tls, &shared.tls) {
+        (Some(failure), Some(ctx)) => {
+            if failure.during_handshake {
+                ctx.handshake_failures.fetch_add(1, Relaxed);
+            }
+            debug!(client, "{failure}");
+        }
+        _ => debug!(client, "read error: {e}"),
+    }
+}
+
 /// Writes the pending replies. A reader too slow to take them keeps this
 /// waiting, but CLIENT KILL and shutdown still end it.
 async fn flush(
@@ -1071,7 +1122,11 @@ async fn wait_blocked(
             _ = sleep => Some(true),
             r = stream.read_buf(&mut bufs.rbuf, Buffers::make_room) => match r {
                 // Input while blocked is kept for after; EOF means the client left.
-                Ok(0) | Err(_) => Some(false),
+                Ok(0) => Some(false),
+                Err(e) => {
+                    read_failed(shared, client.info.id, &e);
+                    Some(false)
+                }
                 Ok(n) => {
                     ServerStats::add(&metrics.server.net_input_bytes, n as u64);
                     if bufs.rbuf.len() - bufs.start > shared.config.runtime.client_query_buffer_limit.load(Relaxed) {

@@ -13,6 +13,7 @@ mod forward;
 mod http;
 mod read_ahead;
 mod snapshot;
+pub mod tls;
 
 use crate::commands::{Node, ScriptJob, ServerControl};
 use crate::config::Config;
@@ -56,6 +57,8 @@ pub struct Shared {
     cluster_publish: OnceLock<mpsc::UnboundedSender<Vec<u8>>>,
     /// This, for threads that need the node for longer than a call.
     this: OnceLock<std::sync::Weak<Shared>>,
+    /// `tls-port`'s certificates and counters (None without a TLS port).
+    pub tls: Option<tls::TlsContext>,
 }
 
 impl std::ops::Deref for Shared {
@@ -136,6 +139,13 @@ impl ServerControl for Shared {
     fn snapshot(&self, keyspace: [DbFigures; NUM_DBS]) -> Snapshot {
         Shared::snapshot(self, keyspace)
     }
+
+    fn reload_tls(&self) -> Result<(), String> {
+        match &self.tls {
+            Some(ctx) => ctx.reload(&self.config.runtime.tls.read()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A rolling window of ops/sec samples (Redis keeps 16, every 100 ms).
@@ -168,7 +178,9 @@ impl OpsSampler {
 
 /// A connection handed from the acceptor to a worker.
 pub enum NewConn {
-    Tcp(std::net::TcpStream, SocketAddr, SocketAddr, PortKind),
+    /// A TCP client: peer, local address, port kind, and whether it came
+    /// in on `tls-port`.
+    Tcp(std::net::TcpStream, SocketAddr, SocketAddr, PortKind, bool),
     Unix(std::os::unix::net::UnixStream, String),
     /// A connection another worker handed over (see [`balance`]).
     Moved(Box<connection::MovedConn>),
@@ -184,6 +196,12 @@ pub fn build_shared(config: Config) -> Result<Arc<Shared>, String> {
     let adaptive = config.runtime.adaptive_threads.load(Relaxed);
     let (script_tx, script_rx) = std::sync::mpsc::channel::<ScriptJob>();
     let (table, catalog) = crate::commands::command_table();
+    let tls = match config.startup.tls_port {
+        0 => None,
+        _ => Some(
+            tls::TlsContext::new(&config.runtime.tls.read()).map_err(|e| format!("Failed to configure TLS: {e}"))?,
+        ),
+    };
     let shared = Arc::new(Shared {
         node: Node::new(config, threads, table, catalog)?,
         run_id,
@@ -199,6 +217,7 @@ pub fn build_shared(config: Config) -> Result<Arc<Shared>, String> {
         script_jobs: Mutex::new(script_tx),
         cluster_publish: OnceLock::new(),
         this: OnceLock::new(),
+        tls,
     });
     let _ = shared.this.set(Arc::downgrade(&shared));
     // `requirepass` is the default user's password.
@@ -571,7 +590,8 @@ fn adjust_open_files_limit(shared: &Shared) -> bool {
 
 /// The node's listeners, bound before anything else starts.
 struct Listeners {
-    tcp: Vec<(tokio::net::TcpListener, PortKind)>,
+    /// With whether the port is `tls-port`.
+    tcp: Vec<(tokio::net::TcpListener, PortKind, bool)>,
     unix: Option<tokio::net::UnixListener>,
 }
 
@@ -580,7 +600,7 @@ struct Listeners {
 async fn listen(shared: &Arc<Shared>) -> Option<Listeners> {
     let sc = &shared.config.startup;
     let mut tcp = Vec::new();
-    if sc.port != 0 {
+    if sc.port != 0 || sc.tls_port != 0 {
         if let Some(max) = crate::sys::process::somaxconn().filter(|&max| max < sc.tcp_backlog) {
             // As Redis: the kernel silently caps it.
             warn!(
@@ -590,20 +610,21 @@ async fn listen(shared: &Arc<Shared>) -> Option<Listeners> {
             );
         }
         let ports = [
-            (sc.port, PortKind::Plain, "Redis clients"),
-            (sc.direct_port(), PortKind::Direct, "cluster-aware clients (MOVED)"),
-            (sc.admin_port(), PortKind::Admin, "the cluster's admin channel"),
+            (sc.port, PortKind::Plain, false, "Redis clients"),
+            (sc.tls_port, PortKind::Plain, true, "Redis clients over TLS"),
+            (sc.direct_port(), PortKind::Direct, false, "cluster-aware clients (MOVED)"),
+            (sc.admin_port(), PortKind::Admin, false, "the cluster's admin channel"),
         ];
-        for (port, kind, what) in ports.into_iter().filter(|p| p.0 != 0) {
+        for (port, kind, tls, what) in ports.into_iter().filter(|p| p.0 != 0) {
             for addr in &sc.binds {
                 match listen_tcp(addr, port, sc.tcp_backlog).await {
                     Ok(l) => {
                         let local = l.local_addr().ok();
-                        if let Some(a) = local.filter(|_| kind == PortKind::Plain) {
+                        if let Some(a) = local.filter(|_| kind == PortKind::Plain && !tls) {
                             shared.tcp_port.store(a.port() as usize, Relaxed);
                         }
                         info!(addr = ?local, "listening for {what}");
-                        tcp.push((l, kind));
+                        tcp.push((l, kind, tls));
                     }
                     Err(e) => {
                         error!("could not create server TCP listening socket {addr}:{port} for {what}: {e}");
@@ -627,7 +648,7 @@ async fn listen(shared: &Arc<Shared>) -> Option<Listeners> {
         None => None,
     };
     if tcp.is_empty() && unix.is_none() {
-        error!("no listener configured: set --port or --unixsocket");
+        error!("no listener configured: set --port, --tls-port or --unixsocket");
         return None;
     }
     if sc.metrics_port != 0 {
@@ -740,6 +761,9 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
     if let Some(c) = shared.cold.clone() {
         start_cold_tier(shared.clone(), c);
     }
+    if shared.tls.is_some() {
+        watch_tls_files(shared.clone());
+    }
     info!(
         threads = sc.threads,
         adaptive_threads = shared.config.runtime.adaptive_threads.load(Relaxed),
@@ -769,10 +793,10 @@ async fn acceptor_main(shared: Arc<Shared>, listeners: Listeners) -> i32 {
             }
             r = accept_any(&tcp), if !tcp.is_empty() => {
                 match r {
-                    Ok((stream, peer, kind)) => {
+                    Ok((stream, peer, kind, tls)) => {
                         let local = stream.local_addr().unwrap_or(peer);
                         if let Ok(std) = stream.into_std() {
-                            dispatch_conn(&shared, NewConn::Tcp(std, peer, local, kind));
+                            dispatch_conn(&shared, NewConn::Tcp(std, peer, local, kind, tls));
                         }
                     }
                     Err(e) => accept_errors.failed("Redis port", &e).await,
@@ -863,14 +887,46 @@ fn start_cluster_publish(shared: &Arc<Shared>) {
     });
 }
 
+/// Reloads the TLS certificate when its files change on disk (a Secret
+/// update, a renewal); a change that does not load is logged and the
+/// current certificate kept until the files change again.
+fn watch_tls_files(shared: Arc<Shared>) {
+    let weak = Arc::downgrade(&shared);
+    drop(shared);
+    let spawned = std::thread::Builder::new().name("strata-tls-watch".into()).spawn(move || {
+        loop {
+            std::thread::sleep(tls::WATCH_INTERVAL);
+            let Some(shared) = weak.upgrade() else { break };
+            if shared.shutting_down.load(Relaxed) {
+                break;
+            }
+            let Some(ctx) = &shared.tls else { break };
+            let settings = shared.config.runtime.tls.read().clone();
+            match ctx.reload_if_changed(&settings) {
+                None => {}
+                Some(Ok(())) => info!(
+                    expires = %crate::base::time::iso8601(ctx.not_after.load(Relaxed)),
+                    "TLS certificate files changed on disk: reloaded (new connections use them)"
+                ),
+                Some(Err(e)) => {
+                    warn!("TLS certificate files changed on disk but do not load, keeping the current ones: {e}")
+                }
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        warn!("cannot watch the TLS certificate files (CONFIG SET still reloads them): {e}");
+    }
+}
+
 /// Accepts from whichever of several listeners is ready first.
 async fn accept_any(
-    ls: &[(tokio::net::TcpListener, PortKind)],
-) -> std::io::Result<(tokio::net::TcpStream, SocketAddr, PortKind)> {
+    ls: &[(tokio::net::TcpListener, PortKind, bool)],
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr, PortKind, bool)> {
     std::future::poll_fn(|cx| {
-        for (l, kind) in ls {
+        for (l, kind, tls) in ls {
             if let std::task::Poll::Ready(r) = l.poll_accept(cx) {
-                return std::task::Poll::Ready(r.map(|(s, a)| (s, a, *kind)));
+                return std::task::Poll::Ready(r.map(|(s, a)| (s, a, *kind, *tls)));
             }
         }
         std::task::Poll::Pending
@@ -899,6 +955,9 @@ fn reject_conn(conn: NewConn) {
     use std::io::Write;
     const MSG: &[u8] = b"-ERR max number of clients reached\r\n";
     match conn {
+        // A TLS client would read the plain text as a broken record: it
+        // is closed without a word.
+        NewConn::Tcp(_, _, _, _, true) => {}
         NewConn::Tcp(mut s, ..) => {
             let _ = s.set_nonblocking(false);
             let _ = s.write_all(MSG);

@@ -1,7 +1,7 @@
 //! The node's figures in one reading, for `/metrics` and INFO alike.
 
 use super::Shared;
-use crate::metrics::snapshot::{ClientFigures, MemoryFigures, ServerTotals, TierFigures};
+use crate::metrics::snapshot::{ClientFigures, MemoryFigures, ServerTotals, TierFigures, TlsFigures};
 use crate::metrics::{ClusterFigures, CmdTotals, DbFigures, Snapshot, WorkerFigures};
 use crate::store::NUM_DBS;
 use std::sync::atomic::Ordering::Relaxed;
@@ -61,6 +61,14 @@ impl Shared {
                 .collect(),
             durability: self.persist.as_ref().map(|p| p.figures()),
             reads: crate::metrics::ReadLatencyFigures::sum(&self.workers),
+            tls: self.tls.as_ref().map(|t| TlsFigures {
+                port: self.config.startup.tls_port as u64,
+                connections: t.connections.load(Relaxed) as u64,
+                handshake_failures: t.handshake_failures.load(Relaxed),
+                reloads: t.reloads.load(Relaxed),
+                reload_failures: t.reload_failures.load(Relaxed),
+                cert_not_after: t.not_after.load(Relaxed),
+            }),
             cluster: self.cluster.as_ref().map(|c| {
                 let mut f = ClusterFigures::sum(&self.workers);
                 if let Some(t) = c.current() {

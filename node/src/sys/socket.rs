@@ -9,6 +9,11 @@
 //! than against Redis, which watches writability only while a reply is
 //! stuck. We do the same: replies are written directly, and only a write
 //! that would block registers write interest until the socket drains.
+//!
+//! A socket from `tls-port` carries a rustls session: reads decrypt, writes
+//! encrypt, on the connection's own worker. rustls buffers both ways, so a
+//! read or write cancelled by `select!` loses nothing: what it had not sent
+//! goes out with the next read or write.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -18,6 +23,45 @@ use tokio::io::unix::AsyncFd;
 pub struct ClientSocket {
     /// None only after a failed re-registration (the connection is then done).
     fd: Option<AsyncFd<OwnedFd>>,
+    tls: Option<Box<rustls::ServerConnection>>,
+}
+
+/// A TLS session that failed (a bad handshake, a corrupt record): the
+/// error's kind is InvalidData, its inner error this.
+#[derive(Debug)]
+pub struct TlsFailure {
+    pub during_handshake: bool,
+    pub error: rustls::Error,
+}
+
+impl std::fmt::Display for TlsFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let when = if self.during_handshake { "TLS handshake failed" } else { "TLS error" };
+        write!(f, "{when}: {}", self.error)
+    }
+}
+
+impl std::error::Error for TlsFailure {}
+
+/// The raw socket as rustls's reader and writer.
+struct Raw(RawFd);
+
+impl io::Read for Raw {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: reading into a valid, writable slice from a socket we own.
+        let n = unsafe { libc::read(self.0, buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    }
+}
+
+impl io::Write for Raw {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        raw_write(self.0, data)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Registers `fd` with the current runtime's event loop.
@@ -33,8 +77,14 @@ fn lost() -> io::Error {
 
 impl ClientSocket {
     /// Registers a non-blocking socket with the current worker's event loop.
-    pub fn new(fd: OwnedFd) -> io::Result<Self> {
-        Ok(ClientSocket { fd: Some(register(fd, Interest::READABLE)?) })
+    /// `tls`: the session of a `tls-port` client (its handshake happens
+    /// as the first reads and writes go).
+    pub fn new(fd: OwnedFd, tls: Option<Box<rustls::ServerConnection>>) -> io::Result<Self> {
+        Ok(ClientSocket { fd: Some(register(fd, Interest::READABLE)?), tls })
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     fn registered(&self) -> io::Result<&AsyncFd<OwnedFd>> {
@@ -44,7 +94,10 @@ impl ClientSocket {
     /// Waits for input, lets `make_room` give `buf` spare capacity (so a
     /// connection waiting for input needs no buffer), then reads what is
     /// available into it; `Ok(0)` at end of stream.
-    pub async fn read_buf(&self, buf: &mut Vec<u8>, make_room: impl Fn(&mut Vec<u8>)) -> io::Result<usize> {
+    pub async fn read_buf(&mut self, buf: &mut Vec<u8>, make_room: impl Fn(&mut Vec<u8>)) -> io::Result<usize> {
+        if self.tls.is_some() {
+            return self.read_tls(buf, make_room).await;
+        }
         let afd = self.registered()?;
         loop {
             let mut guard = afd.readable().await?;
@@ -80,6 +133,9 @@ impl ClientSocket {
     /// for write readiness only when it is full. `data` is advanced as it
     /// goes, so a caller that stops waiting knows what is left.
     pub async fn write_all(&mut self, data: &mut &[u8]) -> io::Result<()> {
+        if self.tls.is_some() {
+            return self.write_tls(data).await;
+        }
         let fd = self.registered()?.as_raw_fd();
         while !data.is_empty() {
             match raw_write(fd, data) {
@@ -126,17 +182,115 @@ impl ClientSocket {
         Ok(())
     }
 
-    /// Half-closes the write side, so the peer sees the end of our replies.
-    pub fn shutdown_write(&self) {
+    /// TLS: decrypts what has arrived into `buf`, reading ciphertext (and
+    /// answering the handshake) until some plaintext or the end comes.
+    async fn read_tls(&mut self, buf: &mut Vec<u8>, make_room: impl Fn(&mut Vec<u8>)) -> io::Result<usize> {
+        loop {
+            // Handshake messages, alerts and session tickets go out first.
+            self.send_tls().await?;
+            let tls = self.tls.as_mut().expect("a TLS socket");
+            let during_handshake = tls.is_handshaking();
+            let state = match tls.process_new_packets() {
+                Ok(state) => state,
+                Err(error) => {
+                    // Tell the peer why (the alert rustls queued), best effort.
+                    if let Some(afd) = &self.fd {
+                        let _ = tls.write_tls(&mut Raw(afd.as_raw_fd()));
+                    }
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, TlsFailure { during_handshake, error }));
+                }
+            };
+            let available = state.plaintext_bytes_to_read();
+            if available > 0 {
+                make_room(buf);
+                let start = buf.len();
+                let want = available.min((buf.capacity() - start).max(4096));
+                buf.resize(start + want, 0);
+                let n = match io::Read::read(&mut tls.reader(), &mut buf[start..]) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        buf.truncate(start);
+                        return Err(e);
+                    }
+                };
+                buf.truncate(start + n);
+                return Ok(n);
+            }
+            if state.peer_has_closed() {
+                return Ok(0);
+            }
+            let afd = self.fd.as_ref().ok_or_else(lost)?;
+            let mut guard = afd.readable().await?;
+            match tls.read_tls(&mut Raw(afd.as_raw_fd())) {
+                Ok(0) => return Ok(0),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// TLS: encrypts all of `data` (rustls takes it in pieces up to its
+    /// buffer limit) and sends the records.
+    async fn write_tls(&mut self, data: &mut &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let tls = self.tls.as_mut().expect("a TLS socket");
+            let n = io::Write::write(&mut tls.writer(), data)?;
+            *data = &data[n..];
+            self.send_tls().await?;
+        }
+        self.send_tls().await
+    }
+
+    /// TLS: sends the records rustls has ready, waiting for room when the
+    /// socket is full.
+    async fn send_tls(&mut self) -> io::Result<()> {
+        loop {
+            let fd = self.registered()?.as_raw_fd();
+            let tls = self.tls.as_mut().expect("a TLS socket");
+            if !tls.wants_write() {
+                return Ok(());
+            }
+            match tls.write_tls(&mut Raw(fd)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_writable().await?,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits until the socket takes more (watching writability meanwhile).
+    async fn wait_writable(&mut self) -> io::Result<()> {
+        self.reregister(Interest::READABLE | Interest::WRITABLE)?;
+        let result = async {
+            let mut guard = self.registered()?.writable().await?;
+            guard.clear_ready();
+            Ok(())
+        }
+        .await;
+        self.reregister(Interest::READABLE)?;
+        result
+    }
+
+    /// Half-closes the write side, so the peer sees the end of our replies
+    /// (after a TLS close_notify, sent if the socket takes it at once).
+    pub fn shutdown_write(&mut self) {
+        if let (Some(tls), Some(afd)) = (self.tls.as_mut(), &self.fd) {
+            tls.send_close_notify();
+            let _ = tls.write_tls(&mut Raw(afd.as_raw_fd()));
+        }
         if let Some(afd) = &self.fd {
             // SAFETY: shutdown on a socket fd we own; failure is harmless here.
             unsafe { libc::shutdown(afd.as_raw_fd(), libc::SHUT_WR) };
         }
     }
 
-    /// Takes the socket out of this worker's event loop (to move it to another).
-    pub fn detach(mut self) -> io::Result<OwnedFd> {
-        Ok(self.fd.take().ok_or_else(lost)?.into_inner())
+    /// Takes the socket (and its TLS session) out of this worker's event
+    /// loop, to move it to another.
+    pub fn detach(mut self) -> io::Result<(OwnedFd, Option<Box<rustls::ServerConnection>>)> {
+        Ok((self.fd.take().ok_or_else(lost)?.into_inner(), self.tls.take()))
     }
 }
 
