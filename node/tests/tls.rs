@@ -414,3 +414,27 @@ fn certificates_rotate_on_disk_and_by_config_set_while_a_client_pipelines_withou
 fn array(items: &[&[u8]]) -> Frame {
     Frame::Array(items.iter().map(|b| Frame::Bulk(b.to_vec())).collect())
 }
+
+#[test]
+fn a_tls_only_cluster_node_speaks_tls_on_both_client_ports_and_keeps_its_admin_port() {
+    let pki = Pki::new("cluster");
+    pki.issue("server");
+    pki.issue("client");
+    // Ports P, P + 1 and P + 10000 must all be free.
+    let port = (0..50)
+        .map(|_| free_port())
+        .find(|&p| {
+            p < u16::MAX - 10_000
+                && [p + 1, p + 10_000].iter().all(|&q| std::net::TcpListener::bind(("127.0.0.1", q)).is_ok())
+        })
+        .expect("three free ports");
+    let node = strata_tls(&pki, port, &["--port", "0", "--unixsocket", "{dir}/node.sock", "--cluster-enabled", "yes"]);
+    for p in [port, port + 1] {
+        assert_eq!(cli_tls(p, &pki, Some("client"), &["PING"]), ("PONG\n".into(), true), "port {p}");
+        let (out, _) = redis_cli(p, &["-h", "127.0.0.1", "PING"]);
+        assert!(!out.contains("PONG"), "port {p} answered plain text: {out:?}");
+    }
+    // The admin channel (topology pushes) stays plain TCP with its password.
+    let (out, _) = redis_cli(port + 10_000, &["-h", "127.0.0.1", "PING"]);
+    assert!(out.contains("PONG") || out.contains("NOAUTH"), "admin port: {out:?}\n{}", node.logs());
+}

@@ -129,23 +129,36 @@ impl StartupConfig {
         }
     }
 
+    /// The port the cluster ports derive from: `port`, or `tls-port` on a
+    /// TLS-only node (`port 0`).
+    fn client_port(&self) -> u16 {
+        if self.port == 0 { self.tls_port } else { self.port }
+    }
+
+    /// Whether the direct port speaks TLS: on a TLS-only node (`port 0`,
+    /// `tls-port` set) every port clients use does.
+    pub fn direct_port_tls(&self) -> bool {
+        self.port == 0 && self.tls_port != 0
+    }
+
     /// Cluster mode's port for cluster-aware clients (MOVED); 0 without
     /// cluster mode or TCP.
     pub fn direct_port(&self) -> u16 {
         match (self.cluster_enabled, self.cluster_direct_port) {
             (false, _) => 0,
-            (true, 0) if self.port == 0 => 0,
-            (true, 0) => self.port.wrapping_add(1),
+            (true, 0) if self.client_port() == 0 => 0,
+            (true, 0) => self.client_port().wrapping_add(1),
             (true, p) => p,
         }
     }
 
     /// Cluster mode's admin port (topology pushes, forwarding between nodes).
     pub fn admin_port(&self) -> u16 {
+        let base = self.client_port();
         match (self.cluster_enabled, self.cluster_port) {
             (false, _) => 0,
-            (true, 0) if self.port == 0 || self.port > u16::MAX - 10000 => 0,
-            (true, 0) => self.port + 10000,
+            (true, 0) if base == 0 || base > u16::MAX - 10000 => 0,
+            (true, 0) => base + 10000,
             (true, p) => p,
         }
     }

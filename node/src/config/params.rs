@@ -644,7 +644,8 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "cluster-direct-port", aliases: &[], group: "Cluster",
         help: "Port cluster-aware clients use (the one CLUSTER SLOTS, SHARDS, NODES and MOVED advertise): a command \
-               for another node's slot gets MOVED, as from a Redis Cluster node. 0: `port` + 1.",
+               for another node's slot gets MOVED, as from a Redis Cluster node. 0: `port` + 1. On a TLS-only \
+               node (`--port 0 --tls-port P`) it speaks TLS too, and defaults to P + 1.",
         default: Some("0"), kind: PORT,
         store: Store::Startup(|c, v| {
             c.cluster_direct_port = v.int() as u16;
@@ -655,7 +656,8 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "cluster-port", aliases: &[], group: "Cluster",
         help: "Admin port of cluster mode, where the topology is pushed (STRATA.TOPOLOGY) and nodes forward to one \
-               another; never for applications. 0: `port` + 10000, Redis's cluster bus port.",
+               another; never for applications. 0: `port` (or a TLS-only node's `tls-port`) + 10000, Redis's cluster bus \
+               port. Plain TCP with a password (tls-cluster is not offered yet).",
         default: Some("0"), kind: PORT,
         store: Store::Startup(|c, v| {
             c.cluster_port = v.int() as u16;

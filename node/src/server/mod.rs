@@ -612,7 +612,7 @@ async fn listen(shared: &Arc<Shared>) -> Option<Listeners> {
         let ports = [
             (sc.port, PortKind::Plain, false, "Redis clients"),
             (sc.tls_port, PortKind::Plain, true, "Redis clients over TLS"),
-            (sc.direct_port(), PortKind::Direct, false, "cluster-aware clients (MOVED)"),
+            (sc.direct_port(), PortKind::Direct, sc.direct_port_tls(), "cluster-aware clients (MOVED)"),
             (sc.admin_port(), PortKind::Admin, false, "the cluster's admin channel"),
         ];
         for (port, kind, tls, what) in ports.into_iter().filter(|p| p.0 != 0) {
