@@ -258,9 +258,49 @@ async fn prometheus_rule_without_its_crd_is_a_condition_not_an_error() {
     assert_eq!(warned.type_.as_deref(), Some("Warning"));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_mounts_the_certificate_secret_and_closes_the_plain_port() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("tls");
+    let _op = plane.operator("tls", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "secure", json!({ "tls": { "secretName": "secure-cert", "clientAuth": "Required" } })).await;
+    observed(&ccs, "secure", 1).await;
+    let cm: ConfigMap = Api::namespaced(client.clone(), &ns).get("secure-config").await.expect("ConfigMap");
+    let conf = cm.data.unwrap().get("strata.conf").cloned().unwrap();
+    for line in [
+        "port 0\n",
+        "tls-port 6379\n",
+        "tls-cert-file /etc/strata-tls/tls.crt\n",
+        "tls-key-file /etc/strata-tls/tls.key\n",
+        "tls-auth-clients yes\n",
+        "tls-ca-cert-file /etc/strata-tls/ca.crt\n",
+    ] {
+        assert!(conf.contains(line), "{line:?} missing from:\n{conf}");
+    }
+    let sts: StatefulSet = Api::namespaced(client.clone(), &ns).get("secure").await.unwrap();
+    let pod = sts.spec.unwrap().template.spec.unwrap();
+    let volume = pod.volumes.unwrap().into_iter().find(|v| v.name == "tls").expect("a tls volume");
+    assert_eq!(volume.secret.unwrap().secret_name.as_deref(), Some("secure-cert"));
+    let mount = pod.containers[0].volume_mounts.clone().unwrap().into_iter().find(|m| m.name == "tls").unwrap();
+    assert_eq!((mount.mount_path.as_str(), mount.read_only, mount.sub_path), ("/etc/strata-tls", Some(true), None));
+
+    // cert-manager asked for where it is not installed: the status says what to do.
+    apply_cc(&ccs, "issued", json!({ "tls": { "certManager": { "issuerRef": { "name": "ca" } } } })).await;
+    let cc = observed(&ccs, "issued", 1).await;
+    let degraded = condition(&cc, "Degraded").expect("Degraded");
+    assert_eq!(degraded.status, ConditionStatus::True);
+    assert!(
+        degraded.message.contains("spec.tls.certManager") && degraded.message.contains("cert-manager"),
+        "{}",
+        degraded.message
+    );
+}
+
 /// One spec that breaks each rule, and which rule's message must come back.
 fn admission_cases() -> Vec<(&'static str, &'static str)> {
-    use strata_operator::api::{DURABILITY_RULES, HUGEPAGES_RULES, SPEC_RULES, STORAGE_RULES};
+    use strata_operator::api::{DURABILITY_RULES, HUGEPAGES_RULES, SPEC_RULES, STORAGE_RULES, TLS_RULES};
     let spec = |i: usize| SPEC_RULES[i].message;
     vec![
         (r#"{"resources": {"limits": {"cpu": "two"}}}"#, spec(0)),
@@ -284,6 +324,8 @@ fn admission_cases() -> Vec<(&'static str, &'static str)> {
             r#"{"hugepages": {"pageSize": "2Mi", "amount": "3Mi"}, "resources": {"limits": {"memory": "1Gi"}}}"#,
             HUGEPAGES_RULES[1].message,
         ),
+        (r#"{"tls": {}}"#, TLS_RULES[0].message),
+        (r#"{"tls": {"secretName": "mine", "certManager": {"issuerRef": {"name": "ca"}}}}"#, TLS_RULES[0].message),
         // OpenAPI constraints (not CEL): the API server's own wording names the field.
         (r#"{"replicas": 0}"#, "spec.replicas"),
         (r#"{"evictionPolicy": "adaptive-ish"}"#, "spec.evictionPolicy"),
@@ -294,12 +336,12 @@ fn admission_cases() -> Vec<(&'static str, &'static str)> {
 
 #[test]
 fn every_validation_rule_rejects_at_admission_with_its_message() {
-    use strata_operator::api::{DURABILITY_RULES, HUGEPAGES_RULES, SPEC_RULES, STORAGE_RULES};
+    use strata_operator::api::{DURABILITY_RULES, HUGEPAGES_RULES, SPEC_RULES, STORAGE_RULES, TLS_RULES};
     let plane = ControlPlane::get();
     let ns = plane.namespace("admission");
     let cases = admission_cases();
     // Every CEL rule the CRD carries has a case here.
-    for rule in SPEC_RULES.iter().chain(STORAGE_RULES).chain(DURABILITY_RULES).chain(HUGEPAGES_RULES) {
+    for rule in SPEC_RULES.iter().chain(STORAGE_RULES).chain(DURABILITY_RULES).chain(HUGEPAGES_RULES).chain(TLS_RULES) {
         assert!(cases.iter().any(|(_, m)| *m == rule.message), "no admission case for rule {:?}", rule.message);
     }
     for (i, (spec, message)) in cases.iter().enumerate() {
@@ -315,7 +357,8 @@ fn every_validation_rule_rejects_at_admission_with_its_message() {
         r#"{{"apiVersion":"strata.dev/v1alpha1","kind":"CacheCluster","metadata":{{"name":"good","namespace":"{ns}"}},
         "spec":{{"replicas":2,"cpu":{{"pinning":true,"threads":2}},"resources":{{"limits":{{"cpu":"2","memory":"2Gi"}},"requests":{{"cpu":"2","memory":"2Gi"}}}},
         "maxMemory":"1536Mi","hugepages":{{"pageSize":"2Mi","amount":"512Mi"}},"durability":{{"mode":"periodic","fsyncInterval":"5ms"}},
-        "storage":{{"size":"10Gi","diskBudget":"8Gi"}},"evictionPolicy":"sieve"}}}}"#
+        "storage":{{"size":"10Gi","diskBudget":"8Gi"}},"evictionPolicy":"sieve",
+        "tls":{{"certManager":{{"issuerRef":{{"name":"ca","kind":"ClusterIssuer"}},"duration":"720h"}},"clientAuth":"Required"}}}}}}"#
     );
     let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(&good));
     assert!(out.success, "a valid spec was refused: {}", out.stderr);

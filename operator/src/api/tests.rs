@@ -279,6 +279,7 @@ fn every_cel_rule_and_message_is_in_the_schema() {
         (&props["storage"], STORAGE_RULES),
         (&props["durability"], DURABILITY_RULES),
         (&props["hugepages"], HUGEPAGES_RULES),
+        (&props["tls"], TLS_RULES),
     ] {
         let present = rules_at(node);
         assert_eq!(present.len(), table.len());

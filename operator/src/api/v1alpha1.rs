@@ -173,6 +173,14 @@ pub struct CacheClusterSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthSpec>,
 
+    /// TLS for clients: every client port of the nodes (the `redis` port, and the `cluster`
+    /// port in cluster mode) speaks only TLS, with the certificate of a Secret you manage or
+    /// one cert-manager issues. A renewed certificate is used by new connections within
+    /// seconds, with no pod restart. The metrics port stays plain HTTP, and so does the nodes'
+    /// admin channel (password-protected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSpec>,
+
     /// Prometheus monitoring of the nodes.
     pub monitoring: MonitoringSpec,
 
@@ -223,6 +231,7 @@ impl Default for CacheClusterSpec {
             hugepages: None,
             service: ServiceSpec::default(),
             auth: None,
+            tls: None,
             monitoring: MonitoringSpec::default(),
             cluster: ClusterSpec::default(),
             node_selector: BTreeMap::new(),
@@ -456,6 +465,96 @@ pub enum ServiceType {
 pub struct AuthSpec {
     /// Secret (in the CacheCluster's namespace) holding the password clients must AUTH with.
     pub password_secret_ref: SecretKeyRef,
+}
+
+/// TLS for clients. Give exactly one of `secretName` and `certManager`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = tls_rules, transform = reflow_docs)]
+pub struct TlsSpec {
+    /// A Secret of type `kubernetes.io/tls` in this namespace: `tls.crt` (the chain) and
+    /// `tls.key`, and `ca.crt` (the CA that signs client certificates) when `clientAuth` is not
+    /// `None`. Its names must cover what clients connect to: `<name>.<namespace>.svc` and, in
+    /// cluster mode, `*.<name>-headless.<namespace>.svc` (where MOVED sends clients).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub secret_name: Option<String>,
+
+    /// Have cert-manager issue the certificate: the operator creates a Certificate
+    /// `<name>-tls` (Secret `<name>-tls`) for the client Service, the headless Service and
+    /// each pod's DNS name. Needs cert-manager installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_manager: Option<CertManagerSpec>,
+
+    /// Client certificates: `None` (default: any TLS client), `Optional` (checked when given),
+    /// `Required` (mutual TLS). Checked against the Secret's `ca.crt`.
+    #[serde(default)]
+    pub client_auth: ClientAuth,
+}
+
+/// How the operator asks cert-manager for the certificate.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = reflow_docs)]
+pub struct CertManagerSpec {
+    /// The Issuer or ClusterIssuer that signs the certificate.
+    pub issuer_ref: IssuerRef,
+
+    /// Lifetime of the certificate, a Go duration such as "2160h" (cert-manager's default: 90 days).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<String>,
+
+    /// How long before expiry cert-manager renews it, e.g. "360h".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renew_before: Option<String>,
+}
+
+/// A cert-manager issuer.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(transform = reflow_docs)]
+pub struct IssuerRef {
+    /// Name of the issuer.
+    #[schemars(length(min = 1))]
+    pub name: String,
+
+    /// `Issuer` (default, in this namespace) or `ClusterIssuer`.
+    #[serde(default = "default_issuer_kind")]
+    pub kind: String,
+
+    /// API group of the issuer; default `cert-manager.io`.
+    #[serde(default = "default_issuer_group")]
+    pub group: String,
+}
+
+fn default_issuer_kind() -> String {
+    "Issuer".to_owned()
+}
+
+fn default_issuer_group() -> String {
+    "cert-manager.io".to_owned()
+}
+
+/// Whether clients must present a certificate (the node's `tls-auth-clients`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ClientAuth {
+    #[default]
+    None,
+    Optional,
+    Required,
+}
+
+/// Rules on `spec.tls`.
+pub const TLS_RULES: &[CelRule] = &[CelRule {
+    rule: "has(self.secretName) != has(self.certManager)",
+    message: "tls needs exactly one of secretName (a kubernetes.io/tls Secret you manage) and certManager \
+              (an issuer that signs one for you)",
+    field_path: Some(".secretName"),
+    required: false,
+}];
+
+fn tls_rules(schema: &mut Schema) {
+    attach(schema, TLS_RULES);
 }
 
 /// A key of a Secret in the same namespace.

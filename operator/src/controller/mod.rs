@@ -264,6 +264,29 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     // The nodes mount the admin password: it exists before their pods do.
     let admin_password =
         if cc.spec.cluster.enabled { Some(admin_password(client, cc, &ns, &name).await?) } else { None };
+    // cert-manager's Certificate first: the pods mount the Secret it makes.
+    if let Some(certificate) = desired.certificate.as_ref() {
+        let cm = Optional {
+            resource: resources::certificate_resource(),
+            field: "spec.tls.certManager",
+            fallback: "or set spec.tls.secretName to a kubernetes.io/tls Secret you manage",
+            provider: "cert-manager",
+        };
+        let cert_name = certificate.metadata.name.clone().unwrap_or_default();
+        if let Presence::CrdMissing(why) = reconcile_optional(client, &ns, &cert_name, &cm, Some(certificate)).await? {
+            tracing::warn!(cachecluster = %format!("{ns}/{name}"), problem = %why, "spec cannot be applied");
+            let obs = Observation {
+                desired: cc.spec.replicas,
+                replicas: existing.as_ref().and_then(|s| s.status.as_ref()).map_or(0, |s| s.replicas),
+                ready: existing.as_ref().and_then(|s| s.status.as_ref()).and_then(|s| s.ready_replicas).unwrap_or(0),
+                invalid_spec: Some(why),
+                ..Default::default()
+            };
+            write_status(cc, ctx, &obs).await?;
+            // Installing cert-manager does not change the CacheCluster: look again later.
+            return Ok(Action::requeue(std::time::Duration::from_secs(60)));
+        }
+    }
     apply(client, &ns, &desired.config_map).await?;
     apply(client, &ns, &desired.headless_service).await?;
     apply(client, &ns, &desired.client_service).await?;
@@ -289,6 +312,7 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
             resource: resources::service_monitor_resource(),
             field: "spec.monitoring.serviceMonitor",
             fallback: "or scrape the pods' prometheus.io annotations instead",
+            provider: "the Prometheus Operator's CRDs",
         };
         match reconcile_optional(client, &ns, &name, &sm, desired.service_monitor.as_ref()).await? {
             Presence::Applied => obs.monitoring_ready = true,
@@ -301,6 +325,7 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
             resource: resources::prometheus_rule_resource(),
             field: "spec.monitoring.prometheusRule",
             fallback: "or load the repository's dashboards/strata.rules.yaml into Prometheus instead",
+            provider: "the Prometheus Operator's CRDs",
         };
         match reconcile_optional(client, &ns, &name, &rule, desired.prometheus_rule.as_ref()).await? {
             Presence::Applied => obs.rule_ready = true,
@@ -731,6 +756,8 @@ struct Optional {
     field: &'static str,
     /// What to do instead when its CRD is missing.
     fallback: &'static str,
+    /// Who provides its CRD.
+    provider: &'static str,
 }
 
 /// What [`reconcile_optional`] did.
@@ -764,8 +791,8 @@ async fn reconcile_optional(
             Ok(Presence::Applied)
         }
         (Some(_), false) => Ok(Presence::CrdMissing(format!(
-            "{} is true but the cluster has no {} {} API (the Prometheus Operator's CRDs): install them, {}",
-            optional.field, resource.api_version, resource.kind, optional.fallback
+            "{} is set but the cluster has no {} {} API ({}): install it, {}",
+            optional.field, resource.api_version, resource.kind, optional.provider, optional.fallback
         ))),
         (None, true) => match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => {

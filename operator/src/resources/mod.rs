@@ -11,6 +11,7 @@ mod pdb;
 pub mod quantity;
 mod services;
 mod statefulset;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,6 +28,7 @@ use crate::api::CacheCluster;
 pub use monitoring::{prometheus_rule_resource, service_monitor_resource};
 pub use node_config::{ADMIN_PASSWORD_KEY, ADMIN_PORT, DIRECT_PORT, node_config};
 pub use statefulset::data_claim_name;
+pub use tls::{certificate_resource, secret_name as tls_secret_name};
 
 /// Pod template annotation holding a hash of everything the node process reads (its config
 /// file, image, resources, hugepages and password reference), so changing any of them rolls
@@ -62,6 +64,8 @@ pub struct Desired {
     /// `<name>`: a `monitoring.coreos.com/v1` PrometheusRule with the node alerts, only when
     /// `spec.monitoring.prometheusRule` is true.
     pub prometheus_rule: Option<DynamicObject>,
+    /// `<name>-tls`: a `cert-manager.io/v1` Certificate, only when `spec.tls.certManager` is set.
+    pub certificate: Option<DynamicObject>,
 }
 
 impl Desired {
@@ -119,6 +123,7 @@ pub fn desired(cc: &CacheCluster) -> Result<Desired, SpecError> {
         pdb: pdb::pod_disruption_budget(&owner),
         service_monitor,
         prometheus_rule,
+        certificate: tls::certificate(cc, &owner)?,
     })
 }
 

@@ -48,7 +48,18 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
     // both ports listen on all interfaces; the node's own defaults are
     // loopback (metrics-bind follows bind), so say it for each.
     line("bind", &"0.0.0.0");
-    line("port", &REDIS_PORT);
+    match &spec.tls {
+        // TLS only: the client port speaks TLS and the plain one is closed (in cluster mode the
+        // direct port follows, on a node whose plain port is 0).
+        Some(tls) => {
+            line("port", &0);
+            line("tls-port", &REDIS_PORT);
+            for (directive, value) in super::tls::node_settings(tls) {
+                line(directive, &value);
+            }
+        }
+        None => line("port", &REDIS_PORT),
+    }
     line("metrics-bind", &"0.0.0.0");
     line("metrics-port", &METRICS_PORT);
     line("dir", &DATA_DIR);

@@ -29,6 +29,8 @@ const CONFIG_DIR: &str = "/etc/strata";
 const DATA_VOLUME: &str = "data";
 const CONFIG_VOLUME: &str = "config";
 const ADMIN_SECRET_VOLUME: &str = "cluster-admin";
+/// The client certificate Secret's volume (`spec.tls`).
+const TLS_VOLUME: &str = "tls";
 const CONTAINER_NAME: &str = "node";
 /// Name of the container's metrics port, which the probes and the headless Service refer to.
 const METRICS_PORT_NAME: &str = "metrics";
@@ -137,6 +139,17 @@ fn pod_template(cc: &CacheCluster, owner: &Owner, config: &str) -> PodTemplateSp
             ..Default::default()
         });
     }
+    if let Some(tls) = &spec.tls {
+        volumes.push(Volume {
+            name: TLS_VOLUME.to_owned(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(super::tls::secret_name(tls, &owner.name)),
+                default_mode: Some(0o440),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     if spec.storage.is_none() {
         volumes.push(Volume {
             name: DATA_VOLUME.to_owned(),
@@ -215,6 +228,15 @@ fn node_container(spec: &CacheClusterSpec) -> Container {
         volume_mounts.push(VolumeMount {
             name: ADMIN_SECRET_VOLUME.to_owned(),
             mount_path: ADMIN_SECRET_DIR.to_owned(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+    }
+    if spec.tls.is_some() {
+        // The whole volume, never a subPath: only then does a renewed Secret reach the pod.
+        volume_mounts.push(VolumeMount {
+            name: TLS_VOLUME.to_owned(),
+            mount_path: super::tls::TLS_DIR.to_owned(),
             read_only: Some(true),
             ..Default::default()
         });
