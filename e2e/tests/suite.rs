@@ -1799,3 +1799,166 @@ async fn sharded_cluster_reshards_under_load() {
     let moved = events.iter().filter(|(_, reason, _)| reason == "SlotsMoved").count();
     step(&format!("resharding timings: {}; {moved} SlotsMoved Events", timings.join(", ")));
 }
+
+/// The TLS scenario's CacheCluster.
+const TLS_CC: &str = "secure";
+
+/// A directory removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A CA and two server certificates for [`TLS_CC`] (every name a client may use, and the pod
+/// and Service IPs not being known in advance, no IP: redis-cli checks the chain, not the name),
+/// made by openssl in a temp dir; (dir, its path as text).
+fn tls_pki() -> (TempDir, String) {
+    let dir = TempDir(std::env::temp_dir().join(format!("strata-e2e-tls-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let path = dir.0.display().to_string();
+    let sh = |cmd: &str| {
+        let out = std::process::Command::new("sh").args(["-c", cmd]).current_dir(&dir.0).output().unwrap();
+        assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    sh("openssl req -x509 -new -nodes -newkey rsa:2048 -keyout ca.key -out ca.crt -days 2 -subj '/CN=e2e CA'");
+    let sans = format!(
+        "subjectAltName=DNS:{TLS_CC}.{NS}.svc,DNS:{TLS_CC}.{NS}.svc.cluster.local,DNS:*.{TLS_CC}-headless.{NS}.svc"
+    );
+    for name in ["first", "second"] {
+        sh(&format!(
+            "openssl req -new -nodes -newkey rsa:2048 -keyout {name}.key -out {name}.csr -subj '/CN={name}' && \
+             echo '{sans}' > {name}.ext && \
+             openssl x509 -req -in {name}.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out {name}.crt -days 2 \
+             -extfile {name}.ext"
+        ));
+    }
+    (dir, path)
+}
+
+/// The Secret `<TLS_CC>-cert` (type kubernetes.io/tls) with certificate `name`, created or replaced.
+fn put_tls_secret(env: &Env, pki: &str, name: &str) {
+    let yaml = env.kubectl(&[
+        "-n",
+        NS,
+        "create",
+        "secret",
+        "generic",
+        &format!("{TLS_CC}-cert"),
+        "--type=kubernetes.io/tls",
+        &format!("--from-file=tls.crt={pki}/{name}.crt"),
+        &format!("--from-file=tls.key={pki}/{name}.key"),
+        &format!("--from-file=ca.crt={pki}/ca.crt"),
+        "--dry-run=client",
+        "-o",
+        "yaml",
+    ]);
+    assert!(yaml.success, "rendering the Secret: {}", yaml.stderr);
+    env.kubectl_stdin(&["apply", "-f", "-"], &yaml.stdout).ok("applying the TLS Secret");
+}
+
+/// `redis-cli --tls` (checking the chain against the scenario's CA) at `host:port`: its output.
+fn redis_cli_tls(pki: &str, host: &str, port: u16, extra: &[&str], stdin: &str) -> Result<String, String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("redis-cli")
+        .args(["--tls", "--cacert", &format!("{pki}/ca.crt"), "-h", host, "-p", &port.to_string()])
+        .args(extra)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running redis-cli: {e}"))?;
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() { Ok(text) } else { Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr))) }
+}
+
+/// The subject CN of the certificate a new TLS connection to `host:port` is shown.
+fn presented_cn(host: &str, port: u16) -> Option<String> {
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!(
+                "openssl s_client -connect {host}:{port} </dev/null 2>/dev/null | openssl x509 -noout -subject -nameopt RFC2253"
+            ),
+        ])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().strip_prefix("subject=CN=").map(str::to_owned)
+}
+
+/// TLS on the real cluster (issue 25): a CacheCluster of 2 shards whose certificate comes from a
+/// kubernetes.io/tls Secret. Clients reach it only over TLS: `redis-cli --tls` through the
+/// Service's redis port, and `redis-cli -c --tls` on the cluster port following MOVED to the pods
+/// (their direct ports speak TLS too); plain text is refused. Then the Secret is replaced: within
+/// the kubelet's sync period every node presents the new certificate to new connections, with no
+/// pod restarted or replaced, and the data is still there.
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_from_a_secret_and_its_rotation_without_a_restart() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let env = Env::from_env();
+    let Some(_cleanup) = cluster_mode_run(&env, "TLS") else { return };
+    let (_dir, pki) = tls_pki();
+
+    step("TLS: a CacheCluster of 2 shards with its certificate from a kubernetes.io/tls Secret");
+    let started = Instant::now();
+    put_tls_secret(&env, &pki, "first");
+    apply_cache_cluster(
+        &env,
+        TLS_CC,
+        json!({ "replicas": 2, "tls": { "secretName": format!("{TLS_CC}-cert") },
+                "resources": { "limits": { "memory": "256Mi" } } }),
+    )
+    .await;
+    converged(&env, TLS_CC, 2, &[]).await;
+    step(&format!("2 shards Ready over TLS in {:.1?}", started.elapsed()));
+    let ip =
+        env.kubectl(&["-n", NS, "get", "svc", TLS_CC, "-o", "jsonpath={.spec.clusterIP}"]).stdout.trim().to_owned();
+
+    let writes: String = (0..200).map(|i| format!("SET tls:{i} v{i}\n")).collect();
+    let replies = redis_cli_tls(&pki, &ip, 6379, &[], &writes).expect("SETs over TLS through the Service");
+    assert_eq!(replies.lines().filter(|l| *l == "OK").count(), 200, "{replies}");
+    let plain = std::process::Command::new("redis-cli").args(["-h", &ip, "-p", "6379", "PING"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("PONG"), "the plain port answered");
+    let reads: String = (0..200).map(|i| format!("GET tls:{i}\n")).collect();
+    let aware = redis_cli_tls(&pki, &ip, 6380, &["-c"], &reads).expect("a cluster-aware client over TLS");
+    let values: Vec<&str> = aware.lines().filter(|l| !l.starts_with("-> Redirected")).collect();
+    assert_eq!(values, (0..200).map(|i| format!("v{i}")).collect::<Vec<_>>(), "MOVED over TLS");
+    assert!(aware.contains("-> Redirected"), "2 shards: some keys live on the other pod");
+    assert_eq!(presented_cn(&ip, 6379).as_deref(), Some("first"));
+
+    step("TLS: the Secret replaced by a new certificate; waiting for the nodes to present it");
+    let pods_before = cluster_pods(&env, TLS_CC);
+    let restarts_before: Vec<_> = pods_before.keys().map(|p| node_restarts(&env, p).map(|r| r.0)).collect();
+    let rotated = Instant::now();
+    put_tls_secret(&env, &pki, "second");
+    let pod_ips: Vec<String> = pods_before.values().map(|(_, ip, _)| ip.clone()).collect();
+    eventually(Duration::from_secs(240), "every node presenting the new certificate", || async {
+        let all = pod_ips.iter().all(|p| {
+            presented_cn(p, 6379).as_deref() == Some("second") && presented_cn(p, 6380).as_deref() == Some("second")
+        });
+        all.then_some(())
+    })
+    .await;
+    step(&format!("every node presents the new certificate {:.1?} after the Secret changed", rotated.elapsed()));
+    let pods_after = cluster_pods(&env, TLS_CC);
+    let restarts_after: Vec<_> = pods_after.keys().map(|p| node_restarts(&env, p).map(|r| r.0)).collect();
+    assert_eq!(
+        pods_before.iter().map(|(n, (uid, ..))| (n, uid)).collect::<Vec<_>>(),
+        pods_after.iter().map(|(n, (uid, ..))| (n, uid)).collect::<Vec<_>>(),
+        "no pod replaced"
+    );
+    assert_eq!(restarts_before, restarts_after, "no container restarted");
+    let again = redis_cli_tls(&pki, &ip, 6380, &["-c"], &reads).expect("reads after the rotation");
+    let values: Vec<&str> = again.lines().filter(|l| !l.starts_with("-> Redirected")).collect();
+    assert_eq!(values.len(), 200, "{again}");
+    for pod_ip in &pod_ips {
+        let info = redis_cli_tls(&pki, pod_ip, 6379, &[], "INFO tls\n").expect("INFO tls");
+        let reloads = info.lines().find_map(|l| l.strip_prefix("tls_cert_reloads:")).map(|v| v.trim().to_owned());
+        assert!(reloads.as_deref().is_some_and(|v| v != "0"), "{pod_ip}: {info}");
+    }
+}

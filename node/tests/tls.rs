@@ -160,6 +160,54 @@ fn rediss(port: u16, pki: &Pki) -> redis::Client {
     .expect("a TLS client")
 }
 
+/// A rustls client configuration trusting the PKI's CA, with its client certificate.
+fn client_config(pki: &Pki) -> Arc<rustls::ClientConfig> {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_file(pki.dir.join("ca.crt")).unwrap()).unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            vec![CertificateDer::from_pem_file(pki.dir.join("client.crt")).unwrap()],
+            PrivateKeyDer::from_pem_file(pki.dir.join("client.key")).unwrap(),
+        )
+        .unwrap();
+    Arc::new(config)
+}
+
+/// Connects with `config`, PINGs, and says whether the handshake resumed a session.
+fn ping_resumed(port: u16, config: &Arc<rustls::ClientConfig>) -> bool {
+    use rustls::pki_types::ServerName;
+    let conn = rustls::ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap()).unwrap();
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    tls.write_all(b"PING\r\n").unwrap();
+    let mut reply = [0u8; 7];
+    tls.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply, b"+PONG\r\n");
+    tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+}
+
+#[test]
+fn tls_sessions_resume_unless_session_caching_is_off() {
+    let pki = Pki::new("resume");
+    pki.issue("server");
+    pki.issue("client");
+    let port = free_port();
+    let node = strata_tls(&pki, port, &[]);
+    let config = client_config(&pki);
+    assert!(!ping_resumed(port, &config), "the first handshake is a full one");
+    assert!(ping_resumed(port, &config), "the second resumes the session the first got");
+    let mut plain = node.conn();
+    assert_eq!(plain.cmd(&["CONFIG", "SET", "tls-session-caching", "no"]), Frame::ok());
+    let fresh = client_config(&pki);
+    assert!(!ping_resumed(port, &fresh));
+    assert!(!ping_resumed(port, &fresh), "caching off: every handshake is a full one");
+}
+
 /// The certificate the node presents to a new TLS connection (DER), after
 /// a PING over it answered PONG.
 fn presented_certificate(port: u16, pki: &Pki) -> Vec<u8> {

@@ -377,7 +377,7 @@ fn manifests_and_rendered_chart_pass_server_side_dry_run() {
     assert!(out.success, "install.yaml: {}", out.stderr);
     // The examples go into an existing namespace (the install's namespace only exists for real).
     let ns = plane.namespace("examples");
-    for example in ["minimal.yaml", "production.yaml"] {
+    for example in ["minimal.yaml", "production.yaml", "tls.yaml"] {
         let path = root.join("manifests/examples").join(example);
         let out = plane.kubectl(&["apply", "--dry-run=server", "-n", &ns, "-f", &path.display().to_string()]);
         assert!(out.success, "{example}: {}", out.stderr);
