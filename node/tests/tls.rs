@@ -298,6 +298,7 @@ fn redis_cli_and_a_client_library_speak_mutual_tls_and_a_client_without_a_certif
     let msg = sub.get_message().expect("message over TLS");
     assert_eq!(msg.get_payload::<String>().unwrap(), "hello");
 
+    assert_eq!(plain.cmd(&["CONFIG", "GET", "tls-cluster"]), array(&[b"tls-cluster", b"no"]));
     // INFO and /metrics count TLS clients and the refused handshakes.
     let tls = info(&mut plain, Some("tls"));
     assert_eq!(tls["tls_port"], tls_port.to_string());
@@ -376,6 +377,10 @@ fn tls_files_that_do_not_load_stop_the_start_with_the_reason() {
         "TLSv1.1",
     ]);
     assert!(log.contains("TLSv1.1"), "{log}");
+    // Redis's switches for TLS between nodes: `no` loads (redis.conf files say so), `yes` says why not.
+    let log =
+        start(&["--tls-cert-file", &cert, "--tls-key-file", &key, "--tls-auth-clients", "no", "--tls-cluster", "yes"]);
+    assert!(log.contains("tls-cluster yes is not supported yet"), "{log}");
 }
 
 #[test]

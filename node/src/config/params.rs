@@ -460,6 +460,29 @@ pub static PARAMS: &[Param] = &[
         get: |c| c.runtime.tls.read().session_cache_timeout_secs.to_string(), rewrite: true, secret: false,
     },
     Param {
+        name: "tls-cluster", aliases: &[], group: "TLS",
+        help: "TLS between cluster nodes: not offered yet (the admin port is plain TCP with a password, \
+               cluster-admin-password-file); only `no` is accepted, so redis.conf files that say so load.",
+        default: Some("no"), kind: Kind::YesNo,
+        store: Store::Startup(|_, v| match v.flag() {
+            false => Ok(()),
+            true => Err("tls-cluster yes is not supported yet: the admin port between nodes is plain TCP, \
+                         protected by cluster-admin-password-file; keep it on a network only the nodes reach"
+                .into()),
+        }),
+        live: None, get: |_| "no".into(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "tls-replication", aliases: &[], group: "TLS",
+        help: "TLS to a master: a strata node has no replication, so only `no` is accepted.",
+        default: Some("no"), kind: Kind::YesNo,
+        store: Store::Startup(|_, v| match v.flag() {
+            false => Ok(()),
+            true => Err("tls-replication yes: a strata node has no replication".into()),
+        }),
+        live: None, get: |_| "no".into(), rewrite: false, secret: false,
+    },
+    Param {
         name: "threads", aliases: &["io-threads"], group: "Threads",
         help: "Worker threads, each with its own event loop [default: available cores].",
         default: None, kind: Kind::Int { min: 0, max: i64::MAX },
