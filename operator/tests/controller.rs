@@ -249,7 +249,7 @@ async fn prometheus_rule_without_its_crd_is_a_condition_not_an_error() {
     let cc = observed(&ccs, "norule", 1).await;
     let cond = condition(&cc, "Monitoring").expect("Monitoring condition");
     assert_eq!((cond.status, cond.reason.as_str()), (ConditionStatus::False, "PrometheusRuleCRDMissing"));
-    assert!(cond.message.contains("spec.monitoring.prometheusRule is true"), "{}", cond.message);
+    assert!(cond.message.contains("spec.monitoring.prometheusRule is set"), "{}", cond.message);
     assert!(cc.status.as_ref().unwrap().conditions.iter().any(|c| c.type_ == "Available"), "the rest still reconciles");
     let warned = eventually(WAIT, "a PrometheusRuleCRDMissing Event", || async {
         events_for(&ns, "norule").await.into_iter().find(|e| e.reason.as_deref() == Some("PrometheusRuleCRDMissing"))

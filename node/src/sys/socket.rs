@@ -24,6 +24,9 @@ pub struct ClientSocket {
     /// None only after a failed re-registration (the connection is then done).
     fd: Option<AsyncFd<OwnedFd>>,
     tls: Option<Box<rustls::ServerConnection>>,
+    /// Close with a reset, not an orderly shutdown: a peer that spoke no
+    /// TLS at all on a TLS port (as Redis, whose OpenSSL resets it).
+    reset_on_close: bool,
 }
 
 /// A TLS session that failed (a bad handshake, a corrupt record): the
@@ -80,7 +83,7 @@ impl ClientSocket {
     /// `tls`: the session of a `tls-port` client (its handshake happens
     /// as the first reads and writes go).
     pub fn new(fd: OwnedFd, tls: Option<Box<rustls::ServerConnection>>) -> io::Result<Self> {
-        Ok(ClientSocket { fd: Some(register(fd, Interest::READABLE)?), tls })
+        Ok(ClientSocket { fd: Some(register(fd, Interest::READABLE)?), tls, reset_on_close: false })
     }
 
     pub fn is_tls(&self) -> bool {
@@ -193,8 +196,15 @@ impl ClientSocket {
             let state = match tls.process_new_packets() {
                 Ok(state) => state,
                 Err(error) => {
-                    // Tell the peer why (the alert rustls queued), best effort.
-                    if let Some(afd) = &self.fd {
+                    // Bytes that are no TLS record at all (plain text, HTTP): reset
+                    // the connection, as Redis does; a TLS peer is told why (the
+                    // alert rustls queued), best effort.
+                    use rustls::InvalidMessage::{InvalidContentType, UnknownProtocolVersion};
+                    let not_tls =
+                        matches!(error, rustls::Error::InvalidMessage(InvalidContentType | UnknownProtocolVersion));
+                    if during_handshake && not_tls {
+                        self.reset_on_close = true;
+                    } else if let Some(afd) = &self.fd {
                         let _ = tls.write_tls(&mut Raw(afd.as_raw_fd()));
                     }
                     return Err(io::Error::new(io::ErrorKind::InvalidData, TlsFailure { during_handshake, error }));
@@ -277,6 +287,23 @@ impl ClientSocket {
     /// Half-closes the write side, so the peer sees the end of our replies
     /// (after a TLS close_notify, sent if the socket takes it at once).
     pub fn shutdown_write(&mut self) {
+        if self.reset_on_close {
+            if let Some(afd) = &self.fd {
+                let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+                // SAFETY: setsockopt on a socket we own with a correctly sized linger struct;
+                // closing it then sends a reset instead of a FIN.
+                unsafe {
+                    libc::setsockopt(
+                        afd.as_raw_fd(),
+                        libc::SOL_SOCKET,
+                        libc::SO_LINGER,
+                        &linger as *const libc::linger as *const libc::c_void,
+                        std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                    )
+                };
+            }
+            return;
+        }
         if let (Some(tls), Some(afd)) = (self.tls.as_mut(), &self.fd) {
             tls.send_close_notify();
             let _ = tls.write_tls(&mut Raw(afd.as_raw_fd()));
