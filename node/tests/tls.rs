@@ -448,10 +448,13 @@ fn certificates_rotate_on_disk_and_by_config_set_while_a_client_pipelines_withou
     // CONFIG SET: a file that does not load is refused and changes nothing.
     let mut plain = node.conn();
     let bad = pki.path("client.key");
-    match plain.cmd(&["CONFIG", "SET", "tls-cert-file", &bad]) {
+    let samples = plain.cmd(&["CONFIG", "GET", "maxmemory-samples"]);
+    match plain.cmd(&["CONFIG", "SET", "maxmemory-samples", "7", "tls-cert-file", &bad]) {
         Frame::Error(e) => assert!(e.contains("Unable to update TLS configuration"), "{e}"),
         other => panic!("a key file as certificate was accepted: {other:?}"),
     }
+    // All or nothing, as Redis: the other setting of the refused CONFIG SET did not change.
+    assert_eq!(plain.cmd(&["CONFIG", "GET", "maxmemory-samples"]), samples);
     assert_eq!(plain.cmd(&["CONFIG", "GET", "tls-cert-file"]), array(&[b"tls-cert-file", crt.as_bytes()]));
     assert_eq!(presented_certificate(port, &pki), pki.der("second.crt"));
     // ... and a good pair is used by the next connection.

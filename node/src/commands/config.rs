@@ -122,23 +122,27 @@ fn config_set(ctx: &mut Ctx<'_>, pairs: &[&[u8]], out: &mut Reply) -> CmdResult 
             return Err(failed(p.name, &why));
         }
     }
-    // TLS settings load together (certificate, key, CA, ciphers): if the
-    // new set does not, the old one is restored and stays in use.
-    let tls_changed = params.iter().any(|p| p.name.starts_with("tls-"));
-    let tls_before = tls_changed.then(|| ctx.node.config.runtime.tls.read().clone());
-    for (p, v) in params.iter().zip(&values) {
+    // TLS settings load together (certificate, key, CA, ciphers), first:
+    // if the new set does not load, the old one is restored and nothing
+    // else given in this CONFIG SET changes (all or nothing, as Redis).
+    let is_tls = |p: &&Param| p.name.starts_with("tls-") && p.mutable();
+    if params.iter().any(is_tls) {
+        let before = ctx.node.config.runtime.tls.read().clone();
+        for (p, v) in params.iter().zip(&values).filter(|(p, _)| is_tls(p)) {
+            p.apply(&ctx.node.config, v);
+        }
+        if let Err(why) = ctx.server.reload_tls() {
+            *ctx.node.config.runtime.tls.write() = before;
+            tracing::warn!("CONFIG SET of TLS settings refused: {why}");
+            let name = params.iter().find(|p| is_tls(p)).map_or("tls", |p| p.name);
+            return Err(failed(name, "Unable to update TLS configuration. Check server logs."));
+        }
+    }
+    for (p, v) in params.iter().zip(&values).filter(|(p, _)| !is_tls(p)) {
         if p.mutable() {
             p.apply(&ctx.node.config, v);
             follow_change(ctx, p.name);
         }
-    }
-    if let Some(before) = tls_before
-        && let Err(why) = ctx.server.reload_tls()
-    {
-        *ctx.node.config.runtime.tls.write() = before;
-        tracing::warn!("CONFIG SET of TLS settings refused: {why}");
-        let name = params.iter().find(|p| p.name.starts_with("tls-")).map_or("tls", |p| p.name);
-        return Err(failed(name, "Unable to update TLS configuration. Check server logs."));
     }
     if params.iter().any(|p| p.name == "maxmemory" || p.name == "maxmemory-policy") {
         evict_to_limit(ctx);

@@ -53,21 +53,21 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
             let _ = std.set_nonblocking(true);
             let _ = std.set_nodelay(true);
             crate::sys::socket::set_keepalive(&std, shared.config.runtime.tcp_keepalive.load(Relaxed));
-            let session = match (tls, &shared.tls) {
-                (false, _) => None,
-                (true, Some(ctx)) => match ctx.session() {
-                    Ok(session) => {
-                        ctx.connections.fetch_add(1, Relaxed);
-                        Some(Box::new(session))
-                    }
-                    Err(e) => {
-                        tracing::warn!(%peer, "cannot start a TLS session: {e}");
-                        return;
-                    }
-                },
-                (true, None) => return,
-            };
             let state = new_state(peer.to_string(), local.to_string(), std.as_raw_fd(), port);
+            let session = match shared.tls.as_ref().filter(|_| tls).map(|ctx| (ctx, ctx.session())) {
+                None if !tls => None,
+                Some((ctx, Ok(session))) => {
+                    ctx.connections.fetch_add(1, Relaxed);
+                    Some(Box::new(session))
+                }
+                failed => {
+                    if let Some((_, Err(e))) = failed {
+                        tracing::warn!(%peer, "cannot start a TLS session: {e}");
+                    }
+                    // Closed as any connection is, so the worker's count goes down.
+                    return state.close(&shared, worker);
+                }
+            };
             (OwnedFd::from(std), state, session)
         }
         NewConn::Unix(std, path) => {

@@ -142,7 +142,7 @@ impl ServerControl for Shared {
 
     fn reload_tls(&self) -> Result<(), String> {
         match &self.tls {
-            Some(ctx) => ctx.reload(&self.config.runtime.tls.read()),
+            Some(ctx) => ctx.reload(|| self.config.runtime.tls.read().clone()),
             None => Ok(()),
         }
     }
@@ -901,8 +901,7 @@ fn watch_tls_files(shared: Arc<Shared>) {
                 break;
             }
             let Some(ctx) = &shared.tls else { break };
-            let settings = shared.config.runtime.tls.read().clone();
-            match ctx.reload_if_changed(&settings) {
+            match ctx.reload_if_changed(|| shared.config.runtime.tls.read().clone()) {
                 None => {}
                 Some(Ok(())) => info!(
                     expires = %crate::base::time::iso8601(ctx.not_after.load(Relaxed)),

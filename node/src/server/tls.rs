@@ -32,6 +32,9 @@ pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 /// INFO and `/metrics`.
 pub struct TlsContext {
     current: RwLock<Arc<ServerConfig>>,
+    /// One reload at a time (CONFIG SET, the watcher): the settings read,
+    /// the files loaded and the stamps kept all belong to one reload.
+    serial: Mutex<()>,
     /// What the loaded files looked like, to notice a change on disk.
     stamps: Mutex<Vec<(PathBuf, Option<FileStamp>)>>,
     /// Expiry of the node's certificate (unix seconds; 0 = unknown).
@@ -51,6 +54,7 @@ impl TlsContext {
         let loaded = load(settings)?;
         Ok(TlsContext {
             current: RwLock::new(loaded.config),
+            serial: Mutex::new(()),
             stamps: Mutex::new(loaded.stamps),
             not_after: AtomicI64::new(loaded.not_after),
             connections: AtomicUsize::new(0),
@@ -65,8 +69,14 @@ impl TlsContext {
         rustls::ServerConnection::new(self.current.read().clone())
     }
 
-    /// Loads `settings` and, if they load, makes them the current ones.
-    pub fn reload(&self, settings: &TlsSettings) -> Result<(), String> {
+    /// Loads the settings `current` reads (under the reload lock) and, if
+    /// they load, makes them the current ones.
+    pub fn reload(&self, current: impl FnOnce() -> TlsSettings) -> Result<(), String> {
+        let _one_at_a_time = self.serial.lock();
+        self.reload_locked(&current())
+    }
+
+    fn reload_locked(&self, settings: &TlsSettings) -> Result<(), String> {
         match load(settings) {
             Ok(loaded) => {
                 *self.current.write() = loaded.config;
@@ -85,7 +95,8 @@ impl TlsContext {
     /// Reloads when a file loaded last time has changed (or appeared, or
     /// gone); None when none has. A change that does not load is not
     /// retried until the files change again (no warning every interval).
-    pub fn reload_if_changed(&self, settings: &TlsSettings) -> Option<Result<(), String>> {
+    pub fn reload_if_changed(&self, current: impl FnOnce() -> TlsSettings) -> Option<Result<(), String>> {
+        let _one_at_a_time = self.serial.lock();
         let now: Vec<_> = {
             let stamps = self.stamps.lock();
             if stamps.iter().all(|(path, stamp)| FileStamp::of(path) == *stamp) {
@@ -93,7 +104,7 @@ impl TlsContext {
             }
             stamps.iter().map(|(path, _)| (path.clone(), FileStamp::of(path))).collect()
         };
-        let result = self.reload(settings);
+        let result = self.reload_locked(&current());
         if result.is_err() {
             *self.stamps.lock() = now;
         }
@@ -130,7 +141,13 @@ fn load(s: &TlsSettings) -> Result<Loaded, String> {
     let (Some(cert_file), Some(key_file)) = (&s.cert_file, &s.key_file) else {
         return Err("TLS needs tls-cert-file and tls-key-file".into());
     };
+    // Stamped before they are read: a file replaced while we read it then
+    // shows as changed at the next check, and is loaded again.
     let mut watched = vec![cert_file.clone(), key_file.clone()];
+    if s.auth_clients != AuthClients::No {
+        watched.extend(s.ca_cert_file.iter().chain(&s.ca_cert_dir).cloned());
+    }
+    let stamps = watched.iter().map(|p| (p.clone(), FileStamp::of(p))).collect();
     let chain = CertificateDer::pem_file_iter(cert_file)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
         .map_err(|e| format!("Failed to load certificate: {}: {}", cert_file.display(), pem_error(e)))?;
@@ -149,7 +166,7 @@ fn load(s: &TlsSettings) -> Result<Loaded, String> {
     let builder = match s.auth_clients {
         AuthClients::No => builder.with_no_client_auth(),
         auth => {
-            let roots = load_roots(s, &mut watched)?;
+            let roots = load_roots(s)?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let verifier = if auth == AuthClients::Optional { verifier.allow_unauthenticated() } else { verifier };
             builder.with_client_cert_verifier(
@@ -162,14 +179,14 @@ fn load(s: &TlsSettings) -> Result<Loaded, String> {
         .with_single_cert(chain, key)
         .map_err(|e| format!("Failed to load the private key or certificate: {e}"))?;
     config.ignore_client_order = s.prefer_server_ciphers;
-    if s.session_caching && s.session_cache_size > 0 {
-        config.session_storage =
-            Arc::new(SessionCache::new(s.session_cache_size, Duration::from_secs(s.session_cache_timeout_secs)));
+    if s.session_caching {
+        // As Redis: a size of 0 is no limit.
+        let size = if s.session_cache_size == 0 { usize::MAX } else { s.session_cache_size };
+        config.session_storage = Arc::new(SessionCache::new(size, Duration::from_secs(s.session_cache_timeout_secs)));
     } else {
         config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
         config.send_tls13_tickets = 0;
     }
-    let stamps = watched.into_iter().map(|p| (p.clone(), FileStamp::of(&p))).collect();
     Ok(Loaded { config: Arc::new(config), stamps, not_after })
 }
 
@@ -194,7 +211,7 @@ fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
 }
 
 /// The CA certificates client certificates are checked against.
-fn load_roots(s: &TlsSettings, watched: &mut Vec<PathBuf>) -> Result<RootCertStore, String> {
+fn load_roots(s: &TlsSettings) -> Result<RootCertStore, String> {
     let mut files = Vec::new();
     if let Some(f) = &s.ca_cert_file {
         files.push(f.clone());
@@ -232,15 +249,9 @@ fn load_roots(s: &TlsSettings, watched: &mut Vec<PathBuf>) -> Result<RootCertSto
         if bad > 0 && !from_dir {
             return Err(format!("Failed to load CA certificate(s): {}: {bad} unusable", file.display()));
         }
-        if !from_dir {
-            watched.push(file);
-        }
     }
     if roots.is_empty() {
         return Err("Failed to configure CA certificate(s): none found".into());
-    }
-    if let Some(dir) = &s.ca_cert_dir {
-        watched.push(dir.clone());
     }
     Ok(roots)
 }
@@ -361,8 +372,12 @@ struct SessionCache {
 
 #[derive(Debug, Default)]
 struct SessionMap {
-    map: HashMap<Vec<u8>, (Vec<u8>, Instant)>,
-    order: VecDeque<Vec<u8>>,
+    /// key -> (session, when stored, its number in `order`).
+    map: HashMap<Vec<u8>, (Vec<u8>, Instant, u64)>,
+    /// Keys oldest first, with their number: an entry whose number no
+    /// longer matches the map's was taken or replaced, and is skipped.
+    order: VecDeque<(Vec<u8>, u64)>,
+    next: u64,
 }
 
 impl SessionCache {
@@ -375,24 +390,30 @@ impl StoresServerSessions for SessionCache {
     fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
         let mut m = self.inner.lock();
         while m.map.len() >= self.size {
-            let Some(old) = m.order.pop_front() else { break };
-            m.map.remove(&old);
+            let Some((old, n)) = m.order.pop_front() else { break };
+            if m.map.get(&old).is_some_and(|e| e.2 == n) {
+                m.map.remove(&old);
+            }
         }
-        if m.map.insert(key.clone(), (value, Instant::now())).is_none() {
-            m.order.push_back(key);
+        let n = m.next;
+        m.next += 1;
+        m.map.insert(key.clone(), (value, Instant::now(), n));
+        m.order.push_back((key, n));
+        // Taken sessions leave stale keys behind: drop them before they outnumber the live ones.
+        if m.order.len() > 2 * m.map.len() + 64 {
+            let SessionMap { map, order, .. } = &mut *m;
+            order.retain(|(k, n)| map.get(k).is_some_and(|e| e.2 == *n));
         }
         true
     }
 
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         let m = self.inner.lock();
-        m.map.get(key).filter(|(_, at)| at.elapsed() <= self.timeout).map(|(v, _)| v.clone())
+        m.map.get(key).filter(|(_, at, _)| at.elapsed() <= self.timeout).map(|(v, ..)| v.clone())
     }
 
     fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
-        let mut m = self.inner.lock();
-        let (v, at) = m.map.remove(key)?;
-        m.order.retain(|k| k.as_slice() != key);
+        let (v, at, _) = self.inner.lock().map.remove(key)?;
         (at.elapsed() <= self.timeout).then_some(v)
     }
 
@@ -500,6 +521,13 @@ mod tests {
         assert_eq!(cache.get(b"c"), Some(b"3".to_vec()));
         assert_eq!(cache.take(b"b"), Some(b"2".to_vec()));
         assert_eq!(cache.get(b"b"), None);
+        // Taking and storing many: the stale order entries are dropped.
+        for i in 0..1000u32 {
+            cache.put(i.to_be_bytes().to_vec(), b"v".to_vec());
+            assert!(cache.take(&i.to_be_bytes()).is_some());
+        }
+        let m = cache.inner.lock();
+        assert!(m.order.len() <= 2 * m.map.len() + 65, "{} keys in order", m.order.len());
         let expired = SessionCache::new(2, Duration::ZERO);
         expired.put(b"a".to_vec(), b"1".to_vec());
         std::thread::sleep(Duration::from_millis(2));

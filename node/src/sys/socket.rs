@@ -247,6 +247,11 @@ impl ClientSocket {
         while !data.is_empty() {
             let tls = self.tls.as_mut().expect("a TLS socket");
             let n = io::Write::write(&mut tls.writer(), data)?;
+            if n == 0 && !tls.wants_write() {
+                // rustls's buffer is full with nothing it can send (before the
+                // handshake ends): waiting would spin.
+                return Err(io::Error::new(io::ErrorKind::WouldBlock, "TLS output buffer full before the handshake"));
+            }
             *data = &data[n..];
             self.send_tls().await?;
         }

@@ -475,7 +475,8 @@ pub struct TlsSpec {
     /// A Secret of type `kubernetes.io/tls` in this namespace: `tls.crt` (the chain) and
     /// `tls.key`, and `ca.crt` (the CA that signs client certificates) when `clientAuth` is not
     /// `None`. Its names must cover what clients connect to: `<name>.<namespace>.svc` and, in
-    /// cluster mode, `*.<name>-headless.<namespace>.svc` (where MOVED sends clients).
+    /// cluster mode, `*.<name>-headless.<namespace>.svc` (with TLS, MOVED and CLUSTER SLOTS name
+    /// the pods `<pod>.<name>-headless.<namespace>.svc`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub secret_name: Option<String>,

@@ -102,6 +102,12 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
         line("cluster-enabled", &"yes");
         line("cluster-direct-port", &DIRECT_PORT);
         line("cluster-port", &ADMIN_PORT);
+        if spec.tls.is_some() {
+            // MOVED and CLUSTER SLOTS name pods by their DNS names, which the certificate
+            // covers (`*.<name>-headless.<namespace>.svc`): a client that checks the name it
+            // connects to accepts the pod it is redirected to. Pod IPs are in no certificate.
+            line("cluster-preferred-endpoint-type", &"hostname");
+        }
         // Only the operator, which holds the Secret, may change the topology.
         line("cluster-admin-password-file", &format!("{ADMIN_SECRET_DIR}/{ADMIN_PASSWORD_KEY}"));
     }
@@ -316,6 +322,20 @@ mod tests {
 
     fn error_field(spec: serde_json::Value) -> String {
         config(spec).expect_err("an invalid spec").field
+    }
+
+    #[test]
+    fn tls_closes_the_plain_port_and_names_pods_by_hostname_in_cluster_mode() {
+        let tls = config(json!({"tls": {"secretName": "cert"}})).unwrap();
+        assert_eq!(directive(&tls, "port").as_deref(), Some("0"));
+        assert_eq!(directive(&tls, "tls-port").as_deref(), Some("6379"));
+        assert_eq!(directive(&tls, "tls-auth-clients").as_deref(), Some("no"));
+        assert_eq!(directive(&tls, "cluster-preferred-endpoint-type").as_deref(), Some("hostname"));
+        let plain = config(json!({})).unwrap();
+        assert_eq!(directive(&plain, "port").as_deref(), Some("6379"));
+        assert_eq!(directive(&plain, "cluster-preferred-endpoint-type"), None);
+        let independent = config(json!({"tls": {"secretName": "cert"}, "cluster": {"enabled": false}})).unwrap();
+        assert_eq!(directive(&independent, "cluster-preferred-endpoint-type"), None);
     }
 
     #[test]

@@ -63,8 +63,9 @@ pub(super) fn certificate(cc: &CacheCluster, owner: &Owner) -> Result<Option<Dyn
     dns.extend([name.clone(), format!("{name}.{ns}"), "localhost".to_owned()]);
     let certificate_name = format!("{name}-tls");
     let mut spec = json!({
+        // No commonName (cert-manager limits it to 64 bytes, which long names pass): the
+        // DNS names are what clients check.
         "secretName": secret_name(tls, name),
-        "commonName": format!("{name}.{ns}.svc"),
         "dnsNames": dns,
         "ipAddresses": ["127.0.0.1"],
         "usages": ["server auth", "digital signature", "key encipherment"],
