@@ -177,8 +177,8 @@ fn client_config(pki: &Pki) -> Arc<rustls::ClientConfig> {
     Arc::new(config)
 }
 
-/// Connects with `config`, PINGs, and says whether the handshake resumed a session.
-fn ping_resumed(port: u16, config: &Arc<rustls::ClientConfig>) -> bool {
+/// Connects with `config` and PINGs; the client's session once PONG came back.
+fn tls_ping(port: u16, config: &Arc<rustls::ClientConfig>) -> rustls::ClientConnection {
     use rustls::pki_types::ServerName;
     let conn = rustls::ClientConnection::new(config.clone(), ServerName::try_from("localhost").unwrap()).unwrap();
     let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -188,7 +188,12 @@ fn ping_resumed(port: u16, config: &Arc<rustls::ClientConfig>) -> bool {
     let mut reply = [0u8; 7];
     tls.read_exact(&mut reply).unwrap();
     assert_eq!(&reply, b"+PONG\r\n");
-    tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+    tls.conn
+}
+
+/// Whether a new connection with `config` resumed a session.
+fn ping_resumed(port: u16, config: &Arc<rustls::ClientConfig>) -> bool {
+    tls_ping(port, config).handshake_kind() == Some(rustls::HandshakeKind::Resumed)
 }
 
 #[test]
@@ -211,27 +216,7 @@ fn tls_sessions_resume_unless_session_caching_is_off() {
 /// The certificate the node presents to a new TLS connection (DER), after
 /// a PING over it answered PONG.
 fn presented_certificate(port: u16, pki: &Pki) -> Vec<u8> {
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, pem::PemObject};
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_file(pki.dir.join("ca.crt")).unwrap()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_client_auth_cert(
-            vec![CertificateDer::from_pem_file(pki.dir.join("client.crt")).unwrap()],
-            PrivateKeyDer::from_pem_file(pki.dir.join("client.key")).unwrap(),
-        )
-        .unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), ServerName::try_from("localhost").unwrap()).unwrap();
-    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    tls.write_all(b"PING\r\n").unwrap();
-    let mut reply = [0u8; 7];
-    tls.read_exact(&mut reply).unwrap();
-    assert_eq!(&reply, b"+PONG\r\n");
-    tls.conn.peer_certificates().expect("a server certificate")[0].to_vec()
+    tls_ping(port, &client_config(pki)).peer_certificates().expect("a server certificate")[0].to_vec()
 }
 
 #[test]
