@@ -84,10 +84,15 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
         Err(e) => {
             tracing::warn!(client = state.info.id, "cannot register connection: {e}");
             state.close(&shared, worker);
-            if is_tls && let Some(ctx) = &shared.tls {
-                ctx.connections.fetch_sub(1, Relaxed);
-            }
+            tls_closed(&shared, is_tls);
         }
+    }
+}
+
+/// A TLS client is gone: it no longer counts in `tls_connected_clients`.
+fn tls_closed(shared: &Shared, was_tls: bool) {
+    if was_tls && let Some(ctx) = &shared.tls {
+        ctx.connections.fetch_sub(1, Relaxed);
     }
 }
 
@@ -101,23 +106,18 @@ pub struct MovedConn {
 
 /// Serves a connection on this worker until it closes or moves away.
 async fn drive(mut socket: ClientSocket, mut state: ConnState, shared: Arc<Shared>, worker: usize) {
-    let close_tls = |shared: &Shared, is_tls: bool| {
-        if is_tls && let Some(ctx) = &shared.tls {
-            ctx.connections.fetch_sub(1, Relaxed);
-        }
-    };
     let is_tls = socket.is_tls();
     match run(&mut socket, &mut state, &shared, worker).await {
         Exit::Close => {
             state.close(&shared, worker);
             socket.shutdown_write();
-            close_tls(&shared, is_tls);
+            tls_closed(&shared, is_tls);
         }
         Exit::Move(to) => {
             let (fd, tls) = match socket.detach() {
                 Ok(parts) => parts,
                 Err(_) => {
-                    close_tls(&shared, is_tls);
+                    tls_closed(&shared, is_tls);
                     return state.close(&shared, worker);
                 }
             };
@@ -129,7 +129,7 @@ async fn drive(mut socket: ClientSocket, mut state: ConnState, shared: Arc<Share
                 // The target worker has stopped (shutdown): close here.
                 shared.balance.moved(to, worker);
                 back.state.close(&shared, worker);
-                close_tls(&shared, back.tls.is_some());
+                tls_closed(&shared, back.tls.is_some());
             }
         }
     }
