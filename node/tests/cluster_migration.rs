@@ -1141,8 +1141,8 @@ fn disk_resident_slots_migrate_within_the_source_memory_budget() {
     }
     println!("loaded ({ooms} SETs refused with OOM and sent again)");
     // The budget as the node counts it for maxmemory (as Redis: used_memory
-    // less mem_not_counted_for_evict, the log's and the disk tier's
-    // buffers), and used_memory itself.
+    // less mem_not_counted_for_evict: the log's and the disk tier's
+    // buffers and the migration's batch), and used_memory itself.
     let used = |conn: &mut RawConn| -> (u64, u64) {
         let m = support::info(conn, Some("memory"));
         let field = |f: &str| m.get(f).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);

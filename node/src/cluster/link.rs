@@ -54,6 +54,12 @@ impl Link {
         self.out.len()
     }
 
+    /// What its buffers hold allocated (they keep their capacity between
+    /// batches).
+    pub fn buffer_capacity(&self) -> usize {
+        self.out.capacity() + self.buf.capacity()
+    }
+
     /// Sends what is queued.
     pub fn flush(&mut self) -> Result<(), String> {
         let r = self.stream.write_all(&self.out).map_err(|e| format!("{}: {e}", self.addr));

@@ -32,8 +32,10 @@ use super::link::Link;
 use super::topology::{Move, MoveState, Route};
 use crate::base::slot::{SLOTS, SlotSet, key_slot};
 use crate::durability::hooks;
+use crate::store::entry::ColdLoc;
 use crate::store::export::Exported;
 use crate::store::{KeyAccess, Keyspace, StoreStats};
+use crate::sys::file::BufferGauge;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -43,6 +45,8 @@ use std::time::{Duration, Instant};
 /// Keys per pipelined batch, and bytes (values can be large).
 const BATCH_KEYS: usize = 256;
 const BATCH_BYTES: usize = 4 << 20;
+/// Bytes of values read from disk (or encoded) at once for a batch.
+const EXPORT_BYTES: usize = 1 << 20;
 /// Passes over changed keys before the handover, and the count small enough
 /// to send while the slots are sealed.
 const MAX_PASSES: usize = 20;
@@ -196,6 +200,11 @@ pub struct Migrations {
     /// topology at its start).
     releasing: Mutex<()>,
     pub stats: MigrationStats,
+    /// What the batches this node sends hold (values read from disk, the
+    /// RESTOREs queued): the memory budget leaves it out of eviction, as
+    /// a log's buffers, since it is bounded (one batch, `BATCH_BYTES` and
+    /// a value) and goes once sent.
+    pub buffers: Arc<BufferGauge>,
 }
 
 impl Migrations {
@@ -390,7 +399,8 @@ fn copy_and_hand_over(ks: &Keyspace, c: &Cluster, m: &Migration) -> Result<(), S
     let receive: [&[u8]; 5] =
         [b"STRATA.MIGRATE", b"RECEIVE", m.mid.as_bytes(), m.source.as_bytes(), slots_text.as_bytes()];
     link.call(&receive)?.map_err(|e| format!("the target refused the migration: {e}"))?;
-    let mut sender = Sender { ks, m, c, link: &mut link, batch: Vec::new(), bytes: 0, batches: 0 };
+    let held = Held { gauge: &c.migrations.buffers, bytes: 0 };
+    let mut sender = Sender { ks, m, c, link: &mut link, batch: Vec::new(), bytes: 0, batches: 0, in_hand: 0, held };
     let result = (|| {
         snapshot(&mut sender)?;
         m.set_state(State::Streaming);
@@ -592,8 +602,11 @@ fn snapshot(s: &mut Sender<'_>) -> Result<(), String> {
         let mut todo = names.forgotten;
         for _round in 0..4 {
             let mut missed = false;
-            for chunk in todo.chunks(BATCH_KEYS) {
-                for found in ks.export_forgotten_all(chunk, &m.slots, crate::store::now_ms()) {
+            for chunk in loc_chunks(&todo) {
+                s.reserve(chunk.iter().map(|l| l.len as usize).sum());
+                let found = ks.export_forgotten_all(chunk, &m.slots, crate::store::now_ms());
+                s.took(found.iter().flatten().map(|(_, state)| state));
+                for found in found {
                     match found {
                         Some((key, state)) => s.state(&key, state)?,
                         None => missed = true,
@@ -622,19 +635,43 @@ struct Sender<'a> {
     batch: Vec<Vec<u8>>,
     bytes: usize,
     batches: usize,
+    /// Bytes of the exported values not queued yet.
+    in_hand: usize,
+    /// Those and the link's buffers, in the node's gauge.
+    held: Held<'a>,
 }
 
 impl Sender<'_> {
     /// Keys' current states, their values on disk read together.
-    fn keys(&mut self, keys: &[Box<[u8]>]) -> Result<(), String> {
-        for (key, state) in keys.iter().zip(self.ks.export_keys(keys, crate::store::now_ms())) {
-            self.state(key, state)?;
+    fn keys(&mut self, mut keys: &[Box<[u8]>]) -> Result<(), String> {
+        while !keys.is_empty() {
+            self.reserve(EXPORT_BYTES);
+            let states = self.ks.export_keys(keys, crate::store::now_ms(), EXPORT_BYTES);
+            self.took(states.iter());
+            let n = states.len();
+            for (key, state) in keys.iter().zip(states) {
+                self.state(key, state)?;
+            }
+            keys = &keys[n..];
         }
         Ok(())
     }
 
+    /// Counts `bytes` about to be read or encoded as held, before they are
+    /// (so no calibration sees them as data).
+    fn reserve(&mut self, bytes: usize) {
+        self.held.set(self.in_hand + bytes + self.link.buffer_capacity());
+    }
+
+    /// Exported states now in hand, to be sent by `state`.
+    fn took<'s>(&mut self, states: impl Iterator<Item = &'s Exported>) {
+        self.in_hand += states.map(Exported::payload_len).sum::<usize>();
+        self.held.set(self.in_hand + self.link.buffer_capacity());
+    }
+
     fn state(&mut self, key: &[u8], state: Exported) -> Result<(), String> {
         debug_assert!(self.m.slots.contains(key_slot(key)));
+        self.in_hand = self.in_hand.saturating_sub(state.payload_len());
         match state {
             Exported::Value { payload, expire_at } => {
                 let ttl = expire_at.to_string();
@@ -643,6 +680,7 @@ impl Sender<'_> {
             }
             Exported::Missing => self.link.queue(&[b"DEL", key]),
         }
+        self.held.set(self.in_hand + self.link.buffer_capacity());
         self.batch.push(key.to_vec());
         if self.batch.len() >= BATCH_KEYS || self.link.queued_bytes() >= BATCH_BYTES {
             self.flush()?;
@@ -680,6 +718,44 @@ impl Sender<'_> {
             std::thread::sleep(delay);
         }
         Ok(())
+    }
+}
+
+/// Records to read together: `BATCH_KEYS` or `EXPORT_BYTES` (and one
+/// record) at most.
+fn loc_chunks(locs: &[ColdLoc]) -> impl Iterator<Item = &[ColdLoc]> {
+    let mut rest = locs;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (mut n, mut bytes) = (0, 0);
+        while n < rest.len() && n < BATCH_KEYS && bytes < EXPORT_BYTES {
+            bytes += rest[n].len as usize;
+            n += 1;
+        }
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+/// Bytes a migration holds, mirrored in the node's gauge until dropped.
+struct Held<'a> {
+    gauge: &'a BufferGauge,
+    bytes: usize,
+}
+
+impl Held<'_> {
+    fn set(&mut self, bytes: usize) {
+        self.gauge.resize(self.bytes, bytes);
+        self.bytes = bytes;
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.set(0);
     }
 }
 
@@ -913,7 +989,7 @@ fn drop_keys_of(ks: &Keyspace, slots: &SlotSet) -> usize {
     for idx in parts {
         let names = ks.export_names(idx, slots);
         let mut keys: Vec<Vec<u8>> = names.indexed.iter().map(|k| k.to_vec()).collect();
-        for chunk in names.forgotten.chunks(BATCH_KEYS) {
+        for chunk in loc_chunks(&names.forgotten) {
             keys.extend(ks.export_forgotten_all(chunk, slots, 0).into_iter().flatten().map(|(key, _)| key));
         }
         deleted += delete_keys(ks, &keys);

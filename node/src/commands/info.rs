@@ -227,13 +227,14 @@ fn info_memory(node: &Node, snap: &Snapshot, t: &mut String) {
     field!(t, "rss_overhead_bytes", "{}", m.rss as i64 - a.resident as i64);
     field!(t, "mem_fragmentation_ratio", "{:.2}", ratio(m.rss, m.used));
     field!(t, "mem_fragmentation_bytes", "{}", m.rss as i64 - m.used as i64);
-    // The logs' buffers, as Redis its AOF buffer: in used_memory, not
-    // compared with maxmemory.
-    field!(t, "mem_not_counted_for_evict", "{}", m.journal_buffers + m.cold_buffers);
+    // The logs' and a migration's buffers, as Redis its AOF buffer: in
+    // used_memory, not compared with maxmemory.
+    field!(t, "mem_not_counted_for_evict", "{}", m.journal_buffers + m.cold_buffers + m.migration_buffers);
     field!(t, "mem_clients_slaves", "0");
     field!(t, "mem_clients_normal", "{}", m.connections);
     field!(t, "mem_aof_buffer", "{}", m.journal_buffers);
     field!(t, "strata_mem_cold_tier_buffer", "{}", m.cold_buffers);
+    field!(t, "strata_mem_migration_buffer", "{}", m.migration_buffers);
     field!(t, "mem_allocator", "{}", crate::sys::alloc::name());
     let huge = &snap.hugepages;
     field!(t, "hugepages_setting", "{}", huge.setting.name());

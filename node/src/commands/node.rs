@@ -133,10 +133,12 @@ impl Node {
             workers,
             table,
             expiry: ActiveExpiry::default(),
-            // The logs' buffers: reported, left out of eviction (Redis's AOF buffer).
-            memory: Budget::with_log_buffers(
+            // The logs' and the migrations' buffers: reported, left out of
+            // eviction (Redis's AOF buffer).
+            memory: Budget::with_side_buffers(
                 persist.as_ref().map(|p| p.buffers().clone()),
                 cold.as_ref().map(|_| cold_buffers),
+                cluster.as_ref().map(|c| c.migrations.buffers.clone()),
             ),
             started: Instant::now(),
             stat_reset_time: AtomicU64::new(now_s),

@@ -76,9 +76,12 @@ const RECHECK_EVERY: usize = 64;
 /// flight, a segment read whole for replay or cleaning). They are bounded
 /// (see `tier::log` and `durability`), come and go with the disk's pace,
 /// and evicting keys would not shrink them: counting them would evict a
-/// small cache whole each time a segment is read. INFO shows them
+/// small cache whole each time a segment is read. The same for a slot
+/// migration's batch on its source (values read from the disk tier and
+/// the RESTOREs queued for the target: at most one batch, `cluster::
+/// migration`), which goes once it is sent. INFO shows them
 /// (`mem_aof_buffer`, `strata_mem_cold_tier_buffer`,
-/// `mem_not_counted_for_evict`).
+/// `strata_mem_migration_buffer`, `mem_not_counted_for_evict`).
 #[derive(Default)]
 pub struct Budget {
     /// Bytes held in connection buffers (query and output).
@@ -93,31 +96,52 @@ pub struct Budget {
     /// reading (a restarted node takes it before its replay, as a fresh
     /// node does before its first writes).
     process_base: OnceLock<u64>,
-    /// The logs' buffers (None: no such log).
-    journal_buffers: Option<Arc<BufferGauge>>,
-    cold_buffers: Option<Arc<BufferGauge>>,
+    /// The side buffers' gauges, in `SideBuffers`' order (None: no such
+    /// owner).
+    side: [Option<Arc<BufferGauge>>; 3],
     /// What they held at the last calibration, when `correction` was set:
-    /// the part of `used` left out of the eviction decision (journal, cold).
-    not_counted: [AtomicU64; 2],
+    /// the part of `used` left out of the eviction decision.
+    not_counted: [AtomicU64; 3],
     pub defrag: defrag::ActiveDefrag,
 }
 
+/// Bytes in the buffers left out of the eviction decision, by owner.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SideBuffers {
+    /// The durability journal's.
+    pub journal: u64,
+    /// The cold tier's log.
+    pub cold: u64,
+    /// The batch of the slot migrations this node sends.
+    pub migration: u64,
+}
+
+impl SideBuffers {
+    pub fn total(&self) -> u64 {
+        self.journal + self.cold + self.migration
+    }
+}
+
 impl Budget {
-    /// A budget that leaves the journal's and the cold tier's buffers out of
-    /// the eviction decision.
-    pub fn with_log_buffers(journal: Option<Arc<BufferGauge>>, cold: Option<Arc<BufferGauge>>) -> Budget {
-        Budget { journal_buffers: journal, cold_buffers: cold, ..Budget::default() }
+    /// A budget that leaves these owners' buffers out of the eviction
+    /// decision (None: the node has no such owner).
+    pub fn with_side_buffers(
+        journal: Option<Arc<BufferGauge>>,
+        cold: Option<Arc<BufferGauge>>,
+        migration: Option<Arc<BufferGauge>>,
+    ) -> Budget {
+        Budget { side: [journal, cold, migration], ..Budget::default() }
     }
 
-    /// Bytes in the (journal's, cold tier's) buffers at the last
-    /// calibration: the part of `used` they are (INFO, `/metrics`).
-    pub fn log_buffers(&self) -> (u64, u64) {
-        (self.not_counted[0].load(Relaxed), self.not_counted[1].load(Relaxed))
+    /// Bytes in the side buffers at the last calibration: the part of
+    /// `used` they are (INFO, `/metrics`).
+    pub fn side_buffers(&self) -> SideBuffers {
+        let [journal, cold, migration] = self.not_counted.each_ref().map(|a| a.load(Relaxed));
+        SideBuffers { journal, cold, migration }
     }
 
-    fn log_buffers_now(&self) -> [u64; 2] {
-        let read = |g: &Option<Arc<BufferGauge>>| g.as_ref().map_or(0, |g| g.bytes());
-        [read(&self.journal_buffers), read(&self.cold_buffers)]
+    fn side_buffers_now(&self) -> [u64; 3] {
+        self.side.each_ref().map(|g| g.as_ref().map_or(0, |g| g.bytes()))
     }
 
     /// A connection's buffers grew (or shrank, negative) by `delta` bytes.
@@ -143,8 +167,7 @@ impl Budget {
     /// What the eviction decision compares with `maxmemory`: `used` less
     /// the logs' buffers it held at the last calibration.
     pub fn used_for_eviction(&self, ks: &Keyspace) -> u64 {
-        let (journal, cold) = self.log_buffers();
-        self.used(ks).saturating_sub(journal + cold)
+        self.used(ks).saturating_sub(self.side_buffers().total())
     }
 
     /// Reads the allocator's statistics (plus the huge pages mapped outside
@@ -170,9 +193,9 @@ impl Budget {
         let (mut before, mut stats, mut after);
         let mut tries = 0;
         loop {
-            before = self.log_buffers_now();
+            before = self.side_buffers_now();
             stats = crate::sys::alloc::stats();
-            after = self.log_buffers_now();
+            after = self.side_buffers_now();
             tries += 1;
             if before == after || tries == STEADY_READING_TRIES {
                 break;
@@ -518,25 +541,30 @@ mod tests {
         }
     }
 
-    /// The logs' buffers are part of `used_memory` and left out of what
-    /// eviction compares with `maxmemory`, by what they held at the
-    /// calibration that measured them.
+    /// The side buffers (a log's, a migration's batch) are part of
+    /// `used_memory` and left out of what eviction compares with
+    /// `maxmemory`, by what they held at the calibration that measured them.
     #[test]
-    fn log_buffers_count_in_used_memory_but_not_for_eviction() {
-        let gauge = Arc::new(BufferGauge::default());
-        let budget = Budget::with_log_buffers(Some(gauge.clone()), None);
+    fn side_buffers_count_in_used_memory_but_not_for_eviction() {
+        let (journal, migration) = (Arc::new(BufferGauge::default()), Arc::new(BufferGauge::default()));
+        let budget = Budget::with_side_buffers(Some(journal.clone()), None, Some(migration.clone()));
         let ks = Keyspace::new(16);
-        let buf = crate::sys::file::AlignedBuf::zeroed_in(8 << 20, &gauge);
+        let buf = crate::sys::file::AlignedBuf::zeroed_in(8 << 20, &journal);
+        // A migration's batch: allocated by its owner, which says so.
+        let batch = vec![7u8; 4 << 20];
+        migration.resize(0, batch.capacity());
         budget.calibrate(&ks, 0, 0);
-        let (journal, cold) = budget.log_buffers();
-        assert!(journal >= 8 << 20 && cold == 0, "{journal} {cold}");
-        assert_eq!(budget.used(&ks) - budget.used_for_eviction(&ks), journal);
-        assert!(budget.used(&ks) >= journal);
+        let side = budget.side_buffers();
+        assert!(side.journal >= 8 << 20 && side.cold == 0 && side.migration == 4 << 20, "{side:?}");
+        assert_eq!(budget.used(&ks) - budget.used_for_eviction(&ks), side.total());
+        assert!(budget.used(&ks) >= side.total());
         drop(buf);
+        migration.resize(batch.capacity(), 0);
+        drop(batch);
         // Until the next calibration the figures stay those of the last one.
-        assert_eq!(budget.log_buffers().0, journal);
+        assert_eq!(budget.side_buffers(), side);
         budget.calibrate(&ks, 0, 0);
-        assert_eq!(budget.log_buffers(), (0, 0));
+        assert_eq!(budget.side_buffers(), SideBuffers::default());
         assert_eq!(budget.used(&ks), budget.used_for_eviction(&ks));
     }
 

@@ -154,8 +154,9 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
     let mem = &s.memory;
     let mut m = enc.encode_descriptor(
         "strata_memory_used",
-        "Memory used: total is what the allocator holds (used_memory), keyspace, connections and the logs' \
-         buffers (journal_buffers, cold_tier_buffers: left out of the eviction decision) its parts.",
+        "Memory used: total is what the allocator holds (used_memory), keyspace, connections, the logs' buffers \
+         (journal_buffers, cold_tier_buffers) and a slot migration's batch (migration_buffers) its parts; the \
+         last three are left out of the eviction decision.",
         Some(&Unit::Bytes),
         MetricType::Gauge,
     )?;
@@ -164,6 +165,7 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         ("connections", mem.connections),
         ("journal_buffers", mem.journal_buffers),
         ("cold_tier_buffers", mem.cold_buffers),
+        ("migration_buffers", mem.migration_buffers),
         ("total", mem.used),
     ] {
         let labels = [("component", component)];

@@ -339,6 +339,8 @@ pub struct MemoryFigures {
     /// `used_memory`, left out of the eviction decision.
     pub journal_buffers: u64,
     pub cold_buffers: u64,
+    /// The batch of the slot migrations this node sends (the same).
+    pub migration_buffers: u64,
     /// `used_memory`: what the allocator holds (the above and the rest).
     pub used: u64,
     pub peak: u64,

@@ -15,7 +15,7 @@ impl Shared {
         let allocator = self.memory.calibrate(&self.ks, self.maxmemory(), 0).unwrap_or_default();
         let used = self.used_memory();
         let peak = self.memory.note_peak(used);
-        let (journal_buffers, cold_buffers) = self.memory.log_buffers();
+        let side = self.memory.side_buffers();
         Snapshot {
             uptime: self.uptime(),
             worker_threads: self.workers.len() as u64,
@@ -40,8 +40,9 @@ impl Shared {
             memory: MemoryFigures {
                 keyspace: self.ks.used_memory().max(0) as u64,
                 connections: self.memory.connection_bytes(),
-                journal_buffers,
-                cold_buffers,
+                journal_buffers: side.journal,
+                cold_buffers: side.cold,
+                migration_buffers: side.migration,
                 used,
                 peak,
                 max: self.maxmemory(),

@@ -28,6 +28,15 @@ pub enum Exported {
     Missing,
 }
 
+impl Exported {
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Exported::Value { payload, .. } => payload.capacity(),
+            Exported::Missing => 0,
+        }
+    }
+}
+
 impl Keyspace {
     /// The keys of database 0 in partition `idx` whose slot is in `slots`.
     pub fn export_names(&self, idx: u32, slots: &SlotSet) -> Names {
@@ -119,14 +128,21 @@ impl Keyspace {
         Some((rec.key, Exported::Value { payload, expire_at: rec.expire_at }))
     }
 
-    /// [`Self::export_key`] for many keys at once: the values on disk are
-    /// read together (the device serves many reads at a time), then each
-    /// checked again under its partition's lock.
-    pub fn export_keys(&self, keys: &[Box<[u8]>], now_ms: u64) -> Vec<Exported> {
-        let mut out: Vec<Option<Exported>> = keys.iter().map(|_| None).collect();
+    /// [`Self::export_key`] for the first of `keys`, as many as hold
+    /// about `max_bytes` (at least one): the values on disk are read
+    /// together (the device serves many reads at a time), then each
+    /// checked again under its partition's lock. What it holds at most is
+    /// `max_bytes` and one value, so a caller can count it before.
+    pub fn export_keys(&self, keys: &[Box<[u8]>], now_ms: u64, max_bytes: usize) -> Vec<Exported> {
+        let mut out: Vec<Option<Exported>> = Vec::new();
         // (index in keys, where its value is, its deadline)
         let mut cold: Vec<(usize, ColdLoc, u64)> = Vec::new();
+        let mut bytes = 0;
         for (i, key) in keys.iter().enumerate() {
+            if bytes >= max_bytes {
+                break;
+            }
+            out.push(None);
             let mut p = self.lock(self.partition_of_key(key));
             p.recall_key(self, 0, key);
             let state = match p.find_entry(0, key) {
@@ -134,6 +150,7 @@ impl Keyspace {
                 Some(e) if e.expire_at() != 0 && e.expire_at() <= now_ms => Exported::Missing,
                 Some(e) => match e.cold_loc() {
                     Some(loc) => {
+                        bytes += loc.len as usize;
                         cold.push((i, loc, e.expire_at()));
                         continue;
                     }
@@ -148,6 +165,7 @@ impl Keyspace {
                     }
                 },
             };
+            bytes += state.payload_len();
             out[i] = Some(state);
         }
         let locs: Vec<ColdLoc> = cold.iter().map(|c| c.1).collect();
