@@ -289,7 +289,8 @@ LOAD_START=$(date +%s)
 wait_for "kube-apiserver" 120 kubectl get --raw /readyz
 wait_for "namespace default" 60 kubectl get namespace default
 kubectl apply --server-side -f "$ROOT/crds/strata.dev_cacheclusters.yaml" >/dev/null
-kubectl wait --for=condition=Established crd/cacheclusters.strata.dev --timeout=60s >/dev/null
+# kubectl wait fails at once while the new CRD has no conditions yet: try again.
+wait_for "the CacheCluster CRD" 60 kubectl wait --for=condition=Established crd/cacheclusters.strata.dev --timeout=10s
 kubectl create namespace strata-system >/dev/null
 kubectl create namespace strata-proof >/dev/null
 start strata-operator env POD_NAME=strata-operator-0 POD_NAMESPACE=strata-system "$BIN/strata-operator" \

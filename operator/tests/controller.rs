@@ -220,7 +220,7 @@ spec:
 "#;
     let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(crd));
     assert!(out.success, "{}", out.stderr);
-    plane.kubectl(&["wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com"]);
+    plane.wait_crd_established("servicemonitors.monitoring.coreos.com");
     // The operator re-checks on its next reconcile: nudge it with a spec change.
     apply_cc(
         &ccs,

@@ -24,7 +24,7 @@ fn install_monitoring_crds(plane: &ControlPlane) {
     ] {
         let path = workspace_root().join("operator/tests/fixtures").join(file);
         plane.kubectl(&["apply", "--server-side", "-f", &path.display().to_string()]).ok(file);
-        plane.kubectl(&["wait", "--for=condition=Established", &format!("crd/{name}"), "--timeout=60s"]).ok(name);
+        plane.wait_crd_established(name);
     }
 }
 

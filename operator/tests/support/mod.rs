@@ -170,22 +170,23 @@ impl ControlPlane {
         let crd = workspace_root().join("crds/strata.dev_cacheclusters.yaml");
         let out = plane.kubectl(&["apply", "--server-side", "-f", &crd.display().to_string()]);
         assert!(out.success, "installing the CRD: {}", out.stderr);
-        // `kubectl wait` fails at once, instead of waiting, while the new
-        // CRD has no status conditions yet (a loaded machine): try again.
+        plane.wait_crd_established("cacheclusters.strata.dev");
+        Ok(plane)
+    }
+
+    /// Waits until the CRD `name` serves its API. `kubectl wait` fails at
+    /// once, instead of waiting, while a new CRD has no status conditions
+    /// yet (a loaded machine): it is tried again.
+    pub fn wait_crd_established(&self, name: &str) {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        let mut out =
-            plane.kubectl(&["wait", "--for=condition=Established", "crd/cacheclusters.strata.dev", "--timeout=60s"]);
+        let crd = format!("crd/{name}");
+        let wait = || self.kubectl(&["wait", "--for=condition=Established", &crd, "--timeout=60s"]);
+        let mut out = wait();
         while !out.success && out.stderr.contains("accessor error") && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(200));
-            out = plane.kubectl(&[
-                "wait",
-                "--for=condition=Established",
-                "crd/cacheclusters.strata.dev",
-                "--timeout=60s",
-            ]);
+            out = wait();
         }
-        assert!(out.success, "CRD not established: {}", out.stderr);
-        Ok(plane)
+        assert!(out.success, "CRD {name} not established: {}", out.stderr);
     }
 
     /// A kube client as cluster admin.
