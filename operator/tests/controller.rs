@@ -296,6 +296,54 @@ async fn tls_mounts_the_certificate_secret_and_closes_the_plain_port() {
         "{}",
         degraded.message
     );
+
+    // With cert-manager's API (a stand-in CRD) the operator asks it for the certificate.
+    let crd = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: { name: certificates.cert-manager.io }
+spec:
+  group: cert-manager.io
+  scope: Namespaced
+  names: { kind: Certificate, listKind: CertificateList, plural: certificates, singular: certificate }
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: { openAPIV3Schema: { type: object, x-kubernetes-preserve-unknown-fields: true } }
+"#;
+    let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(crd));
+    assert!(out.success, "{}", out.stderr);
+    plane.wait_crd_established("certificates.cert-manager.io");
+    let certificate = |name: &str| {
+        let out = plane.kubectl(&["-n", &ns, "get", "certificate", name, "-o", "json"]);
+        out.success.then(|| serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap())
+    };
+    // The operator looks again within a minute; a spec change is sooner.
+    let issued = json!({ "tls": { "certManager": { "issuerRef": { "name": "ca" } }, "clientAuth": "Optional" } });
+    apply_cc(&ccs, "issued", issued).await;
+    let cc = observed(&ccs, "issued", 2).await;
+    assert_ne!(condition(&cc, "Degraded").map(|c| c.status), Some(ConditionStatus::True), "{:?}", cc.status);
+    let cert = certificate("issued-tls").expect("the Certificate issued-tls");
+    assert_eq!(cert["spec"]["secretName"], "issued-tls");
+    assert_eq!(cert["metadata"]["ownerReferences"][0]["uid"], cc.uid().unwrap());
+
+    // A user's own Certificate with the name the operator would use stays whatever the spec
+    // says: the operator deletes only the one it made.
+    let own = format!(
+        r#"{{"apiVersion":"cert-manager.io/v1","kind":"Certificate","metadata":{{"name":"secure-tls","namespace":"{ns}"}},
+        "spec":{{"secretName":"secure-cert","issuerRef":{{"name":"mine"}}}}}}"#
+    );
+    let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(&own));
+    assert!(out.success, "{}", out.stderr);
+    apply_cc(&ccs, "secure", json!({ "tls": { "secretName": "secure-cert", "clientAuth": "Optional" } })).await;
+    observed(&ccs, "secure", 2).await;
+    // certManager dropped for a Secret of one's own: the Certificate goes, so that cert-manager
+    // stops renewing into a Secret it no longer owns.
+    apply_cc(&ccs, "issued", json!({ "tls": { "secretName": "issued-tls" } })).await;
+    observed(&ccs, "issued", 3).await;
+    assert!(certificate("issued-tls").is_none(), "the operator's Certificate outlived spec.tls.certManager");
+    assert!(certificate("secure-tls").is_some(), "the operator deleted a Certificate it did not make");
 }
 
 /// One spec that breaks each rule, and which rule's message must come back.

@@ -286,6 +286,9 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
             // Installing cert-manager does not change the CacheCluster: look again later.
             return Ok(Action::requeue(std::time::Duration::from_secs(60)));
         }
+    } else if cc.status.as_ref().and_then(|s| s.observed_generation) != cc.metadata.generation {
+        // The spec changed: it may no longer ask cert-manager for the certificate.
+        drop_unwanted_certificate(client, cc, &ns, &name).await?;
     }
     apply(client, &ns, &desired.config_map).await?;
     apply(client, &ns, &desired.headless_service).await?;
@@ -804,6 +807,35 @@ async fn reconcile_optional(
         },
         (None, false) => Ok(Presence::Absent),
     }
+}
+
+/// The Certificate this CacheCluster had cert-manager issue, once `spec.tls.certManager` is
+/// gone: deleted, so that cert-manager stops renewing it (the Secret it made stays, as
+/// cert-manager leaves it). A Certificate of that name this CacheCluster does not own (a
+/// user's, filling the Secret `spec.tls.secretName` names) is left alone.
+async fn drop_unwanted_certificate(client: &Client, cc: &CacheCluster, ns: &str, name: &str) -> Result<(), Error> {
+    let resource = resources::certificate_resource();
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let cert_name = resources::certificate_name(name);
+    let found = match api.get_opt(&cert_name).await {
+        Ok(found) => found,
+        // No cert-manager API ("404 page not found"): nothing to delete.
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(e) => return Err(read(format!("Certificate {ns}/{cert_name}"), e)),
+    };
+    let uid = cc.metadata.uid.as_deref();
+    let ours = found.is_some_and(|c| c.owner_references().iter().any(|o| Some(o.uid.as_str()) == uid));
+    if !ours {
+        return Ok(());
+    }
+    match api.delete(&cert_name, &DeleteParams::default()).await {
+        Ok(_) => {
+            tracing::info!(object = %format!("{ns}/{cert_name}"), "deleted the Certificate: spec.tls.certManager is no longer set")
+        }
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(source) => return Err(Error::Apply { kind: resource.kind.clone(), name: cert_name, source }),
+    }
+    Ok(())
 }
 
 /// Evicts `pod` (the PDB decides); a refused eviction means waiting, not failing.

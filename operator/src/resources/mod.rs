@@ -28,7 +28,7 @@ use crate::api::CacheCluster;
 pub use monitoring::{prometheus_rule_resource, service_monitor_resource};
 pub use node_config::{ADMIN_PASSWORD_KEY, ADMIN_PORT, DIRECT_PORT, node_config};
 pub use statefulset::data_claim_name;
-pub use tls::{certificate_resource, secret_name as tls_secret_name};
+pub use tls::{certificate_name, certificate_resource, secret_name as tls_secret_name};
 
 /// Pod template annotation holding a hash of everything the node process reads (its config
 /// file, image, resources, hugepages and password reference), so changing any of them rolls

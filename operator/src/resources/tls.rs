@@ -19,6 +19,11 @@ pub fn certificate_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, "certificates")
 }
 
+/// The cert-manager Certificate the operator makes for `name` (`<name>-tls`).
+pub fn certificate_name(name: &str) -> String {
+    format!("{name}-tls")
+}
+
 /// The Secret holding the node's certificate: the one named, or `<name>-tls` from cert-manager.
 pub fn secret_name(tls: &TlsSpec, name: &str) -> String {
     tls.secret_name.clone().unwrap_or_else(|| format!("{name}-tls"))
@@ -61,7 +66,7 @@ pub(super) fn certificate(cc: &CacheCluster, owner: &Owner) -> Result<Option<Dyn
         dns.push(format!("*.{headless}.{ns}.{domain}"));
     }
     dns.extend([name.clone(), format!("{name}.{ns}"), "localhost".to_owned()]);
-    let certificate_name = format!("{name}-tls");
+    let certificate_name = certificate_name(name);
     let mut spec = json!({
         // No commonName (cert-manager limits it to 64 bytes, which long names pass): the
         // DNS names are what clients check.
