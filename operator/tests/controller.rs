@@ -190,6 +190,28 @@ async fn a_spec_only_the_operator_can_judge_degrades_and_changes_nothing() {
     assert_eq!(condition(&cc, "Degraded").unwrap().status, ConditionStatus::False);
 }
 
+/// Installs a CRD for `kind` in `group` (version v1, namespaced, any content) in place of the
+/// real one (the Prometheus Operator's, cert-manager's): what the operator needs is the API.
+fn install_stand_in_crd(plane: &ControlPlane, group: &str, kind: &str, plural: &str) {
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": format!("{plural}.{group}") },
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": { "kind": kind, "listKind": format!("{kind}List"), "plural": plural, "singular": kind.to_lowercase() },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } }
+            }]
+        }
+    });
+    let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(&crd.to_string()));
+    assert!(out.success, "{}", out.stderr);
+    plane.wait_crd_established(&format!("{plural}.{group}"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn service_monitor_waits_for_its_crd_then_appears() {
     let plane = ControlPlane::get();
@@ -204,23 +226,7 @@ async fn service_monitor_waits_for_its_crd_then_appears() {
     assert!(cc.status.as_ref().unwrap().conditions.iter().any(|c| c.type_ == "Available"), "the rest still reconciles");
 
     // Install a stand-in ServiceMonitor CRD (the Prometheus Operator's would do the same).
-    let crd = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: { name: servicemonitors.monitoring.coreos.com }
-spec:
-  group: monitoring.coreos.com
-  scope: Namespaced
-  names: { kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor }
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema: { openAPIV3Schema: { type: object, x-kubernetes-preserve-unknown-fields: true } }
-"#;
-    let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(crd));
-    assert!(out.success, "{}", out.stderr);
-    plane.wait_crd_established("servicemonitors.monitoring.coreos.com");
+    install_stand_in_crd(plane, "monitoring.coreos.com", "ServiceMonitor", "servicemonitors");
     // The operator re-checks on its next reconcile: nudge it with a spec change.
     apply_cc(
         &ccs,
@@ -298,23 +304,7 @@ async fn tls_mounts_the_certificate_secret_and_closes_the_plain_port() {
     );
 
     // With cert-manager's API (a stand-in CRD) the operator asks it for the certificate.
-    let crd = r#"
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: { name: certificates.cert-manager.io }
-spec:
-  group: cert-manager.io
-  scope: Namespaced
-  names: { kind: Certificate, listKind: CertificateList, plural: certificates, singular: certificate }
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema: { openAPIV3Schema: { type: object, x-kubernetes-preserve-unknown-fields: true } }
-"#;
-    let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(crd));
-    assert!(out.success, "{}", out.stderr);
-    plane.wait_crd_established("certificates.cert-manager.io");
+    install_stand_in_crd(plane, "cert-manager.io", "Certificate", "certificates");
     let certificate = |name: &str| {
         let out = plane.kubectl(&["-n", &ns, "get", "certificate", name, "-o", "json"]);
         out.success.then(|| serde_json::from_str::<serde_json::Value>(&out.stdout).unwrap())
