@@ -54,19 +54,23 @@ pub async fn serve(conn: NewConn, shared: Arc<Shared>, worker: usize) {
             let _ = std.set_nodelay(true);
             crate::sys::socket::set_keepalive(&std, shared.config.runtime.tcp_keepalive.load(Relaxed));
             let state = new_state(peer.to_string(), local.to_string(), std.as_raw_fd(), port);
-            let session = match shared.tls.as_ref().filter(|_| tls).map(|ctx| (ctx, ctx.session())) {
-                None if !tls => None,
-                Some((ctx, Ok(session))) => {
-                    ctx.connections.fetch_add(1, Relaxed);
-                    Some(Box::new(session))
-                }
-                failed => {
-                    if let Some((_, Err(e))) = failed {
-                        tracing::warn!(%peer, "cannot start a TLS session: {e}");
+            let session = if tls {
+                let started = shared.tls.as_ref().map(|ctx| ctx.session().map(|s| (ctx, s)));
+                match started {
+                    Some(Ok((ctx, session))) => {
+                        ctx.connections.fetch_add(1, Relaxed);
+                        Some(Box::new(session))
                     }
-                    // Closed as any connection is, so the worker's count goes down.
-                    return state.close(&shared, worker);
+                    failed => {
+                        if let Some(Err(e)) = failed {
+                            tracing::warn!(%peer, "cannot start a TLS session: {e}");
+                        }
+                        // Closed as any connection is, so the worker's count goes down.
+                        return state.close(&shared, worker);
+                    }
                 }
+            } else {
+                None
             };
             (OwnedFd::from(std), state, session)
         }
