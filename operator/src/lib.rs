@@ -16,6 +16,11 @@ pub mod process;
 pub mod resources;
 pub mod topology;
 
+/// The integration tests' throwaway PKI (`openssl`), for the unit tests of TLS too.
+#[cfg(test)]
+#[path = "../tests/support/pki.rs"]
+mod test_pki;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 

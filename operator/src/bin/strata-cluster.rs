@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
-use strata_operator::topology::client::{self, AdminEndpoint};
+use strata_operator::topology::client::{self, AdminEndpoint, AdminTls};
 use strata_operator::topology::migrate::{self, Phase};
 use strata_operator::topology::plan::{self, Move, render_ranges};
 use strata_operator::topology::{NodeId, Reported, SlotRange, Topology, TopologyNode, spread};
@@ -19,6 +19,9 @@ use strata_operator::topology::{NodeId, Reported, SlotRange, Topology, TopologyN
 /// Nodes are shards in the order given: the 16384 slots are spread over them evenly as
 /// `redis-cli --cluster create` does (3 nodes: 0-5460, 5461-10922, 10923-16383), and node i's
 /// id is sha1("<id-prefix>/<i>").
+///
+/// Nodes with `tls-cluster yes` speak TLS on their admin port: give `--tls-ca-cert` (and
+/// `--tls-cert`/`--tls-key` when they run `tls-auth-clients yes`, as the operator's do).
 #[derive(Parser, Debug)]
 #[command(name = "strata-cluster", version)]
 struct Cli {
@@ -92,6 +95,57 @@ struct NodesArgs {
     /// Seconds to wait for each node's answer.
     #[arg(long, default_value_t = 3.0)]
     timeout: f64,
+    #[command(flatten)]
+    tls: TlsArgs,
+}
+
+/// TLS to the admin ports, for nodes with `tls-cluster yes`.
+#[derive(Args, Debug)]
+struct TlsArgs {
+    /// Speak TLS to the admin ports, checking each node's certificate against the CA
+    /// certificates in FILE (PEM; the nodes' `tls-ca-cert-file`, or the CA that signed their
+    /// certificate).
+    #[arg(long, value_name = "FILE")]
+    tls_ca_cert: Option<std::path::PathBuf>,
+    /// Client certificate chain (PEM) presented to nodes that ask for one (`tls-auth-clients
+    /// yes` or `optional`); needs `--tls-key`. A node's own certificate does, when it allows
+    /// client auth.
+    #[arg(long, value_name = "FILE", requires_all = ["tls_key", "tls_ca_cert"])]
+    tls_cert: Option<std::path::PathBuf>,
+    /// Private key (PEM, unencrypted) of `--tls-cert`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// The name every node's certificate must cover. Default: each node's host as given
+    /// (a certificate names DNS names or IPs; an operator-managed pod's is
+    /// `<pod>.<name>-headless.<namespace>.svc`).
+    #[arg(long, value_name = "NAME", requires = "tls_ca_cert")]
+    tls_server_name: Option<String>,
+}
+
+impl TlsArgs {
+    /// The client config, when TLS is asked for.
+    fn config(&self) -> Result<Option<std::sync::Arc<rustls::ClientConfig>>, String> {
+        let Some(ca) = &self.tls_ca_cert else { return Ok(None) };
+        let read = |path: &std::path::Path| std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()));
+        let roots = client::pem_certificates(&read(ca)?).map_err(|e| format!("{}: {e}", ca.display()))?;
+        let identity = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some((
+                client::pem_certificates(&read(cert)?).map_err(|e| format!("{}: {e}", cert.display()))?,
+                client::pem_private_key(&read(key)?).map_err(|e| format!("{}: {e}", key.display()))?,
+            )),
+            _ => None,
+        };
+        client::tls_config(roots, identity).map(Some)
+    }
+
+    /// What `host`'s certificate is checked against.
+    fn server_name(&self, host: &str) -> Result<rustls::pki_types::ServerName<'static>, String> {
+        let name = self.tls_server_name.as_deref().unwrap_or(host);
+        // A bracketed IPv6 host names the address inside.
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        rustls::pki_types::ServerName::try_from(name.to_owned())
+            .map_err(|e| format!("{name:?} cannot be checked against a certificate: {e}; give --tls-server-name"))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -131,11 +185,24 @@ impl NodesArgs {
             None => None,
         };
         let timeout = Duration::from_secs_f64(self.timeout);
-        Ok(self
-            .nodes
+        let tls = self.tls.config()?;
+        self.nodes
             .iter()
-            .map(|n| AdminEndpoint { address: format!("{}:{}", n.host, n.admin), password: password.clone(), timeout })
-            .collect())
+            .map(|n| {
+                let tls = match &tls {
+                    Some(config) => {
+                        Some(AdminTls { config: config.clone(), server_name: self.tls.server_name(&n.host)? })
+                    }
+                    None => None,
+                };
+                Ok(AdminEndpoint {
+                    address: format!("{}:{}", n.host, n.admin),
+                    password: password.clone(),
+                    timeout,
+                    tls,
+                })
+            })
+            .collect()
     }
 }
 

@@ -9,14 +9,16 @@
 //! the next one is above both the status' epoch and any epoch a node reports, so a restarted
 //! operator (or one whose status write was lost) carries on from what the nodes hold.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use rustls::pki_types::ServerName;
 
-use crate::api::{NodeStatus, ReshardingStatus};
+use crate::api::{CacheClusterStatus, NodeStatus, ReshardingStatus};
 use crate::resources::{ADMIN_PORT, DIRECT_PORT};
-use crate::topology::client::{self, AdminEndpoint, AdminError};
+use crate::topology::client::{self, AdminEndpoint, AdminError, AdminTls};
 use crate::topology::plan::{Move, render_ranges};
 use crate::topology::{NodeId, Reported, SLOTS, SlotRange, Topology, TopologyNode};
 
@@ -26,6 +28,66 @@ use super::resharding::Notice;
 const PLAIN_PORT: u16 = 6379;
 /// Bound on one admin call: a node that takes longer is counted as not answering this time.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How the operator reaches a cluster's admin ports this round.
+#[derive(Clone, Debug, Default)]
+pub struct AdminAccess {
+    /// The cluster admin password, sent with `AUTH`.
+    pub password: Option<String>,
+    /// With `spec.tls` (the nodes run `tls-cluster yes`): TLS to every admin port.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// `<name>-headless.<namespace>.svc`: pod `p` is `p.<headless_domain>`, the name its
+    /// certificate is checked against (it is reached at its IP, which no certificate names).
+    pub headless_domain: String,
+}
+
+/// Why the admin ports cannot be reached over TLS this round: nothing is read or pushed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TlsProblem {
+    /// cert-manager has not issued the Secret yet: a new cluster waits for it.
+    NotIssued(String),
+    /// The Secret is missing or cannot serve: the message says what to fix.
+    Unusable(String),
+}
+
+/// The client config for the admin ports from the TLS Secret `secret_ref` (`namespace/name`;
+/// None: not found): trust `ca.crt` (the nodes' certificates are checked against it, as they
+/// check the operator's), present `tls.crt`/`tls.key` (nodes may require client certificates).
+pub fn admin_tls_config(
+    secret: Option<&Secret>,
+    secret_ref: &str,
+    from_cert_manager: bool,
+) -> Result<Arc<rustls::ClientConfig>, TlsProblem> {
+    let Some(secret) = secret else {
+        return Err(if from_cert_manager {
+            TlsProblem::NotIssued(format!("waiting for cert-manager to issue the TLS Secret {secret_ref}"))
+        } else {
+            TlsProblem::Unusable(format!(
+                "the TLS Secret {secret_ref} does not exist: create it (kubernetes.io/tls with tls.crt, tls.key and \
+                 ca.crt) or correct spec.tls.secretName; the nodes' admin ports cannot be reached without it"
+            ))
+        });
+    };
+    let key = |name: &str| {
+        let value = secret.data.as_ref().and_then(|d| d.get(name)).map(|b| b.0.as_slice());
+        value.filter(|v| !v.is_empty())
+    };
+    let Some(ca) = key("ca.crt") else {
+        return Err(TlsProblem::Unusable(format!(
+            "Secret {secret_ref} has no ca.crt: in cluster mode with TLS the nodes and the operator check each \
+             other's certificates against it; add the CA that signed tls.crt"
+        )));
+    };
+    let unusable = |file: &str, why: String| TlsProblem::Unusable(format!("Secret {secret_ref}: {file}: {why}"));
+    let missing = |file: &str| unusable(file, "missing or empty".to_owned());
+    let roots = client::pem_certificates(ca).map_err(|e| unusable("ca.crt", e))?;
+    let chain = client::pem_certificates(key("tls.crt").ok_or_else(|| missing("tls.crt"))?)
+        .map_err(|e| unusable("tls.crt", e))?;
+    let private_key = client::pem_private_key(key("tls.key").ok_or_else(|| missing("tls.key"))?)
+        .map_err(|e| unusable("tls.key", e))?;
+    client::tls_config(roots, Some((chain, private_key)))
+        .map_err(|e| TlsProblem::Unusable(format!("Secret {secret_ref}: {e}")))
+}
 
 /// One desired shard's pod as seen in the API.
 #[derive(Clone, Debug, PartialEq)]
@@ -212,11 +274,37 @@ pub struct ClusterState {
     pub resharding: Option<ReshardingStatus>,
     /// A move refused for want of room on its target (Degraded/InsufficientCapacity).
     pub capacity: Option<String>,
+    /// Why the admin ports cannot be reached over TLS (the TLS Secret is unusable): nothing
+    /// was read or pushed (Degraded/TLSSecretUnusable).
+    pub admin_tls: Option<String>,
     /// What happened to the plan this round, for Events.
     pub notices: Vec<Notice>,
 }
 
 impl ClusterState {
+    /// What the status recorded last round, for a round that did not reach the nodes.
+    pub fn as_recorded(status: &CacheClusterStatus) -> Self {
+        ClusterState {
+            epoch: status.topology_epoch.unwrap_or(0),
+            shards: status.shards.unwrap_or(0),
+            nodes: status.nodes.clone(),
+            // What the nodes serve has not changed: the last round's coverage still holds.
+            slots_covered: status.slots_covered.unwrap_or(0).max(0) as u32,
+            resharding: status.resharding.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// The recorded state of a round stopped by `problem` with the TLS Secret.
+    pub fn without_tls(status: &CacheClusterStatus, problem: TlsProblem) -> Self {
+        let mut state = Self::as_recorded(status);
+        match problem {
+            TlsProblem::NotIssued(why) => state.waiting = Some(why),
+            TlsProblem::Unusable(why) => state.admin_tls = Some(why),
+        }
+        state
+    }
+
     /// In sync, fully covered and balanced: nothing to look at again soon.
     pub fn settled(&self) -> bool {
         self.in_sync() && self.slots_covered == u32::from(SLOTS) && self.resharding.is_none()
@@ -224,7 +312,7 @@ impl ClusterState {
 
     /// Every member applied the current epoch: migrations may start.
     pub fn in_sync(&self) -> bool {
-        self.waiting.is_none() && self.lagging.is_empty() && self.epoch > 0
+        self.waiting.is_none() && self.admin_tls.is_none() && self.lagging.is_empty() && self.epoch > 0
     }
 
     /// Degraded's message when slots are uncovered or a node lags.
@@ -247,9 +335,9 @@ impl ClusterState {
 }
 
 /// Asks every member for its topology (concurrently; one without an IP is unreachable).
-pub async fn read_reports(members: &[Member], password: Option<&str>) -> Vec<Report> {
+pub async fn read_reports(members: &[Member], access: &AdminAccess) -> Vec<Report> {
     join_all(members.iter().map(|m| async move {
-        let Some(endpoint) = endpoint(m, password) else {
+        let Some(endpoint) = endpoint(m, access) else {
             return Report::Unreachable("no IP (not running)".to_owned());
         };
         match client::get(&endpoint).await {
@@ -267,7 +355,7 @@ pub async fn read_reports(members: &[Member], password: Option<&str>) -> Vec<Rep
 pub async fn push_all(
     members: &[Member],
     topology: &Topology,
-    password: Option<&str>,
+    access: &AdminAccess,
     committed: &[Move],
 ) -> Vec<Result<u64, String>> {
     let mut applied: Vec<Result<u64, String>> = vec![Err("not pushed".to_owned()); members.len()];
@@ -275,7 +363,7 @@ pub async fn push_all(
         let results = join_all(group.iter().map(|&i| {
             let (m, node) = (&members[i], &topology.nodes[i]);
             async move {
-                let endpoint = endpoint(m, password).ok_or_else(|| "no IP (not running)".to_owned())?;
+                let endpoint = endpoint(m, access).ok_or_else(|| "no IP (not running)".to_owned())?;
                 client::push(&endpoint, topology, &node.id).await.map_err(|e| short(&e))
             }
         }))
@@ -336,11 +424,20 @@ pub fn state(
 }
 
 /// The member's admin endpoint, when it has an IP.
-pub fn endpoint(member: &Member, password: Option<&str>) -> Option<AdminEndpoint> {
+pub fn endpoint(member: &Member, access: &AdminAccess) -> Option<AdminEndpoint> {
+    let tls = match &access.tls {
+        None => None,
+        Some(config) => Some(AdminTls {
+            config: config.clone(),
+            // Pod names and namespaces are DNS labels: this is always a valid DNS name.
+            server_name: ServerName::try_from(format!("{}.{}", member.pod, access.headless_domain)).ok()?,
+        }),
+    };
     Some(AdminEndpoint {
         address: admin_address(member.ip.as_ref()?),
-        password: password.map(str::to_owned),
+        password: access.password.clone(),
         timeout: ADMIN_TIMEOUT,
+        tls,
     })
 }
 
@@ -355,6 +452,7 @@ pub fn short(e: &AdminError) -> String {
     match e {
         AdminError::Refused { message, .. } => format!("refused: {message}"),
         AdminError::Timeout { timeout, .. } => format!("no answer on the admin port within {timeout:?}"),
+        AdminError::Tls { source, .. } => format!("TLS on the admin port: {source}"),
         other => other.to_string(),
     }
 }
@@ -534,6 +632,65 @@ mod tests {
         assert!(all.settled() && all.problem().is_none());
         let behind = state(3, &nodes, &members, &[Ok(3), Ok(0), Ok(3)], None);
         assert!(behind.problem().unwrap().contains("demo-1 has no topology"));
+    }
+
+    fn tls_secret(pki: &crate::test_pki::Pki, keys: &[&str]) -> Secret {
+        let file = |key: &str| match key {
+            "ca.crt" => "ca.crt",
+            "tls.crt" => "node.crt",
+            _ => "node.key",
+        };
+        let data = keys.iter().map(|k| (k.to_string(), k8s_openapi::ByteString(pki.read(file(k))))).collect();
+        Secret { data: Some(data), ..Default::default() }
+    }
+
+    #[test]
+    fn the_tls_secret_gives_the_client_config_or_says_what_it_lacks() {
+        let pki = crate::test_pki::Pki::new("secret");
+        pki.issue("node", &["*.demo-headless.shop.svc"], "serverAuth,clientAuth");
+        let complete = tls_secret(&pki, &["ca.crt", "tls.crt", "tls.key"]);
+        let config = admin_tls_config(Some(&complete), "shop/demo-tls", false).unwrap();
+        assert!(config.client_auth_cert_resolver.has_certs(), "the node may require a client certificate");
+
+        let Err(TlsProblem::Unusable(why)) =
+            admin_tls_config(Some(&tls_secret(&pki, &["tls.crt", "tls.key"])), "shop/demo-tls", false)
+        else {
+            panic!("a Secret without ca.crt cannot serve")
+        };
+        assert!(why.starts_with("Secret shop/demo-tls has no ca.crt: "), "{why}");
+        assert!(why.contains("add the CA that signed tls.crt"), "{why}");
+
+        let Err(TlsProblem::Unusable(why)) =
+            admin_tls_config(Some(&tls_secret(&pki, &["ca.crt", "tls.crt"])), "shop/demo-tls", false)
+        else {
+            panic!("no key")
+        };
+        assert_eq!(why, "Secret shop/demo-tls: tls.key: missing or empty");
+        let mut garbled = complete.clone();
+        garbled.data.as_mut().unwrap().insert("ca.crt".into(), k8s_openapi::ByteString(b"not PEM".to_vec()));
+        let Err(TlsProblem::Unusable(why)) = admin_tls_config(Some(&garbled), "shop/demo-tls", false) else { panic!() };
+        assert!(why.starts_with("Secret shop/demo-tls: ca.crt: "), "{why}");
+
+        // Not there: cert-manager's is on its way; a named one is a mistake to correct.
+        let Err(TlsProblem::NotIssued(why)) = admin_tls_config(None, "shop/demo-tls", true) else { panic!() };
+        assert!(why.contains("cert-manager") && why.contains("shop/demo-tls"), "{why}");
+        let Err(TlsProblem::Unusable(why)) = admin_tls_config(None, "shop/mine", false) else { panic!() };
+        assert!(why.contains("shop/mine does not exist") && why.contains("spec.tls.secretName"), "{why}");
+    }
+
+    #[test]
+    fn endpoints_carry_tls_for_the_pods_dns_name() {
+        let pki = crate::test_pki::Pki::new("endpoint");
+        pki.issue("node", &["*.demo-headless.shop.svc"], "serverAuth,clientAuth");
+        let config = admin_tls_config(Some(&tls_secret(&pki, &["ca.crt", "tls.crt", "tls.key"])), "s", false).unwrap();
+        let plain = AdminAccess { password: Some("pw".into()), tls: None, headless_domain: DOMAIN.into() };
+        let endpoint = endpoint(&member(1, Some("fd00::7")), &plain).unwrap();
+        assert_eq!((endpoint.address.as_str(), endpoint.password.as_deref()), ("[fd00::7]:16379", Some("pw")));
+        assert!(endpoint.tls.is_none());
+        let access = AdminAccess { tls: Some(config), ..plain };
+        let tls = super::endpoint(&member(1, Some("10.0.0.2")), &access).unwrap().tls.unwrap();
+        assert_eq!(tls.server_name.to_str(), "demo-1.demo-headless.shop.svc");
+        assert!(super::endpoint(&member(2, None), &access).is_none(), "no IP, no endpoint");
     }
 
     #[test]

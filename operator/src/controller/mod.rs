@@ -390,8 +390,20 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         obs.unreachable = unreachable_volumes(client, &ns, &name, cc.spec.replicas).await?;
     }
     report_restarts(ctx, cc, &key, &pods, &obs).await;
-    if let Some(password) = &admin_password {
-        let state = reconcile_topology(cc, &ns, &name, &pods, password, ctx.resharding).await;
+    if let Some(password) = admin_password {
+        let state = match admin_access(client, cc, &ns, &name, password).await? {
+            Ok(access) => reconcile_topology(cc, &ns, &name, &pods, &access, ctx.resharding).await,
+            Err(problem) => {
+                let cachecluster = format!("{ns}/{name}");
+                match &problem {
+                    cluster::TlsProblem::NotIssued(why) => tracing::info!(%cachecluster, "{why}"),
+                    cluster::TlsProblem::Unusable(why) => {
+                        tracing::warn!(%cachecluster, problem = %why, "the admin ports cannot be reached over TLS")
+                    }
+                }
+                cluster::ClusterState::without_tls(&cc.status.clone().unwrap_or_default(), problem)
+            }
+        };
         if let Some(why) = &state.pushed {
             report_topology_change(ctx, cc, &state, why).await;
         }
@@ -497,6 +509,29 @@ async fn admin_password(client: &Client, cc: &CacheCluster, ns: &str, name: &str
     }
 }
 
+/// How this round reaches the nodes' admin ports: the password, and with `spec.tls` TLS from
+/// the certificate Secret, read every round so that a renewed certificate or CA is used. The
+/// inner error: TLS is asked for but the Secret cannot serve (yet).
+async fn admin_access(
+    client: &Client,
+    cc: &CacheCluster,
+    ns: &str,
+    name: &str,
+    password: String,
+) -> Result<Result<cluster::AdminAccess, cluster::TlsProblem>, Error> {
+    let headless_domain = format!("{}.{ns}.svc", resources::headless_service_name(name));
+    let mut access = cluster::AdminAccess { password: Some(password), tls: None, headless_domain };
+    let Some(tls) = &cc.spec.tls else { return Ok(Ok(access)) };
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret_name = resources::tls_secret_name(tls, name);
+    let secret_ref = format!("{ns}/{secret_name}");
+    let secret = api.get_opt(&secret_name).await.map_err(|e| read(format!("Secret {secret_ref}"), e))?;
+    Ok(cluster::admin_tls_config(secret.as_ref(), &secret_ref, tls.cert_manager.is_some()).map(|config| {
+        access.tls = Some(config);
+        access
+    }))
+}
+
 /// 32 random bytes in hex, from the kernel's CSPRNG.
 fn random_password() -> std::io::Result<String> {
     use std::io::Read;
@@ -514,14 +549,13 @@ async fn reconcile_topology(
     ns: &str,
     name: &str,
     pods: &[Pod],
-    password: &str,
+    access: &cluster::AdminAccess,
     options: resharding::Options,
 ) -> cluster::ClusterState {
     let status = cc.status.clone().unwrap_or_default();
     let uid = cc.metadata.uid.clone().unwrap_or_default();
     let width = resharding::topology_width(cc.spec.replicas, &status);
     let members = cluster::members(name, width, pods);
-    let domain = format!("{}.{ns}.svc", resources::headless_service_name(name));
     let pod_of = |ordinal: i32| format!("{name}-{ordinal}");
     let now = Timestamp::now();
     let mut notices = Vec::new();
@@ -529,10 +563,10 @@ async fn reconcile_topology(
 
     // Reports first, migrations second: a migration that commits in between is then seen as
     // committed, and the push below includes it (a push without it would be refused).
-    let reports = cluster::read_reports(&members, Some(password)).await;
+    let reports = cluster::read_reports(&members, access).await;
     if let Some(plan) = plan.as_mut() {
         for mv in plan.moves.iter_mut().filter(|m| m.state == MoveState::Running) {
-            let source = members.get(mv.source as usize).and_then(|m| cluster::endpoint(m, Some(password)));
+            let source = members.get(mv.source as usize).and_then(|m| cluster::endpoint(m, access));
             let mut report = match source {
                 Some(endpoint) => migrate::status(&endpoint, &mv.id).await.map_err(|e| cluster::short(&e)),
                 None => Err("no IP".to_owned()),
@@ -540,7 +574,7 @@ async fn reconcile_topology(
             // A source that does not know the id any more (it moved on, or restarted): the
             // target has the last word on whether it committed.
             if matches!(&report, Ok(None)) || matches!(&report, Ok(Some(r)) if r.phase == migrate::Phase::Unknown) {
-                let target = members.get(mv.target as usize).and_then(|m| cluster::endpoint(m, Some(password)));
+                let target = members.get(mv.target as usize).and_then(|m| cluster::endpoint(m, access));
                 if let Some(endpoint) = target
                     && let Ok(Some(r)) = migrate::status(&endpoint, &mv.id).await
                     && r.phase == migrate::Phase::Committed
@@ -561,7 +595,7 @@ async fn reconcile_topology(
             if plan.moves[i].state != MoveState::Pending || busy || !asked.insert(source) {
                 continue;
             }
-            let Some(endpoint) = members.get(source as usize).and_then(|m| cluster::endpoint(m, Some(password))) else {
+            let Some(endpoint) = members.get(source as usize).and_then(|m| cluster::endpoint(m, access)) else {
                 continue;
             };
             let Ok(Some(latest)) = migrate::latest(&endpoint).await else { continue };
@@ -584,19 +618,14 @@ async fn reconcile_topology(
         .max_by_key(|r| r.epoch);
     let committed = resharding::committed(plan.as_ref());
     let layout = plan::apply(&resharding::layout_of_record(&status, highest, &uid, width), &committed, width);
-    let desired = match cluster::desired_nodes(&uid, &domain, &members, &layout, &status.nodes) {
+    let desired = match cluster::desired_nodes(&uid, &access.headless_domain, &members, &layout, &status.nodes) {
         Ok(nodes) => nodes,
         Err(waiting) => {
             return cluster::ClusterState {
-                epoch: status.topology_epoch.unwrap_or(0),
-                shards: status.shards.unwrap_or(0),
-                nodes: status.nodes.clone(),
-                // What the nodes serve has not changed: the last round's coverage still holds.
-                slots_covered: status.slots_covered.unwrap_or(0).max(0) as u32,
                 waiting: Some(waiting),
                 resharding: plan,
                 notices,
-                ..Default::default()
+                ..cluster::ClusterState::as_recorded(&status)
             };
         }
     };
@@ -614,7 +643,7 @@ async fn reconcile_topology(
         }
         cluster::Decision::Push { topology, why } => {
             tracing::info!(cachecluster = %format!("{ns}/{name}"), epoch = topology.epoch, why = %why, "pushing the topology");
-            let applied = cluster::push_all(&members, &topology, Some(password), &committed).await;
+            let applied = cluster::push_all(&members, &topology, access, &committed).await;
             cluster::state(topology.epoch, &desired, &members, &applied, Some(why))
         }
     };
@@ -657,13 +686,13 @@ async fn reconcile_topology(
         for i in resharding::startable(p, now, options.max_concurrent) {
             let (source, target) = (p.moves[i].source as usize, p.moves[i].target as usize);
             let (Some(from), Some(to)) = (members.get(source), members.get(target)) else { continue };
-            let (Some(endpoint), Some(target_ip)) = (cluster::endpoint(from, Some(password)), to.ip.as_deref()) else {
+            let (Some(endpoint), Some(target_ip)) = (cluster::endpoint(from, access), to.ip.as_deref()) else {
                 continue;
             };
             let slots = plan::parse_ranges(&p.moves[i].slots).unwrap_or_default();
             let moving: u32 = slots.iter().map(SlotRange::len).sum();
             let source_slots = desired.get(source).map_or(0, TopologyNode::slot_count);
-            if let Err(why) = room_for(&endpoint, to, password, moving, source_slots).await {
+            if let Err(why) = room_for(&endpoint, to, access, moving, source_slots).await {
                 let message = format!(
                     "migration {} of slots {} from {} to {} not started: {why}",
                     p.moves[i].id, p.moves[i].slots, from.pod, to.pod
@@ -699,11 +728,11 @@ async fn reconcile_topology(
 async fn room_for(
     source: &topology::client::AdminEndpoint,
     to: &cluster::Member,
-    password: &str,
+    access: &cluster::AdminAccess,
     moving: u32,
     source_slots: u32,
 ) -> Result<(), String> {
-    let Some(target) = cluster::endpoint(to, Some(password)) else { return Ok(()) };
+    let Some(target) = cluster::endpoint(to, access) else { return Ok(()) };
     let (Ok(from), Ok(into)) = (usage::usage(source).await, usage::usage(&target).await) else { return Ok(()) };
     let budget = Some(into.budget).filter(|&b| b > 0);
     resharding::capacity_check(moving, Some(from.used), source_slots, Some(into.used), budget)

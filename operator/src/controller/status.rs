@@ -159,6 +159,7 @@ pub mod reason {
     pub const SLOTS_UNCOVERED: &str = "SlotsUncovered";
     pub const TOPOLOGY_LAGGING: &str = "TopologyLagging";
     pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
+    pub const TLS_SECRET_UNUSABLE: &str = "TLSSecretUnusable";
     pub const MIGRATING: &str = "Migrating";
     pub const BALANCED: &str = "Balanced";
 }
@@ -214,6 +215,10 @@ pub fn verdicts(obs: &Observation) -> Vec<Verdict> {
             reason: Condition::REASON_INVALID_SPEC,
             message: format!("{why}; nothing running was changed"),
         }
+    } else if let Some(why) = obs.cluster.as_ref().and_then(|c| c.admin_tls.as_ref()) {
+        // Before failing pods: a node without the CA file fails to start, and this says why.
+        let message = format!("{why}; the topology is neither read nor pushed until then");
+        Verdict { type_: Condition::DEGRADED, status: True, reason: reason::TLS_SECRET_UNUSABLE, message }
     } else if !obs.failing_pods.is_empty() {
         Verdict {
             type_: Condition::DEGRADED,
@@ -442,6 +447,28 @@ mod tests {
         assert_eq!(find(&v, "Degraded").status, ConditionStatus::False);
         let v = verdicts(&with(ClusterState { epoch: 2, ..waiting }));
         assert!(find(&v, "Degraded").message.contains("demo-0"));
+    }
+
+    #[test]
+    fn an_unusable_tls_secret_degrades_even_a_new_cluster_and_outranks_failing_pods() {
+        use crate::controller::cluster::{ClusterState, TlsProblem};
+        let recorded = crate::api::CacheClusterStatus::default();
+        let unusable = ClusterState::without_tls(&recorded, TlsProblem::Unusable("Secret shop/t has no ca.crt".into()));
+        assert!(!unusable.in_sync() && !unusable.settled());
+        let obs = Observation {
+            desired: 3,
+            failing_pods: vec!["demo-0: CrashLoopBackOff".into()],
+            cluster: Some(unusable),
+            ..Default::default()
+        };
+        let degraded = find(&verdicts(&obs), "Degraded").clone();
+        assert_eq!((degraded.status, degraded.reason), (ConditionStatus::True, reason::TLS_SECRET_UNUSABLE));
+        assert!(degraded.message.starts_with("Secret shop/t has no ca.crt"), "{}", degraded.message);
+        // cert-manager not done yet on a new cluster: being created, not degraded.
+        let pending = ClusterState::without_tls(&recorded, TlsProblem::NotIssued("waiting for cert-manager".into()));
+        assert!(!pending.in_sync());
+        let obs = Observation { desired: 3, cluster: Some(pending), ..Default::default() };
+        assert_eq!(find(&verdicts(&obs), "Degraded").status, ConditionStatus::False);
     }
 
     #[test]

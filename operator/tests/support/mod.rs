@@ -23,6 +23,7 @@ use kube::{Client, Config};
 pub use strata_e2e::util::{Output, eventually, http_get, run};
 
 pub mod fake_node;
+pub mod pki;
 
 const TOKEN: &str = "strata-test-admin-token";
 
