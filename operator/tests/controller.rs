@@ -282,9 +282,45 @@ async fn tls_mounts_the_certificate_secret_and_closes_the_plain_port() {
         "tls-key-file /etc/strata-tls/tls.key\n",
         "tls-auth-clients yes\n",
         "tls-ca-cert-file /etc/strata-tls/ca.crt\n",
+        "tls-cluster yes\n",
     ] {
         assert!(conf.contains(line), "{line:?} missing from:\n{conf}");
     }
+    // Cluster mode speaks TLS to the admin ports with the Secret: while it is missing, or has
+    // no ca.crt, the status says what to do (the operator reads it again every round).
+    let tls_problem = |wanted: &'static str| {
+        let ccs = ccs.clone();
+        async move {
+            eventually(WAIT, &format!("Degraded/TLSSecretUnusable saying {wanted:?}"), || async {
+                let degraded = condition(&ccs.get("secure").await.ok()?, "Degraded")?;
+                let found = degraded.status == ConditionStatus::True
+                    && degraded.reason == "TLSSecretUnusable"
+                    && degraded.message.contains(wanted);
+                found.then_some(degraded.message)
+            })
+            .await
+        }
+    };
+    let message = tls_problem("does not exist").await;
+    assert!(message.contains(&format!("{ns}/secure-cert")) && message.contains("spec.tls.secretName"), "{message}");
+    let without_ca = plane.kubectl(&[
+        "-n",
+        &ns,
+        "create",
+        "secret",
+        "generic",
+        "secure-cert",
+        "--from-literal=tls.crt=x",
+        "--from-literal=tls.key=y",
+    ]);
+    assert!(without_ca.success, "{}", without_ca.stderr);
+    let message = tls_problem("has no ca.crt").await;
+    assert!(message.contains("add the CA that signed tls.crt"), "{message}");
+    let warnings = events_for(&ns, "secure").await;
+    assert!(
+        warnings.iter().any(|e| e.reason.as_deref() == Some("TLSSecretUnusable")),
+        "a Warning Event tells it: {warnings:?}"
+    );
     let sts: StatefulSet = Api::namespaced(client.clone(), &ns).get("secure").await.unwrap();
     let pod = sts.spec.unwrap().template.spec.unwrap();
     let volume = pod.volumes.unwrap().into_iter().find(|v| v.name == "tls").expect("a tls volume");

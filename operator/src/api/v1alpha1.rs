@@ -173,11 +173,13 @@ pub struct CacheClusterSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthSpec>,
 
-    /// TLS for clients: every client port of the nodes (the `redis` port, and the `cluster`
-    /// port in cluster mode) speaks only TLS, with the certificate of a Secret you manage or
-    /// one cert-manager issues. A renewed certificate is used by new connections within
-    /// seconds, with no pod restart. The metrics port stays plain HTTP, and so does the nodes'
-    /// admin channel (password-protected).
+    /// TLS: every client port of the nodes (the `redis` port, and the `cluster` port in cluster
+    /// mode) speaks only TLS, with the certificate of a Secret you manage or one cert-manager
+    /// issues. In cluster mode the nodes' admin port does too: links between nodes (forwarded
+    /// commands, slot migrations) and the operator's topology pushes go over TLS, each side
+    /// checking the other's certificate against the Secret's `ca.crt`. A renewed certificate
+    /// is used by new connections within seconds, with no pod restart. The metrics port stays
+    /// plain HTTP.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
 
@@ -467,7 +469,8 @@ pub struct AuthSpec {
     pub password_secret_ref: SecretKeyRef,
 }
 
-/// TLS for clients. Give exactly one of `secretName` and `certManager`.
+/// TLS for clients and, in cluster mode, between nodes. Give exactly one of `secretName` and
+/// `certManager`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = tls_rules, transform = reflow_docs)]
@@ -476,14 +479,20 @@ pub struct TlsSpec {
     /// `tls.key`, and `ca.crt` (the CA that signs client certificates) when `clientAuth` is not
     /// `None`. Its names must cover what clients connect to: `<name>.<namespace>.svc` and, in
     /// cluster mode, `*.<name>-headless.<namespace>.svc` (with TLS, MOVED and CLUSTER SLOTS name
-    /// the pods `<pod>.<name>-headless.<namespace>.svc`).
+    /// the pods `<pod>.<name>-headless.<namespace>.svc`). In cluster mode `ca.crt` is required
+    /// whatever `clientAuth` says: it must hold the CA that signed `tls.crt`, since the nodes
+    /// and the operator check each other's certificate against it on the admin port (the
+    /// operator checks the pod's DNS name); and the certificate must allow client auth (extended
+    /// key usage `clientAuth`, or none at all), since each node presents it to the others.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub secret_name: Option<String>,
 
     /// Have cert-manager issue the certificate: the operator creates a Certificate
     /// `<name>-tls` (Secret `<name>-tls`) for the client Service, the headless Service and
-    /// each pod's DNS name. Needs cert-manager installed.
+    /// each pod's DNS name, usable for server and client auth. Needs cert-manager installed;
+    /// in cluster mode, an issuer that writes `ca.crt` into the Secret (CA, SelfSigned and
+    /// Vault issuers do; ACME ones do not).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cert_manager: Option<CertManagerSpec>,
 

@@ -54,7 +54,7 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
         Some(tls) => {
             line("port", &0);
             line("tls-port", &REDIS_PORT);
-            for (directive, value) in super::tls::node_settings(tls) {
+            for (directive, value) in super::tls::node_settings(tls, spec.cluster.enabled) {
                 line(directive, &value);
             }
         }
@@ -325,17 +325,27 @@ mod tests {
     }
 
     #[test]
-    fn tls_closes_the_plain_port_and_names_pods_by_hostname_in_cluster_mode() {
+    fn tls_closes_the_plain_port_and_in_cluster_mode_names_pods_and_guards_the_admin_port() {
         let tls = config(json!({"tls": {"secretName": "cert"}})).unwrap();
         assert_eq!(directive(&tls, "port").as_deref(), Some("0"));
         assert_eq!(directive(&tls, "tls-port").as_deref(), Some("6379"));
         assert_eq!(directive(&tls, "tls-auth-clients").as_deref(), Some("no"));
         assert_eq!(directive(&tls, "cluster-preferred-endpoint-type").as_deref(), Some("hostname"));
+        // The admin port between nodes is TLS too, checked against the Secret's CA.
+        assert_eq!(directive(&tls, "tls-cluster").as_deref(), Some("yes"));
+        assert_eq!(directive(&tls, "tls-ca-cert-file").as_deref(), Some("/etc/strata-tls/ca.crt"));
         let plain = config(json!({})).unwrap();
+        assert_eq!(directive(&plain, "tls-cluster"), None);
         assert_eq!(directive(&plain, "port").as_deref(), Some("6379"));
         assert_eq!(directive(&plain, "cluster-preferred-endpoint-type"), None);
         let independent = config(json!({"tls": {"secretName": "cert"}, "cluster": {"enabled": false}})).unwrap();
         assert_eq!(directive(&independent, "cluster-preferred-endpoint-type"), None);
+        assert_eq!(directive(&independent, "tls-cluster"), None);
+        assert_eq!(
+            directive(&independent, "tls-ca-cert-file"),
+            None,
+            "clientAuth None needs no CA outside cluster mode"
+        );
     }
 
     #[test]

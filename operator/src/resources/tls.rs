@@ -1,6 +1,7 @@
-//! TLS for clients (`spec.tls`): where the node finds its certificate, and the cert-manager
-//! Certificate the operator asks for when `certManager` is set (a dynamic object: cert-manager
-//! may not be installed, and the operator does not depend on its Rust types).
+//! TLS (`spec.tls`): where the node finds its certificate, and the cert-manager Certificate the
+//! operator asks for when `certManager` is set (a dynamic object: cert-manager may not be
+//! installed, and the operator does not depend on its Rust types). In cluster mode the same
+//! certificate also guards the admin port, between nodes and from the operator.
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::json;
@@ -30,8 +31,10 @@ pub fn secret_name(tls: &TlsSpec, name: &str) -> String {
 }
 
 /// The node's `tls-*` settings: TLS on the client port (the plain one closed), the Secret's
-/// files, and client certificates checked against its `ca.crt` when asked for.
-pub(crate) fn node_settings(tls: &TlsSpec) -> Vec<(&'static str, String)> {
+/// files, and client certificates checked against its `ca.crt` when asked for. In cluster mode
+/// the admin port speaks TLS too (`tls-cluster`): nodes present their certificate to each other
+/// and check the peer's against `ca.crt`, so the CA file is always set there.
+pub(crate) fn node_settings(tls: &TlsSpec, cluster: bool) -> Vec<(&'static str, String)> {
     let mut lines =
         vec![("tls-cert-file", format!("{TLS_DIR}/tls.crt")), ("tls-key-file", format!("{TLS_DIR}/tls.key"))];
     let auth = match tls.client_auth {
@@ -40,8 +43,11 @@ pub(crate) fn node_settings(tls: &TlsSpec) -> Vec<(&'static str, String)> {
         ClientAuth::Required => "yes",
     };
     lines.push(("tls-auth-clients", auth.to_owned()));
-    if tls.client_auth != ClientAuth::None {
+    if tls.client_auth != ClientAuth::None || cluster {
         lines.push(("tls-ca-cert-file", format!("{TLS_DIR}/ca.crt")));
+    }
+    if cluster {
+        lines.push(("tls-cluster", "yes".to_owned()));
     }
     lines
 }
@@ -73,7 +79,8 @@ pub(super) fn certificate(cc: &CacheCluster, owner: &Owner) -> Result<Option<Dyn
         "secretName": secret_name(tls, name),
         "dnsNames": dns,
         "ipAddresses": ["127.0.0.1"],
-        "usages": ["server auth", "digital signature", "key encipherment"],
+        // Client auth too: in cluster mode nodes present it to each other's admin port.
+        "usages": ["server auth", "client auth", "digital signature", "key encipherment"],
         "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
         "issuerRef": {"name": cm.issuer_ref.name, "kind": cm.issuer_ref.kind, "group": cm.issuer_ref.group},
     });
@@ -119,6 +126,7 @@ mod tests {
         assert!(dns.contains(&"cache.shop.svc") && dns.contains(&"*.cache-headless.shop.svc.cluster.local"), "{dns:?}");
         assert_eq!(spec["issuerRef"], json!({"name": "ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}));
         assert_eq!((spec["duration"].as_str(), spec["renewBefore"].as_str()), (Some("720h"), Some("240h")));
+        assert_eq!(spec["usages"], json!(["server auth", "client auth", "digital signature", "key encipherment"]));
         let bad = cluster(json!({"tls": {"certManager": {"issuerRef": {"name": "ca", "kind": "Bogus"}}}}));
         assert_eq!(certificate(&bad, &Owner::of(&bad).unwrap()).unwrap_err().field, "tls.certManager.issuerRef.kind");
     }
@@ -127,7 +135,7 @@ mod tests {
     fn client_auth_decides_the_ca_file() {
         let settings = |auth: &str| {
             let cc = cluster(json!({"tls": {"secretName": "s", "clientAuth": auth}}));
-            node_settings(cc.spec.tls.as_ref().unwrap())
+            node_settings(cc.spec.tls.as_ref().unwrap(), false)
         };
         let none = settings("None");
         assert!(none.contains(&("tls-auth-clients", "no".into())));
@@ -136,5 +144,19 @@ mod tests {
         assert!(required.contains(&("tls-auth-clients", "yes".into())));
         assert!(required.contains(&("tls-ca-cert-file", "/etc/strata-tls/ca.crt".into())));
         assert!(settings("Optional").contains(&("tls-auth-clients", "optional".into())));
+        assert!(required.iter().all(|(k, _)| *k != "tls-cluster"), "no tls-cluster outside cluster mode");
+    }
+
+    #[test]
+    fn cluster_mode_checks_nodes_against_the_ca_whatever_client_auth_says() {
+        let cc = cluster(json!({"tls": {"secretName": "s"}}));
+        let settings = node_settings(cc.spec.tls.as_ref().unwrap(), true);
+        assert!(settings.contains(&("tls-cluster", "yes".into())), "{settings:?}");
+        assert!(settings.contains(&("tls-auth-clients", "no".into())), "{settings:?}");
+        assert!(settings.contains(&("tls-ca-cert-file", "/etc/strata-tls/ca.crt".into())), "{settings:?}");
+        let ca_lines = settings.iter().filter(|(k, _)| *k == "tls-ca-cert-file").count();
+        let cc = cluster(json!({"tls": {"secretName": "s", "clientAuth": "Required"}}));
+        let required = node_settings(cc.spec.tls.as_ref().unwrap(), true);
+        assert_eq!((ca_lines, required.iter().filter(|(k, _)| *k == "tls-ca-cert-file").count()), (1, 1));
     }
 }
