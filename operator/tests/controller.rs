@@ -567,6 +567,19 @@ async fn operator_runs_with_the_install_manifest_rbac() {
 /// A pod of CacheCluster `cluster` as the StatefulSet would make it (there is no controller
 /// manager here): the labels the operator's pod watch and selector match.
 async fn create_pod(client: &kube::Client, ns: &str, cluster: &str, ordinal: i32, revision: &str) -> Pod {
+    create_pod_with(client, ns, cluster, ordinal, revision, None).await
+}
+
+/// As [`create_pod`]; with `tls_secret`, as made from a template with `tls-cluster yes` that
+/// mounts that TLS Secret (its admin port speaks TLS).
+async fn create_pod_with(
+    client: &kube::Client,
+    ns: &str,
+    cluster: &str,
+    ordinal: i32,
+    revision: &str,
+    tls_secret: Option<&str>,
+) -> Pod {
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     // The ServiceAccount admission plugin wants the pod's account to exist.
     let _ = sas
@@ -576,10 +589,14 @@ async fn create_pod(client: &kube::Client, ns: &str, cluster: &str, ordinal: i32
     labels.insert("app.kubernetes.io/managed-by".into(), "strata-operator".into());
     // Labelled at creation: a pod of no revision would be an old one to replace.
     labels.insert("controller-revision-hash".into(), revision.into());
-    let pod = json!({
+    let mut pod = json!({
         "metadata": { "name": format!("{cluster}-{ordinal}"), "labels": labels },
         "spec": { "containers": [{ "name": "node", "image": "strata-node:test" }], "automountServiceAccountToken": false },
     });
+    if let Some(secret) = tls_secret {
+        pod["metadata"]["annotations"] = json!({ strata_operator::resources::TLS_CLUSTER_ANNOTATION: "yes" });
+        pod["spec"]["volumes"] = json!([{ "name": "tls", "secret": { "secretName": secret } }]);
+    }
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     pods.create(&PostParams::default(), &serde_json::from_value(pod).unwrap()).await.expect("creating a pod")
 }
@@ -1272,4 +1289,54 @@ async fn a_migration_that_would_overfill_its_target_is_refused_not_attempted() {
     let degraded = condition(&cc, "Degraded").unwrap();
     assert_eq!(degraded.status, ConditionStatus::False, "{}", degraded.message);
     assert_eq!(new.slots(), 8192);
+}
+
+/// Turning `spec.tls` off while the earlier spec's Secret is already gone: the new (plain) pod
+/// is spoken to in plain TCP and applies the topology; the old pod, whose TLS admin port cannot
+/// be reached without that Secret, is told in Degraded and does not hold up the rollout that
+/// replaces it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_old_pod_whose_tls_secret_is_gone_does_not_hold_up_the_rollout() {
+    use support::fake_node::FakeNode;
+
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("untls");
+    let _op = plane.operator("untls", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    apply_cc(&ccs, "demo", json!({ "replicas": 2 })).await;
+    observed(&ccs, "demo", 1).await;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = secrets.get("demo-cluster-admin").await.unwrap();
+    let password = String::from_utf8(secret.data.unwrap()["password"].0.clone()).unwrap();
+
+    // demo-0 already replaced (plain, Ready); demo-1 still of the TLS spec, its Secret deleted.
+    let plain = FakeNode::start("127.0.81.1", &password).await;
+    create_pod(&client, &ns, "demo", 0, "demo-v2").await;
+    run_pod(&client, &ns, "demo-0", "127.0.81.1").await;
+    set_pod(&client, &ns, "demo-0", "demo-v2", true).await;
+    create_pod_with(&client, &ns, "demo", 1, "demo-v1", Some("demo-old-cert")).await;
+    run_pod(&client, &ns, "demo-1", "127.0.81.2").await;
+    let degraded = eventually(WAIT, "demo-0 applies the topology, demo-1 told unreachable", || async {
+        let cc = ccs.get("demo").await.ok()?;
+        let status = cc.status.clone()?;
+        let epoch = status.topology_epoch?;
+        let applied = status.nodes.first()?.applied_epoch == Some(epoch);
+        let degraded = condition(&cc, "Degraded")?;
+        (applied && degraded.message.contains("demo-old-cert")).then_some(degraded.message)
+    })
+    .await;
+    assert!(degraded.contains(&format!("{ns}/demo-old-cert")) && degraded.contains("earlier spec"), "{degraded}");
+    assert!(plain.epoch() >= 1, "the plain pod is spoken to in plain TCP");
+
+    // The StatefulSet controller's view of the rollout: demo-1 is of the old revision.
+    let generation = sts_api.get("demo").await.unwrap().metadata.generation;
+    let status = json!({ "status": {
+        "observedGeneration": generation, "replicas": 2, "readyReplicas": 1, "availableReplicas": 1,
+        "currentRevision": "demo-v1", "updateRevision": "demo-v2",
+    } });
+    sts_api.patch_status("demo", &PatchParams::default(), &Patch::Merge(&status)).await.expect("StatefulSet status");
+    eventually(WAIT, "demo-1 replaced", || async { pods.get_opt("demo-1").await.ok()?.is_none().then_some(()) }).await;
 }

@@ -179,7 +179,11 @@ pub struct CacheClusterSpec {
     /// commands, slot migrations) and the operator's topology pushes go over TLS, each side
     /// checking the other's certificate against the Secret's `ca.crt`. A renewed certificate
     /// is used by new connections within seconds, with no pod restart. The metrics port stays
-    /// plain HTTP.
+    /// plain HTTP. Turning TLS on or off on a running cluster-mode CacheCluster rolls the pods
+    /// one at a time, and the roll completes on its own (the operator reaches each pod's admin
+    /// port the way that pod was started). While old and new pods mix, a command a node forwards
+    /// to a pod with the other setting fails; clients must switch to or from TLS at that moment
+    /// anyway, since the client ports change too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
 

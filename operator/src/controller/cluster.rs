@@ -9,6 +9,7 @@
 //! the next one is above both the status' epoch and any epoch a node reports, so a restarted
 //! operator (or one whose status write was lost) carries on from what the nodes hold.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use rustls::pki_types::ServerName;
 
 use crate::api::{CacheClusterStatus, NodeStatus, ReshardingStatus};
-use crate::resources::{ADMIN_PORT, DIRECT_PORT};
+use crate::resources::{ADMIN_PORT, DIRECT_PORT, admin_tls_secret};
 use crate::topology::client::{self, AdminEndpoint, AdminError, AdminTls};
 use crate::topology::plan::{Move, render_ranges};
 use crate::topology::{NodeId, Reported, SLOTS, SlotRange, Topology, TopologyNode};
@@ -34,8 +35,10 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct AdminAccess {
     /// The cluster admin password, sent with `AUTH`.
     pub password: Option<String>,
-    /// With `spec.tls` (the nodes run `tls-cluster yes`): TLS to every admin port.
-    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The client config for each TLS Secret a pod's TLS admin port serves (see
+    /// [`Member::tls_secret`]), built once per round; Err: why that Secret cannot serve (an
+    /// earlier spec's Secret, gone or broken: the current spec's stops the round instead).
+    pub tls: BTreeMap<String, Result<Arc<rustls::ClientConfig>, String>>,
     /// `<name>-headless.<namespace>.svc`: pod `p` is `p.<headless_domain>`, the name its
     /// certificate is checked against (it is reached at its IP, which no certificate names).
     pub headless_domain: String,
@@ -89,6 +92,30 @@ pub fn admin_tls_config(
         .map_err(|e| TlsProblem::Unusable(format!("Secret {secret_ref}: {e}")))
 }
 
+/// The client config for the admin ports of pods that still mount the TLS Secret `secret_ref`
+/// of an earlier spec (the spec now names another Secret, or none): Err says why they cannot be
+/// reached, which the rollout that replaces them does not wait for.
+pub fn earlier_tls_config(secret: Option<&Secret>, secret_ref: &str) -> Result<Arc<rustls::ClientConfig>, String> {
+    let until = "its TLS admin port cannot be reached until the rollout replaces the pod";
+    let Some(secret) = secret else {
+        return Err(format!("the TLS Secret {secret_ref} it mounts (from an earlier spec) does not exist: {until}"));
+    };
+    admin_tls_config(Some(secret), secret_ref, false).map_err(|problem| match problem {
+        TlsProblem::Unusable(why) | TlsProblem::NotIssued(why) => {
+            format!("{why} (the TLS Secret it mounts, from an earlier spec): {until}")
+        }
+    })
+}
+
+/// The pods the operator cannot reach because the TLS Secret they mount (an earlier spec's) cannot
+/// serve: the rollout replaces them, so it must not wait for them to apply the topology.
+pub fn unreachable_by_tls(pods: &[Pod], access: &AdminAccess) -> Vec<String> {
+    pods.iter()
+        .filter(|p| admin_tls_secret(p).is_some_and(|s| matches!(access.tls.get(&s), Some(Err(_)))))
+        .filter_map(|p| p.metadata.name.clone())
+        .collect()
+}
+
 /// One desired shard's pod as seen in the API.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Member {
@@ -96,6 +123,11 @@ pub struct Member {
     pub pod: String,
     /// The pod's current IP, when it has one and runs (its admin port may answer).
     pub ip: Option<String>,
+    /// The TLS Secret the pod's admin port serves with, None when it speaks plain TCP. Per pod,
+    /// not per spec: while a rolling update turns `spec.tls` on or off, old and new pods speak
+    /// differently, and a pod spoken to the wrong way would never answer, count as lagging and
+    /// stop the paced rollout that is to replace it.
+    pub tls_secret: Option<String>,
 }
 
 /// The pods `<name>-0` .. `<name>-<width-1>`, with the IP of those that run.
@@ -103,14 +135,15 @@ pub fn members(name: &str, width: usize, pods: &[Pod]) -> Vec<Member> {
     (0..width as u32)
         .map(|ordinal| {
             let pod = format!("{name}-{ordinal}");
-            let ip = pods
+            let found = pods
                 .iter()
-                .find(|p| p.metadata.name.as_deref() == Some(&pod) && p.metadata.deletion_timestamp.is_none())
+                .find(|p| p.metadata.name.as_deref() == Some(&pod) && p.metadata.deletion_timestamp.is_none());
+            let ip = found
                 .and_then(|p| p.status.as_ref())
                 .filter(|s| s.phase.as_deref() == Some("Running"))
                 .and_then(|s| s.pod_ip.clone())
                 .filter(|ip| !ip.is_empty());
-            Member { ordinal, pod, ip }
+            Member { ordinal, pod, ip, tls_secret: found.and_then(admin_tls_secret) }
         })
         .collect()
 }
@@ -337,8 +370,9 @@ impl ClusterState {
 /// Asks every member for its topology (concurrently; one without an IP is unreachable).
 pub async fn read_reports(members: &[Member], access: &AdminAccess) -> Vec<Report> {
     join_all(members.iter().map(|m| async move {
-        let Some(endpoint) = endpoint(m, access) else {
-            return Report::Unreachable("no IP (not running)".to_owned());
+        let endpoint = match endpoint(m, access) {
+            Ok(endpoint) => endpoint,
+            Err(why) => return Report::Unreachable(why),
         };
         match client::get(&endpoint).await {
             Ok(reported) => Report::Applied(reported),
@@ -363,7 +397,7 @@ pub async fn push_all(
         let results = join_all(group.iter().map(|&i| {
             let (m, node) = (&members[i], &topology.nodes[i]);
             async move {
-                let endpoint = endpoint(m, access).ok_or_else(|| "no IP (not running)".to_owned())?;
+                let endpoint = endpoint(m, access)?;
                 client::push(&endpoint, topology, &node.id).await.map_err(|e| short(&e))
             }
         }))
@@ -423,22 +457,25 @@ pub fn state(
     }
 }
 
-/// The member's admin endpoint, when it has an IP.
-pub fn endpoint(member: &Member, access: &AdminAccess) -> Option<AdminEndpoint> {
-    let tls = match &access.tls {
+/// The member's admin endpoint, in the protocol its own pod speaks (TLS with the Secret it
+/// mounts, or plain), or why it cannot be reached (no IP; its TLS Secret cannot serve).
+pub fn endpoint(member: &Member, access: &AdminAccess) -> Result<AdminEndpoint, String> {
+    let ip = member.ip.as_ref().ok_or_else(|| "no IP (not running)".to_owned())?;
+    let tls = match &member.tls_secret {
         None => None,
-        Some(config) => Some(AdminTls {
-            config: config.clone(),
+        Some(secret) => {
+            let config = match access.tls.get(secret) {
+                Some(Ok(config)) => config.clone(),
+                Some(Err(why)) => return Err(why.clone()),
+                None => return Err(format!("no client config for its TLS Secret {secret}")),
+            };
+            let name = format!("{}.{}", member.pod, access.headless_domain);
             // Pod names and namespaces are DNS labels: this is always a valid DNS name.
-            server_name: ServerName::try_from(format!("{}.{}", member.pod, access.headless_domain)).ok()?,
-        }),
+            let server_name = ServerName::try_from(name).map_err(|e| format!("TLS server name: {e}"))?;
+            Some(AdminTls { config, server_name })
+        }
     };
-    Some(AdminEndpoint {
-        address: admin_address(member.ip.as_ref()?),
-        password: access.password.clone(),
-        timeout: ADMIN_TIMEOUT,
-        tls,
-    })
+    Ok(AdminEndpoint { address: admin_address(ip), password: access.password.clone(), timeout: ADMIN_TIMEOUT, tls })
 }
 
 /// `host:port` of the admin port at `ip`.
@@ -466,7 +503,7 @@ mod tests {
     const DOMAIN: &str = "demo-headless.shop.svc";
 
     fn member(ordinal: u32, ip: Option<&str>) -> Member {
-        Member { ordinal, pod: format!("demo-{ordinal}"), ip: ip.map(str::to_owned) }
+        Member { ordinal, pod: format!("demo-{ordinal}"), ip: ip.map(str::to_owned), tls_secret: None }
     }
 
     fn three(ips: [Option<&str>; 3]) -> Vec<Member> {
@@ -679,18 +716,70 @@ mod tests {
     }
 
     #[test]
-    fn endpoints_carry_tls_for_the_pods_dns_name() {
+    fn earlier_secrets_that_cannot_serve_say_why_and_that_the_rollout_ends_it() {
+        let pki = crate::test_pki::Pki::new("earlier");
+        pki.issue("node", &["*.demo-headless.shop.svc"], "serverAuth,clientAuth");
+        let complete = tls_secret(&pki, &["ca.crt", "tls.crt", "tls.key"]);
+        assert!(earlier_tls_config(Some(&complete), "shop/old").is_ok());
+        let why = earlier_tls_config(None, "shop/old").unwrap_err();
+        assert!(why.contains("shop/old it mounts (from an earlier spec) does not exist"), "{why}");
+        assert!(why.contains("until the rollout replaces the pod") && !why.contains("spec.tls.secretName"), "{why}");
+        let why = earlier_tls_config(Some(&tls_secret(&pki, &["tls.crt", "tls.key"])), "shop/old").unwrap_err();
+        assert!(why.starts_with("Secret shop/old has no ca.crt") && why.contains("earlier spec"), "{why}");
+    }
+
+    /// A running pod `demo-<ordinal>` at `ip`, its admin port TLS with `secret` when Some.
+    fn pod(ordinal: u32, ip: &str, secret: Option<&str>) -> Pod {
+        use k8s_openapi::api::core::v1::{PodSpec, PodStatus, SecretVolumeSource, Volume};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let annotations = secret.map(|_| [(crate::resources::TLS_CLUSTER_ANNOTATION.to_owned(), "yes".to_owned())]);
+        let volumes = secret.map(|s| {
+            let secret = SecretVolumeSource { secret_name: Some(s.to_owned()), ..Default::default() };
+            vec![Volume { name: "tls".into(), secret: Some(secret), ..Default::default() }]
+        });
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("demo-{ordinal}")),
+                annotations: annotations.map(Into::into),
+                ..Default::default()
+            },
+            spec: Some(PodSpec { volumes, ..Default::default() }),
+            status: Some(PodStatus { phase: Some("Running".into()), pod_ip: Some(ip.into()), ..Default::default() }),
+        }
+    }
+
+    #[test]
+    fn each_pod_is_spoken_to_as_its_own_spec_says() {
         let pki = crate::test_pki::Pki::new("endpoint");
         pki.issue("node", &["*.demo-headless.shop.svc"], "serverAuth,clientAuth");
         let config = admin_tls_config(Some(&tls_secret(&pki, &["ca.crt", "tls.crt", "tls.key"])), "s", false).unwrap();
-        let plain = AdminAccess { password: Some("pw".into()), tls: None, headless_domain: DOMAIN.into() };
-        let endpoint = endpoint(&member(1, Some("fd00::7")), &plain).unwrap();
-        assert_eq!((endpoint.address.as_str(), endpoint.password.as_deref()), ("[fd00::7]:16379", Some("pw")));
-        assert!(endpoint.tls.is_none());
-        let access = AdminAccess { tls: Some(config), ..plain };
-        let tls = super::endpoint(&member(1, Some("10.0.0.2")), &access).unwrap().tls.unwrap();
-        assert_eq!(tls.server_name.to_str(), "demo-1.demo-headless.shop.svc");
-        assert!(super::endpoint(&member(2, None), &access).is_none(), "no IP, no endpoint");
+        // Mid-rollout: demo-0 plain (the spec before TLS), demo-1 with the spec's Secret, demo-2
+        // with an earlier Secret that is gone.
+        let pods = [pod(0, "fd00::7", None), pod(1, "10.0.0.2", Some("demo-tls")), pod(2, "10.0.0.3", Some("old"))];
+        let members = members("demo", 4, &pods);
+        let secrets: Vec<_> = members.iter().map(|m| m.tls_secret.as_deref()).collect();
+        assert_eq!(secrets, [None, Some("demo-tls"), Some("old"), None]);
+        let access = AdminAccess {
+            password: Some("pw".into()),
+            tls: BTreeMap::from([
+                ("demo-tls".to_owned(), Ok(config)),
+                ("old".to_owned(), Err("the TLS Secret shop/old it mounts ... does not exist".to_owned())),
+            ]),
+            headless_domain: DOMAIN.into(),
+        };
+        let plain = endpoint(&members[0], &access).unwrap();
+        assert_eq!((plain.address.as_str(), plain.password.as_deref()), ("[fd00::7]:16379", Some("pw")));
+        assert!(plain.tls.is_none(), "a pod without tls-cluster is spoken to in plain TCP");
+        let tls = endpoint(&members[1], &access).unwrap();
+        assert_eq!((tls.address.as_str(), tls.password.as_deref()), ("10.0.0.2:16379", Some("pw")));
+        assert_eq!(tls.tls.unwrap().server_name.to_str(), "demo-1.demo-headless.shop.svc");
+        let why = endpoint(&members[2], &access).unwrap_err();
+        assert!(why.contains("shop/old"), "{why}");
+        assert_eq!(endpoint(&members[3], &access).unwrap_err(), "no IP (not running)");
+        let unknown = Member { tls_secret: Some("other".into()), ..members[1].clone() };
+        assert!(endpoint(&unknown, &access).unwrap_err().contains("other"));
+        // Only the pod whose Secret cannot serve is left to the rollout.
+        assert_eq!(unreachable_by_tls(&pods, &access), ["demo-2"]);
     }
 
     #[test]

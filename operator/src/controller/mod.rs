@@ -345,10 +345,21 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         .map_err(|e| read(format!("pods of {ns}/{name}"), e))?
         .items;
     let key = format!("{ns}/{name}");
+    // Cluster mode: how this round reaches the admin ports (each pod as its own spec says).
+    let access = match admin_password {
+        Some(password) => Some(admin_access(client, cc, &ns, &name, password, &pods).await?),
+        None => None,
+    };
+    // Pods whose (earlier spec's) TLS Secret cannot serve cannot apply a topology: the rollout,
+    // which replaces them, does not wait for them.
+    let replaced_anyway = match &access {
+        Some(Ok(access)) => cluster::unreachable_by_tls(&pods, access),
+        _ => Vec::new(),
+    };
     let mut step = rollout::next_step(&sts, &pods);
     if let Step::Evict(pod) = &step
         && cc.spec.cluster.enabled
-        && let Some(why) = rollout::cluster_unsettled(cc.status.as_ref())
+        && let Some(why) = rollout::cluster_unsettled(cc.status.as_ref(), &replaced_anyway)
     {
         step = Step::Waiting { pod: pod.clone(), why };
     }
@@ -390,8 +401,8 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         obs.unreachable = unreachable_volumes(client, &ns, &name, cc.spec.replicas).await?;
     }
     report_restarts(ctx, cc, &key, &pods, &obs).await;
-    if let Some(password) = admin_password {
-        let state = match admin_access(client, cc, &ns, &name, password).await? {
+    if let Some(access) = access {
+        let state = match access {
             Ok(access) => reconcile_topology(cc, &ns, &name, &pods, &access, ctx.resharding).await,
             Err(problem) => {
                 let cachecluster = format!("{ns}/{name}");
@@ -509,27 +520,50 @@ async fn admin_password(client: &Client, cc: &CacheCluster, ns: &str, name: &str
     }
 }
 
-/// How this round reaches the nodes' admin ports: the password, and with `spec.tls` TLS from
-/// the certificate Secret, read every round so that a renewed certificate or CA is used. The
-/// inner error: TLS is asked for but the Secret cannot serve (yet).
+/// How this round reaches the nodes' admin ports: the password, and TLS client configs from
+/// the certificate Secrets, read every round so that a renewed certificate or CA is used. The
+/// inner error: `spec.tls` is set but its Secret cannot serve (yet).
+///
+/// The spec's Secret is read when there is one; so is every other TLS Secret a pod's admin port
+/// serves with (`resources::admin_tls_secret`): during a rollout that turns `spec.tls` on or off
+/// or changes the Secret, pods of the earlier spec speak as they were started, and are spoken
+/// to that way. Each Secret is read once.
 async fn admin_access(
     client: &Client,
     cc: &CacheCluster,
     ns: &str,
     name: &str,
     password: String,
+    pods: &[Pod],
 ) -> Result<Result<cluster::AdminAccess, cluster::TlsProblem>, Error> {
     let headless_domain = format!("{}.{ns}.svc", resources::headless_service_name(name));
-    let mut access = cluster::AdminAccess { password: Some(password), tls: None, headless_domain };
-    let Some(tls) = &cc.spec.tls else { return Ok(Ok(access)) };
+    let mut access = cluster::AdminAccess { password: Some(password), tls: Default::default(), headless_domain };
     let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let secret_name = resources::tls_secret_name(tls, name);
-    let secret_ref = format!("{ns}/{secret_name}");
-    let secret = api.get_opt(&secret_name).await.map_err(|e| read(format!("Secret {secret_ref}"), e))?;
-    Ok(cluster::admin_tls_config(secret.as_ref(), &secret_ref, tls.cert_manager.is_some()).map(|config| {
-        access.tls = Some(config);
-        access
-    }))
+    let get = |secret_name: String| {
+        let api = api.clone();
+        async move {
+            let secret_ref = format!("{ns}/{secret_name}");
+            let secret = api.get_opt(&secret_name).await.map_err(|e| read(format!("Secret {secret_ref}"), e))?;
+            Ok::<_, Error>((secret, secret_ref))
+        }
+    };
+    if let Some(tls) = &cc.spec.tls {
+        let secret_name = resources::tls_secret_name(tls, name);
+        let (secret, secret_ref) = get(secret_name.clone()).await?;
+        match cluster::admin_tls_config(secret.as_ref(), &secret_ref, tls.cert_manager.is_some()) {
+            Ok(config) => access.tls.insert(secret_name, Ok(config)),
+            Err(problem) => return Ok(Err(problem)),
+        };
+    }
+    let mounted: std::collections::BTreeSet<String> = pods.iter().filter_map(resources::admin_tls_secret).collect();
+    for secret_name in mounted {
+        if access.tls.contains_key(&secret_name) {
+            continue;
+        }
+        let (secret, secret_ref) = get(secret_name.clone()).await?;
+        access.tls.insert(secret_name, cluster::earlier_tls_config(secret.as_ref(), &secret_ref));
+    }
+    Ok(Ok(access))
 }
 
 /// 32 random bytes in hex, from the kernel's CSPRNG.
@@ -566,15 +600,16 @@ async fn reconcile_topology(
     let reports = cluster::read_reports(&members, access).await;
     if let Some(plan) = plan.as_mut() {
         for mv in plan.moves.iter_mut().filter(|m| m.state == MoveState::Running) {
-            let source = members.get(mv.source as usize).and_then(|m| cluster::endpoint(m, access));
+            let source = members.get(mv.source as usize).map(|m| cluster::endpoint(m, access));
             let mut report = match source {
-                Some(endpoint) => migrate::status(&endpoint, &mv.id).await.map_err(|e| cluster::short(&e)),
+                Some(Ok(endpoint)) => migrate::status(&endpoint, &mv.id).await.map_err(|e| cluster::short(&e)),
+                Some(Err(why)) => Err(why),
                 None => Err("no IP".to_owned()),
             };
             // A source that does not know the id any more (it moved on, or restarted): the
             // target has the last word on whether it committed.
             if matches!(&report, Ok(None)) || matches!(&report, Ok(Some(r)) if r.phase == migrate::Phase::Unknown) {
-                let target = members.get(mv.target as usize).and_then(|m| cluster::endpoint(m, access));
+                let target = members.get(mv.target as usize).and_then(|m| cluster::endpoint(m, access).ok());
                 if let Some(endpoint) = target
                     && let Ok(Some(r)) = migrate::status(&endpoint, &mv.id).await
                     && r.phase == migrate::Phase::Committed
@@ -595,7 +630,7 @@ async fn reconcile_topology(
             if plan.moves[i].state != MoveState::Pending || busy || !asked.insert(source) {
                 continue;
             }
-            let Some(endpoint) = members.get(source as usize).and_then(|m| cluster::endpoint(m, access)) else {
+            let Some(endpoint) = members.get(source as usize).and_then(|m| cluster::endpoint(m, access).ok()) else {
                 continue;
             };
             let Ok(Some(latest)) = migrate::latest(&endpoint).await else { continue };
@@ -686,7 +721,7 @@ async fn reconcile_topology(
         for i in resharding::startable(p, now, options.max_concurrent) {
             let (source, target) = (p.moves[i].source as usize, p.moves[i].target as usize);
             let (Some(from), Some(to)) = (members.get(source), members.get(target)) else { continue };
-            let (Some(endpoint), Some(target_ip)) = (cluster::endpoint(from, access), to.ip.as_deref()) else {
+            let (Some(endpoint), Some(target_ip)) = (cluster::endpoint(from, access).ok(), to.ip.as_deref()) else {
                 continue;
             };
             let slots = plan::parse_ranges(&p.moves[i].slots).unwrap_or_default();
@@ -732,7 +767,7 @@ async fn room_for(
     moving: u32,
     source_slots: u32,
 ) -> Result<(), String> {
-    let Some(target) = cluster::endpoint(to, access) else { return Ok(()) };
+    let Ok(target) = cluster::endpoint(to, access) else { return Ok(()) };
     let (Ok(from), Ok(into)) = (usage::usage(source).await, usage::usage(&target).await) else { return Ok(()) };
     let budget = Some(into.budget).filter(|&b| b > 0);
     resharding::capacity_check(moving, Some(from.used), source_slots, Some(into.used), budget)

@@ -327,8 +327,13 @@ fn truncate(s: &str, max: usize) -> &str {
 /// slots are unserved while it restarts, so only one at a time and only once the cluster has
 /// settled: no slot migration under way (a pod taken down in the middle of one makes it fail
 /// and start over), and every node on the current topology epoch (the previous pod is back,
-/// at its new address, and everyone knows it).
-pub fn cluster_unsettled(status: Option<&crate::api::v1alpha1::CacheClusterStatus>) -> Option<String> {
+/// at its new address, and everyone knows it). Except `replaced_anyway`: pods the operator
+/// cannot reach because the TLS Secret they mount (an earlier spec's) cannot serve; they would
+/// never apply the epoch, and only the rollout's replacing them ends that.
+pub fn cluster_unsettled(
+    status: Option<&crate::api::v1alpha1::CacheClusterStatus>,
+    replaced_anyway: &[String],
+) -> Option<String> {
     let status = status?;
     if let Some(r) = &status.resharding
         && r.slots_moved < r.slots_total
@@ -339,8 +344,12 @@ pub fn cluster_unsettled(status: Option<&crate::api::v1alpha1::CacheClusterStatu
         ));
     }
     let epoch = status.topology_epoch?;
-    let behind: Vec<&str> =
-        status.nodes.iter().filter(|n| n.applied_epoch != Some(epoch)).map(|n| n.pod.as_str()).collect();
+    let behind: Vec<&str> = status
+        .nodes
+        .iter()
+        .filter(|n| n.applied_epoch != Some(epoch) && !replaced_anyway.contains(&n.pod))
+        .map(|n| n.pod.as_str())
+        .collect();
     (!behind.is_empty())
         .then(|| format!("until every node applies topology epoch {epoch} ({} not yet)", behind.join(", ")))
 }
@@ -628,10 +637,15 @@ mod tests {
             nodes: vec![node("c-0", Some(7)), node("c-1", Some(7))],
             ..Default::default()
         };
-        assert_eq!(cluster_unsettled(Some(&status)), None);
-        assert_eq!(cluster_unsettled(None), None);
+        assert_eq!(cluster_unsettled(Some(&status), &[]), None);
+        assert_eq!(cluster_unsettled(None, &[]), None);
         status.nodes[1].applied_epoch = Some(6);
-        assert!(cluster_unsettled(Some(&status)).unwrap().contains("c-1"));
+        assert!(cluster_unsettled(Some(&status), &[]).unwrap().contains("c-1"));
+        // Not when it cannot be reached for good (its earlier spec's TLS Secret is gone): the
+        // rollout replaces it.
+        status.nodes[1].applied_epoch = None;
+        assert_eq!(cluster_unsettled(Some(&status), &["c-1".to_owned()]), None);
+        assert!(cluster_unsettled(Some(&status), &["c-0".to_owned()]).unwrap().contains("c-1"));
         status.nodes[1].applied_epoch = Some(7);
         status.resharding = Some(ReshardingStatus {
             plan: "p7".into(),
@@ -641,6 +655,6 @@ mod tests {
             slots_total: 4096,
             started_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
         });
-        assert!(cluster_unsettled(Some(&status)).unwrap().contains("100/4096"));
+        assert!(cluster_unsettled(Some(&status), &[]).unwrap().contains("100/4096"));
     }
 }

@@ -27,13 +27,18 @@ use crate::api::CacheCluster;
 
 pub use monitoring::{prometheus_rule_resource, service_monitor_resource};
 pub use node_config::{ADMIN_PASSWORD_KEY, ADMIN_PORT, DIRECT_PORT, node_config};
-pub use statefulset::data_claim_name;
+pub use statefulset::{admin_tls_secret, data_claim_name};
 pub use tls::{certificate_name, certificate_resource, secret_name as tls_secret_name};
 
 /// Pod template annotation holding a hash of everything the node process reads (its config
 /// file, image, resources, hugepages and password reference), so changing any of them rolls
 /// the pods even where the pod spec alone would not change (the ConfigMap's content).
 pub const CONFIG_HASH_ANNOTATION: &str = "strata.dev/config-hash";
+
+/// Pod template annotation, `"yes"` exactly when the pod's node runs `tls-cluster yes` (cluster
+/// mode with `spec.tls`): its admin port speaks TLS. The TLS volume alone does not say so: pods
+/// made before the admin port had TLS mount it too (see [`admin_tls_secret`]).
+pub const TLS_CLUSTER_ANNOTATION: &str = "strata.dev/tls-cluster";
 
 /// Key of the node config file in the ConfigMap (mounted at `/etc/strata/strata.conf`).
 pub const CONFIG_FILE_KEY: &str = "strata.conf";

@@ -7,8 +7,8 @@ use k8s_openapi::api::apps::v1::{
 };
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource,
+    HTTPGetAction, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec, Pod, PodSecurityContext,
+    PodSpec, PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, SecretKeySelector, SecretVolumeSource,
     SecurityContext, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -17,8 +17,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use super::node_config::{ADMIN_PORT, ADMIN_SECRET_DIR, DATA_DIR, DIRECT_PORT, METRICS_PORT, REDIS_PORT, Side, memory};
 use super::quantity::parse_bytes;
 use super::{
-    CONFIG_FILE_KEY, CONFIG_HASH_ANNOTATION, Owner, SpecError, admin_secret_name, common_labels, config_map_name,
-    fnv1a_64, headless_service_name, selector_labels,
+    CONFIG_FILE_KEY, CONFIG_HASH_ANNOTATION, Owner, SpecError, TLS_CLUSTER_ANNOTATION, admin_secret_name,
+    common_labels, config_map_name, fnv1a_64, headless_service_name, selector_labels,
 };
 use crate::api::{CacheCluster, CacheClusterSpec, DurabilityMode, HugepageSize, ImagePullPolicy};
 
@@ -121,6 +121,12 @@ fn pod_template(cc: &CacheCluster, owner: &Owner, config: &str) -> PodTemplateSp
         ("prometheus.io/path".to_owned(), "/metrics".to_owned()),
         (CONFIG_HASH_ANNOTATION.to_owned(), config_hash(spec, config)),
     ]);
+    // Which protocol this pod's admin port speaks, for the operator (see `admin_tls_secret`).
+    if spec.cluster.enabled && spec.tls.is_some() {
+        annotations.insert(TLS_CLUSTER_ANNOTATION.to_owned(), "yes".to_owned());
+    } else {
+        annotations.remove(TLS_CLUSTER_ANNOTATION);
+    }
 
     let mut volumes = vec![Volume {
         name: CONFIG_VOLUME.to_owned(),
@@ -186,6 +192,23 @@ fn pod_template(cc: &CacheCluster, owner: &Owner, config: &str) -> PodTemplateSp
             ..Default::default()
         }),
     }
+}
+
+/// The TLS Secret whose certificate `pod`'s admin port serves, or None when it speaks plain TCP.
+///
+/// Read from the pod, not the spec: a rolling update that turns `spec.tls` on or off (or the
+/// first one after the admin port got TLS) mixes pods of both kinds, and each must be spoken to
+/// as it was started. A pod speaks TLS when its template said `tls-cluster yes` (the
+/// annotation) and it mounts the TLS volume; the Secret is the one that volume names, which may
+/// be an earlier spec's (or the spec may have no `tls` any more).
+pub fn admin_tls_secret(pod: &Pod) -> Option<String> {
+    let annotations = pod.metadata.annotations.as_ref()?;
+    if annotations.get(TLS_CLUSTER_ANNOTATION).map(String::as_str) != Some("yes") {
+        return None;
+    }
+    let volumes = pod.spec.as_ref()?.volumes.as_ref()?;
+    let volume = volumes.iter().find(|v| v.name == TLS_VOLUME)?;
+    volume.secret.as_ref()?.secret_name.clone().filter(|s| !s.is_empty())
 }
 
 fn node_container(spec: &CacheClusterSpec) -> Container {
@@ -462,6 +485,34 @@ mod tests {
         // The pods carry the selector labels, or the StatefulSet would not own them.
         let pod_labels = spec.template.metadata.unwrap().labels.unwrap();
         assert!(selector_labels(NAME).iter().all(|(k, v)| pod_labels.get(k) == Some(v)));
+    }
+
+    #[test]
+    fn a_pod_says_whether_its_admin_port_speaks_tls_and_with_which_secret() {
+        // A pod made from the template of `spec`.
+        let made_from = |spec: Value| {
+            let template = sts_spec(spec).template;
+            Pod { metadata: template.metadata.unwrap(), spec: template.spec, ..Default::default() }
+        };
+        let tls = made_from(json!({"tls": {"secretName": "cert"}}));
+        assert_eq!(tls.metadata.annotations.as_ref().unwrap()[TLS_CLUSTER_ANNOTATION], "yes");
+        assert_eq!(admin_tls_secret(&tls).as_deref(), Some("cert"));
+        let managed = made_from(json!({"tls": {"certManager": {"issuerRef": {"name": "ca"}}}}));
+        assert_eq!(admin_tls_secret(&managed).as_deref(), Some("cache-tls"));
+        assert_eq!(admin_tls_secret(&made_from(json!({}))), None, "no TLS volume: plain");
+        // Independent caches mount the volume for their client port only.
+        let independent = made_from(json!({"tls": {"secretName": "cert"}, "cluster": {"enabled": false}}));
+        assert_eq!(admin_tls_secret(&independent), None);
+        // A pod from before the admin port had TLS: the volume, without the annotation.
+        let mut earlier = tls.clone();
+        earlier.metadata.annotations.as_mut().unwrap().remove(TLS_CLUSTER_ANNOTATION);
+        assert_eq!(admin_tls_secret(&earlier), None);
+        // The annotation without the volume says nothing either; nor can podAnnotations forge it.
+        let mut no_volume = tls.clone();
+        no_volume.spec.as_mut().unwrap().volumes.as_mut().unwrap().retain(|v| v.name != TLS_VOLUME);
+        assert_eq!(admin_tls_secret(&no_volume), None);
+        let forged = made_from(json!({"podAnnotations": {"strata.dev/tls-cluster": "yes"}}));
+        assert!(!forged.metadata.annotations.as_ref().unwrap().contains_key(TLS_CLUSTER_ANNOTATION));
     }
 
     #[test]
