@@ -365,10 +365,6 @@ fn tls_files_that_do_not_load_stop_the_start_with_the_reason() {
         "TLSv1.1",
     ]);
     assert!(log.contains("TLSv1.1"), "{log}");
-    // Redis's switches for TLS between nodes: `no` loads (redis.conf files say so), `yes` says why not.
-    let log =
-        start(&["--tls-cert-file", &cert, "--tls-key-file", &key, "--tls-auth-clients", "no", "--tls-cluster", "yes"]);
-    assert!(log.contains("tls-cluster yes is not supported yet"), "{log}");
 }
 
 #[test]
@@ -481,4 +477,149 @@ fn a_tls_only_cluster_node_speaks_tls_on_both_client_ports_and_keeps_its_admin_p
     // The admin channel (topology pushes) stays plain TCP with its password.
     let (out, _) = redis_cli(port + 10_000, &["-h", "127.0.0.1", "PING"]);
     assert!(out.contains("PONG") || out.contains("NOAUTH"), "admin port: {out:?}\n{}", node.logs());
+}
+
+/// One node of a `tls-cluster` pair: TLS-only, mutual TLS on every port.
+struct TlsNode {
+    server: Server,
+    id: String,
+    tls: u16,
+    direct: u16,
+    admin: u16,
+}
+
+impl TlsNode {
+    fn start(pki: &Pki, i: usize, ports: &[u16], extra: &[&str]) -> TlsNode {
+        let (tls, direct, admin) = (ports[0], ports[1], ports[2]);
+        let (d, a) = (direct.to_string(), admin.to_string());
+        let mut args = vec![
+            "--port",
+            "0",
+            "--unixsocket",
+            "{dir}/node.sock",
+            "--cluster-enabled",
+            "yes",
+            "--tls-cluster",
+            "yes",
+            "--cluster-direct-port",
+            &d,
+            "--cluster-port",
+            &a,
+        ];
+        args.extend(extra);
+        let server = strata_tls(pki, tls, &args);
+        TlsNode { server, id: support::cluster::test_node_id(25, i), tls, direct, admin }
+    }
+
+    fn entry(&self, slots: &[(u16, u16)]) -> String {
+        support::cluster::topology_entry(&self.id, "127.0.0.1", None, self.direct, self.tls, slots, self.admin)
+    }
+
+    /// `redis-cli --tls` with the client certificate on the admin port.
+    fn admin(&self, pki: &Pki, args: &[&str]) -> String {
+        let (out, ok) = cli_tls(self.admin, pki, Some("client"), args);
+        assert!(ok, "redis-cli {args:?} on the admin port: {out}\n{}", self.server.logs());
+        out
+    }
+
+    fn info_field(&self, section: &str, field: &str) -> String {
+        let Frame::Bulk(text) = self.server.conn_unix().cmd(&["INFO", section]) else { panic!("INFO {section}") };
+        let prefix = format!("{field}:");
+        String::from_utf8_lossy(&text)
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+            .unwrap_or_default()
+    }
+}
+
+#[test]
+fn tls_cluster_links_forward_and_migrate_over_mutual_tls_and_the_admin_port_refuses_plain_text() {
+    let pki = Pki::new("tls-cluster");
+    pki.issue("server");
+    pki.issue("client");
+    let ports = support::cluster::free_ports(6);
+    let nodes: Vec<TlsNode> = (0..2).map(|i| TlsNode::start(&pki, i, &ports[i * 3..i * 3 + 3], &[])).collect();
+    // The admin port speaks TLS only, and wants a certificate (tls-auth-clients yes).
+    let (plain, _) = redis_cli(nodes[0].admin, &["-h", "127.0.0.1", "PING"]);
+    assert!(!plain.contains("PONG"), "the admin port answered plain text: {plain:?}");
+    let (anonymous, _) = cli_tls(nodes[0].admin, &pki, None, &["PING"]);
+    assert!(!anonymous.contains("PONG"), "the admin port took a client without a certificate: {anonymous:?}");
+    assert_eq!(nodes[0].admin(&pki, &["PING"]), "PONG\n");
+
+    // The topology, pushed over TLS: slots 0-8191 on node 0, the rest on node 1.
+    let halves = [[(0u16, 8191u16)], [(8192, 16383)]];
+    for n in &nodes {
+        let mut args = vec!["STRATA.TOPOLOGY", "SET", "1", &n.id];
+        let entries: Vec<String> = nodes.iter().zip(&halves).map(|(m, s)| m.entry(s)).collect();
+        args.extend(entries.iter().map(String::as_str));
+        assert_eq!(n.admin(&pki, &args), "OK\n");
+    }
+    // Node 0's clients reach node 1's keys: forwarded over a TLS link.
+    let keys: Vec<String> = (0..400)
+        .map(|i| format!("k{i}"))
+        .filter(|k| support::cluster::key_slot(k.as_bytes()) >= 8192)
+        .take(50)
+        .collect();
+    let mut client = nodes[0].server.conn_unix();
+    for k in &keys {
+        assert_eq!(client.cmd(&["SET", k, &format!("v-{k}")]), Frame::ok(), "{}", nodes[0].server.logs());
+    }
+    assert_eq!(client.cmd(&["GET", &keys[7]]), Frame::bulk(format!("v-{}", keys[7])));
+    // Stored on node 1 only (DBSIZE would sum every node's from this port).
+    let slot = support::cluster::key_slot(keys[0].as_bytes()).to_string();
+    let count = |n: &TlsNode| n.server.conn_unix().cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot]);
+    assert_eq!((count(&nodes[0]), count(&nodes[1])), (Frame::int(0), Frame::int(1)));
+    let links: u64 = nodes[1].info_field("tls", "tls_connected_clients").parse().unwrap();
+    assert!(links >= 1, "node 0's link is a TLS client of node 1");
+
+    // A slot moves from node 1 to node 0 on a migration's TLS link.
+    let target = format!("127.0.0.1:{}", nodes[0].admin);
+    assert_eq!(nodes[1].admin(&pki, &["STRATA.MIGRATE", "START", "t1", &nodes[0].id, &target, &slot]), "OK\n");
+    let committed = || nodes[1].admin(&pki, &["STRATA.MIGRATE", "STATUS", "t1"]).contains("committed");
+    assert!(wait_for(Duration::from_secs(20), committed), "{}", nodes[1].server.logs());
+    assert_eq!(nodes[0].server.conn_unix().cmd(&["GET", &keys[0]]), Frame::bulk(format!("v-{}", keys[0])));
+    assert_eq!(nodes[0].server.conn_unix().cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot]), Frame::int(1));
+}
+
+#[test]
+fn tls_cluster_peers_must_share_the_ca_and_it_is_required() {
+    let pki = Pki::new("tls-cluster-ca");
+    pki.issue("server");
+    pki.issue("client");
+    pki.other_ca("rogue");
+    pki.issue_by("impostor", "rogue");
+    // Without a CA the links could not check their peers: the start stops, saying so.
+    let ports = support::cluster::free_ports(3);
+    let out = Command::new(support::STRATA_BIN)
+        .args(["--port", "0", "--tls-port", &ports[0].to_string(), "--cluster-enabled", "yes", "--tls-cluster", "yes"])
+        .args(["--tls-cert-file", &pki.path("server.crt"), "--tls-key-file", &pki.path("server.key")])
+        .args(["--tls-auth-clients", "no", "--dir", &pki.path(""), "--metrics-port", "0"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success() && said.contains("tls-ca-cert-file") && said.contains("tls-cluster"), "{said}");
+
+    // A node whose certificate the CA did not sign cannot forward to the others.
+    let ports = support::cluster::free_ports(6);
+    let good = TlsNode::start(&pki, 0, &ports[..3], &[]);
+    let (crt, key) = (pki.path("impostor.crt"), pki.path("impostor.key"));
+    let impostor =
+        TlsNode::start(&pki, 1, &ports[3..], &["--tls-client-cert-file", &crt, "--tls-client-key-file", &key]);
+    let entries = [good.entry(&[(0, 8191)]), impostor.entry(&[(8192, 16383)])];
+    for n in [&good, &impostor] {
+        let mut args = vec!["STRATA.TOPOLOGY", "SET", "1", &n.id];
+        args.extend(entries.iter().map(String::as_str));
+        assert_eq!(n.admin(&pki, &args), "OK\n");
+    }
+    let theirs = (0..100).map(|i| format!("k{i}")).find(|k| support::cluster::key_slot(k.as_bytes()) < 8192).unwrap();
+    let mut client = impostor.server.conn_unix();
+    // Sent again for 10 s (as to an owner that is down), then the error.
+    client.set_timeout(Some(Duration::from_secs(30)));
+    let refused = client.cmd(&["SET", &theirs, "v"]);
+    let said = refused.error_message().unwrap_or_default();
+    assert!(said.contains("cannot reach the node"), "a link with a certificate of another CA was taken: {refused:?}");
+    let slot = support::cluster::key_slot(theirs.as_bytes()).to_string();
+    assert_eq!(good.server.conn_unix().cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot]), Frame::int(0));
+    let failures: u64 = good.info_field("tls", "tls_handshake_failures").parse().unwrap();
+    assert!(failures >= 1, "the good node counted the refused handshake");
 }

@@ -2,26 +2,93 @@
 //! commands go out pipelined in batches, replies come back in order. (The
 //! workers' forwarding links are async, in `server::forward`; a migration
 //! runs on a thread of its own and waits on its peer, so it blocks.)
+//!
+//! With `tls-cluster`, links speak TLS: [`LinkTls`] holds the client side's
+//! configuration, which the server swaps when its certificates reload.
 
 use crate::protocol::frame::reply_len;
+use parking_lot::RwLock;
+use rustls::pki_types::ServerName;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// The TLS configuration of links to other nodes' admin ports: None
+/// without `tls-cluster`. Read once per link opened, never per command.
+#[derive(Default)]
+pub struct LinkTls(RwLock<Option<Arc<rustls::ClientConfig>>>);
+
+impl LinkTls {
+    pub fn get(&self) -> Option<Arc<rustls::ClientConfig>> {
+        self.0.read().clone()
+    }
+
+    pub fn set(&self, config: Arc<rustls::ClientConfig>) {
+        *self.0.write() = Some(config);
+    }
+}
+
+/// The name a TLS link gives for `addr` (`host:port`, `[v6]:port`): what
+/// SNI carries. (Peers are checked against the CA, not by name, as Redis's
+/// cluster bus does: topologies name nodes by IP as often as by host.)
+pub fn server_name(addr: &str) -> Result<ServerName<'static>, String> {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    ServerName::try_from(host.to_string()).map_err(|e| format!("{addr}: not a host name for TLS: {e}"))
+}
+
+/// A link's connection: plain TCP, or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
 
 /// One reply: Ok(the raw RESP bytes) or Err(an error reply's text).
 pub type Reply = Result<Vec<u8>, String>;
 
 pub struct Link {
     addr: String,
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
     out: Vec<u8>,
 }
 
 impl Link {
-    /// Connects to `addr` (`host:port`) and authenticates with the admin
-    /// password when there is one; every later read waits `timeout` at most.
-    pub fn connect(addr: &str, password: Option<&[u8]>, timeout: Duration) -> Result<Link, String> {
+    /// Connects to `addr` (`host:port`), over TLS when `tls` is given, and
+    /// authenticates with the admin password when there is one; every later
+    /// read waits `timeout` at most.
+    pub fn connect(
+        addr: &str,
+        password: Option<&[u8]>,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        timeout: Duration,
+    ) -> Result<Link, String> {
         use std::net::ToSocketAddrs;
         let sock = addr
             .to_socket_addrs()
@@ -33,6 +100,19 @@ impl Link {
         let _ = stream.set_nodelay(true);
         stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
         stream.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+        let stream = match tls {
+            None => Stream::Plain(stream),
+            Some(config) => {
+                let session = rustls::ClientConnection::new(config, server_name(addr)?)
+                    .map_err(|e| format!("{addr}: cannot start TLS: {e}"))?;
+                let mut tls = rustls::StreamOwned::new(session, stream);
+                // The handshake now, so a refused certificate reads as such.
+                while tls.conn.is_handshaking() {
+                    tls.conn.complete_io(&mut tls.sock).map_err(|e| format!("{addr}: TLS handshake: {e}"))?;
+                }
+                Stream::Tls(Box::new(tls))
+            }
+        };
         let mut link = Link { addr: addr.to_string(), stream, buf: Vec::new(), out: Vec::new() };
         if let Some(p) = password {
             link.call(&[b"AUTH", p])?.map_err(|e| format!("{addr} refused the link: {e}"))?;

@@ -394,7 +394,7 @@ pub fn run_source(ks: &Keyspace, c: &Cluster, m: &Migration) {
 
 fn copy_and_hand_over(ks: &Keyspace, c: &Cluster, m: &Migration) -> Result<(), String> {
     let password = c.admin_password.as_deref();
-    let mut link = Link::connect(&m.target_addr, password, LINK_TIMEOUT)?;
+    let mut link = Link::connect(&m.target_addr, password, c.link_tls.get(), LINK_TIMEOUT)?;
     let slots_text = m.slots.render();
     let receive: [&[u8]; 5] =
         [b"STRATA.MIGRATE", b"RECEIVE", m.mid.as_bytes(), m.source.as_bytes(), slots_text.as_bytes()];
@@ -434,7 +434,7 @@ fn copy_and_hand_over(ks: &Keyspace, c: &Cluster, m: &Migration) -> Result<(), S
 /// starts another).
 fn cancel_on_target(c: &Cluster, m: &Migration) {
     let cancel: [&[u8]; 3] = [b"STRATA.MIGRATE", b"CANCEL", m.mid.as_bytes()];
-    if let Ok(mut l) = Link::connect(&m.target_addr, c.admin_password.as_deref(), LINK_TIMEOUT) {
+    if let Ok(mut l) = Link::connect(&m.target_addr, c.admin_password.as_deref(), c.link_tls.get(), LINK_TIMEOUT) {
         let _ = l.call(&cancel);
     }
 }
@@ -536,8 +536,8 @@ fn resolve(c: &Cluster, m: &Migration) -> bool {
     let cancel: [&[u8]; 3] = [b"STRATA.MIGRATE", b"CANCEL", m.mid.as_bytes()];
     let mut wait = Duration::from_millis(100);
     loop {
-        let answer =
-            Link::connect(&m.target_addr, c.admin_password.as_deref(), LINK_TIMEOUT).and_then(|mut l| l.call(&cancel));
+        let answer = Link::connect(&m.target_addr, c.admin_password.as_deref(), c.link_tls.get(), LINK_TIMEOUT)
+            .and_then(|mut l| l.call(&cancel));
         match answer {
             Ok(Ok(_)) => return false,
             Ok(Err(e)) if e.contains("has committed") => return true,

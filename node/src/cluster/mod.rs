@@ -47,6 +47,8 @@ pub struct Cluster {
     pub provisional_id: String,
     /// Slot migrations this node runs or receives.
     pub migrations: migration::Migrations,
+    /// TLS for links to other nodes' admin ports (`tls-cluster`).
+    pub link_tls: Arc<link::LinkTls>,
 }
 
 /// Why a push was refused.
@@ -110,6 +112,7 @@ impl Cluster {
             admin_password,
             provisional_id: crate::base::random::hex_id(),
             migrations: Default::default(),
+            link_tls: Default::default(),
         })
     }
 

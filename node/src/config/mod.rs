@@ -91,6 +91,8 @@ pub struct StartupConfig {
     pub cluster_prefer_hostname: bool,
     /// TLS port for Redis clients (`tls-port`); 0 = none.
     pub tls_port: u16,
+    /// `tls-cluster`: the admin port and the links between nodes use TLS.
+    pub tls_cluster: bool,
 }
 
 impl StartupConfig {
@@ -126,6 +128,7 @@ impl StartupConfig {
             cluster_admin_password_file: None,
             cluster_prefer_hostname: false,
             tls_port: 0,
+            tls_cluster: false,
         }
     }
 
@@ -139,6 +142,12 @@ impl StartupConfig {
     /// `tls-port` set) every port clients use does.
     pub fn direct_port_tls(&self) -> bool {
         self.port == 0 && self.tls_port != 0
+    }
+
+    /// Whether the admin port, and the links to other nodes' admin ports,
+    /// speak TLS (`tls-cluster` in cluster mode).
+    pub fn cluster_tls(&self) -> bool {
+        self.cluster_enabled && self.tls_cluster
     }
 
     /// Cluster mode's port for cluster-aware clients (MOVED); 0 without

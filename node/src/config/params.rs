@@ -461,16 +461,31 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "tls-cluster", aliases: &[], group: "TLS",
-        help: "TLS between cluster nodes: not offered yet (the admin port is plain TCP with a password, \
-               cluster-admin-password-file); only `no` is accepted, so redis.conf files that say so load.",
+        help: "TLS between cluster nodes: the admin port (topology pushes, forwarded commands, slot \
+               migrations, PUBLISH) speaks TLS with the node's certificate and tls-auth-clients, and the \
+               node's links to the others present its certificate (or tls-client-cert-file) and check theirs \
+               against tls-ca-cert-file. Needs the CA file and the certificate files.",
         default: Some("no"), kind: Kind::YesNo,
-        store: Store::Startup(|_, v| match v.flag() {
-            false => Ok(()),
-            true => Err("tls-cluster yes is not supported yet: the admin port between nodes is plain TCP, \
-                         protected by cluster-admin-password-file; keep it on a network only the nodes reach"
-                .into()),
+        store: Store::Startup(|c, v| {
+            c.tls_cluster = v.flag();
+            Ok(())
         }),
-        live: None, get: |_| "no".into(), rewrite: false, secret: false,
+        live: None, get: |c| yes_no(c.startup.tls_cluster).into(), rewrite: false, secret: false,
+    },
+    Param {
+        name: "tls-client-cert-file", aliases: &[], group: "TLS",
+        help: "The certificate (PEM) the node presents on its links to other nodes (tls-cluster); \
+               default: tls-cert-file.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| rt.tls.write().client_cert_file = tls::path(v.text())), live: None,
+        get: |c| tls::show(&c.runtime.tls.read().client_cert_file), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-client-key-file", aliases: &[], group: "TLS",
+        help: "The private key of tls-client-cert-file.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| rt.tls.write().client_key_file = tls::path(v.text())), live: None,
+        get: |c| tls::show(&c.runtime.tls.read().client_key_file), rewrite: true, secret: false,
     },
     Param {
         name: "tls-replication", aliases: &[], group: "TLS",

@@ -631,7 +631,12 @@ async fn settle_relays(
 
 /// How this node's links introduce themselves to the other nodes' admin ports.
 fn hello(shared: &Shared, resp3: bool) -> super::forward::Hello<'_> {
-    super::forward::Hello { password: shared.node.cluster.as_ref().and_then(|c| c.admin_password.as_deref()), resp3 }
+    let cluster = shared.node.cluster.as_ref();
+    super::forward::Hello {
+        password: cluster.and_then(|c| c.admin_password.as_deref()),
+        resp3,
+        tls: cluster.map(|c| &*c.link_tls),
+    }
 }
 
 /// Awaits `work` while minding the connection: None when the client was

@@ -7,13 +7,19 @@
 //! shares it and requests are pipelined (sent as they come, replies matched
 //! in order). A blocking command gets a connection of its own, so that its
 //! wait holds up nobody else's commands.
+//!
+//! With `tls-cluster`, links speak TLS (the configuration is taken when a
+//! link opens, so a reloaded certificate serves the next link).
 
+use crate::cluster::link::{LinkTls, server_name};
 use crate::protocol::frame::reply_len;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
@@ -67,6 +73,8 @@ thread_local! {
 pub struct Hello<'a> {
     pub password: Option<&'a [u8]>,
     pub resp3: bool,
+    /// The cluster's TLS for links (None, or holding None: plain TCP).
+    pub tls: Option<&'a LinkTls>,
 }
 
 /// A `Hello` a task can keep.
@@ -74,11 +82,77 @@ pub struct Hello<'a> {
 struct Greeting {
     password: Option<Vec<u8>>,
     resp3: bool,
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Hello<'_> {
     fn owned(&self) -> Greeting {
-        Greeting { password: self.password.map(<[u8]>::to_vec), resp3: self.resp3 }
+        Greeting {
+            password: self.password.map(<[u8]>::to_vec),
+            resp3: self.resp3,
+            tls: self.tls.and_then(LinkTls::get),
+        }
+    }
+}
+
+/// A link's connection: plain TCP, or TLS over it.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+type ReadHalf = Box<dyn AsyncRead + Unpin + Send>;
+type WriteHalf = Box<dyn AsyncWrite + Unpin + Send>;
+
+impl Conn {
+    /// Reader and writer for two tasks (a plain socket splits without a lock).
+    fn split(self) -> (ReadHalf, WriteHalf) {
+        match self {
+            Conn::Plain(s) => {
+                let (r, w) = s.into_split();
+                (Box::new(r), Box::new(w))
+            }
+            Conn::Tls(s) => {
+                let (r, w) = tokio::io::split(s);
+                (Box::new(r), Box::new(w))
+            }
+        }
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
     }
 }
 
@@ -148,12 +222,23 @@ fn open_link(addr: String, hello: Greeting) -> LinkTx {
 
 /// Connects, authenticates and switches protocol; the greeting replies are
 /// read and checked here.
-async fn connect(addr: &str, hello: &Greeting) -> Result<(TcpStream, Vec<u8>), String> {
-    let mut stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+async fn connect(addr: &str, hello: &Greeting) -> Result<(Conn, Vec<u8>), String> {
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
         .await
         .map_err(|_| format!("connecting to {addr} timed out"))?
         .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
-    let _ = stream.set_nodelay(true);
+    let _ = tcp.set_nodelay(true);
+    let mut stream = match &hello.tls {
+        None => Conn::Plain(tcp),
+        Some(config) => {
+            let handshake = tokio_rustls::TlsConnector::from(config.clone()).connect(server_name(addr)?, tcp);
+            let tls = tokio::time::timeout(CONNECT_TIMEOUT, handshake)
+                .await
+                .map_err(|_| format!("TLS handshake with {addr} timed out"))?
+                .map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
+            Conn::Tls(Box::new(tls))
+        }
+    };
     let mut greeting = Vec::new();
     let mut expected = 0;
     if let Some(p) = &hello.password {
@@ -166,7 +251,8 @@ async fn connect(addr: &str, hello: &Greeting) -> Result<(TcpStream, Vec<u8>), S
     }
     let mut buf = Vec::new();
     if expected > 0 {
-        stream.write_all(&greeting).await.map_err(|e| format!("{addr}: {e}"))?;
+        // Flushed: TLS may hold what it encrypted until asked.
+        write_flushed(&mut stream, &greeting).await.map_err(|e| format!("{addr}: {e}"))?;
         for _ in 0..expected {
             let reply = read_reply(&mut stream, &mut buf, addr).await?;
             if reply.first() == Some(&b'-') {
@@ -175,6 +261,11 @@ async fn connect(addr: &str, hello: &Greeting) -> Result<(TcpStream, Vec<u8>), S
         }
     }
     Ok((stream, buf))
+}
+
+async fn write_flushed<W: AsyncWrite + Unpin>(stream: &mut W, bytes: &[u8]) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
 }
 
 /// Reads one reply from `stream` (bytes left over stay in `buf`).
@@ -221,7 +312,7 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
             return;
         }
     };
-    let (mut reader, mut writer) = stream.into_split();
+    let (mut reader, mut writer) = stream.split();
     let (expect_tx, mut expect_rx) = mpsc::unbounded_channel::<Expect>();
     let reader_addr = addr.clone();
     let read_side = tokio::spawn(async move {
@@ -277,7 +368,7 @@ async fn run_link(addr: String, hello: Greeting, mut jobs: mpsc::UnboundedReceiv
         if gone {
             break;
         }
-        if let Err(e) = writer.write_all(&out).await {
+        if let Err(e) = write_flushed(&mut writer, &out).await {
             tracing::warn!("forwarding link to {addr}: {e}");
             break;
         }
@@ -296,7 +387,7 @@ async fn serve_one(addr: String, hello: Greeting, job: Job) {
     let Job { bytes, replies, mut done } = job;
     let work = async {
         let (mut stream, mut buf) = connect(&addr, &hello).await?;
-        stream.write_all(&bytes).await.map_err(|e| format!("{addr}: {e}"))?;
+        write_flushed(&mut stream, &bytes).await.map_err(|e| format!("{addr}: {e}"))?;
         read_replies(&mut stream, &mut buf, &addr, replies).await
     };
     tokio::select! {

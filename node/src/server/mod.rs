@@ -196,14 +196,21 @@ pub fn build_shared(config: Config) -> Result<Arc<Shared>, String> {
     let adaptive = config.runtime.adaptive_threads.load(Relaxed);
     let (script_tx, script_rx) = std::sync::mpsc::channel::<ScriptJob>();
     let (table, catalog) = crate::commands::command_table();
-    let tls = match config.startup.tls_port {
-        0 => None,
-        _ => Some(
-            tls::TlsContext::new(&config.runtime.tls.read()).map_err(|e| format!("Failed to configure TLS: {e}"))?,
-        ),
+    let node = Node::new(config, threads, table, catalog)?;
+    let sc = &node.config.startup;
+    let tls = match (sc.tls_port, sc.cluster_tls()) {
+        (0, false) => None,
+        (_, cluster_tls) => {
+            // tls-cluster: the links to other nodes take their TLS configuration from here.
+            let links = node.cluster.as_ref().filter(|_| cluster_tls).map(|c| c.link_tls.clone());
+            Some(
+                tls::TlsContext::new(&node.config.runtime.tls.read(), links)
+                    .map_err(|e| format!("Failed to configure TLS: {e}"))?,
+            )
+        }
     };
     let shared = Arc::new(Shared {
-        node: Node::new(config, threads, table, catalog)?,
+        node,
         run_id,
         ready: AtomicBool::new(false),
         shutting_down: AtomicBool::new(false),
@@ -613,7 +620,7 @@ async fn listen(shared: &Arc<Shared>) -> Option<Listeners> {
             (sc.port, PortKind::Plain, false, "Redis clients"),
             (sc.tls_port, PortKind::Plain, true, "Redis clients over TLS"),
             (sc.direct_port(), PortKind::Direct, sc.direct_port_tls(), "cluster-aware clients (MOVED)"),
-            (sc.admin_port(), PortKind::Admin, false, "the cluster's admin channel"),
+            (sc.admin_port(), PortKind::Admin, sc.cluster_tls(), "the cluster's admin channel"),
         ];
         for (port, kind, tls, what) in ports.into_iter().filter(|p| p.0 != 0) {
             for addr in &sc.binds {
@@ -871,7 +878,7 @@ fn start_cluster_publish(shared: &Arc<Shared>) {
         while let Some(bytes) = rx.recv().await {
             let Some(c) = shared.node.cluster.as_ref() else { break };
             let Some(t) = c.current() else { continue };
-            let hello = forward::Hello { password: c.admin_password.as_deref(), resp3: false };
+            let hello = forward::Hello { password: c.admin_password.as_deref(), resp3: false, tls: Some(&c.link_tls) };
             for (i, m) in t.members.iter().enumerate() {
                 if i != t.myself {
                     let pending = forward::send(&m.admin_addr, hello, bytes.clone(), 1, false);

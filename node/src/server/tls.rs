@@ -3,6 +3,10 @@
 //! `tls-*` setting or when the files change on disk (a Kubernetes Secret
 //! update, a cert-manager renewal), and counts handshakes and connections.
 //!
+//! With `tls-cluster`, the same load builds the client side of the links to
+//! other nodes (their certificates checked against the CA, the node's own
+//! presented), and a reload swaps both.
+//!
 //! Connections already open keep the session they negotiated; only new
 //! ones see a reloaded certificate, so nothing is dropped. The handshake and
 //! the encryption run on the client's worker (`sys::socket`), with no
@@ -10,13 +14,18 @@
 //! an `Arc` clone) once per accepted connection.
 
 use crate::base::time::days_from_civil;
+use crate::cluster::link::LinkTls;
 use crate::config::tls::{AuthClients, TlsSettings};
 use parking_lot::{Mutex, RwLock};
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, ring as provider};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::{ServerConfig, StoresServerSessions, WebPkiClientVerifier};
-use rustls::{RootCertStore, SupportedCipherSuite, SupportedProtocolVersion};
+use rustls::{
+    ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme, SupportedCipherSuite, SupportedProtocolVersion,
+};
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,12 +55,19 @@ pub struct TlsContext {
     /// Successful and refused reloads (CONFIG SET or a change on disk).
     pub reloads: AtomicU64,
     pub reload_failures: AtomicU64,
+    /// With `tls-cluster`: where the links to other nodes find their
+    /// client configuration, replaced on every reload.
+    links: Option<Arc<LinkTls>>,
 }
 
 impl TlsContext {
     /// Loads the files the settings name; Err says what is wrong with them.
-    pub fn new(settings: &TlsSettings) -> Result<TlsContext, String> {
-        let loaded = load(settings)?;
+    /// `links`: the cluster's links to other nodes, to speak TLS (`tls-cluster`).
+    pub fn new(settings: &TlsSettings, links: Option<Arc<LinkTls>>) -> Result<TlsContext, String> {
+        let loaded = load(settings, links.is_some())?;
+        if let (Some(links), Some(client)) = (&links, &loaded.client) {
+            links.set(client.clone());
+        }
         Ok(TlsContext {
             current: RwLock::new(loaded.config),
             serial: Mutex::new(()),
@@ -61,6 +77,7 @@ impl TlsContext {
             handshake_failures: AtomicU64::new(0),
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
+            links,
         })
     }
 
@@ -77,9 +94,12 @@ impl TlsContext {
     }
 
     fn reload_locked(&self, settings: &TlsSettings) -> Result<(), String> {
-        match load(settings) {
+        match load(settings, self.links.is_some()) {
             Ok(loaded) => {
                 *self.current.write() = loaded.config;
+                if let (Some(links), Some(client)) = (&self.links, loaded.client) {
+                    links.set(client);
+                }
                 *self.stamps.lock() = loaded.stamps;
                 self.not_after.store(loaded.not_after, Relaxed);
                 self.reloads.fetch_add(1, Relaxed);
@@ -132,28 +152,29 @@ impl FileStamp {
 
 struct Loaded {
     config: Arc<ServerConfig>,
+    /// The links' side (`tls-cluster`).
+    client: Option<Arc<ClientConfig>>,
     stamps: Vec<(PathBuf, Option<FileStamp>)>,
     not_after: i64,
 }
 
-/// Builds a server configuration from the settings' files and options.
-fn load(s: &TlsSettings) -> Result<Loaded, String> {
+/// Builds a server configuration from the settings' files and options,
+/// and with `cluster` the client one of the links between nodes.
+fn load(s: &TlsSettings, cluster: bool) -> Result<Loaded, String> {
     let (Some(cert_file), Some(key_file)) = (&s.cert_file, &s.key_file) else {
         return Err("TLS needs tls-cert-file and tls-key-file".into());
     };
     // Stamped before they are read: a file replaced while we read it then
     // shows as changed at the next check, and is loaded again.
     let mut watched = vec![cert_file.clone(), key_file.clone()];
-    if s.auth_clients != AuthClients::No {
+    if s.auth_clients != AuthClients::No || cluster {
         watched.extend(s.ca_cert_file.iter().chain(&s.ca_cert_dir).cloned());
     }
-    let stamps = watched.iter().map(|p| (p.clone(), FileStamp::of(p))).collect();
-    let chain = CertificateDer::pem_file_iter(cert_file)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("Failed to load certificate: {}: {}", cert_file.display(), pem_error(e)))?;
-    if chain.is_empty() {
-        return Err(format!("Failed to load certificate: {}: no certificate in the file", cert_file.display()));
+    if cluster {
+        watched.extend(s.client_cert_file.iter().chain(&s.client_key_file).cloned());
     }
+    let stamps = watched.iter().map(|p| (p.clone(), FileStamp::of(p))).collect();
+    let chain = load_chain(cert_file)?;
     let key = load_key(key_file)?;
     let provider = Arc::new(CryptoProvider {
         cipher_suites: cipher_suites(&s.ciphers, &s.ciphersuites)?,
@@ -167,7 +188,7 @@ fn load(s: &TlsSettings) -> Result<Loaded, String> {
         AuthClients::No => builder.with_no_client_auth(),
         auth => {
             let roots = load_roots(s)?;
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
             let verifier = if auth == AuthClients::Optional { verifier.allow_unauthenticated() } else { verifier };
             builder.with_client_cert_verifier(
                 verifier.build().map_err(|e| format!("Failed to configure CA certificate(s): {e}"))?,
@@ -175,6 +196,10 @@ fn load(s: &TlsSettings) -> Result<Loaded, String> {
         }
     };
     let not_after = not_after(&chain[0]).unwrap_or(0);
+    let client = match cluster {
+        true => Some(link_config(s, &provider, &versions, &chain, &key)?),
+        false => None,
+    };
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| format!("Failed to load the private key or certificate: {e}"))?;
@@ -187,7 +212,94 @@ fn load(s: &TlsSettings) -> Result<Loaded, String> {
         config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
         config.send_tls13_tickets = 0;
     }
-    Ok(Loaded { config: Arc::new(config), stamps, not_after })
+    Ok(Loaded { config: Arc::new(config), client, stamps, not_after })
+}
+
+/// The client side of the links between nodes (`tls-cluster`): peers are
+/// checked against the CA, and the node presents `tls-client-cert-file`
+/// or else its own certificate (a peer may ask for one: tls-auth-clients).
+fn link_config(
+    s: &TlsSettings,
+    provider: &Arc<CryptoProvider>,
+    versions: &[&'static SupportedProtocolVersion],
+    chain: &[CertificateDer<'static>],
+    key: &PrivateKeyDer<'static>,
+) -> Result<Arc<ClientConfig>, String> {
+    let roots = Arc::new(load_roots(s)?);
+    let verifier = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+        .build()
+        .map_err(|e| format!("Failed to configure CA certificate(s): {e}"))?;
+    let (chain, key) = match (&s.client_cert_file, &s.client_key_file) {
+        (Some(cert_file), Some(key_file)) => (load_chain(cert_file)?, load_key(key_file)?),
+        (None, None) => (chain.to_vec(), key.clone_key()),
+        _ => return Err("tls-client-cert-file and tls-client-key-file go together".into()),
+    };
+    let config = ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(versions)
+        .map_err(|e| format!("TLS protocols and ciphers do not match: {e}"))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PeerByChain(verifier)))
+        .with_client_auth_cert(chain, key)
+        .map_err(|e| format!("Failed to load the client private key or certificate: {e}"))?;
+    Ok(Arc::new(config))
+}
+
+/// Checks a peer node's certificate chain against the CA and nothing more:
+/// as Redis's cluster bus, not its name (topologies name nodes by IP as
+/// often as by host). The chain is checked before the name, so a name
+/// mismatch is the only error let through.
+#[derive(Debug)]
+struct PeerByChain(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for PeerByChain {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        use rustls::CertificateError::{NotValidForName, NotValidForNameContext};
+        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(NotValidForName | NotValidForNameContext { .. })) => {
+                Ok(ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
+}
+
+fn load_chain(cert_file: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let chain = CertificateDer::pem_file_iter(cert_file)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("Failed to load certificate: {}: {}", cert_file.display(), pem_error(e)))?;
+    if chain.is_empty() {
+        return Err(format!("Failed to load certificate: {}: no certificate in the file", cert_file.display()));
+    }
+    Ok(chain)
 }
 
 fn pem_error(e: rustls::pki_types::pem::Error) -> String {
@@ -225,8 +337,8 @@ fn load_roots(s: &TlsSettings) -> Result<RootCertStore, String> {
         files.extend(in_dir);
     }
     if files.is_empty() {
-        return Err("Either tls-ca-cert-file or tls-ca-cert-dir must be specified when tls-auth-clients is \
-                    enabled (or set tls-auth-clients no)"
+        return Err("Either tls-ca-cert-file or tls-ca-cert-dir must be specified when tls-cluster, \
+                    tls-replication or tls-auth-clients are enabled!"
             .into());
     }
     let mut roots = RootCertStore::empty();
