@@ -20,7 +20,8 @@ set -euo pipefail
 SUITE=${REDIS_TESTS:-$(dirname "$0")/../../shared/redis-tests}
 TLS_BASELINE=${REDIS_TESTS_TLS_BASELINE:-/tmp/redis-tests-tls-baseline.txt}
 [[ -x $SUITE/run.sh ]] || { echo "redis-tests-tls: $SUITE/run.sh not found (set REDIS_TESTS)" >&2; exit 2; }
-echo 'package require tls 1.6' | tclsh >/dev/null 2>&1 ||
+# (tclsh reading stdin exits 0 after an error: the script says how it went.)
+echo 'if {[catch {package require tls 1.6}]} {exit 1}' | tclsh >/dev/null 2>&1 ||
   { echo "redis-tests-tls: Tcl TLS package missing: apt-get install -y tcl-tls" >&2; exit 2; }
 command -v openssl >/dev/null || { echo "redis-tests-tls: openssl missing (apt-get install -y openssl)" >&2; exit 2; }
 

@@ -623,3 +623,27 @@ fn tls_cluster_peers_must_share_the_ca_and_it_is_required() {
     let failures: u64 = good.info_field("tls", "tls_handshake_failures").parse().unwrap();
     assert!(failures >= 1, "the good node counted the refused handshake");
 }
+
+#[test]
+fn an_encrypted_key_loads_with_its_passphrase_as_in_redis() {
+    let pki = Pki::new("encrypted");
+    pki.issue("server");
+    pki.issue("client");
+    // As Redis's own test makes it (PKCS#8, PBES2 with AES-256-CBC).
+    pki.openssl(&["rsa", "-in", "server.key", "-out", "server.enc.key", "-aes256", "-passout", "pass:1234"]);
+    let tls_port = free_port();
+    let node = strata_tls(&pki, tls_port, &[]);
+    let mut plain = node.conn();
+    let enc = pki.path("server.enc.key");
+    let refused = plain.cmd(&["CONFIG", "SET", "tls-key-file", &enc]);
+    assert!(refused.error_message().unwrap_or_default().contains("Unable to update TLS"), "{refused:?}");
+    assert!(node.logs().contains("tls-key-file-pass"), "the log says what to set:\n{}", node.logs());
+    let wrong = plain.cmd(&["CONFIG", "SET", "tls-key-file-pass", "nope", "tls-key-file", &enc]);
+    assert!(wrong.error_message().is_some(), "a wrong passphrase loads: {wrong:?}");
+    assert_eq!(plain.cmd(&["CONFIG", "SET", "tls-key-file-pass", "1234", "tls-key-file", &enc]), Frame::ok());
+    assert_eq!(cli_tls(tls_port, &pki, Some("client"), &["PING"]), ("PONG\n".into(), true));
+    // And at start, from the command line.
+    let port = free_port();
+    let started = strata_tls(&pki, port, &["--tls-key-file", &enc, "--tls-key-file-pass", "1234"]);
+    assert_eq!(cli_tls(port, &pki, Some("client"), &["PING"]), ("PONG\n".into(), true), "{}", started.logs());
+}

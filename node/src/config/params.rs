@@ -368,8 +368,8 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "tls-key-file-pass", aliases: &[], group: "TLS",
-        help: "Passphrase of an encrypted key file. Encrypted keys are refused with an error that says how to \
-               decrypt them; an unencrypted key ignores it.",
+        help: "Passphrase of tls-key-file when it is encrypted (PKCS#8: `openssl genrsa -aes256`, \
+               `openssl pkcs8 -topk8`); an unencrypted key ignores it.",
         default: None, kind: Kind::Text,
         store: Store::Runtime(|rt, v| {
             let pass = v.text();
@@ -486,6 +486,17 @@ pub static PARAMS: &[Param] = &[
         default: None, kind: Kind::Text,
         store: Store::Runtime(|rt, v| rt.tls.write().client_key_file = tls::path(v.text())), live: None,
         get: |c| tls::show(&c.runtime.tls.read().client_key_file), rewrite: true, secret: false,
+    },
+    Param {
+        name: "tls-client-key-file-pass", aliases: &[], group: "TLS",
+        help: "Passphrase of tls-client-key-file when it is encrypted.",
+        default: None, kind: Kind::Text,
+        store: Store::Runtime(|rt, v| {
+            let pass = v.text();
+            rt.tls.write().client_key_file_pass = (!pass.is_empty()).then_some(pass);
+        }),
+        live: None, get: |c| c.runtime.tls.read().client_key_file_pass.clone().unwrap_or_default(), rewrite: true,
+        secret: true,
     },
     Param {
         name: "tls-replication", aliases: &[], group: "TLS",

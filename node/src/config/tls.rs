@@ -38,13 +38,13 @@ impl AuthClients {
 pub struct TlsSettings {
     pub cert_file: Option<PathBuf>,
     pub key_file: Option<PathBuf>,
-    /// Passphrase of an encrypted key file (such keys are refused with a
-    /// clear error: the loader reads unencrypted PKCS#8, PKCS#1 and SEC1 keys).
+    /// Passphrase of an encrypted (PKCS#8) key file.
     pub key_file_pass: Option<String>,
     /// What the node presents on its links to other nodes (tls-cluster);
     /// None: the server's certificate and key.
     pub client_cert_file: Option<PathBuf>,
     pub client_key_file: Option<PathBuf>,
+    pub client_key_file_pass: Option<String>,
     pub ca_cert_file: Option<PathBuf>,
     pub ca_cert_dir: Option<PathBuf>,
     pub auth_clients: AuthClients,

@@ -175,7 +175,7 @@ fn load(s: &TlsSettings, cluster: bool) -> Result<Loaded, String> {
     }
     let stamps = watched.iter().map(|p| (p.clone(), FileStamp::of(p))).collect();
     let chain = load_chain(cert_file)?;
-    let key = load_key(key_file)?;
+    let key = load_key(key_file, s.key_file_pass.as_deref())?;
     let provider = Arc::new(CryptoProvider {
         cipher_suites: cipher_suites(&s.ciphers, &s.ciphersuites)?,
         ..provider::default_provider()
@@ -230,7 +230,9 @@ fn link_config(
         .build()
         .map_err(|e| format!("Failed to configure CA certificate(s): {e}"))?;
     let (chain, key) = match (&s.client_cert_file, &s.client_key_file) {
-        (Some(cert_file), Some(key_file)) => (load_chain(cert_file)?, load_key(key_file)?),
+        (Some(cert_file), Some(key_file)) => {
+            (load_chain(cert_file)?, load_key(key_file, s.client_key_file_pass.as_deref())?)
+        }
         (None, None) => (chain.to_vec(), key.clone_key()),
         _ => return Err("tls-client-cert-file and tls-client-key-file go together".into()),
     };
@@ -309,17 +311,46 @@ fn pem_error(e: rustls::pki_types::pem::Error) -> String {
     }
 }
 
-fn load_key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
+/// A private key file: PKCS#8, PKCS#1 or SEC1 in PEM, or PKCS#8 encrypted
+/// with `pass` (`tls-key-file-pass`, as `openssl genrsa -aes256` or
+/// `openssl pkcs8 -topk8` write it).
+fn load_key(path: &Path, pass: Option<&str>) -> Result<PrivateKeyDer<'static>, String> {
     let fail = |why: String| format!("Failed to load private key: {}: {why}", path.display());
     let text = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    if let Some(block) = pem_block(&text, "ENCRYPTED PRIVATE KEY") {
+        let Some(pass) = pass else {
+            return Err(fail(
+                "the key is encrypted: set tls-key-file-pass (tls-client-key-file-pass for \
+                             tls-client-key-file) to its passphrase"
+                    .into(),
+            ));
+        };
+        let (_, der) = pkcs8::der::pem::decode_vec(block).map_err(|e| fail(format!("{e}")))?;
+        let info = pkcs8::EncryptedPrivateKeyInfo::try_from(der.as_slice()).map_err(|e| fail(format!("{e}")))?;
+        let plain =
+            info.decrypt(pass).map_err(|e| fail(format!("cannot decrypt it with the passphrase given: {e}")))?;
+        return Ok(PrivateKeyDer::Pkcs8(plain.as_bytes().to_vec().into()));
+    }
     if text.windows(9).any(|w| w == b"ENCRYPTED") {
+        // OpenSSL's older format (`Proc-Type: 4,ENCRYPTED`, MD5-derived keys).
         return Err(fail(
-            "the key is encrypted, which this node does not read; decrypt it once with \
-             `openssl pkey -in KEY -out PLAIN_KEY` and keep the file private (mode 0600, a Kubernetes Secret)"
+            "the key is encrypted in OpenSSL's traditional format, which this node does not read; convert it \
+             with `openssl pkcs8 -topk8 -v2 aes-256-cbc -in KEY -out NEW_KEY` (keeping a passphrase for \
+             tls-key-file-pass) or decrypt it with `openssl pkey -in KEY -out PLAIN_KEY`"
                 .into(),
         ));
     }
     PrivateKeyDer::from_pem_slice(&text).map_err(|e| fail(pem_error(e)))
+}
+
+/// The PEM block labelled `label` in `text`, markers included.
+fn pem_block<'a>(text: &'a [u8], label: &str) -> Option<&'a [u8]> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let find = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).position(|w| w == needle);
+    let start = find(text, begin.as_bytes())?;
+    let stop = start + find(&text[start..], end.as_bytes())? + end.len();
+    Some(&text[start..stop])
 }
 
 /// The CA certificates client certificates are checked against.
