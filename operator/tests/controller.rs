@@ -370,6 +370,34 @@ async fn tls_mounts_the_certificate_secret_and_closes_the_plain_port() {
     observed(&ccs, "issued", 3).await;
     assert!(certificate("issued-tls").is_none(), "the operator's Certificate outlived spec.tls.certManager");
     assert!(certificate("secure-tls").is_some(), "the operator deleted a Certificate it did not make");
+
+    // Plain text and TLS side by side: the plain port reopens, TLS moves beside it, and the
+    // Services and the status carry both.
+    let cc = observed(&ccs, "secure", 2).await;
+    let status = cc.status.unwrap();
+    let tls_only = format!("secure.{ns}.svc:6379");
+    assert_eq!((status.endpoint.as_deref(), status.tls_endpoint.as_deref()), (Some(&*tls_only), Some(&*tls_only)));
+    let both = json!({ "tls": { "secretName": "secure-cert", "allowPlaintext": true, "port": 6443 } });
+    apply_cc(&ccs, "secure", both).await;
+    let cc = observed(&ccs, "secure", 3).await;
+    let status = cc.status.unwrap();
+    assert_eq!(status.endpoint, Some(format!("secure.{ns}.svc:6379")));
+    assert_eq!(status.tls_endpoint, Some(format!("secure.{ns}.svc:6443")));
+    let cm: ConfigMap = Api::namespaced(client.clone(), &ns).get("secure-config").await.expect("ConfigMap");
+    let conf = cm.data.unwrap().get("strata.conf").cloned().unwrap();
+    assert!(conf.contains("\nport 6379\ntls-port 6390\n") && conf.contains("tls-cluster yes\n"), "{conf}");
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let ports = |service: Service| -> Vec<(String, i32)> {
+        service.spec.unwrap().ports.unwrap().into_iter().map(|p| (p.name.unwrap(), p.port)).collect()
+    };
+    let client_ports = ports(services.get("secure").await.unwrap());
+    assert_eq!(client_ports, [("redis".into(), 6379), ("redis-tls".into(), 6443), ("cluster".into(), 6380)]);
+    assert!(ports(services.get("secure-headless").await.unwrap()).contains(&("redis-tls".into(), 6390)));
+    let sts: StatefulSet = Api::namespaced(client.clone(), &ns).get("secure").await.unwrap();
+    let container = sts.spec.unwrap().template.spec.unwrap().containers[0].clone();
+    assert!(
+        container.ports.unwrap().iter().any(|p| p.name.as_deref() == Some("redis-tls") && p.container_port == 6390)
+    );
 }
 
 /// One spec that breaks each rule, and which rule's message must come back.
@@ -386,6 +414,8 @@ fn admission_cases() -> Vec<(&'static str, &'static str)> {
         (r#"{"resources": {"limits": {"memory": "32Mi"}}}"#, spec(6)),
         (r#"{"hugepages": {"pageSize": "2Mi", "amount": "2Gi"}, "resources": {"limits": {"memory": "1Gi"}}}"#, spec(7)),
         (r#"{"durability": {"mode": "sync"}}"#, spec(8)),
+        (r#"{"service": {"port": 6390}, "tls": {"secretName": "c", "allowPlaintext": true}}"#, spec(9)),
+        (r#"{"tls": {"secretName": "c", "allowPlaintext": true, "port": 6380}}"#, spec(9)),
         (r#"{"storage": {"size": "0"}}"#, STORAGE_RULES[0].message),
         (r#"{"storage": {"size": "1Gi", "diskBudget": "0"}}"#, STORAGE_RULES[1].message),
         (r#"{"storage": {"size": "1Gi", "diskBudget": "2Gi"}}"#, STORAGE_RULES[2].message),
@@ -400,6 +430,8 @@ fn admission_cases() -> Vec<(&'static str, &'static str)> {
         ),
         (r#"{"tls": {}}"#, TLS_RULES[0].message),
         (r#"{"tls": {"secretName": "mine", "certManager": {"issuerRef": {"name": "ca"}}}}"#, TLS_RULES[0].message),
+        (r#"{"tls": {"secretName": "mine", "port": 6390}}"#, TLS_RULES[1].message),
+        (r#"{"tls": {"secretName": "mine", "allowPlaintext": true, "port": 0}}"#, "spec.tls.port"),
         // OpenAPI constraints (not CEL): the API server's own wording names the field.
         (r#"{"replicas": 0}"#, "spec.replicas"),
         (r#"{"evictionPolicy": "adaptive-ish"}"#, "spec.evictionPolicy"),
@@ -432,7 +464,7 @@ fn every_validation_rule_rejects_at_admission_with_its_message() {
         "spec":{{"replicas":2,"cpu":{{"pinning":true,"threads":2}},"resources":{{"limits":{{"cpu":"2","memory":"2Gi"}},"requests":{{"cpu":"2","memory":"2Gi"}}}},
         "maxMemory":"1536Mi","hugepages":{{"pageSize":"2Mi","amount":"512Mi"}},"durability":{{"mode":"periodic","fsyncInterval":"5ms"}},
         "storage":{{"size":"10Gi","diskBudget":"8Gi"}},"evictionPolicy":"sieve",
-        "tls":{{"certManager":{{"issuerRef":{{"name":"ca","kind":"ClusterIssuer"}},"duration":"720h"}},"clientAuth":"Required"}}}}}}"#
+        "tls":{{"certManager":{{"issuerRef":{{"name":"ca","kind":"ClusterIssuer"}},"duration":"720h"}},"clientAuth":"Required","allowPlaintext":true,"port":6443}}}}}}"#
     );
     let out = plane.kubectl_stdin(&["apply", "-f", "-"], Some(&good));
     assert!(out.success, "a valid spec was refused: {}", out.stderr);

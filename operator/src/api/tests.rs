@@ -271,6 +271,29 @@ fn every_own_field_is_documented() {
 }
 
 #[test]
+fn the_tls_port_rules_spell_the_operators_ports() {
+    let rule = SPEC_RULES.iter().find(|r| r.field_path == Some(".tls.port")).expect("the TLS port collision rule");
+    for (port, what) in [
+        (DEFAULT_TLS_PORT, "DEFAULT_TLS_PORT"),
+        (DEFAULT_PORT, "DEFAULT_PORT"),
+        (crate::resources::DIRECT_PORT, "DIRECT_PORT"),
+    ] {
+        assert!(rule.rule.contains(&port.to_string()), "{what} ({port}) is not in {:?}", rule.rule);
+        assert!(rule.message.contains(&port.to_string()) || port == DEFAULT_PORT, "{what}: {:?}", rule.message);
+    }
+    // tls.port has no schema default (it is refused without allowPlaintext); allowPlaintext
+    // defaults to false, TLS only.
+    let tls = &spec_schema()["properties"]["tls"]["properties"];
+    assert!(tls["port"].get("default").is_none(), "{}", tls["port"]);
+    assert_eq!((tls["port"]["minimum"].as_f64(), tls["port"]["maximum"].as_f64()), (Some(1.0), Some(65535.0)));
+    assert_eq!(tls["allowPlaintext"]["default"], json!(false));
+    let spec: TlsSpec = serde_json::from_value(json!({"secretName": "c"})).unwrap();
+    assert_eq!((spec.allow_plaintext, spec.port, spec.side_port()), (false, None, None));
+    let spec: TlsSpec = serde_json::from_value(json!({"secretName": "c", "allowPlaintext": true})).unwrap();
+    assert_eq!(spec.side_port(), Some(DEFAULT_TLS_PORT));
+}
+
+#[test]
 fn every_cel_rule_and_message_is_in_the_schema() {
     let spec = spec_schema();
     let props = &spec["properties"];

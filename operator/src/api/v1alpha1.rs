@@ -19,6 +19,9 @@ use super::cel::{CelRule, attach, reflow_docs};
 pub const DEFAULT_IMAGE: &str = concat!("strata-node:", env!("CARGO_PKG_VERSION"));
 /// Client port of the Service when `spec.service.port` is unset (Redis's).
 pub const DEFAULT_PORT: i32 = 6379;
+/// The client Service's TLS port when `spec.tls.allowPlaintext` is true and `spec.tls.port` is
+/// unset.
+pub const DEFAULT_TLS_PORT: i32 = 6390;
 /// Scrape interval when `spec.monitoring.interval` is unset.
 pub const DEFAULT_SCRAPE_INTERVAL: &str = "30s";
 /// Key in the password Secret when `spec.auth.passwordSecretRef.key` is unset.
@@ -175,15 +178,18 @@ pub struct CacheClusterSpec {
 
     /// TLS: every client port of the nodes (the `redis` port, and the `cluster` port in cluster
     /// mode) speaks only TLS, with the certificate of a Secret you manage or one cert-manager
-    /// issues. In cluster mode the nodes' admin port does too: links between nodes (forwarded
-    /// commands, slot migrations) and the operator's topology pushes go over TLS, each side
-    /// checking the other's certificate against the Secret's `ca.crt`. A renewed certificate
-    /// is used by new connections within seconds, with no pod restart. The metrics port stays
-    /// plain HTTP. Turning TLS on or off on a running cluster-mode CacheCluster rolls the pods
+    /// issues; or, with `allowPlaintext`, the plain ports stay open and TLS is served beside
+    /// them on the Service's `redis-tls` port. In cluster mode the nodes' admin port speaks TLS
+    /// either way: links between nodes (forwarded commands, slot migrations) and the operator's
+    /// topology pushes go over TLS, each side checking the other's certificate against the
+    /// Secret's `ca.crt`. A renewed certificate is used by new connections within seconds, with
+    /// no pod restart. The metrics port stays plain HTTP. Turning TLS on or off on a running cluster-mode CacheCluster rolls the pods
     /// one at a time, and the roll completes on its own (the operator reaches each pod's admin
     /// port the way that pod was started). While old and new pods mix, a command a node forwards
-    /// to a pod with the other setting fails; clients must switch to or from TLS at that moment
-    /// anyway, since the client ports change too.
+    /// to a pod with the other setting fails; without `allowPlaintext` clients must switch to or
+    /// from TLS at that moment anyway, since the client ports change too. Turning
+    /// `allowPlaintext` on or off rolls the pods as well, with no such gap between nodes (their
+    /// admin port speaks TLS either way).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
 
@@ -504,6 +510,37 @@ pub struct TlsSpec {
     /// `Required` (mutual TLS). Checked against the Secret's `ca.crt`.
     #[serde(default)]
     pub client_auth: ClientAuth,
+
+    /// Serve plain text and TLS side by side, for moving clients to TLS one at a time. False
+    /// (default): TLS only, on the Service's `redis` port (`spec.service.port`), the plain port
+    /// closed. True: the `redis` port stays plain text and TLS is served on the Service's
+    /// `redis-tls` port (`port`, default 6390; pod port 6390). `clientAuth` applies to the TLS
+    /// port only: plain-text clients are not asked for a certificate (use `auth` for a password).
+    /// In cluster mode the `cluster` port (6380, where MOVED and CLUSTER SLOTS send cluster-aware
+    /// clients) is then plain text, and MOVED names pods by IP as without TLS, so a cluster-aware
+    /// client that speaks TLS is redirected to a plain port: cluster-aware clients should stay on
+    /// plain text until you turn this off (TLS only). Clients that are not cluster-aware work over
+    /// TLS through the `redis-tls` port (the node forwards their commands to the owner of the
+    /// key, over TLS between nodes). To finish a migration set this to false and remove `port`;
+    /// setting `spec.service.port` to the TLS port number lets TLS clients keep their port.
+    #[serde(default)]
+    pub allow_plaintext: bool,
+
+    /// With `allowPlaintext`: the client Service's TLS port (`redis-tls`, to pod port 6390),
+    /// 1–65535, default 6390. Must differ from `spec.service.port` and, in cluster mode, from
+    /// 6380 (the `cluster` port). Only valid with `allowPlaintext: true`: TLS only is served on
+    /// `spec.service.port`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+}
+
+impl TlsSpec {
+    /// The client Service's TLS port beside the plain one: `port` (default 6390) when
+    /// `allowPlaintext` is true; None for TLS only (TLS is then on `spec.service.port`).
+    pub fn side_port(&self) -> Option<i32> {
+        self.allow_plaintext.then(|| self.port.unwrap_or(DEFAULT_TLS_PORT))
+    }
 }
 
 /// How the operator asks cert-manager for the certificate.
@@ -559,13 +596,22 @@ pub enum ClientAuth {
 }
 
 /// Rules on `spec.tls`.
-pub const TLS_RULES: &[CelRule] = &[CelRule {
-    rule: "has(self.secretName) != has(self.certManager)",
-    message: "tls needs exactly one of secretName (a kubernetes.io/tls Secret you manage) and certManager \
-              (an issuer that signs one for you)",
-    field_path: Some(".secretName"),
-    required: false,
-}];
+pub const TLS_RULES: &[CelRule] = &[
+    CelRule {
+        rule: "has(self.secretName) != has(self.certManager)",
+        message: "tls needs exactly one of secretName (a kubernetes.io/tls Secret you manage) and certManager \
+                  (an issuer that signs one for you)",
+        field_path: Some(".secretName"),
+        required: false,
+    },
+    CelRule {
+        rule: "!has(self.port) || (has(self.allowPlaintext) && self.allowPlaintext)",
+        message: "tls.port is the TLS port beside the plain one and needs tls.allowPlaintext: true; for TLS only, \
+                  remove tls.port (TLS is then served on service.port)",
+        field_path: Some(".port"),
+        required: false,
+    },
+];
 
 fn tls_rules(schema: &mut Schema) {
     attach(schema, TLS_RULES);
@@ -674,9 +720,15 @@ pub struct CacheClusterStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
 
-    /// Where clients connect: `<name>.<namespace>.svc:<port>`.
+    /// Where clients connect: `<name>.<namespace>.svc:<port>` (`spec.service.port`; with
+    /// `spec.tls` and no `allowPlaintext`, a TLS port).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+
+    /// With `spec.tls`: where TLS clients connect, `<name>.<namespace>.svc:<port>`. The same as
+    /// `endpoint` for TLS only; with `allowPlaintext`, the `redis-tls` port (`spec.tls.port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_endpoint: Option<String>,
 
     /// Cluster mode: the topology epoch last pushed to the nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -960,6 +1012,19 @@ pub const SPEC_RULES: &[CelRule] = &[
                   (e.g. \"10Gi\"), or use durability.mode none",
         field_path: Some(".storage"),
         required: true,
+    },
+    // The numbers are DEFAULT_TLS_PORT, DEFAULT_PORT and the cluster port (resources::DIRECT_PORT);
+    // a test holds them to those constants.
+    CelRule {
+        rule: "!has(self.tls) || !has(self.tls.allowPlaintext) || !self.tls.allowPlaintext || \
+               ((has(self.tls.port) ? self.tls.port : 6390) != \
+               (has(self.service) && has(self.service.port) ? self.service.port : 6379) && \
+               ((has(self.cluster) && has(self.cluster.enabled) && !self.cluster.enabled) || \
+               (has(self.tls.port) ? self.tls.port : 6390) != 6380))",
+        message: "tls.port (default 6390), the Service's TLS port beside the plain one, must differ from \
+                  service.port and, in cluster mode, from 6380 (the cluster port): set tls.port to another port",
+        field_path: Some(".tls.port"),
+        required: false,
     },
 ];
 

@@ -1075,6 +1075,7 @@ async fn write_status(cc: &CacheCluster, ctx: &Context, obs: &Observation) -> Re
         ready_replicas: obs.ready,
         selector: Some(resources::selector_string(&name)),
         endpoint: Some(resources::endpoint(cc)),
+        tls_endpoint: resources::tls_endpoint(cc),
         conditions: status::merge(&previous.conditions, &verdicts, cc.metadata.generation, &now),
         topology_epoch: obs.cluster.as_ref().map(|c| c.epoch).filter(|&e| e > 0),
         shards: obs.cluster.as_ref().map(|c| c.shards).filter(|_| obs.cluster.as_ref().is_some_and(|c| c.epoch > 0)),

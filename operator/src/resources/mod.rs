@@ -145,10 +145,22 @@ pub fn selector_string(name: &str) -> String {
     selector_labels(name).iter().map(|(key, value)| format!("{key}={value}")).collect::<Vec<_>>().join(",")
 }
 
-/// Where clients connect: `<name>.<namespace>.svc:<port>` (namespace `default` when unset).
+/// Where clients connect: `<name>.<namespace>.svc:<port>` (namespace `default` when unset), on
+/// `spec.service.port` (plain text, or TLS with `spec.tls` and no `allowPlaintext`).
 pub fn endpoint(cc: &CacheCluster) -> String {
+    service_address(cc, cc.spec.service.port)
+}
+
+/// With `spec.tls`, where TLS clients connect: [`endpoint`] for TLS only, else the Service's
+/// `redis-tls` port.
+pub fn tls_endpoint(cc: &CacheCluster) -> Option<String> {
+    let tls = cc.spec.tls.as_ref()?;
+    Some(service_address(cc, tls.side_port().unwrap_or(cc.spec.service.port)))
+}
+
+fn service_address(cc: &CacheCluster, port: i32) -> String {
     let namespace = cc.metadata.namespace.as_deref().unwrap_or("default");
-    format!("{}.{namespace}.svc:{}", cc.name_any(), cc.spec.service.port)
+    format!("{}.{namespace}.svc:{port}", cc.name_any())
 }
 
 /// Labels on every object of a cluster: the selector labels plus Kubernetes' recommended ones.

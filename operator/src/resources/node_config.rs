@@ -12,8 +12,12 @@ use crate::api::{
 };
 
 /// Port the node serves Redis clients on inside the pod (the client Service maps
-/// `spec.service.port` to it).
+/// `spec.service.port` to it): plain text, or TLS on a TLS-only node (`spec.tls` without
+/// `allowPlaintext`).
 pub(crate) const REDIS_PORT: i32 = 6379;
+/// With `spec.tls.allowPlaintext`: the node's TLS port beside the plain [`REDIS_PORT`] (the
+/// client Service maps `spec.tls.port` to it).
+pub(crate) const TLS_PORT: i32 = 6390;
 /// Port of the node's `/metrics`, `/healthz` and `/readyz`.
 pub(crate) const METRICS_PORT: i32 = 9121;
 /// Where the data volume is mounted.
@@ -51,14 +55,21 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
     match &spec.tls {
         // TLS only: the client port speaks TLS and the plain one is closed (in cluster mode the
         // direct port follows, on a node whose plain port is 0).
-        Some(tls) => {
+        Some(tls) if !tls.allow_plaintext => {
             line("port", &0);
             line("tls-port", &REDIS_PORT);
-            for (directive, value) in super::tls::node_settings(tls, spec.cluster.enabled) {
-                line(directive, &value);
-            }
+        }
+        // Both: the client port stays plain, TLS beside it (and the direct port stays plain).
+        Some(_) => {
+            line("port", &REDIS_PORT);
+            line("tls-port", &TLS_PORT);
         }
         None => line("port", &REDIS_PORT),
+    }
+    if let Some(tls) = &spec.tls {
+        for (directive, value) in super::tls::node_settings(tls, spec.cluster.enabled) {
+            line(directive, &value);
+        }
     }
     line("metrics-bind", &"0.0.0.0");
     line("metrics-port", &METRICS_PORT);
@@ -102,10 +113,12 @@ pub fn node_config(cc: &CacheCluster) -> Result<String, SpecError> {
         line("cluster-enabled", &"yes");
         line("cluster-direct-port", &DIRECT_PORT);
         line("cluster-port", &ADMIN_PORT);
-        if spec.tls.is_some() {
-            // MOVED and CLUSTER SLOTS name pods by their DNS names, which the certificate
-            // covers (`*.<name>-headless.<namespace>.svc`): a client that checks the name it
-            // connects to accepts the pod it is redirected to. Pod IPs are in no certificate.
+        if spec.tls.as_ref().is_some_and(|tls| !tls.allow_plaintext) {
+            // A TLS-only node's direct port speaks TLS, so MOVED and CLUSTER SLOTS name pods by
+            // their DNS names, which the certificate covers (`*.<name>-headless.<namespace>.svc`):
+            // a client that checks the name it connects to accepts the pod it is redirected to.
+            // Pod IPs are in no certificate. With the plain port open the direct port is plain,
+            // and IPs serve every client as without TLS.
             line("cluster-preferred-endpoint-type", &"hostname");
         }
         // Only the operator, which holds the Secret, may change the topology.
@@ -346,6 +359,59 @@ mod tests {
             None,
             "clientAuth None needs no CA outside cluster mode"
         );
+    }
+
+    #[test]
+    fn allow_plaintext_keeps_the_plain_port_and_serves_tls_beside_it() {
+        let both = config(json!({"tls": {"secretName": "cert", "allowPlaintext": true}})).unwrap();
+        assert_eq!(directive(&both, "port").as_deref(), Some("6379"));
+        assert_eq!(directive(&both, "tls-port").as_deref(), Some("6390"));
+        assert_eq!(directive(&both, "tls-cert-file").as_deref(), Some("/etc/strata-tls/tls.crt"));
+        // Between nodes and from the operator: TLS as in TLS-only mode.
+        assert_eq!(directive(&both, "tls-cluster").as_deref(), Some("yes"));
+        assert_eq!(directive(&both, "tls-ca-cert-file").as_deref(), Some("/etc/strata-tls/ca.crt"));
+        // The direct port stays plain: MOVED names IPs, as without TLS.
+        assert_eq!(directive(&both, "cluster-direct-port").as_deref(), Some("6380"));
+        assert_eq!(directive(&both, "cluster-preferred-endpoint-type"), None);
+        // Each directive once (the node takes the first of a repeated one).
+        for name in ["port", "tls-port", "tls-cert-file"] {
+            assert_eq!(both.lines().filter(|l| l.starts_with(&format!("{name} "))).count(), 1, "{name}");
+        }
+        // The tls.port field is the Service's, not the node's: the pod port stays 6390.
+        let other = config(json!({"tls": {"secretName": "cert", "allowPlaintext": true, "port": 7000}})).unwrap();
+        assert_eq!(directive(&other, "tls-port").as_deref(), Some("6390"));
+        let independent =
+            config(json!({"tls": {"secretName": "c", "allowPlaintext": true}, "cluster": {"enabled": false}})).unwrap();
+        assert_eq!(
+            (directive(&independent, "port"), directive(&independent, "tls-port")),
+            (Some("6379".to_owned()), Some("6390".to_owned()))
+        );
+        assert_eq!(directive(&independent, "tls-cluster"), None);
+    }
+
+    /// The config as the node itself reads it: which ports it opens, and which speak TLS.
+    fn node_startup(text: &str, case: &str) -> strata_node::config::StartupConfig {
+        use strata_node::config::{Cli, Config};
+        let dir = std::env::temp_dir().join(format!("strata-operator-conf-{}-{case}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("strata.conf");
+        std::fs::write(&file, text).unwrap();
+        let parsed = Config::from_cli(Cli::parse_from(["strata-node", "--config", file.to_str().unwrap()]));
+        let _ = std::fs::remove_dir_all(&dir);
+        parsed.unwrap_or_else(|e| panic!("the node refuses the config: {e}\n{text}")).startup
+    }
+
+    #[test]
+    fn the_node_reads_tls_only_and_both_ports_as_meant() {
+        let only = node_startup(&config(json!({"tls": {"secretName": "cert"}})).unwrap(), "only");
+        assert_eq!((only.port, only.tls_port, only.direct_port(), only.admin_port()), (0, 6379, 6380, 16379));
+        assert!(only.direct_port_tls() && only.cluster_tls() && only.cluster_prefer_hostname);
+        let both =
+            node_startup(&config(json!({"tls": {"secretName": "cert", "allowPlaintext": true}})).unwrap(), "both");
+        assert_eq!((both.port, both.tls_port, both.direct_port(), both.admin_port()), (6379, 6390, 6380, 16379));
+        assert!(!both.direct_port_tls(), "the MOVED port is plain beside the plain port");
+        assert!(both.cluster_tls(), "links between nodes stay TLS");
+        assert!(!both.cluster_prefer_hostname);
     }
 
     #[test]

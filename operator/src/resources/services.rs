@@ -3,10 +3,10 @@
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec as KubeServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::node_config::{ADMIN_PORT, DIRECT_PORT, METRICS_PORT, REDIS_PORT};
-use super::statefulset::{ADMIN_PORT_NAME, DIRECT_PORT_NAME};
+use super::node_config::{ADMIN_PORT, DIRECT_PORT, METRICS_PORT, REDIS_PORT, TLS_PORT};
+use super::statefulset::{ADMIN_PORT_NAME, DIRECT_PORT_NAME, TLS_PORT_NAME};
 use super::{Owner, SERVICE_ROLE_LABEL, SpecError, headless_service_name, selector_labels};
-use crate::api::{CacheCluster, ServiceType};
+use crate::api::{CacheCluster, CacheClusterSpec, DEFAULT_TLS_PORT, ServiceType};
 
 /// `<name>-headless`: one DNS record per pod, ready or not, so peers and Prometheus find every
 /// node, including one still recovering its data.
@@ -27,7 +27,11 @@ pub(super) fn headless_service(cc: &CacheCluster, owner: &Owner) -> Service {
 }
 
 fn headless_ports(cc: &CacheCluster) -> Vec<ServicePort> {
-    let mut ports = vec![port("redis", REDIS_PORT), port("metrics", METRICS_PORT)];
+    let mut ports = vec![port("redis", REDIS_PORT)];
+    if cc.spec.tls.as_ref().is_some_and(|tls| tls.allow_plaintext) {
+        ports.push(port(TLS_PORT_NAME, TLS_PORT));
+    }
+    ports.push(port("metrics", METRICS_PORT));
     if cc.spec.cluster.enabled {
         ports.push(port(DIRECT_PORT_NAME, DIRECT_PORT));
         ports.push(port(ADMIN_PORT_NAME, ADMIN_PORT));
@@ -35,14 +39,16 @@ fn headless_ports(cc: &CacheCluster) -> Vec<ServicePort> {
     ports
 }
 
-/// `<name>`: the Redis endpoint, `spec.service.port` forwarded to the pods' redis port, and in
-/// cluster mode the `cluster` port (6380) for cluster-aware clients, which MOVED then sends
-/// to each pod directly.
+/// `<name>`: the Redis endpoint, `spec.service.port` forwarded to the pods' redis port; with
+/// `spec.tls.allowPlaintext`, `spec.tls.port` to the pods' TLS port beside it; and in cluster
+/// mode the `cluster` port (6380) for cluster-aware clients, which MOVED then sends to each pod
+/// directly.
 pub(super) fn client_service(cc: &CacheCluster, owner: &Owner) -> Result<Service, SpecError> {
     let service = &cc.spec.service;
     if !(1..=65535).contains(&service.port) {
         return Err(SpecError::new("service.port", format!("{} is not a port: use 1 to 65535", service.port)));
     }
+    let tls_port = tls_service_port(&cc.spec)?;
     let mut metadata = owner.metadata(owner.name.clone());
     metadata.labels.get_or_insert_default().insert(SERVICE_ROLE_LABEL.to_owned(), "client".to_owned());
     metadata.annotations = Some(service.annotations.clone()).filter(|a| !a.is_empty());
@@ -52,6 +58,10 @@ pub(super) fn client_service(cc: &CacheCluster, owner: &Owner) -> Result<Service
         ServiceType::LoadBalancer => "LoadBalancer",
     };
     let mut ports = vec![ServicePort { app_protocol: Some("redis".to_owned()), ..port("redis", service.port) }];
+    if let Some(tls_port) = tls_port {
+        // No appProtocol: a mesh that reads `redis` expects plain text there.
+        ports.push(ServicePort { port: tls_port, ..port(TLS_PORT_NAME, TLS_PORT) });
+    }
     if cc.spec.cluster.enabled && service.port != DIRECT_PORT {
         ports.push(ServicePort { app_protocol: Some("redis".to_owned()), ..port(DIRECT_PORT_NAME, DIRECT_PORT) });
     }
@@ -65,6 +75,46 @@ pub(super) fn client_service(cc: &CacheCluster, owner: &Owner) -> Result<Service
         }),
         ..Default::default()
     })
+}
+
+/// The client Service's TLS port beside the plain one (`spec.tls.port` with `allowPlaintext`),
+/// after the checks the CRD's rules make: a port, only with `allowPlaintext`, and apart from
+/// the Service's other ports.
+fn tls_service_port(spec: &CacheClusterSpec) -> Result<Option<i32>, SpecError> {
+    let Some(tls) = &spec.tls else { return Ok(None) };
+    if let Some(port) = tls.port {
+        if !tls.allow_plaintext {
+            return Err(SpecError::new(
+                "tls.port",
+                "is the TLS port beside the plain one and needs tls.allowPlaintext: true; for TLS only, remove \
+                 tls.port (TLS is then served on service.port)",
+            ));
+        }
+        if !(1..=65535).contains(&port) {
+            return Err(SpecError::new("tls.port", format!("{port} is not a port: use 1 to 65535")));
+        }
+    }
+    let Some(port) = tls.side_port() else { return Ok(None) };
+    let set = if tls.port.is_some() { "" } else { " (the default)" };
+    if port == spec.service.port {
+        return Err(SpecError::new(
+            "tls.port",
+            format!(
+                "{port}{set} is also service.port: the Service's TLS port must differ from its plain one; set \
+                 tls.port to another port (default {DEFAULT_TLS_PORT})"
+            ),
+        ));
+    }
+    if spec.cluster.enabled && port == DIRECT_PORT {
+        return Err(SpecError::new(
+            "tls.port",
+            format!(
+                "{port}{set} is the Service's cluster port in cluster mode (where MOVED sends cluster-aware \
+                 clients): set tls.port to another port (default {DEFAULT_TLS_PORT})"
+            ),
+        ));
+    }
+    Ok(Some(port))
 }
 
 /// A TCP port forwarded to the container port of the same name.
@@ -126,6 +176,89 @@ mod tests {
         assert_eq!(names(json!({"cluster": {"enabled": false}})), [("redis".to_owned(), 6379)]);
         // A client port of 6380 would clash with the cluster port: the redis port wins.
         assert_eq!(names(json!({"service": {"port": 6380}})), [("redis".to_owned(), 6380)]);
+    }
+
+    fn ports(service: Service) -> Vec<(String, i32, IntOrString)> {
+        service
+            .spec
+            .unwrap()
+            .ports
+            .unwrap()
+            .into_iter()
+            .map(|p| (p.name.unwrap(), p.port, p.target_port.unwrap()))
+            .collect()
+    }
+
+    fn named(name: &str, port: i32) -> (String, i32, IntOrString) {
+        (name.to_owned(), port, IntOrString::String(name.to_owned()))
+    }
+
+    #[test]
+    fn tls_only_keeps_one_redis_port_and_allow_plaintext_adds_redis_tls() {
+        // TLS only: the redis port itself speaks TLS; nothing more on either Service.
+        let only = cluster(json!({"tls": {"secretName": "cert"}}));
+        let owner = Owner::of(&only).unwrap();
+        assert_eq!(ports(client_service(&only, &owner).unwrap()), [named("redis", 6379), named("cluster", 6380)]);
+        assert!(!ports(headless_service(&only, &owner)).iter().any(|p| p.0 == "redis-tls"));
+        // Both: plain on redis, TLS on redis-tls (default 6390, to the pods' 6390).
+        let both = cluster(json!({"tls": {"secretName": "cert", "allowPlaintext": true}}));
+        let owner = Owner::of(&both).unwrap();
+        let service = client_service(&both, &owner).unwrap();
+        let tls = service.spec.as_ref().unwrap().ports.as_ref().unwrap()[1].clone();
+        assert_eq!(tls.app_protocol, None, "not plain Redis");
+        assert_eq!(tls.protocol.as_deref(), Some("TCP"));
+        assert_eq!(ports(service), [named("redis", 6379), named("redis-tls", 6390), named("cluster", 6380)]);
+        assert_eq!(
+            ports(headless_service(&both, &owner)),
+            [
+                named("redis", 6379),
+                named("redis-tls", 6390),
+                named("metrics", 9121),
+                named("cluster", 6380),
+                named("cluster-admin", 16379)
+            ]
+        );
+        // tls.port and service.port choose the Service's ports; the pods' stay put.
+        let spec = json!({"service": {"port": 7000}, "tls": {"secretName": "c", "allowPlaintext": true, "port": 7001},
+                          "cluster": {"enabled": false}});
+        assert_eq!(
+            ports(client(spec).unwrap()),
+            [
+                ("redis".to_owned(), 7000, IntOrString::String("redis".to_owned())),
+                ("redis-tls".to_owned(), 7001, IntOrString::String("redis-tls".to_owned())),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_tls_port_needs_allow_plaintext_and_its_own_number() {
+        let error = |spec: Value| client(spec).unwrap_err();
+        // Without allowPlaintext, tls.port would be ignored: refused, as the CRD's rule does.
+        let err = error(json!({"tls": {"secretName": "c", "port": 6390}}));
+        assert_eq!(err.field, "tls.port");
+        assert!(err.message.contains("needs tls.allowPlaintext: true"), "{err}");
+        for port in [0, 65536] {
+            assert_eq!(
+                error(json!({"tls": {"secretName": "c", "allowPlaintext": true, "port": port}})).field,
+                "tls.port"
+            );
+        }
+        // The default TLS port against a service.port of 6390.
+        let err = error(json!({"service": {"port": 6390}, "tls": {"secretName": "c", "allowPlaintext": true}}));
+        assert_eq!(err.field, "tls.port");
+        assert!(err.message.starts_with("6390 (the default) is also service.port"), "{err}");
+        assert_eq!(err.to_string().split(':').next(), Some("spec.tls.port"));
+        let err =
+            error(json!({"service": {"port": 7000}, "tls": {"secretName": "c", "allowPlaintext": true, "port": 7000}}));
+        assert!(err.message.starts_with("7000 is also service.port"), "{err}");
+        // The cluster port, in cluster mode only.
+        let err = error(json!({"tls": {"secretName": "c", "allowPlaintext": true, "port": 6380}}));
+        assert!(err.message.contains("cluster port"), "{err}");
+        let independent =
+            json!({"tls": {"secretName": "c", "allowPlaintext": true, "port": 6380}, "cluster": {"enabled": false}});
+        assert!(client(independent).is_ok());
+        // TLS only on 6390 is fine: there is no second port.
+        assert!(client(json!({"service": {"port": 6390}, "tls": {"secretName": "c"}})).is_ok());
     }
 
     #[test]

@@ -14,7 +14,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::node_config::{ADMIN_PORT, ADMIN_SECRET_DIR, DATA_DIR, DIRECT_PORT, METRICS_PORT, REDIS_PORT, Side, memory};
+use super::node_config::{
+    ADMIN_PORT, ADMIN_SECRET_DIR, DATA_DIR, DIRECT_PORT, METRICS_PORT, REDIS_PORT, Side, TLS_PORT, memory,
+};
 use super::quantity::parse_bytes;
 use super::{
     CONFIG_FILE_KEY, CONFIG_HASH_ANNOTATION, Owner, SpecError, TLS_CLUSTER_ANNOTATION, admin_secret_name,
@@ -35,6 +37,8 @@ const CONTAINER_NAME: &str = "node";
 /// Name of the container's metrics port, which the probes and the headless Service refer to.
 const METRICS_PORT_NAME: &str = "metrics";
 const REDIS_PORT_NAME: &str = "redis";
+/// With `spec.tls.allowPlaintext`: the container's TLS port beside the plain `redis` one.
+pub(crate) const TLS_PORT_NAME: &str = "redis-tls";
 /// Cluster mode's container ports: where MOVED sends clients, and the topology push.
 pub(crate) const DIRECT_PORT_NAME: &str = "cluster";
 pub(crate) const ADMIN_PORT_NAME: &str = "cluster-admin";
@@ -281,7 +285,11 @@ fn node_container(spec: &CacheClusterSpec) -> Container {
         protocol: Some("TCP".to_owned()),
         ..Default::default()
     };
-    let mut ports = vec![port(REDIS_PORT_NAME, REDIS_PORT), port(METRICS_PORT_NAME, METRICS_PORT)];
+    let mut ports = vec![port(REDIS_PORT_NAME, REDIS_PORT)];
+    if spec.tls.as_ref().is_some_and(|tls| tls.allow_plaintext) {
+        ports.push(port(TLS_PORT_NAME, TLS_PORT));
+    }
+    ports.push(port(METRICS_PORT_NAME, METRICS_PORT));
     if spec.cluster.enabled {
         ports.push(port(DIRECT_PORT_NAME, DIRECT_PORT));
         ports.push(port(ADMIN_PORT_NAME, ADMIN_PORT));
@@ -719,6 +727,17 @@ mod tests {
         );
         let independent = container(json!({"cluster": {"enabled": false}})).ports.unwrap();
         assert_eq!(independent.len(), 2, "no cluster ports for independent caches");
+        let names = |spec| -> Vec<(String, i32)> {
+            container(spec).ports.unwrap().into_iter().map(|p| (p.name.unwrap(), p.container_port)).collect()
+        };
+        // TLS only: the redis port speaks TLS, no port is added.
+        assert_eq!(names(json!({"tls": {"secretName": "c"}})).len(), 4);
+        // Both: the TLS port beside the plain one, whatever the Service's port numbers.
+        let both = names(json!({"tls": {"secretName": "c", "allowPlaintext": true, "port": 7000}}));
+        assert_eq!(
+            both.iter().map(|(n, p)| (n.as_str(), *p)).collect::<Vec<_>>(),
+            [("redis", 6379), ("redis-tls", 6390), ("metrics", 9121), ("cluster", 6380), ("cluster-admin", 16379)]
+        );
         let probe = |probe: Option<Probe>| {
             let probe = probe.unwrap();
             let get = probe.http_get.unwrap();

@@ -50,6 +50,23 @@ fn endpoint_uses_the_service_port() {
 }
 
 #[test]
+fn the_tls_endpoint_is_the_endpoint_for_tls_only_and_the_tls_port_beside_plain_text() {
+    assert_eq!(tls_endpoint(&cluster(json!({}))), None);
+    let only = cluster(json!({"service": {"port": 7000}, "tls": {"secretName": "c"}}));
+    assert_eq!(
+        (endpoint(&only), tls_endpoint(&only).as_deref()),
+        ("cache.shop.svc:7000".to_owned(), Some("cache.shop.svc:7000"))
+    );
+    let both = cluster(json!({"tls": {"secretName": "c", "allowPlaintext": true}}));
+    assert_eq!(
+        (endpoint(&both), tls_endpoint(&both).as_deref()),
+        ("cache.shop.svc:6379".to_owned(), Some("cache.shop.svc:6390"))
+    );
+    let both = cluster(json!({"tls": {"secretName": "c", "allowPlaintext": true, "port": 6443}}));
+    assert_eq!(tls_endpoint(&both).as_deref(), Some("cache.shop.svc:6443"));
+}
+
+#[test]
 fn objects_have_the_documented_names_and_kinds() {
     let desired = desired(&cluster(full_spec())).unwrap();
     let identities: Vec<_> = manifests(&desired)

@@ -30,8 +30,8 @@ pub fn secret_name(tls: &TlsSpec, name: &str) -> String {
     tls.secret_name.clone().unwrap_or_else(|| format!("{name}-tls"))
 }
 
-/// The node's `tls-*` settings: TLS on the client port (the plain one closed), the Secret's
-/// files, and client certificates checked against its `ca.crt` when asked for. In cluster mode
+/// The node's `tls-*` settings beside its `port`/`tls-port` (which `node_config` picks: TLS only,
+/// or TLS beside the plain port with `allowPlaintext`): the Secret's files, and client certificates checked against its `ca.crt` when asked for. In cluster mode
 /// the admin port speaks TLS too (`tls-cluster`): nodes present their certificate to each other
 /// and check the peer's against `ca.crt`, so the CA file is always set there.
 pub(crate) fn node_settings(tls: &TlsSpec, cluster: bool) -> Vec<(&'static str, String)> {
