@@ -1961,6 +1961,17 @@ async fn tls_from_a_secret_and_its_rotation_without_a_restart() {
     assert!(said.contains("Verify return code: 0 (ok)"), "{host} at {pod_ip}: {said}");
     let there = redis_cli_tls(&pki, &pod_ip, 6380, &["--sni", host], &format!("GET tls:{key}\n")).unwrap();
     assert_eq!(there.trim(), format!("v{key}"), "the pod MOVED names serves the key");
+    // The links between the shards (the forwarded GETs above) and the operator's pushes go over
+    // TLS: the admin port answers no plain text, and takes the CA's certificates.
+    let plain = std::process::Command::new("timeout")
+        .args(["10", "redis-cli", "-h", &pod_ip, "-p", "16379", "PING"])
+        .output()
+        .expect("redis-cli");
+    let admin_plain = String::from_utf8_lossy(&plain.stdout);
+    // (Over plain text the node would answer NOAUTH: the admin password guards the port.)
+    assert!(!admin_plain.contains("PONG") && !admin_plain.contains("NOAUTH"), "plain text answered: {admin_plain}");
+    let admin = redis_cli_tls(&pki, &pod_ip, 16379, &[], "PING\n").expect("the admin port over TLS");
+    assert!(admin.contains("NOAUTH"), "over TLS the admin port answers (and wants its password): {admin}");
 
     step("TLS: the Secret replaced by a new certificate; waiting for the nodes to present it");
     let pods_before = cluster_pods(&env, TLS_CC);
