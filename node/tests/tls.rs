@@ -625,6 +625,46 @@ fn tls_cluster_peers_must_share_the_ca_and_it_is_required() {
 }
 
 #[test]
+fn a_tls_cluster_link_refuses_a_peer_whose_server_certificate_another_ca_signed() {
+    let pki = Pki::new("tls-cluster-server");
+    pki.issue("server");
+    pki.issue("client");
+    pki.other_ca("rogue");
+    pki.issue_by("impostor", "rogue");
+    // No client certificates asked anywhere: only the link's check of the peer's server
+    // certificate stands between the good node and the impostor.
+    let ports = support::cluster::free_ports(6);
+    let open = ["--tls-auth-clients", "no"];
+    let good = TlsNode::start(&pki, 0, &ports[..3], &open);
+    let (crt, key) = (pki.path("impostor.crt"), pki.path("impostor.key"));
+    let mut theirs_args = vec!["--tls-cert-file", crt.as_str(), "--tls-key-file", key.as_str()];
+    theirs_args.extend(open);
+    let impostor = TlsNode::start(&pki, 1, &ports[3..], &theirs_args);
+    let entries = [good.entry(&[(0, 8191)]), impostor.entry(&[(8192, 16383)])];
+    for n in [&good, &impostor] {
+        let mut args = vec!["STRATA.TOPOLOGY", "SET", "1", &n.id];
+        args.extend(entries.iter().map(String::as_str));
+        // --insecure: redis-cli would refuse the impostor's certificate too.
+        let out = Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &n.admin.to_string(), "--tls", "--insecure"])
+            .args(&args)
+            .output()
+            .expect("redis-cli");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "OK\n", "{}", n.server.logs());
+    }
+    let key_there =
+        (0..100).map(|i| format!("k{i}")).find(|k| support::cluster::key_slot(k.as_bytes()) >= 8192).unwrap();
+    let mut client = good.server.conn_unix();
+    client.set_timeout(Some(Duration::from_secs(30)));
+    let refused = client.cmd(&["SET", &key_there, "v"]);
+    let said = refused.error_message().unwrap_or_default();
+    assert!(said.contains("cannot reach the node"), "the link took a certificate of another CA: {refused:?}");
+    assert!(good.server.logs().contains("UnknownIssuer"), "the log says why:\n{}", good.server.logs());
+    let slot = support::cluster::key_slot(key_there.as_bytes()).to_string();
+    assert_eq!(impostor.server.conn_unix().cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot]), Frame::int(0));
+}
+
+#[test]
 fn an_encrypted_key_loads_with_its_passphrase_as_in_redis() {
     let pki = Pki::new("encrypted");
     pki.issue("server");

@@ -142,7 +142,9 @@ impl Link {
 
     /// Sends what is queued.
     pub fn flush(&mut self) -> Result<(), String> {
-        let r = self.stream.write_all(&self.out).map_err(|e| format!("{}: {e}", self.addr));
+        // (A TLS stream may hold records back until flushed.)
+        let r = self.stream.write_all(&self.out).and_then(|()| self.stream.flush());
+        let r = r.map_err(|e| format!("{}: {e}", self.addr));
         self.out.clear();
         r
     }

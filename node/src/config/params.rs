@@ -361,15 +361,16 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "tls-key-file", aliases: &[], group: "TLS",
-        help: "The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1, unencrypted).",
+        help: "The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1; an encrypted PKCS#8 key needs \
+               tls-key-file-pass).",
         default: None, kind: Kind::Text,
         store: Store::Runtime(|rt, v| rt.tls.write().key_file = tls::path(v.text())), live: None,
         get: |c| tls::show(&c.runtime.tls.read().key_file), rewrite: true, secret: false,
     },
     Param {
         name: "tls-key-file-pass", aliases: &[], group: "TLS",
-        help: "Passphrase of tls-key-file when it is encrypted (PKCS#8: `openssl genrsa -aes256`, \
-               `openssl pkcs8 -topk8`); an unencrypted key ignores it.",
+        help: "Passphrase of tls-key-file when it is encrypted (PKCS#8, as OpenSSL 3's `genrsa -aes256` \
+               or `pkcs8 -topk8` write it); an unencrypted key ignores it.",
         default: None, kind: Kind::Text,
         store: Store::Runtime(|rt, v| {
             let pass = v.text();
@@ -380,7 +381,8 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "tls-ca-cert-file", aliases: &[], group: "TLS",
-        help: "CA certificates (PEM) that sign client certificates (tls-auth-clients).",
+        help: "CA certificates (PEM) that sign client certificates (tls-auth-clients) and, with tls-cluster, \
+               the other nodes' certificates.",
         default: None, kind: Kind::Text,
         store: Store::Runtime(|rt, v| rt.tls.write().ca_cert_file = tls::path(v.text())), live: None,
         get: |c| tls::show(&c.runtime.tls.read().ca_cert_file), rewrite: true, secret: false,
