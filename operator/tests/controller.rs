@@ -1372,3 +1372,56 @@ async fn an_old_pod_whose_tls_secret_is_gone_does_not_hold_up_the_rollout() {
     sts_api.patch_status("demo", &PatchParams::default(), &Patch::Merge(&status)).await.expect("StatefulSet status");
     eventually(WAIT, "demo-1 replaced", || async { pods.get_opt("demo-1").await.ok()?.is_none().then_some(()) }).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tls_secret_without_ca_crt_holds_the_rollout() {
+    let plane = ControlPlane::get();
+    let ns = plane.namespace("tlshold");
+    let _op = plane.operator("tlshold", &["--leader-elect=false", "--watch-namespace", &ns]);
+    let client = plane.client().await;
+    let ccs: Api<CacheCluster> = Api::namespaced(client.clone(), &ns);
+    let sts_api: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    // An operator upgrade of a spec.tls cluster whose Secret came from `kubectl create secret
+    // tls` (no ca.crt): its pods, of the earlier operator, do not run tls-cluster yet.
+    let without_ca = plane.kubectl(&[
+        "-n",
+        &ns,
+        "create",
+        "secret",
+        "generic",
+        "demo-cert",
+        "--from-literal=tls.crt=x",
+        "--from-literal=tls.key=y",
+    ]);
+    assert!(without_ca.success, "{}", without_ca.stderr);
+    apply_cc(&ccs, "demo", json!({ "replicas": 2, "tls": { "secretName": "demo-cert" } })).await;
+    observed(&ccs, "demo", 1).await;
+    for i in 0..2 {
+        create_pod(&client, &ns, "demo", i, "demo-v1").await;
+        set_pod(&client, &ns, &format!("demo-{i}"), "demo-v1", true).await;
+    }
+    let generation = sts_api.get("demo").await.unwrap().metadata.generation;
+    let status = json!({ "status": {
+        "observedGeneration": generation, "replicas": 2, "readyReplicas": 2, "availableReplicas": 2,
+        "currentRevision": "demo-v1", "updateRevision": "demo-v2",
+    } });
+    sts_api.patch_status("demo", &PatchParams::default(), &Patch::Merge(&status)).await.expect("StatefulSet status");
+    let progressing = eventually(WAIT, "the rollout held for the TLS Secret", || async {
+        let progressing = condition(&ccs.get("demo").await.ok()?, "Progressing")?;
+        progressing
+            .message
+            .contains(&format!("waiting for the TLS Secret {ns}/demo-cert to be usable"))
+            .then_some(progressing)
+    })
+    .await;
+    assert!(progressing.message.contains("has no ca.crt"), "{}", progressing.message);
+    let degraded = condition(&ccs.get("demo").await.unwrap(), "Degraded").unwrap();
+    assert_eq!((degraded.status, degraded.reason.as_str()), (ConditionStatus::True, "TLSSecretUnusable"));
+    // Some more rounds: no pod is evicted (its replacement could not start).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for i in 0..2 {
+        let pod = pods.get_opt(&format!("demo-{i}")).await.unwrap();
+        assert!(pod.is_some_and(|p| p.metadata.deletion_timestamp.is_none()), "demo-{i} was evicted");
+    }
+}

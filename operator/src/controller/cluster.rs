@@ -53,6 +53,15 @@ pub enum TlsProblem {
     Unusable(String),
 }
 
+impl TlsProblem {
+    /// What is wrong, and what to do.
+    pub fn why(&self) -> &str {
+        match self {
+            TlsProblem::NotIssued(why) | TlsProblem::Unusable(why) => why,
+        }
+    }
+}
+
 /// The client config for the admin ports from the TLS Secret `secret_ref` (`namespace/name`;
 /// None: not found): trust `ca.crt` (the nodes' certificates are checked against it, as they
 /// check the operator's), present `tls.crt`/`tls.key` (nodes may require client certificates).

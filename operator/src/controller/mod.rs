@@ -363,6 +363,12 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     {
         step = Step::Waiting { pod: pod.clone(), why };
     }
+    // The current spec's TLS Secret cannot serve: a replacement could not start (the last
+    // recorded status, which the gate above reads, does not know that).
+    if let (Some(Err(problem)), Some(tls)) = (&access, &cc.spec.tls) {
+        let secret_ref = format!("{ns}/{}", resources::tls_secret_name(tls, &name));
+        step = rollout::held_for_tls_secret(step, &secret_ref, Some(problem.why()));
+    }
     if let Step::Evict(pod) = step.clone() {
         let pod = &pod;
         let uid = pods.iter().find(|p| p.metadata.name.as_ref() == Some(pod)).and_then(|p| p.metadata.uid.clone());

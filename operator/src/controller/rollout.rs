@@ -323,6 +323,19 @@ fn truncate(s: &str, max: usize) -> &str {
     }
 }
 
+/// Cluster mode with `spec.tls`: while the current spec's TLS Secret `secret_ref` cannot serve
+/// (`why`: missing, not issued yet, no `ca.crt`...), no pod is replaced. Its replacement mounts
+/// that Secret and runs `tls-cluster yes`, which needs the CA file: it could never start, and its
+/// shard would stay down. An eviction becomes a wait for the Secret; any other step stands.
+pub fn held_for_tls_secret(step: Step, secret_ref: &str, why: Option<&str>) -> Step {
+    match (step, why) {
+        (Step::Evict(_), Some(why)) => {
+            Step::Waiting { pod: format!("the TLS Secret {secret_ref}"), why: format!("to be usable: {why}") }
+        }
+        (step, _) => step,
+    }
+}
+
 /// Cluster mode: why a pod of a sharded cluster must not be replaced yet, if any. Its shard's
 /// slots are unserved while it restarts, so only one at a time and only once the cluster has
 /// settled: no slot migration under way (a pod taken down in the middle of one makes it fail
@@ -620,6 +633,23 @@ mod tests {
         // Everything Ready: nothing down.
         let ready = [all_new[0].clone(), with_uid(pod(1, "v2", true), "b"), all_new[2].clone()];
         assert_eq!(planned_outage(&s, &ready, &none, &[]), Some(vec![]));
+    }
+
+    #[test]
+    fn an_unusable_tls_secret_holds_the_rollout() {
+        let why = "Secret shop/t has no ca.crt: add the CA that signed tls.crt";
+        let held = held_for_tls_secret(Step::Evict("demo-2".into()), "shop/t", Some(why));
+        assert_eq!(held, Step::Waiting { pod: "the TLS Secret shop/t".into(), why: format!("to be usable: {why}") });
+        assert_eq!(
+            held.describe(),
+            format!("waiting for the TLS Secret shop/t to be usable: {why}"),
+            "the status says what is waited for"
+        );
+        // A usable Secret holds nothing; other steps stand either way.
+        assert_eq!(held_for_tls_secret(Step::Evict("demo-2".into()), "shop/t", None), Step::Evict("demo-2".into()));
+        assert_eq!(held_for_tls_secret(Step::Complete, "shop/t", Some(why)), Step::Complete);
+        let waiting = Step::Waiting { pod: "demo-1".into(), why: "to become Ready".into() };
+        assert_eq!(held_for_tls_secret(waiting.clone(), "shop/t", Some(why)), waiting);
     }
 
     #[test]
