@@ -350,16 +350,16 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
         Some(password) => Some(admin_access(client, cc, &ns, &name, password, &pods).await?),
         None => None,
     };
-    // Pods whose (earlier spec's) TLS Secret cannot serve cannot apply a topology: the rollout,
-    // which replaces them, does not wait for them.
+    // Pods whose (earlier spec's) TLS Secret cannot serve cannot apply a topology: the rollout
+    // replaces them first, and does not wait for them to replace them.
     let replaced_anyway = match &access {
         Some(Ok(access)) => cluster::unreachable_by_tls(&pods, access),
         _ => Vec::new(),
     };
-    let mut step = rollout::next_step(&sts, &pods);
+    let mut step = rollout::next_step(&sts, &pods, &replaced_anyway);
     if let Step::Evict(pod) = &step
         && cc.spec.cluster.enabled
-        && let Some(why) = rollout::cluster_unsettled(cc.status.as_ref(), &replaced_anyway)
+        && let Some(why) = rollout::cluster_unsettled(cc.status.as_ref(), pod, &replaced_anyway)
     {
         step = Step::Waiting { pod: pod.clone(), why };
     }

@@ -49,7 +49,9 @@ impl Step {
 /// while a pod at the new revision is not Ready (a bad spec must not eat the healthy pods); pods
 /// at an old revision that are not Ready anyway go first (replacing them costs no capacity);
 /// otherwise, when every pod is Ready, replace the highest ordinal still at an old revision.
-pub fn next_step(sts: &StatefulSet, pods: &[Pod]) -> Step {
+/// Before all of these, the old pods named in `first` (cluster mode's `replaced_anyway`: the
+/// operator cannot reach them, and only their replacement ends that).
+pub fn next_step(sts: &StatefulSet, pods: &[Pod], first: &[String]) -> Step {
     let name = sts.metadata.name.as_deref().unwrap_or_default();
     let desired = sts.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1).max(0);
     let status = sts.status.as_ref();
@@ -69,6 +71,9 @@ pub fn next_step(sts: &StatefulSet, pods: &[Pod]) -> Step {
         return Step::Waiting { pod: pod_name(p), why: "to become Ready".to_owned() };
     }
     let outdated: Vec<&Pod> = ours.iter().filter(|(_, p)| !current(p)).map(|(_, p)| *p).collect();
+    if let Some(p) = outdated.iter().rev().find(|p| first.contains(&pod_name(p))) {
+        return Step::Evict(pod_name(p));
+    }
     if let Some(p) = outdated.iter().rev().find(|p| !ready(p)) {
         return Step::Evict(pod_name(p));
     }
@@ -340,13 +345,17 @@ pub fn held_for_tls_secret(step: Step, secret_ref: &str, why: Option<&str>) -> S
 /// slots are unserved while it restarts, so only one at a time and only once the cluster has
 /// settled: no slot migration under way (a pod taken down in the middle of one makes it fail
 /// and start over), and every node on the current topology epoch (the previous pod is back,
-/// at its new address, and everyone knows it). Except `replaced_anyway`: pods the operator
-/// cannot reach because the TLS Secret they mount (an earlier spec's) cannot serve; they would
-/// never apply the epoch, and only the rollout's replacing them ends that.
+/// at its new address, and everyone knows it). Except when `evicting` is itself one of
+/// `replaced_anyway` (pods the operator cannot reach, e.g. because the TLS Secret they mount, an
+/// earlier spec's, cannot serve; they would never apply the epoch, and only the rollout's
+/// replacing them ends that): then those pods lagging do not hold it up. A healthy pod is never
+/// replaced while one of them lags: it would move, and the lagging pods keep a stale topology.
 pub fn cluster_unsettled(
     status: Option<&crate::api::v1alpha1::CacheClusterStatus>,
+    evicting: &str,
     replaced_anyway: &[String],
 ) -> Option<String> {
+    let exempt: &[String] = if replaced_anyway.iter().any(|p| p == evicting) { replaced_anyway } else { &[] };
     let status = status?;
     if let Some(r) = &status.resharding
         && r.slots_moved < r.slots_total
@@ -360,7 +369,7 @@ pub fn cluster_unsettled(
     let behind: Vec<&str> = status
         .nodes
         .iter()
-        .filter(|n| n.applied_epoch != Some(epoch) && !replaced_anyway.contains(&n.pod))
+        .filter(|n| n.applied_epoch != Some(epoch) && !exempt.contains(&n.pod))
         .map(|n| n.pod.as_str())
         .collect();
     (!behind.is_empty())
@@ -374,6 +383,8 @@ mod tests {
     use k8s_openapi::api::core::v1::{ContainerState, ContainerStateWaiting, ContainerStatus, PodCondition, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
     use std::collections::BTreeMap;
+
+    const NONE: &[String] = &[];
 
     fn sts(replicas: i32, generation: i64, observed: i64, update: &str) -> StatefulSet {
         StatefulSet {
@@ -409,14 +420,14 @@ mod tests {
     #[test]
     fn waits_for_the_statefulset_controller_to_see_the_spec() {
         let s = sts(1, 2, 1, "v2");
-        assert!(matches!(next_step(&s, &[pod(0, "v1", true)]), Step::Waiting { .. }));
+        assert!(matches!(next_step(&s, &[pod(0, "v1", true)], NONE), Step::Waiting { .. }));
     }
 
     #[test]
     fn replaces_highest_outdated_ordinal_first_when_all_ready() {
         let s = sts(3, 2, 2, "v2");
         let pods = [pod(0, "v1", true), pod(1, "v1", true), pod(2, "v1", true)];
-        assert_eq!(next_step(&s, &pods), Step::Evict("demo-2".into()));
+        assert_eq!(next_step(&s, &pods, NONE), Step::Evict("demo-2".into()));
     }
 
     #[test]
@@ -424,25 +435,25 @@ mod tests {
         let s = sts(3, 2, 2, "v2");
         // demo-2 was replaced and is still starting: nothing else goes down.
         let pods = [pod(0, "v1", true), pod(1, "v1", true), pod(2, "v2", false)];
-        assert_eq!(next_step(&s, &pods), Step::Waiting { pod: "demo-2".into(), why: "to become Ready".into() });
+        assert_eq!(next_step(&s, &pods, NONE), Step::Waiting { pod: "demo-2".into(), why: "to become Ready".into() });
         // Terminating pods are waited for too.
         let mut gone = pod(2, "v1", true);
         gone.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
-        assert!(matches!(next_step(&s, &[pod(0, "v1", true), pod(1, "v1", true), gone]), Step::Waiting { .. }));
+        assert!(matches!(next_step(&s, &[pod(0, "v1", true), pod(1, "v1", true), gone], NONE), Step::Waiting { .. }));
         // A missing pod (being recreated) is waited for.
         let pods = [pod(0, "v1", true), pod(1, "v1", true)];
-        assert_eq!(next_step(&s, &pods), Step::Waiting { pod: "demo-2".into(), why: "to be created".into() });
+        assert_eq!(next_step(&s, &pods, NONE), Step::Waiting { pod: "demo-2".into(), why: "to be created".into() });
         let pods = [pod(0, "v1", true), pod(1, "v1", true), pod(2, "v2", true)];
-        assert_eq!(next_step(&s, &pods), Step::Evict("demo-1".into()));
+        assert_eq!(next_step(&s, &pods, NONE), Step::Evict("demo-1".into()));
     }
 
     #[test]
     fn broken_old_pods_go_first_and_complete_at_the_end() {
         let s = sts(3, 2, 2, "v2");
         let pods = [pod(0, "v1", false), pod(1, "v1", true), pod(2, "v1", true)];
-        assert_eq!(next_step(&s, &pods), Step::Evict("demo-0".into()));
+        assert_eq!(next_step(&s, &pods, NONE), Step::Evict("demo-0".into()));
         let pods = [pod(0, "v2", true), pod(1, "v2", true), pod(2, "v2", true)];
-        assert_eq!(next_step(&s, &pods), Step::Complete);
+        assert_eq!(next_step(&s, &pods, NONE), Step::Complete);
     }
 
     #[test]
@@ -459,7 +470,7 @@ mod tests {
         let s = sts(1, 1, 1, "v2");
         let mut other = pod(0, "v1", true);
         other.metadata.name = Some("demo-extra-0".into());
-        assert_eq!(next_step(&s, &[pod(0, "v2", true), other]), Step::Complete);
+        assert_eq!(next_step(&s, &[pod(0, "v2", true), other], NONE), Step::Complete);
     }
 
     #[test]
@@ -653,6 +664,39 @@ mod tests {
     }
 
     #[test]
+    fn pods_replaced_anyway_go_first_and_only_they_skip_the_gate() {
+        use crate::api::v1alpha1::{CacheClusterStatus, NodeStatus};
+        let s = sts(3, 2, 2, "v2");
+        let pods = [pod(0, "v1", true), pod(1, "v1", true), pod(2, "v1", true)];
+        // demo-0 cannot be reached (its old TLS Secret is gone): it goes first, not demo-2.
+        let anyway = ["demo-0".to_owned()];
+        assert_eq!(next_step(&s, &pods, &anyway), Step::Evict("demo-0".into()));
+        // Before an old pod that is merely not Ready, too (that one would wait on the gate).
+        let pods = [pod(0, "v1", true), pod(1, "v1", false), pod(2, "v1", true)];
+        assert_eq!(next_step(&s, &pods, &anyway), Step::Evict("demo-0".into()));
+        // Never a pod already at the update revision, and new pods starting are still waited for.
+        let pods = [pod(0, "v2", true), pod(1, "v1", true), pod(2, "v1", true)];
+        assert_eq!(next_step(&s, &pods, &anyway), Step::Evict("demo-2".into()));
+        let pods = [pod(0, "v1", true), pod(1, "v1", true), pod(2, "v2", false)];
+        assert!(matches!(next_step(&s, &pods, &anyway), Step::Waiting { .. }));
+        // The gate: demo-0 lags; only its own replacement passes.
+        let node = |pod: &str, applied: Option<u64>| NodeStatus {
+            pod: pod.into(),
+            id: "x".into(),
+            ip: None,
+            applied_epoch: applied,
+            slots: None,
+        };
+        let status = CacheClusterStatus {
+            topology_epoch: Some(3),
+            nodes: vec![node("demo-0", None), node("demo-1", Some(3)), node("demo-2", Some(3))],
+            ..Default::default()
+        };
+        assert_eq!(cluster_unsettled(Some(&status), "demo-0", &anyway), None);
+        assert!(cluster_unsettled(Some(&status), "demo-2", &anyway).unwrap().contains("demo-0"));
+    }
+
+    #[test]
     fn a_sharded_cluster_rolls_only_when_settled() {
         use crate::api::v1alpha1::{CacheClusterStatus, NodeStatus, ReshardingStatus};
         let node = |pod: &str, applied: Option<u64>| NodeStatus {
@@ -667,15 +711,18 @@ mod tests {
             nodes: vec![node("c-0", Some(7)), node("c-1", Some(7))],
             ..Default::default()
         };
-        assert_eq!(cluster_unsettled(Some(&status), &[]), None);
-        assert_eq!(cluster_unsettled(None, &[]), None);
+        assert_eq!(cluster_unsettled(Some(&status), "c-0", &[]), None);
+        assert_eq!(cluster_unsettled(None, "c-0", &[]), None);
         status.nodes[1].applied_epoch = Some(6);
-        assert!(cluster_unsettled(Some(&status), &[]).unwrap().contains("c-1"));
+        assert!(cluster_unsettled(Some(&status), "c-0", &[]).unwrap().contains("c-1"));
         // Not when it cannot be reached for good (its earlier spec's TLS Secret is gone): the
         // rollout replaces it.
         status.nodes[1].applied_epoch = None;
-        assert_eq!(cluster_unsettled(Some(&status), &["c-1".to_owned()]), None);
-        assert!(cluster_unsettled(Some(&status), &["c-0".to_owned()]).unwrap().contains("c-1"));
+        let exempt = ["c-1".to_owned()];
+        assert_eq!(cluster_unsettled(Some(&status), "c-1", &exempt), None);
+        // ... only for its own replacement: a healthy pod is not replaced while it lags.
+        assert!(cluster_unsettled(Some(&status), "c-0", &exempt).unwrap().contains("c-1"));
+        assert!(cluster_unsettled(Some(&status), "c-0", &["c-0".to_owned()]).unwrap().contains("c-1"));
         status.nodes[1].applied_epoch = Some(7);
         status.resharding = Some(ReshardingStatus {
             plan: "p7".into(),
@@ -685,6 +732,6 @@ mod tests {
             slots_total: 4096,
             started_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::now()),
         });
-        assert!(cluster_unsettled(Some(&status), &[]).unwrap().contains("100/4096"));
+        assert!(cluster_unsettled(Some(&status), "c-0", &[]).unwrap().contains("100/4096"));
     }
 }
