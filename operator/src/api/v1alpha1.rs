@@ -185,7 +185,9 @@ pub struct CacheClusterSpec {
     /// Secret's `ca.crt`. A renewed certificate is used by new connections within seconds, with
     /// no pod restart. The metrics port stays plain HTTP. Turning TLS on or off on a running cluster-mode CacheCluster rolls the pods
     /// one at a time, and the roll completes on its own (the operator reaches each pod's admin
-    /// port the way that pod was started). While old and new pods mix, a command a node forwards
+    /// port the way that pod was started; an old pod whose container restarts mid-roll comes
+    /// back speaking the new setting, cannot be reached as the old pod it is, and is replaced
+    /// first). While old and new pods mix, a command a node forwards
     /// to a pod with the other setting fails; without `allowPlaintext` clients must switch to or
     /// from TLS at that moment anyway, since the client ports change too. Turning
     /// `allowPlaintext` on or off rolls the pods as well, with no such gap between nodes (their

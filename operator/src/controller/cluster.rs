@@ -125,6 +125,41 @@ pub fn unreachable_by_tls(pods: &[Pod], access: &AdminAccess) -> Vec<String> {
         .collect()
 }
 
+/// Whether an admin call failed below the protocol: no connection, no TLS session, a broken
+/// stream, no answer in time. Not a reply, error or unexpected (a refused AUTH, a stale epoch):
+/// that comes from a node that listens and speaks as it is spoken to.
+pub fn transport_failure(e: &AdminError) -> bool {
+    matches!(e, AdminError::Io { .. } | AdminError::Timeout { .. } | AdminError::Tls { .. })
+}
+
+/// Of `candidates` (pods of StatefulSet `name` at an old revision that lag behind the recorded
+/// topology), those whose admin port the operator cannot reach at all: not running, or a
+/// [`transport_failure`]. Such as an old pod whose container restarted mid-rollout: it read the
+/// shared ConfigMap again and speaks the new spec's admin protocol, while its annotation (and
+/// so the operator) says the old one. The rollout replaces them anyway: they go first, and do
+/// not hold up their own replacement.
+pub async fn unreachable_old_pods(
+    name: &str,
+    pods: &[Pod],
+    candidates: &[String],
+    access: &AdminAccess,
+) -> Vec<String> {
+    let width = candidates
+        .iter()
+        .filter_map(|c| c.strip_prefix(name)?.strip_prefix('-')?.parse::<usize>().ok())
+        .max()
+        .map_or(0, |o| o + 1);
+    let members: Vec<Member> = members(name, width, pods).into_iter().filter(|m| candidates.contains(&m.pod)).collect();
+    let unreachable = join_all(members.iter().map(|m| async move {
+        match endpoint(m, access) {
+            Err(_) => true,
+            Ok(endpoint) => client::get(&endpoint).await.is_err_and(|e| transport_failure(&e)),
+        }
+    }))
+    .await;
+    members.into_iter().zip(unreachable).filter(|(_, u)| *u).map(|(m, _)| m.pod).collect()
+}
+
 /// One desired shard's pod as seen in the API.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Member {
@@ -755,6 +790,57 @@ mod tests {
             spec: Some(PodSpec { volumes, ..Default::default() }),
             status: Some(PodStatus { phase: Some("Running".into()), pod_ip: Some(ip.into()), ..Default::default() }),
         }
+    }
+
+    /// A stand-in admin port at `ip`: reads what comes and answers `reply` (RESP) to it.
+    async fn answering(ip: &str, reply: &'static [u8]) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind(admin_address(ip)).await.expect("binding a stand-in admin port");
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    if stream.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                        let _ = stream.write_all(reply).await;
+                    }
+                });
+            }
+        });
+    }
+
+    #[tokio::test]
+    async fn old_pods_unreachable_below_the_protocol_are_replaced_anyway() {
+        let pki = crate::test_pki::Pki::new("unreachable");
+        pki.issue("node", &["*.demo-headless.shop.svc"], "serverAuth,clientAuth");
+        let config = admin_tls_config(Some(&tls_secret(&pki, &["ca.crt", "tls.crt", "tls.key"])), "s", false).unwrap();
+        let access = AdminAccess {
+            password: Some("pw".into()),
+            tls: BTreeMap::from([("demo-tls".to_owned(), Ok(config))]),
+            headless_domain: DOMAIN.into(),
+        };
+        // demo-0: nothing listens (a restarted node not up, or one that resets the wrong
+        // protocol); demo-1 answers, refusing the password: it listens and speaks, not
+        // replaced out of turn; demo-2: its annotation says TLS, its node (restarted with the
+        // new ConfigMap) speaks plain; demo-3 not running; demo-4 not a candidate.
+        answering("127.0.93.2", b"-WRONGPASS invalid username-password pair\r\n").await;
+        answering("127.0.93.3", b"-ERR unknown command\r\n").await;
+        let mut not_running = pod(3, "127.0.93.4", None);
+        not_running.status.as_mut().unwrap().phase = Some("Pending".into());
+        let pods = [
+            pod(0, "127.0.93.1", None),
+            pod(1, "127.0.93.2", None),
+            pod(2, "127.0.93.3", Some("demo-tls")),
+            not_running,
+            pod(4, "127.0.93.5", None),
+        ];
+        let candidates: Vec<String> = (0..4).map(|o| format!("demo-{o}")).collect();
+        assert_eq!(unreachable_old_pods("demo", &pods, &candidates, &access).await, ["demo-0", "demo-2", "demo-3"]);
+        assert!(unreachable_old_pods("demo", &pods, &[], &access).await.is_empty());
+        // What counts: the transport, not a reply.
+        let address = "127.0.93.2:16379".to_owned();
+        assert!(!transport_failure(&AdminError::Refused { address: address.clone(), message: "stale epoch".into() }));
+        assert!(!transport_failure(&AdminError::Protocol { address: address.clone(), what: "+OK to GET".into() }));
+        assert!(transport_failure(&AdminError::Timeout { address, timeout: ADMIN_TIMEOUT }));
     }
 
     #[test]

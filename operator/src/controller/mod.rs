@@ -352,10 +352,21 @@ async fn reconcile_cluster(cc: &CacheCluster, ctx: &Context) -> Result<Action, E
     };
     // Pods whose (earlier spec's) TLS Secret cannot serve cannot apply a topology: the rollout
     // replaces them first, and does not wait for them to replace them.
-    let replaced_anyway = match &access {
+    let mut replaced_anyway = match &access {
         Some(Ok(access)) => cluster::unreachable_by_tls(&pods, access),
         _ => Vec::new(),
     };
+    // So are old pods that lag and cannot be reached at all (e.g. restarted mid-rollout, they
+    // speak the new spec's admin protocol): without this the gate would wait for them forever.
+    if let Some(Ok(access)) = &access {
+        let candidates: Vec<String> = rollout::lagging_old_pods(&sts, &pods, cc.status.as_ref())
+            .into_iter()
+            .filter(|p| !replaced_anyway.contains(p))
+            .collect();
+        if !candidates.is_empty() {
+            replaced_anyway.extend(cluster::unreachable_old_pods(&name, &pods, &candidates, access).await);
+        }
+    }
     let mut step = rollout::next_step(&sts, &pods, &replaced_anyway);
     if let Step::Evict(pod) = &step
         && cc.spec.cluster.enabled

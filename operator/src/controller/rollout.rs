@@ -328,6 +328,27 @@ fn truncate(s: &str, max: usize) -> &str {
     }
 }
 
+/// Cluster mode: the pods at an old revision (the StatefulSet controller has seen the spec)
+/// that `status` records as behind its topology epoch: those whose lag could hold up the
+/// rollout, to be checked for being unreachable altogether.
+pub fn lagging_old_pods(
+    sts: &StatefulSet,
+    pods: &[Pod],
+    status: Option<&crate::api::v1alpha1::CacheClusterStatus>,
+) -> Vec<String> {
+    let name = sts.metadata.name.as_deref().unwrap_or_default();
+    let seen =
+        sts.status.as_ref().and_then(|s| s.observed_generation).unwrap_or(0) >= sts.metadata.generation.unwrap_or(0);
+    let update = sts.status.as_ref().and_then(|s| s.update_revision.as_deref()).filter(|_| seen);
+    let (Some(update), Some(status)) = (update, status) else { return Vec::new() };
+    let Some(epoch) = status.topology_epoch else { return Vec::new() };
+    pods.iter()
+        .filter(|p| ordinal(name, p).is_some() && !terminating(p) && !at_revision(p, update))
+        .map(pod_name)
+        .filter(|pod| status.nodes.iter().any(|n| &n.pod == pod && n.applied_epoch != Some(epoch)))
+        .collect()
+}
+
 /// Cluster mode with `spec.tls`: while the current spec's TLS Secret `secret_ref` cannot serve
 /// (`why`: missing, not issued yet, no `ca.crt`...), no pod is replaced. Its replacement mounts
 /// that Secret and runs `tls-cluster yes`, which needs the CA file: it could never start, and its
@@ -694,6 +715,31 @@ mod tests {
         };
         assert_eq!(cluster_unsettled(Some(&status), "demo-0", &anyway), None);
         assert!(cluster_unsettled(Some(&status), "demo-2", &anyway).unwrap().contains("demo-0"));
+    }
+
+    #[test]
+    fn lagging_old_pods_are_the_old_revisions_behind_the_epoch() {
+        use crate::api::v1alpha1::{CacheClusterStatus, NodeStatus};
+        let node = |pod: &str, applied: Option<u64>| NodeStatus {
+            pod: pod.into(),
+            id: "x".into(),
+            ip: None,
+            applied_epoch: applied,
+            slots: None,
+        };
+        let status = CacheClusterStatus {
+            topology_epoch: Some(3),
+            nodes: vec![node("demo-0", None), node("demo-1", Some(3)), node("demo-2", Some(2))],
+            ..Default::default()
+        };
+        let s = sts(3, 2, 2, "v2");
+        let pods = [pod(0, "v1", true), pod(1, "v1", true), pod(2, "v2", true)];
+        // demo-1 is in sync, demo-2 is new (its lag is waited for, never skipped).
+        assert_eq!(lagging_old_pods(&s, &pods, Some(&status)), ["demo-0"]);
+        assert!(lagging_old_pods(&s, &pods, None).is_empty());
+        assert!(lagging_old_pods(&sts(3, 3, 2, "v2"), &pods, Some(&status)).is_empty(), "spec not seen yet");
+        let no_epoch = CacheClusterStatus { topology_epoch: None, ..status.clone() };
+        assert!(lagging_old_pods(&s, &pods, Some(&no_epoch)).is_empty());
     }
 
     #[test]
