@@ -181,8 +181,10 @@ pub struct CacheClusterSpec {
     /// issues; or, with `allowPlaintext`, the plain ports stay open and TLS is served beside
     /// them on the Service's `redis-tls` port. In cluster mode the nodes' admin port speaks TLS
     /// either way: links between nodes (forwarded commands, slot migrations) and the operator's
-    /// topology pushes go over TLS, each side checking the other's certificate against the
-    /// Secret's `ca.crt`. A renewed certificate is used by new connections within seconds, with
+    /// topology pushes go over TLS. The connecting side checks the node's certificate against
+    /// the Secret's `ca.crt` (the operator checks the pod's DNS name too; nodes check the chain);
+    /// the node asks for a client certificate only as `clientAuth` says, so with the default
+    /// `None` it asks none and the cluster admin password guards the port. A renewed certificate is used by new connections within seconds, with
     /// no pod restart. The metrics port stays plain HTTP. Turning TLS on or off on a running cluster-mode CacheCluster rolls the pods
     /// one at a time, and the roll completes on its own (the operator reaches each pod's admin
     /// port the way that pod was started; an old pod whose container restarts mid-roll comes
@@ -492,10 +494,11 @@ pub struct TlsSpec {
     /// `None`. Its names must cover what clients connect to: `<name>.<namespace>.svc` and, in
     /// cluster mode, `*.<name>-headless.<namespace>.svc` (with TLS, MOVED and CLUSTER SLOTS name
     /// the pods `<pod>.<name>-headless.<namespace>.svc`). In cluster mode `ca.crt` is required
-    /// whatever `clientAuth` says: it must hold the CA that signed `tls.crt`, since the nodes
-    /// and the operator check each other's certificate against it on the admin port (the
-    /// operator checks the pod's DNS name); and the certificate must allow client auth (extended
-    /// key usage `clientAuth`, or none at all), since each node presents it to the others.
+    /// whatever `clientAuth` says: it must hold the CA that signed `tls.crt`, since on the admin
+    /// port the operator checks each node's certificate against it (and the pod's DNS name), and
+    /// nodes check each other's chain against it; and the certificate must allow client auth
+    /// (extended key usage `clientAuth`, or none at all), since each node presents it on its
+    /// links to the others (checked there when `clientAuth` is not `None`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub secret_name: Option<String>,

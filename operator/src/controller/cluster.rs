@@ -63,8 +63,8 @@ impl TlsProblem {
 }
 
 /// The client config for the admin ports from the TLS Secret `secret_ref` (`namespace/name`;
-/// None: not found): trust `ca.crt` (the nodes' certificates are checked against it, as they
-/// check the operator's), present `tls.crt`/`tls.key` (nodes may require client certificates).
+/// None: not found): trust `ca.crt` (the nodes' certificates are checked against it), present
+/// `tls.crt`/`tls.key` (the nodes ask for a client certificate when `clientAuth` is not `None`).
 pub fn admin_tls_config(
     secret: Option<&Secret>,
     secret_ref: &str,
@@ -86,8 +86,8 @@ pub fn admin_tls_config(
     };
     let Some(ca) = key("ca.crt") else {
         return Err(TlsProblem::Unusable(format!(
-            "Secret {secret_ref} has no ca.crt: in cluster mode with TLS the nodes and the operator check each \
-             other's certificates against it; add the CA that signed tls.crt"
+            "Secret {secret_ref} has no ca.crt: in cluster mode with TLS the operator checks the nodes' \
+             certificates against it, and the nodes each other's; add the CA that signed tls.crt"
         )));
     };
     let unusable = |file: &str, why: String| TlsProblem::Unusable(format!("Secret {secret_ref}: {file}: {why}"));

@@ -32,8 +32,9 @@ pub fn secret_name(tls: &TlsSpec, name: &str) -> String {
 
 /// The node's `tls-*` settings beside its `port`/`tls-port` (which `node_config` picks: TLS only,
 /// or TLS beside the plain port with `allowPlaintext`): the Secret's files, and client certificates checked against its `ca.crt` when asked for. In cluster mode
-/// the admin port speaks TLS too (`tls-cluster`): nodes present their certificate to each other
-/// and check the peer's against `ca.crt`, so the CA file is always set there.
+/// the admin port speaks TLS too (`tls-cluster`): a node's links check the peer node's
+/// certificate against `ca.crt` (and present the node's own, which the peer checks only when
+/// `clientAuth` asks for client certificates), so the CA file is always set there.
 pub(crate) fn node_settings(tls: &TlsSpec, cluster: bool) -> Vec<(&'static str, String)> {
     let mut lines =
         vec![("tls-cert-file", format!("{TLS_DIR}/tls.crt")), ("tls-key-file", format!("{TLS_DIR}/tls.key"))];
