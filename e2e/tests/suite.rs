@@ -2002,4 +2002,28 @@ async fn tls_from_a_secret_and_its_rotation_without_a_restart() {
         let reloads = info.lines().find_map(|l| l.strip_prefix("tls_cert_reloads:")).map(|v| v.trim().to_owned());
         assert!(reloads.as_deref().is_some_and(|v| v != "0"), "{pod_ip}: {info}");
     }
+
+    step("TLS: allowPlaintext — plain text on the redis port and TLS on redis-tls, side by side");
+    let both = Instant::now();
+    let patch = json!({ "spec": { "tls": { "allowPlaintext": true } } }).to_string();
+    env.kubectl(&["-n", NS, "patch", "cachecluster", TLS_CC, "--type", "merge", "-p", &patch]);
+    eventually(Duration::from_secs(300), "plain text on 6379 and TLS on 6390 through the Service", || async {
+        let plain = std::process::Command::new("timeout")
+            .args(["10", "redis-cli", "-h", &ip, "-p", "6379", "SET", "both:plain", "p"])
+            .output()
+            .ok()?;
+        let tls = redis_cli_tls(&pki, &ip, 6390, &[], "SET both:tls t\nGET both:plain\n").ok()?;
+        (String::from_utf8_lossy(&plain.stdout).trim() == "OK" && tls.lines().eq(["OK", "p"])).then_some(())
+    })
+    .await;
+    converged(&env, TLS_CC, 2, &[]).await;
+    step(&format!("both ports served {:.1?} after the patch", both.elapsed()));
+    let tls_endpoint = env
+        .kubectl(&["-n", NS, "get", "cachecluster", TLS_CC, "-o", "jsonpath={.status.tlsEndpoint}"])
+        .stdout
+        .trim()
+        .to_owned();
+    assert!(tls_endpoint.ends_with(":6390"), "status.tlsEndpoint names the TLS port: {tls_endpoint:?}");
+    let plain = std::process::Command::new("redis-cli").args(["-h", &ip, "-p", "6379", "GET", "both:tls"]).output();
+    assert_eq!(String::from_utf8_lossy(&plain.unwrap().stdout).trim(), "t", "a key set over TLS, read in plain text");
 }
