@@ -407,6 +407,17 @@ mod tests {
 
     const NONE: &[String] = &[];
 
+    /// A node in the status that has applied `applied` (None: no answer).
+    fn node(pod: &str, applied: Option<u64>) -> crate::api::v1alpha1::NodeStatus {
+        crate::api::v1alpha1::NodeStatus {
+            pod: pod.into(),
+            id: "x".into(),
+            ip: None,
+            applied_epoch: applied,
+            slots: None,
+        }
+    }
+
     fn sts(replicas: i32, generation: i64, observed: i64, update: &str) -> StatefulSet {
         StatefulSet {
             metadata: ObjectMeta { name: Some("demo".into()), generation: Some(generation), ..Default::default() },
@@ -686,7 +697,7 @@ mod tests {
 
     #[test]
     fn pods_replaced_anyway_go_first_and_only_they_skip_the_gate() {
-        use crate::api::v1alpha1::{CacheClusterStatus, NodeStatus};
+        use crate::api::v1alpha1::CacheClusterStatus;
         let s = sts(3, 2, 2, "v2");
         let pods = [pod(0, "v1", true), pod(1, "v1", true), pod(2, "v1", true)];
         // demo-0 cannot be reached (its old TLS Secret is gone): it goes first, not demo-2.
@@ -701,13 +712,6 @@ mod tests {
         let pods = [pod(0, "v1", true), pod(1, "v1", true), pod(2, "v2", false)];
         assert!(matches!(next_step(&s, &pods, &anyway), Step::Waiting { .. }));
         // The gate: demo-0 lags; only its own replacement passes.
-        let node = |pod: &str, applied: Option<u64>| NodeStatus {
-            pod: pod.into(),
-            id: "x".into(),
-            ip: None,
-            applied_epoch: applied,
-            slots: None,
-        };
         let status = CacheClusterStatus {
             topology_epoch: Some(3),
             nodes: vec![node("demo-0", None), node("demo-1", Some(3)), node("demo-2", Some(3))],
@@ -719,14 +723,7 @@ mod tests {
 
     #[test]
     fn lagging_old_pods_are_the_old_revisions_behind_the_epoch() {
-        use crate::api::v1alpha1::{CacheClusterStatus, NodeStatus};
-        let node = |pod: &str, applied: Option<u64>| NodeStatus {
-            pod: pod.into(),
-            id: "x".into(),
-            ip: None,
-            applied_epoch: applied,
-            slots: None,
-        };
+        use crate::api::v1alpha1::CacheClusterStatus;
         let status = CacheClusterStatus {
             topology_epoch: Some(3),
             nodes: vec![node("demo-0", None), node("demo-1", Some(3)), node("demo-2", Some(2))],
@@ -744,14 +741,7 @@ mod tests {
 
     #[test]
     fn a_sharded_cluster_rolls_only_when_settled() {
-        use crate::api::v1alpha1::{CacheClusterStatus, NodeStatus, ReshardingStatus};
-        let node = |pod: &str, applied: Option<u64>| NodeStatus {
-            pod: pod.into(),
-            id: "x".into(),
-            ip: None,
-            applied_epoch: applied,
-            slots: None,
-        };
+        use crate::api::v1alpha1::{CacheClusterStatus, ReshardingStatus};
         let mut status = CacheClusterStatus {
             topology_epoch: Some(7),
             nodes: vec![node("c-0", Some(7)), node("c-1", Some(7))],
