@@ -866,7 +866,7 @@ fn finish(
             true
         }
     };
-    let end = crate::store::mono_ns();
+    let end = crate::store::command_ns();
     let nanos = end.saturating_sub(client.clock_mark_ns);
     client.clock_mark_ns = end;
     if let Some(slot) = cmd.stat_slot() {

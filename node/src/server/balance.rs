@@ -15,9 +15,21 @@
 //!
 //! Every worker samples its own thread CPU time each tick; worker 0
 //! evaluates the samples every [`WINDOW_TICKS`] ticks and grows or shrinks
-//! the active set with hysteresis. `--adaptive-threads no` (or CONFIG SET
-//! adaptive-threads no) keeps every worker active: for dedicated, pinned
-//! cores there is nothing to give back.
+//! the active set with hysteresis.
+//!
+//! A hot worker is a reason to try another one, not proof that it helps:
+//! when the clients share the cores (or are themselves the bottleneck), a
+//! second worker only splits the same requests into smaller batches, each
+//! paying its own wake-up, and throughput falls. So every growth is a
+//! trial: the moved connections get [`SETTLE_TICKS`] to settle, the next
+//! [`MEASURE_TICKS`] are measured, and a growth that did not raise the
+//! commands per second of the window before it by [`MIN_GAIN`] is undone
+//! and not tried again for a back-off that doubles with each failure (up
+//! to [`MAX_HOLD_WINDOWS`]). Where the gain is real (more client threads
+//! than cores, commands waiting on the disk) the extra worker stays.
+//!
+//! `--adaptive-threads no` (or CONFIG SET adaptive-threads no) keeps every
+//! worker active: for dedicated, pinned cores there is nothing to give back.
 
 use crate::sys::clock::{mono_ns, thread_cpu_ns};
 use parking_lot::Mutex;
@@ -37,6 +49,19 @@ const SHRINK_BELOW: f64 = 0.5;
 /// Windows to wait after a change before the next one, so the moved
 /// connections show up in the samples first.
 const COOLDOWN_WINDOWS: u32 = 2;
+/// A growth must raise commands per second by this fraction to be kept:
+/// the extra worker costs CPU per command (smaller batches, more wake-ups),
+/// which a smaller gain does not pay for.
+const MIN_GAIN: f64 = 0.10;
+/// Ticks after a growth before its throughput is measured (the busy
+/// connections move at their next batch, within microseconds), and ticks
+/// measured: a failed trial costs under half a second.
+const SETTLE_TICKS: u32 = 1;
+const MEASURE_TICKS: u32 = 3;
+/// Windows without growth after the first failed trial (5 s); each further
+/// failure doubles it, up to [`MAX_HOLD_WINDOWS`] (a minute).
+const MIN_HOLD_WINDOWS: u32 = 10;
+const MAX_HOLD_WINDOWS: u32 = 120;
 /// `share` meaning "every connection leaves".
 const ALL: u32 = 1 << 16;
 
@@ -78,7 +103,28 @@ pub struct Balancer {
 struct Window {
     /// Each worker's (CPU ns, sampled at ns) when the window began.
     start: Vec<(u64, u64)>,
+    /// Commands processed, and the monotonic time, when the window began.
+    ops: u64,
+    ops_at_ns: u64,
     cooldown: u32,
+    /// The growth being judged, if any.
+    trial: Option<Trial>,
+    /// Windows left before growth may be tried again, and the hold the
+    /// next failed trial sets.
+    hold: u32,
+    next_hold: u32,
+}
+
+/// A growth from `from` to `to` active workers, made when the node ran
+/// `before` commands per second; `ticks` since, and the (commands, ns)
+/// its measurement starts from.
+#[derive(Clone, Copy, Debug)]
+struct Trial {
+    from: usize,
+    to: usize,
+    before: f64,
+    ticks: u32,
+    mark: (u64, u64),
 }
 
 impl Balancer {
@@ -110,6 +156,9 @@ impl Balancer {
         // Start a fresh window: samples taken under the old mode mean little.
         w.start.clear();
         w.cooldown = 0;
+        w.trial = None;
+        w.hold = 0;
+        w.next_hold = 0;
     }
 
     /// Workers currently taking connections.
@@ -188,23 +237,79 @@ impl Balancer {
         let n = n.clamp(1, self.loads.len());
         self.resize(self.active(), n, &[]);
         w.cooldown = COOLDOWN_WINDOWS;
+        w.trial = None;
     }
 
     /// Every worker, every tick: records its own CPU time. Worker 0 then
-    /// evaluates the window when it is complete.
-    pub fn tick(&self, worker: usize, tick_no: u32) {
+    /// judges a growth on trial, and evaluates the window when it is
+    /// complete; `commands` (read only then) is the node's count of
+    /// commands processed so far.
+    pub fn tick(&self, worker: usize, tick_no: u32, commands: impl FnOnce() -> u64) {
         let load = &self.loads[worker];
         load.cpu_ns.store(thread_cpu_ns(), Relaxed);
         load.sampled_at_ns.store(mono_ns(), Relaxed);
-        if worker == 0 && self.adaptive() && tick_no % WINDOW_TICKS == 0 {
-            self.evaluate();
+        if worker == 0 && self.adaptive() {
+            self.advance(tick_no % WINDOW_TICKS == 0, || (commands(), mono_ns()));
         }
+    }
+
+    /// Worker 0's share of a tick, given (commands so far, monotonic ns).
+    fn advance(&self, window_end: bool, now: impl FnOnce() -> (u64, u64)) {
+        let mut w = self.window.lock();
+        if w.trial.is_none() && !window_end {
+            return;
+        }
+        let (commands, now_ns) = now();
+        self.judge(&mut w, commands, now_ns);
+        if window_end {
+            self.evaluate(&mut w, commands, now_ns);
+        }
+    }
+
+    /// Keeps or undoes the growth on trial once it has been measured.
+    fn judge(&self, w: &mut Window, commands: u64, now_ns: u64) {
+        let Some(mut trial) = w.trial.take() else { return };
+        trial.ticks += 1;
+        if trial.ticks <= SETTLE_TICKS {
+            trial.mark = (commands, now_ns);
+        }
+        if trial.ticks < SETTLE_TICKS + MEASURE_TICKS {
+            w.trial = Some(trial);
+            return;
+        }
+        let rate = per_second(trial.mark, (commands, now_ns));
+        if self.active() != trial.to {
+            return; // changed by hand meanwhile
+        }
+        if rate >= trial.before * (1.0 + MIN_GAIN) {
+            w.next_hold = 0;
+            info!(
+                workers = trial.to,
+                commands_per_sec_before = trial.before as u64,
+                commands_per_sec_after = rate as u64,
+                "more worker threads raised throughput; keeping them"
+            );
+            return;
+        }
+        w.hold = w.next_hold.max(MIN_HOLD_WINDOWS);
+        w.next_hold = (w.hold * 2).min(MAX_HOLD_WINDOWS);
+        w.cooldown = COOLDOWN_WINDOWS;
+        info!(
+            from = trial.to,
+            to = trial.from,
+            commands_per_sec_before = trial.before as u64,
+            commands_per_sec_after = rate as u64,
+            retry_in_secs = w.hold * WINDOW_TICKS / 10,
+            "more worker threads did not raise throughput; going back"
+        );
+        self.resize(trial.to, trial.from, &[]);
     }
 
     /// Grows or shrinks the active set from the CPU each worker used between
     /// its own samples (workers tick out of step with each other).
-    fn evaluate(&self) {
-        let mut w = self.window.lock();
+    fn evaluate(&self, w: &mut Window, commands: u64, now_ns: u64) {
+        let rate = per_second((w.ops, w.ops_at_ns), (commands, now_ns));
+        (w.ops, w.ops_at_ns) = (commands, now_ns);
         let now: Vec<(u64, u64)> =
             self.loads.iter().map(|l| (l.cpu_ns.load(Relaxed), l.sampled_at_ns.load(Relaxed))).collect();
         let first = w.start.len() != now.len();
@@ -217,7 +322,8 @@ impl Balancer {
             })
             .collect();
         w.start = now;
-        if first {
+        w.hold = w.hold.saturating_sub(1);
+        if first || w.trial.is_some() {
             return;
         }
         if w.cooldown > 0 {
@@ -228,14 +334,19 @@ impl Balancer {
             return;
         }
         let active = self.active();
-        if let Some(next) = decide(&busy, active) {
-            w.cooldown = COOLDOWN_WINDOWS;
-            self.resize(active, next, &busy);
+        let Some(next) = decide(&busy, active) else { return };
+        if next > active && w.hold > 0 {
+            return;
         }
+        w.cooldown = COOLDOWN_WINDOWS;
+        if next > active {
+            w.trial = Some(Trial { from: active, to: next, before: rate, ticks: 0, mark: (commands, now_ns) });
+        }
+        self.resize(active, next, &busy);
     }
 
     fn resize(&self, from: usize, to: usize, busy: &[f64]) {
-        let total: f64 = busy.iter().sum();
+        let total = busy.iter().fold(0.0, |sum, b| sum + b);
         self.active.store(to, Relaxed);
         if to == from {
             return;
@@ -255,6 +366,12 @@ impl Balancer {
         }
         info!(from, to, cpu = format!("{total:.2}"), "active worker threads changed");
     }
+}
+
+/// Commands per second between two (commands, monotonic ns) readings.
+fn per_second(from: (u64, u64), to: (u64, u64)) -> f64 {
+    let elapsed_ns = to.1.saturating_sub(from.1);
+    if elapsed_ns == 0 { 0.0 } else { to.0.saturating_sub(from.0) as f64 * 1e9 / elapsed_ns as f64 }
 }
 
 /// The new number of active workers, if it should change, given each
@@ -299,9 +416,9 @@ mod tests {
         let b = Balancer::new(4, false);
         assert_eq!(b.active(), 4);
         sample(&b, 0, 0, 0);
-        b.evaluate();
+        b.advance(true, || (0, 0));
         sample(&b, 0, 950_000_000, 1_000_000_000);
-        b.evaluate();
+        b.advance(true, || (0, 1_000_000_000));
         assert_eq!(b.active(), 4);
         assert_eq!(b.should_leave(3, &mut 0), None);
     }
@@ -355,17 +472,107 @@ mod tests {
         let b = Balancer::new(2, true);
         sample(&b, 0, 0, 0);
         sample(&b, 1, 0, 80_000_000); // worker 1 ticks 80 ms out of step
-        b.evaluate(); // first window: baseline only
+        b.advance(true, || (0, 0)); // first window: baseline only
         sample(&b, 0, 450_000_000, 500_000_000); // 0.9 busy
         sample(&b, 1, 0, 580_000_000);
-        b.evaluate();
+        b.advance(true, || (0, 500_000_000));
         assert_eq!(b.active(), 2, "a hot worker 0 brings in worker 1");
         // Idle now, but the cool-down holds the set for two windows.
         for window in 2..=4 {
+            for tick in 1..WINDOW_TICKS as u64 {
+                b.advance(false, || (0, (window - 1) * 500_000_000 + tick * 100_000_000));
+            }
             sample(&b, 0, 450_000_000, window * 500_000_000);
             sample(&b, 1, 0, window * 500_000_000 + 80_000_000);
-            b.evaluate();
+            b.advance(true, || (0, window * 500_000_000));
             assert_eq!(b.active(), if window < 4 { 2 } else { 1 }, "window {window}");
         }
+    }
+
+    /// Drives `b` through 500 ms windows of five ticks.
+    struct Clock {
+        now_ns: u64,
+        cpu: Vec<u64>,
+        commands: u64,
+    }
+
+    impl Clock {
+        fn new(b: &Balancer) -> Self {
+            let clock = Clock { now_ns: 0, cpu: vec![0; b.workers()], commands: 0 };
+            clock.sample_all(b);
+            b.advance(true, || (0, 0));
+            clock
+        }
+
+        fn sample_all(&self, b: &Balancer) {
+            for (worker, &cpu) in self.cpu.iter().enumerate() {
+                sample(b, worker, cpu, self.now_ns);
+            }
+        }
+
+        /// One window in which each worker used `busy[i]` of a CPU and
+        /// the node ran `rate` commands per second; the active workers
+        /// after it.
+        fn window(&mut self, b: &Balancer, busy: &[f64], rate: u64) -> usize {
+            for tick in 1..=WINDOW_TICKS {
+                self.now_ns += 100_000_000;
+                self.commands += rate / 10;
+                for (cpu, busy) in self.cpu.iter_mut().zip(busy) {
+                    *cpu += (busy * 100_000_000.0) as u64;
+                }
+                let end = tick == WINDOW_TICKS;
+                if end {
+                    self.sample_all(b);
+                }
+                b.advance(end, || (self.commands, self.now_ns));
+            }
+            b.active()
+        }
+    }
+
+    #[test]
+    fn a_growth_that_does_not_raise_throughput_is_undone_and_retried_later() {
+        let b = Balancer::new(2, true);
+        let mut clock = Clock::new(&b);
+        // One worker runs hot at 1 M commands/s: try a second.
+        assert_eq!(clock.window(&b, &[0.95, 0.0], 1_000_000), 2);
+        // Two workers serve fewer commands (the clients were the
+        // bottleneck): back to one within the next window.
+        assert_eq!(clock.window(&b, &[0.6, 0.6], 900_000), 1, "a growth that lost throughput is undone");
+        // Still hot, but growth waits out the hold of 10 windows (5 s)
+        // from the moment it was undone.
+        assert_eq!(hot_windows_until_growth(&mut clock, &b), 8, "retried once the hold ran out");
+        // A second failure (a gain of 5 %, below 10 %) doubles the hold.
+        assert_eq!(clock.window(&b, &[0.6, 0.6], 1_050_000), 1);
+        assert_eq!(hot_windows_until_growth(&mut clock, &b), 18);
+    }
+
+    /// Hot single-worker windows until the balancer tries a second worker.
+    fn hot_windows_until_growth(clock: &mut Clock, b: &Balancer) -> usize {
+        let mut windows = 0;
+        while clock.window(b, &[0.95, 0.0], 1_000_000) == 1 {
+            windows += 1;
+            assert!(windows < 200, "growth never retried");
+        }
+        windows
+    }
+
+    #[test]
+    fn a_growth_that_raises_throughput_is_kept_and_resets_the_hold() {
+        let b = Balancer::new(2, true);
+        let mut clock = Clock::new(&b);
+        assert_eq!(clock.window(&b, &[0.95, 0.0], 1_000_000), 2);
+        assert_eq!(clock.window(&b, &[0.6, 0.6], 900_000), 1);
+        assert_eq!(hot_windows_until_growth(&mut clock, &b), 8);
+        // This time the server was the bottleneck: 1.7 M commands/s.
+        for _ in 0..30 {
+            assert_eq!(clock.window(&b, &[0.9, 0.9], 1_700_000), 2, "a growth that paid stays");
+        }
+        // Load drops and the set shrinks; when it grows again and fails,
+        // the hold starts over from its shortest.
+        assert_eq!(clock.window(&b, &[0.2, 0.2], 400_000), 1);
+        assert_eq!(hot_windows_until_growth(&mut clock, &b), 2, "only the cool-down after the shrink");
+        assert_eq!(clock.window(&b, &[0.6, 0.6], 1_000_000), 1);
+        assert_eq!(hot_windows_until_growth(&mut clock, &b), 8);
     }
 }

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 /// State shared by every worker: the node below (keyspace, config,
 /// clients, ...) and what only the server has.
@@ -257,6 +257,9 @@ pub fn run(shared: Arc<Shared>) -> i32 {
         return 1;
     }
     let Some(listeners) = rt.block_on(listen(&shared)) else { return 1 };
+    // Before any command is timed: its clock must not change under a mark.
+    let tsc = crate::sys::clock::calibrate_command_clock(Duration::from_millis(20));
+    debug!(clock = if tsc { "tsc" } else { "clock_gettime" }, "commands are timed with this clock");
     let threads = shared.config.startup.threads;
     let affinity = shared.config.startup.cpu_affinity.clone();
     let mut senders = Vec::with_capacity(threads);
@@ -539,7 +542,7 @@ fn background_tick(shared: &Shared, metrics: &WorkerMetrics, window: u32, worker
     if worker == 0 {
         shared.ops_samples.lock().sample(shared.total_commands());
     }
-    shared.balance.tick(worker, tick_no);
+    shared.balance.tick(worker, tick_no, || shared.total_commands());
 }
 
 /// File descriptors the node keeps for itself besides its clients: Redis

@@ -200,7 +200,7 @@ impl Client {
             reply_skip_next: false,
             reply_always: false,
             now_ms: crate::store::now_ms(),
-            clock_mark_ns: crate::store::mono_ns(),
+            clock_mark_ns: crate::store::command_ns(),
             last_lookup: usize::MAX,
         }
     }
@@ -208,7 +208,7 @@ impl Client {
     /// Starts a new batch: refreshes the command clock and the latency mark.
     pub fn begin_batch(&mut self) {
         self.now_ms = crate::store::now_ms();
-        self.clock_mark_ns = crate::store::mono_ns();
+        self.clock_mark_ns = crate::store::command_ns();
         self.info.last_active_ms.store(self.now_ms, std::sync::atomic::Ordering::Relaxed);
     }
 

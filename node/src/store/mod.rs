@@ -54,7 +54,7 @@ pub use value::{Value, ValueRef, WRONGTYPE};
 use crate::base::slot::{SLOTS, key_slot};
 use crate::metrics::DbFigures;
 use crate::policy::{Clock, LFU_DEFAULT_DECAY_MINUTES, LFU_DEFAULT_LOG_FACTOR, PolicyKind};
-pub use crate::sys::clock::{mono_ns, now_ms};
+pub use crate::sys::clock::{command_ns, mono_ns, now_ms};
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 use std::cell::Cell;
