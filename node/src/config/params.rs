@@ -235,7 +235,8 @@ pub static PARAMS: &[Param] = &[
     Param {
         name: "adaptive-threads", aliases: &[], group: "Threads",
         help: "Serve from as few worker threads as the load needs (\"yes\"), moving connections to more workers \
-               when one runs hot, or keep every worker busy (\"no\", for dedicated cores).",
+               when one runs hot and back when that did not raise the commands per second by 10 %, or keep \
+               every worker busy (\"no\", for dedicated cores).",
         default: Some("yes"), kind: Kind::YesNo,
         store: Store::Runtime(|rt, v| rt.adaptive_threads.store(v.flag(), Relaxed)), live: None,
         get: |c| yes_no(c.runtime.adaptive_threads.load(Relaxed)).into(), rewrite: true, secret: false,
