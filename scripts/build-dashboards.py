@@ -827,6 +827,18 @@ def node_detail():
     )
     b.panel(
         "timeseries",
+        "Worker growth trials",
+        "Each time the balancer adds workers it checks, 0.4 s later, that commands per second rose by 10% "
+        "(strata_worker_thread_growths_total by outcome, per minute). Undone growths mean the clients, not "
+        "the node, set the pace (or share its cores): the node stays on fewer workers and retries after a "
+        "back-off of 5 s to a minute.",
+        [(f"60 * {rate('strata_worker_thread_growths_total', by='pod, outcome')}", "{{pod}} {{outcome}}")],
+        "short",
+        thresholds(GREEN),
+        defaults={"min": 0},
+    )
+    b.panel(
+        "timeseries",
         "Per-worker load (CPU)",
         "CPU seconds per second each worker thread uses (rate of strata_worker_cpu_seconds_total, sampled "
         "every 100 ms). The adaptive balancer adds a worker when one runs above 85% (yellow) and gives one "

@@ -192,10 +192,20 @@ fn pipelines_split_across_reads_keep_order_while_connections_move() {
 
 #[test]
 fn adaptive_mode_starts_on_one_worker_and_is_reported() {
-    let server = Server::strata_with(&["--threads", "2", "--adaptive-threads", "yes"]);
+    let metrics_port = free_port();
+    let port = metrics_port.to_string();
+    let server = Server::strata_with(&["--threads", "2", "--adaptive-threads", "yes", "--metrics-port", &port]);
     let mut ctl = server.conn();
     assert_eq!(active(&mut ctl), 1, "an idle adaptive node serves from one worker");
     assert_eq!(info_field(&mut ctl, "strata_adaptive_threads").as_deref(), Some("yes"));
+    // No growth tried yet: the trials' outcomes are reported, both zero.
+    assert_eq!(info_field(&mut ctl, "strata_thread_growths_kept").as_deref(), Some("0"));
+    assert_eq!(info_field(&mut ctl, "strata_thread_growths_undone").as_deref(), Some("0"));
+    let scraped = scrape(metrics_port);
+    for outcome in ["kept", "undone"] {
+        let series = format!("strata_worker_thread_growths_total{{outcome=\"{outcome}\"}}");
+        assert_eq!(sample(&scraped, &series), Some(0.0), "{series} in:\n{scraped}");
+    }
     assert_eq!(ctl.cmd(&["CONFIG", "GET", "adaptive-threads"]), Frame::bulks(&["adaptive-threads", "yes"]));
     // Off: every worker takes connections at once.
     assert_eq!(ctl.cmd(&["CONFIG", "SET", "adaptive-threads", "no"]), Frame::ok());

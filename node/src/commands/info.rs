@@ -155,6 +155,8 @@ fn info_server(node: &Node, server: &dyn ServerControl, snap: &Snapshot, t: &mut
     field!(t, "strata_adaptive_threads", "{}", yes_no(snap.adaptive_threads));
     field!(t, "strata_active_threads", "{}", snap.active_threads);
     field!(t, "strata_connection_migrations", "{}", snap.connection_migrations);
+    field!(t, "strata_thread_growths_kept", "{}", snap.growths_kept);
+    field!(t, "strata_thread_growths_undone", "{}", snap.growths_undone);
 }
 
 fn info_clients(node: &Node, snap: &Snapshot, t: &mut String) {

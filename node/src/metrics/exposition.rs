@@ -668,6 +668,16 @@ fn encode_process(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         None,
         s.connection_migrations,
     )?;
+    let mut m = enc.encode_descriptor(
+        "strata_worker_thread_growths",
+        "Times the adaptive balancer added worker threads, by its trial's outcome: kept (commands per second \
+         rose by 10 % or more) or undone.",
+        None,
+        MetricType::Counter,
+    )?;
+    for (outcome, v) in [("kept", s.growths_kept), ("undone", s.growths_undone)] {
+        ConstCounter::new(v).encode(m.encode_family(&[("outcome", outcome)])?)?;
+    }
     encode_workers(enc, s)?;
     let mut m = enc.encode_descriptor("strata_build", "Build information.", None, MetricType::Info)?;
     m.encode_info(&[("version", env!("CARGO_PKG_VERSION"))])

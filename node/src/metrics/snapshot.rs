@@ -17,6 +17,9 @@ pub struct Snapshot {
     pub active_threads: u64,
     pub adaptive_threads: bool,
     pub connection_migrations: u64,
+    /// Growths of the active set kept, and undone, after their trial.
+    pub growths_kept: u64,
+    pub growths_undone: u64,
     /// Per worker thread, in worker order.
     pub workers: Vec<WorkerFigures>,
     /// Commands per second over the last couple of seconds.

@@ -96,6 +96,9 @@ pub struct Balancer {
     loads: Vec<WorkerLoad>,
     /// Connections moved between workers since start.
     pub migrations: AtomicU64,
+    /// Growths kept, and undone, since start (their trials' outcomes).
+    pub growths_kept: AtomicU64,
+    pub growths_undone: AtomicU64,
     window: Mutex<Window>,
 }
 
@@ -135,6 +138,8 @@ impl Balancer {
             active: AtomicUsize::new(if adaptive { 1 } else { threads }),
             loads: (0..threads).map(|_| WorkerLoad::default()).collect(),
             migrations: AtomicU64::new(0),
+            growths_kept: AtomicU64::new(0),
+            growths_undone: AtomicU64::new(0),
             window: Mutex::new(Window::default()),
         }
     }
@@ -283,6 +288,7 @@ impl Balancer {
         }
         if rate >= trial.before * (1.0 + MIN_GAIN) {
             w.next_hold = 0;
+            self.growths_kept.fetch_add(1, Relaxed);
             info!(
                 workers = trial.to,
                 commands_per_sec_before = trial.before as u64,
@@ -291,6 +297,7 @@ impl Balancer {
             );
             return;
         }
+        self.growths_undone.fetch_add(1, Relaxed);
         w.hold = w.next_hold.max(MIN_HOLD_WINDOWS);
         w.next_hold = (w.hold * 2).min(MAX_HOLD_WINDOWS);
         w.cooldown = COOLDOWN_WINDOWS;
@@ -545,6 +552,7 @@ mod tests {
         // A second failure (a gain of 5 %, below 10 %) doubles the hold.
         assert_eq!(clock.window(&b, &[0.6, 0.6], 1_050_000), 1);
         assert_eq!(hot_windows_until_growth(&mut clock, &b), 18);
+        assert_eq!((b.growths_kept.load(Relaxed), b.growths_undone.load(Relaxed)), (0, 2));
     }
 
     /// Hot single-worker windows until the balancer tries a second worker.
@@ -568,6 +576,7 @@ mod tests {
         for _ in 0..30 {
             assert_eq!(clock.window(&b, &[0.9, 0.9], 1_700_000), 2, "a growth that paid stays");
         }
+        assert_eq!((b.growths_kept.load(Relaxed), b.growths_undone.load(Relaxed)), (1, 1));
         // Load drops and the set shrinks; when it grows again and fails,
         // the hold starts over from its shortest.
         assert_eq!(clock.window(&b, &[0.2, 0.2], 400_000), 1);

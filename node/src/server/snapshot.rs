@@ -22,6 +22,8 @@ impl Shared {
             active_threads: self.balance.active() as u64,
             adaptive_threads: self.balance.adaptive(),
             connection_migrations: self.balance.migrations.load(Relaxed),
+            growths_kept: self.balance.growths_kept.load(Relaxed),
+            growths_undone: self.balance.growths_undone.load(Relaxed),
             workers: self.worker_figures(),
             ops_per_sec: self.ops_samples.lock().ops_per_sec(),
             clients: ClientFigures {
