@@ -245,6 +245,11 @@ pub fn build_shared(config: Config) -> Result<Arc<Shared>, String> {
 
 /// Runs the node until SIGTERM/SIGINT; returns the process exit code.
 pub fn run(shared: Arc<Shared>) -> i32 {
+    // Before any command is timed (its clock must not change under a
+    // mark), and before the listeners: from the moment a client can
+    // connect, the workers follow at once.
+    let tsc = crate::sys::clock::calibrate_command_clock(Duration::from_millis(20));
+    debug!(clock = if tsc { "tsc" } else { "clock_gettime" }, "commands are timed with this clock");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("acceptor runtime");
     // Every listener before any worker: a node that cannot listen exits at
     // once, with nothing else to stop.
@@ -257,9 +262,6 @@ pub fn run(shared: Arc<Shared>) -> i32 {
         return 1;
     }
     let Some(listeners) = rt.block_on(listen(&shared)) else { return 1 };
-    // Before any command is timed: its clock must not change under a mark.
-    let tsc = crate::sys::clock::calibrate_command_clock(Duration::from_millis(20));
-    debug!(clock = if tsc { "tsc" } else { "clock_gettime" }, "commands are timed with this clock");
     let threads = shared.config.startup.threads;
     let affinity = shared.config.startup.cpu_affinity.clone();
     let mut senders = Vec::with_capacity(threads);
