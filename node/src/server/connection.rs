@@ -868,10 +868,16 @@ fn process(
         let mut owned_args: Option<Vec<Vec<u8>>> = None;
         let quiet;
         {
-            let args: SmallVec<[&[u8]; 8]> = match &req.owned {
-                Some(words) => words.iter().map(|w| w.as_slice()).collect(),
-                None => req.args.iter().map(|&(s, l)| &data[s as usize..(s + l) as usize]).collect(),
-            };
+            // Filled in place: a collected SmallVec is moved (144 bytes) per request.
+            let mut args: SmallVec<[&[u8]; 8]> = SmallVec::new();
+            match &req.owned {
+                Some(words) => args.extend(words.iter().map(|w| w.as_slice())),
+                None => {
+                    for &(s, l) in &req.args {
+                        args.push(&data[s as usize..(s + l) as usize]);
+                    }
+                }
+            }
             if args.is_empty() {
                 bufs.start += consumed;
                 continue;
