@@ -581,13 +581,20 @@ fn tls_cluster_links_forward_and_migrate_over_mutual_tls_and_the_admin_port_refu
     assert_eq!(nodes[0].server.conn_unix().cmd(&["CLUSTER", "COUNTKEYSINSLOT", &slot]), Frame::int(1));
 }
 
-#[test]
-fn tls_cluster_peers_must_share_the_ca_and_it_is_required() {
-    let pki = Pki::new("tls-cluster-ca");
+/// A CA with a server and a client certificate, and an "impostor"
+/// certificate that another CA ("rogue") signed.
+fn pki_with_impostor(name: &str) -> Pki {
+    let pki = Pki::new(name);
     pki.issue("server");
     pki.issue("client");
     pki.other_ca("rogue");
     pki.issue_by("impostor", "rogue");
+    pki
+}
+
+#[test]
+fn tls_cluster_peers_must_share_the_ca_and_it_is_required() {
+    let pki = pki_with_impostor("tls-cluster-ca");
     // Without a CA the links could not check their peers: the start stops, saying so.
     let ports = support::cluster::free_ports(3);
     let out = Command::new(support::STRATA_BIN)
@@ -626,11 +633,7 @@ fn tls_cluster_peers_must_share_the_ca_and_it_is_required() {
 
 #[test]
 fn a_tls_cluster_link_refuses_a_peer_whose_server_certificate_another_ca_signed() {
-    let pki = Pki::new("tls-cluster-server");
-    pki.issue("server");
-    pki.issue("client");
-    pki.other_ca("rogue");
-    pki.issue_by("impostor", "rogue");
+    let pki = pki_with_impostor("tls-cluster-server");
     // No client certificates asked anywhere: only the link's check of the peer's server
     // certificate stands between the good node and the impostor.
     let ports = support::cluster::free_ports(6);
