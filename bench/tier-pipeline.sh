@@ -22,7 +22,7 @@ command ran again).
 
 Env vars:
   MAXMEMORY=32mb  KEYS=262144  VALUE=1024  COUNT=20000  DEPTH=256  MGET_KEYS=100  REPEAT=3
-  ENGINES="uring threads"   --io-engine values (uring is skipped where io_uring is refused)
+  ENGINES="uring aio threads"   --io-engine values (one the kernel refuses is skipped, saying so)
   THREADS=nproc  DATA_DIR (default: a temp dir; put it on the disk to measure)
   STRATA_BIN, LOADGEN  binaries (default: the release builds, built unless --no-build)
   RESULTS_DIR     default bench/results/tier-pipeline-<timestamp>
@@ -40,7 +40,7 @@ COUNT=${COUNT:-20000}
 DEPTH=${DEPTH:-256}
 MGET_KEYS=${MGET_KEYS:-100}
 REPEAT=${REPEAT:-3}
-ENGINES=${ENGINES:-"uring threads"}
+ENGINES=${ENGINES:-"uring aio threads"}
 THREADS=${THREADS:-$(nproc)}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 RESULTS_DIR=${RESULTS_DIR:-$ROOT/bench/results/tier-pipeline-$(date +%Y%m%d-%H%M%S)}
@@ -75,7 +75,7 @@ for engine in $ENGINES; do
   up=0
   for _ in $(seq 100); do redis-cli -p "$PORT" PING >/dev/null 2>&1 && { up=1; break; }; sleep 0.1; done
   if ((!up)); then
-    echo "$engine: strata-node did not start (io_uring refused here?): $(tail -1 "$log")" | tee -a "$RESULTS_DIR/summary.txt"
+    echo "$engine: strata-node did not start (engine refused here?): $(tail -1 "$log")" | tee -a "$RESULTS_DIR/summary.txt"
     stop
     continue
   fi

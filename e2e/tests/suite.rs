@@ -667,7 +667,7 @@ async fn strata_on_kubernetes() {
 
 /// The node's `--io-engine auto` (the operator sets no engine) under the pod's RuntimeDefault
 /// seccomp profile: io_uring where the runtime's profile allows `io_uring_setup`, else the
-/// thread pool, with the reason. INFO persistence and the node's log say which and why.
+/// thread pool with Linux AIO (or alone), with the reason. INFO persistence and the node's log say which and why.
 async fn io_engine_is_reported(env: &Env) {
     let pod = get_json(env, &["-n", NS, "get", "pod", &format!("{CC}-0")]).expect("the durable pod");
     assert_eq!(pod["spec"]["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{}", pod["spec"]);
@@ -676,9 +676,13 @@ async fn io_engine_is_reported(env: &Env) {
     drop(pf);
     let engine =
         info.get("strata_io_engine").unwrap_or_else(|| panic!("INFO persistence lacks strata_io_engine: {info:?}"));
-    // "io_uring: available", or "threads: io_uring refused (<the error>)": auto never fails for lack of io_uring.
+    // "io_uring: available", else "aio: io_uring refused (<the error>)" (the workers' reads by Linux
+    // AIO, which the runtimes' default profiles allow), else "threads: ...": auto never fails for
+    // lack of io_uring.
     assert!(
-        engine == "io_uring: available" || engine.starts_with("threads: io_uring refused ("),
+        engine == "io_uring: available"
+            || engine.starts_with("aio: io_uring refused (")
+            || engine.starts_with("threads: io_uring refused ("),
         "auto chose {engine:?}"
     );
     let logs = env.kubectl(&["-n", NS, "logs", &format!("{CC}-0"), "-c", "node"]).ok("the node's log");

@@ -1,10 +1,13 @@
-//! The thread-pool I/O engine as a main path: container runtimes' default
-//! seccomp profiles (Kubernetes RuntimeDefault on containerd 2.0 and later,
-//! Docker 25 and later) refuse io_uring, and `--io-engine auto` must then
-//! serve the durability log and the cold tier with threads. The node runs under a real
-//! seccomp filter (tests/support/no_io_uring.py, libseccomp's Python
-//! bindings from Debian's python3-seccomp) that refuses io_uring's system
-//! calls with EPERM, as those profiles do.
+//! The I/O engines that serve where io_uring is refused, as main paths:
+//! container runtimes' default seccomp profiles (Kubernetes RuntimeDefault
+//! on containerd 2.0 and later, Docker 25 and later) refuse io_uring, and
+//! `--io-engine auto` must then serve the durability log and the cold tier
+//! with the `aio` engine (the workers' reads by Linux AIO, which those
+//! profiles allow, the rest on threads), or with threads alone where AIO
+//! is refused too. The node runs under a real seccomp filter
+//! (tests/support/no_io_uring.py, libseccomp's Python bindings from
+//! Debian's python3-seccomp) that refuses those system calls with EPERM,
+//! as the profiles do.
 
 mod support;
 
@@ -14,6 +17,15 @@ use std::time::{Duration, Instant};
 use support::*;
 
 const PYTHON: &str = "/usr/bin/python3";
+
+/// The seccomp wrapper; with `no_aio`, AIO is refused too.
+fn wrapper_refusing(no_aio: bool) -> Vec<String> {
+    let mut w = wrapper();
+    if no_aio {
+        w.push("--no-aio".to_string());
+    }
+    w
+}
 
 fn wrapper() -> Vec<String> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/no_io_uring.py");
@@ -44,10 +56,22 @@ fn wait_loaded(server: &Server) {
 }
 
 #[test]
-fn auto_serves_the_log_and_the_tier_with_threads_when_seccomp_refuses_io_uring() {
-    let wrapper = wrapper();
+fn auto_serves_the_log_and_the_tier_with_aio_when_seccomp_refuses_io_uring() {
+    serves_the_log_and_the_tier_under(false, "aio: io_uring refused");
+}
+
+#[test]
+fn auto_serves_the_log_and_the_tier_with_threads_when_seccomp_refuses_io_uring_and_aio() {
+    serves_the_log_and_the_tier_under(true, "threads: io_uring refused");
+}
+
+/// `--io-engine auto` under the wrapper: INFO names the engine (`expected`,
+/// how its line starts), cold values come back right, and every
+/// acknowledged write survives kill -9.
+fn serves_the_log_and_the_tier_under(no_aio: bool, expected: &str) {
+    let wrapper = wrapper_refusing(no_aio);
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-    let dir = DataDir::new("auto");
+    let dir = DataDir::new(if no_aio { "auto-threads" } else { "auto-aio" });
     let args = [
         "--dir",
         dir.path(),
@@ -64,7 +88,10 @@ fn auto_serves_the_log_and_the_tier_with_threads_when_seccomp_refuses_io_uring()
     wait_loaded(&server);
     let mut c = server.conn();
     let engine = field(&mut c, "strata_io_engine");
-    assert!(engine.starts_with("threads: io_uring refused"), "INFO strata_io_engine: {engine}");
+    assert!(engine.starts_with(expected), "INFO strata_io_engine: {engine}");
+    if no_aio {
+        assert!(engine.contains("AIO refused"), "INFO strata_io_engine: {engine}");
+    }
     assert!(server.logs().contains("io_uring refused"), "the log names the fallback:\n{}", server.logs());
 
     // Three times more data than RAM: most values go to the cold tier.
@@ -81,7 +108,7 @@ fn auto_serves_the_log_and_the_tier_with_threads_when_seccomp_refuses_io_uring()
     }
     let disk_keys = number(&mut c, "tier_disk_keys");
     assert!(disk_keys > (n / 2) as u64, "most values went to disk: {disk_keys}");
-    // Cold values come back through the thread engine.
+    // Cold values come back through the engine.
     for i in (0..n).step_by(11) {
         assert_eq!(c.cmd(&["GET", &format!("key:{i}")]), Frame::bulk(value_of(i)), "key:{i}");
     }

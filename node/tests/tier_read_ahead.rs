@@ -148,6 +148,11 @@ fn a_mixed_pipeline_over_cold_keys_replies_in_order_with_io_uring_or_its_fallbac
 }
 
 #[test]
+fn a_mixed_pipeline_over_cold_keys_replies_in_order_with_aio() {
+    mixed_pipeline_replies_in_order("aio");
+}
+
+#[test]
 fn a_mixed_pipeline_over_cold_keys_replies_in_order_with_threads() {
     mixed_pipeline_replies_in_order("threads");
 }

@@ -375,6 +375,7 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
     field!(t, "tier_read_errors", "{}", f.read_errors);
     field!(t, "tier_disk_reads", "{}", f.disk_reads);
     field!(t, "tier_buffer_reads", "{}", f.staged_reads);
+    field!(t, "tier_aio_reads_retried", "{}", f.aio_reads_retried);
     field!(t, "tier_read_ahead_reads", "{}", f.ahead_reads);
     field!(t, "tier_reads_in_flight", "{}", f.reads_in_flight);
     field!(t, "tier_reads_in_flight_peak", "{}", f.reads_in_flight_peak);

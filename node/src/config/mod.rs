@@ -74,7 +74,7 @@ pub struct StartupConfig {
     /// the oldest write not yet durable, in µs, and bytes not yet durable.
     pub write_back_max_lag_us: u64,
     pub write_back_max_bytes: u64,
-    /// The log's I/O engine: auto, uring or threads (`io-engine`).
+    /// The log's I/O engine: auto, uring, aio or threads (`io-engine`).
     pub io_engine: String,
     /// Who may run DEBUG (`enable-debug-command`).
     pub enable_debug_command: Protected,

@@ -656,13 +656,14 @@ pub static PARAMS: &[Param] = &[
     },
     Param {
         name: "io-engine", aliases: &[], group: "Storage",
-        help: "I/O engine of the log: auto (io_uring when the kernel and seccomp allow it, else threads), uring or \
-               threads. The engine chosen and why: INFO persistence.",
+        help: "I/O engine of the log and the disk tier: auto (io_uring when the kernel and seccomp allow it, else aio, \
+               else threads), uring, aio (a thread pool, with the workers' reads by Linux AIO: allowed by the \
+               seccomp profiles that refuse io_uring) or threads. The engine chosen and why: INFO persistence.",
         default: Some("auto"), kind: Kind::Text,
         store: Store::Startup(|c, v| {
             let name = v.text();
-            if !matches!(name.as_str(), "auto" | "uring" | "threads") {
-                return Err("argument must be one of auto, uring, threads".into());
+            if !matches!(name.as_str(), "auto" | "uring" | "aio" | "threads") {
+                return Err("argument must be one of auto, uring, aio, threads".into());
             }
             c.io_engine = name;
             Ok(())

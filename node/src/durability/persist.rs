@@ -626,6 +626,7 @@ pub fn engine_choice(name: &str) -> Option<EngineChoice> {
     Some(match name {
         "auto" => EngineChoice::Auto,
         "uring" | "io_uring" | "io-uring" => EngineChoice::IoUring,
+        "aio" => EngineChoice::Aio,
         "threads" => EngineChoice::Threads,
         _ => return None,
     })

@@ -234,6 +234,9 @@ pub struct TierFigures {
     /// of records not written yet.
     pub disk_reads: u64,
     pub staged_reads: u64,
+    /// Reads from a worker that Linux AIO refused or bounced (the `aio`
+    /// engine: it would have blocked) and the I/O threads then served.
+    pub aio_reads_retried: u64,
     /// Time of the device reads, and of their stages: queued (issued until
     /// the device started them), on the device, and from completion until
     /// the waiting command ran again.

@@ -2,6 +2,7 @@
 //! the crate denies `unsafe_code`, so each such block is here, small, with
 //! a SAFETY note saying why it holds.
 
+pub mod aio;
 pub mod alloc;
 pub mod clock;
 pub mod cpu;

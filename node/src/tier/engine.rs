@@ -1,6 +1,7 @@
 //! Choosing the I/O engine: io_uring where the kernel and the container's
-//! seccomp profile allow it, else the thread pool (`--io-engine`). Apart
-//! from `io.rs`, which both engines implement, so neither imports the other.
+//! seccomp profile allow it, else the thread pool with the workers' reads
+//! by Linux AIO, else the thread pool alone (`--io-engine`). Apart from
+//! `io.rs`, which every engine implements, so none imports another.
 
 use super::io::IoEngine;
 use std::io;
@@ -9,9 +10,11 @@ use std::sync::Arc;
 /// Which engine to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EngineChoice {
-    /// io_uring when the kernel and seccomp allow it, else threads.
+    /// io_uring when the kernel and seccomp allow it, else aio, else threads.
     Auto,
     IoUring,
+    /// The thread pool, with the reads workers submit by Linux AIO.
+    Aio,
     Threads,
 }
 
@@ -40,11 +43,25 @@ pub fn probe(choice: EngineChoice) -> io::Result<(Arc<dyn IoEngine>, String)> {
                 ),
             )),
         },
+        EngineChoice::Aio => match super::aio::probe() {
+            Ok(()) => Ok((Arc::new(super::pool::PoolEngine::with_aio(POOL_THREADS)), "aio: chosen".to_string())),
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!("io-engine aio: Linux AIO is refused ({e}); use --io-engine auto or threads"),
+            )),
+        },
         EngineChoice::Auto => match super::uring::UringEngine::new() {
             Ok(e) => Ok((Arc::new(e), "io_uring: available".to_string())),
-            Err(e) => {
-                Ok((Arc::new(super::pool::PoolEngine::new(POOL_THREADS)), format!("threads: io_uring refused ({e})")))
-            }
+            Err(e) => match super::aio::probe() {
+                Ok(()) => Ok((
+                    Arc::new(super::pool::PoolEngine::with_aio(POOL_THREADS)),
+                    format!("aio: io_uring refused ({e})"),
+                )),
+                Err(a) => Ok((
+                    Arc::new(super::pool::PoolEngine::new(POOL_THREADS)),
+                    format!("threads: io_uring refused ({e}), AIO refused ({a})"),
+                )),
+            },
         },
     }
 }

@@ -31,6 +31,7 @@
 
 #[cfg(test)]
 mod admission_sim;
+pub mod aio;
 pub mod cleaning;
 pub mod cold_log;
 pub mod engine;
@@ -68,6 +69,24 @@ mod engine_tests {
     }
 
     #[test]
+    fn aio_engine_passes_the_suite_where_available() {
+        let dir = scratch("aio");
+        let engine = match super::engine::probe(EngineChoice::Aio) {
+            Ok((engine, _)) => engine,
+            Err(e) => {
+                eprintln!("AIO refused here ({e}): suite skipped");
+                return;
+            }
+        };
+        for direct in [true, false] {
+            let _ = std::fs::remove_dir_all(&dir);
+            let vol = DirVolume::open(&dir, direct).unwrap();
+            suite::run_all(&*engine, &vol);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn uring_engine_passes_the_suite_where_available() {
         let dir = scratch("uring");
         let engine = match super::engine::probe(EngineChoice::IoUring) {
@@ -92,7 +111,7 @@ mod engine_tests {
         use super::log::{LogConfig, SegmentLog};
         use super::record::{Record, RecordKind};
         use std::sync::Arc;
-        for choice in [EngineChoice::Threads, EngineChoice::IoUring] {
+        for choice in [EngineChoice::Threads, EngineChoice::Aio, EngineChoice::IoUring] {
             let Ok((engine, _)) = super::engine::probe(choice) else { continue };
             let dir = scratch(engine.name());
             let config = LogConfig { segment_size: 64 << 10, max_segments: 8, ..LogConfig::default() };

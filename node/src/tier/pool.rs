@@ -32,14 +32,28 @@ struct Queue {
     ready: Condvar,
 }
 
-/// pread/pwrite/fdatasync on `threads` threads sharing one queue.
+/// pread/pwrite/fdatasync on `threads` threads sharing one queue; with
+/// `aio`, the reads workers submit from their event loops go by Linux AIO
+/// instead (`tier::aio`), the pool taking what AIO will not.
 pub struct PoolEngine {
     queue: Arc<Queue>,
     threads: Vec<JoinHandle<()>>,
+    /// Set for the `aio` engine: where the loops' refused reads go.
+    aio: Option<super::aio::Fallback>,
 }
 
 impl PoolEngine {
+    /// The `threads` engine.
     pub fn new(threads: usize) -> PoolEngine {
+        Self::build(threads, false)
+    }
+
+    /// The `aio` engine (check [`super::aio::probe`] first).
+    pub fn with_aio(threads: usize) -> PoolEngine {
+        Self::build(threads, true)
+    }
+
+    fn build(threads: usize, aio: bool) -> PoolEngine {
         let queue = Arc::new(Queue { jobs: Mutex::new((VecDeque::new(), false)), ready: Condvar::new() });
         let threads = (0..threads.max(1))
             .map(|i| {
@@ -50,7 +64,11 @@ impl PoolEngine {
                     .expect("spawning an I/O thread")
             })
             .collect();
-        PoolEngine { queue, threads }
+        let aio = aio.then(|| {
+            let q = queue.clone();
+            Arc::new(move |batch: Vec<IoRequest>| dispatch(&q, batch.into())) as super::aio::Fallback
+        });
+        PoolEngine { queue, threads, aio }
     }
 }
 
@@ -157,10 +175,16 @@ fn worker(queue: &Queue) {
 
 impl IoEngine for PoolEngine {
     fn name(&self) -> &'static str {
-        "threads"
+        if self.aio.is_some() { "aio" } else { "threads" }
     }
     fn submit(&self, batch: Vec<IoRequest>) {
         dispatch(&self.queue, batch.into());
+    }
+    fn submit_from_loop(&self, batch: Vec<IoRequest>) {
+        match &self.aio {
+            Some(fallback) => dispatch(&self.queue, super::aio::submit_on_loop(batch, fallback).into()),
+            None => self.submit(batch),
+        }
     }
 }
 
