@@ -136,17 +136,22 @@ fn back_to_request(token: Token, buf: crate::sys::file::AlignedBuf) -> IoRequest
 /// (a completion may start another read); reads the block layer bounced
 /// (EAGAIN) go to the pool.
 fn reap_on_loop() -> usize {
-    reap(0)
+    reap(0).unwrap_or(0)
 }
 
-fn reap(min: usize) -> usize {
+/// Delivers what completed, waiting for `min` completions first; None when
+/// the kernel would not say (io_getevents failed).
+fn reap(min: usize) -> Option<usize> {
     let mut done = Vec::new();
-    LOOP_AIO.with_borrow_mut(|state| {
-        if let LoopAio::Ready { ctx, .. } = state
-            && let Err(e) = ctx.reap(min, |c| done.push(c))
-        {
-            tracing::error!("io_getevents failed: {e}");
-        }
+    let ok = LOOP_AIO.with_borrow_mut(|state| match state {
+        LoopAio::Ready { ctx, .. } => match ctx.reap(min, |c| done.push(c)) {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::error!("io_getevents failed: {e}");
+                false
+            }
+        },
+        _ => true,
     });
     let n = done.len();
     for c in done {
@@ -162,7 +167,7 @@ fn reap(min: usize) -> usize {
             tracing::error!("a disk read's completion panicked");
         }
     }
-    n
+    ok.then_some(n)
 }
 
 fn deliver(c: AioCompletion<Token>) {
@@ -172,6 +177,10 @@ fn deliver(c: AioCompletion<Token>) {
 /// Waits for every read of this thread's context and delivers it.
 fn finish_on_loop() {
     while LOOP_AIO.with_borrow(|state| matches!(state, LoopAio::Ready { ctx, .. } if ctx.busy() > 0)) {
-        reap(1);
+        if reap(1).is_none() {
+            // Not waitable: dropping the context (io_destroy) at the
+            // thread's end still waits for the reads before their buffers go.
+            return;
+        }
     }
 }
