@@ -266,14 +266,31 @@ pub fn run(shared: Arc<Shared>) -> i32 {
     let affinity = shared.config.startup.cpu_affinity.clone();
     let mut senders = Vec::with_capacity(threads);
     let mut handles = Vec::with_capacity(threads);
+    // Every worker's runtime (an epoll fd, an eventfd) before any worker
+    // runs: a node short of file descriptors or memory stops here, saying
+    // so, instead of running on with a worker that died alone.
+    let mut runtimes = Vec::with_capacity(threads);
     for i in 0..threads {
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(worker_rt) => runtimes.push(worker_rt),
+            Err(e) => {
+                error!(
+                    worker = i,
+                    "cannot start worker thread {i} of {threads}: {e}; raise the open-files limit (ulimit -n) or \
+                     lower --threads"
+                );
+                return 1;
+            }
+        }
+    }
+    for (i, worker_rt) in runtimes.into_iter().enumerate() {
         let (tx, rx) = mpsc::unbounded_channel::<NewConn>();
         senders.push(tx);
         let shared = shared.clone();
         let cpu = affinity.as_ref().map(|cpus| cpus[i % cpus.len()]);
         let handle = std::thread::Builder::new()
             .name(format!("strata-worker-{i}"))
-            .spawn(move || worker_main(i, cpu, shared, rx))
+            .spawn(move || worker_main(i, cpu, shared, worker_rt, rx))
             .expect("spawn worker thread");
         handles.push(handle);
     }
@@ -402,7 +419,13 @@ fn start_cold_tier(shared: Arc<Shared>, cold: Arc<crate::tier::cold_log::ColdLog
 /// grace period, whatever a client was running.
 const DRAIN: Duration = Duration::from_secs(3);
 
-fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<NewConn>) {
+fn worker_main(
+    id: usize,
+    cpu: Option<usize>,
+    shared: Arc<Shared>,
+    rt: tokio::runtime::Runtime,
+    mut rx: mpsc::UnboundedReceiver<NewConn>,
+) {
     if let Some(cpu) = cpu {
         if crate::sys::cpu::pin_current_thread(cpu) {
             info!(worker = id, cpu, "worker pinned");
@@ -410,7 +433,6 @@ fn worker_main(id: usize, cpu: Option<usize>, shared: Arc<Shared>, mut rx: mpsc:
             warn!(worker = id, cpu, "could not pin worker to CPU; running unpinned");
         }
     }
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("worker runtime");
     rt.block_on(async move {
         // Disk reads this worker's connections start in one pass of its
         // event loop go to the engine together: the task that submits them
