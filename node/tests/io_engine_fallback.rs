@@ -92,6 +92,9 @@ fn serves_the_log_and_the_tier_under(no_aio: bool, expected: &str) {
     if no_aio {
         assert!(engine.contains("AIO refused"), "INFO strata_io_engine: {engine}");
     }
+    // The cold tier opened its own engine the same way.
+    let tier_engine = field(&mut c, "tier_io_engine");
+    assert_eq!(Some(tier_engine.as_str()), expected.split(':').next(), "INFO tier_io_engine");
     assert!(server.logs().contains("io_uring refused"), "the log names the fallback:\n{}", server.logs());
 
     // Three times more data than RAM: most values go to the cold tier.

@@ -359,6 +359,7 @@ fn info_tier(snap: &Snapshot, t: &mut String) {
         return;
     };
     field!(t, "tier_enabled", "1");
+    field!(t, "tier_io_engine", "{}", f.engine);
     field!(t, "tier_disk_keys", "{}", f.disk_keys);
     field!(t, "tier_keyless_keys", "{}", f.forgotten_keys);
     field!(t, "tier_keyless_index_bytes", "{}", f.forgotten_index_bytes);

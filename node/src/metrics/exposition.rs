@@ -272,6 +272,13 @@ fn encode_store(enc: &mut DescriptorEncoder, s: &Snapshot) -> fmt::Result {
         for (source, v) in [("disk", t.disk_reads), ("buffer", t.staged_reads)] {
             ConstCounter::new(v).encode(m.encode_family(&[("source", source)])?)?;
         }
+        ConstCounter::new(t.aio_reads_retried).encode(enc.encode_descriptor(
+            "strata_tier_aio_reads_retried",
+            "Workers' cold reads Linux AIO refused or bounced because they would have blocked (the aio engine), \
+             served by the I/O threads instead.",
+            None,
+            MetricType::Counter,
+        )?)?;
         io_histogram(
             enc,
             "strata_tier_read_duration",

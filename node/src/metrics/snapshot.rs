@@ -209,6 +209,9 @@ pub struct RecoveryFigures {
 /// The cold tier: values demoted from RAM to disk and read back.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TierFigures {
+    /// The tier's I/O engine: "io_uring", "aio" or "threads" (the log
+    /// line "cold tier open" says why).
+    pub engine: &'static str,
     /// Keys whose value is on disk only.
     pub disk_keys: u64,
     /// Of those, keys whose key is on disk only too, and the RAM their

@@ -154,8 +154,10 @@ pub struct ColdLog {
     /// finds no room), so a failing writer cannot hold them for good.
     gave_up_until: Arc<AtomicU64>,
     pub stats: ColdLogStats,
-    /// "io_uring: ..." or "threads: ...".
+    /// "io_uring: ...", "aio: ..." or "threads: ...": the engine and why.
     pub engine: String,
+    /// The engine's name alone ("io_uring", "aio", "threads").
+    pub engine_name: &'static str,
 }
 
 impl ColdLog {
@@ -182,6 +184,7 @@ impl ColdLog {
         }
         let (segment_size, max_segments) = Self::shape(max_disk);
         let (engine, reason) = probe(choice)?;
+        let engine_name = engine.name();
         let volume = std::sync::Arc::new(DirVolume::open(dir, true)?);
         let config =
             LogConfig { segment_size, max_segments, sync: false, buffers: buffers.clone(), ..LogConfig::default() };
@@ -207,6 +210,7 @@ impl ColdLog {
             gave_up_until: Arc::default(),
             stats: ColdLogStats::default(),
             engine: reason,
+            engine_name,
         })
     }
 

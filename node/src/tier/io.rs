@@ -48,7 +48,7 @@ pub struct IoRequest {
 
 /// Submits batches of file operations and completes them asynchronously.
 pub trait IoEngine: Send + Sync {
-    /// "io_uring", "threads" or "sim".
+    /// "io_uring", "aio", "threads" or "sim".
     fn name(&self) -> &'static str;
     /// Queues a batch; never blocks on the disk. Ops of a batch run in any
     /// order and concurrently, except that an [`IoOp::Sync`] waits for every

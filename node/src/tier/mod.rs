@@ -56,52 +56,38 @@ mod engine_tests {
         dir
     }
 
-    #[test]
-    fn pool_engine_passes_the_suite() {
-        let dir = scratch("pool");
+    /// The suite on `choice`, with and without O_DIRECT; skipped, saying
+    /// why, where the kernel or a seccomp profile refuses the engine.
+    fn passes_the_suite_where_available(choice: EngineChoice, name: &str) {
+        let dir = scratch(name);
+        let engine = match super::engine::probe(choice) {
+            Ok((engine, _)) => engine,
+            Err(e) => {
+                eprintln!("{name} refused here ({e}): suite skipped");
+                return;
+            }
+        };
         for direct in [true, false] {
             let _ = std::fs::remove_dir_all(&dir);
             let vol = DirVolume::open(&dir, direct).unwrap();
-            let (engine, _) = super::engine::probe(EngineChoice::Threads).unwrap();
             suite::run_all(&*engine, &vol);
         }
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn pool_engine_passes_the_suite() {
+        passes_the_suite_where_available(EngineChoice::Threads, "pool");
     }
 
     #[test]
     fn aio_engine_passes_the_suite_where_available() {
-        let dir = scratch("aio");
-        let engine = match super::engine::probe(EngineChoice::Aio) {
-            Ok((engine, _)) => engine,
-            Err(e) => {
-                eprintln!("AIO refused here ({e}): suite skipped");
-                return;
-            }
-        };
-        for direct in [true, false] {
-            let _ = std::fs::remove_dir_all(&dir);
-            let vol = DirVolume::open(&dir, direct).unwrap();
-            suite::run_all(&*engine, &vol);
-        }
-        let _ = std::fs::remove_dir_all(&dir);
+        passes_the_suite_where_available(EngineChoice::Aio, "aio");
     }
 
     #[test]
     fn uring_engine_passes_the_suite_where_available() {
-        let dir = scratch("uring");
-        let engine = match super::engine::probe(EngineChoice::IoUring) {
-            Ok((engine, _)) => engine,
-            Err(e) => {
-                eprintln!("io_uring refused here ({e}): suite skipped");
-                return;
-            }
-        };
-        for direct in [true, false] {
-            let _ = std::fs::remove_dir_all(&dir);
-            let vol = DirVolume::open(&dir, direct).unwrap();
-            suite::run_all(&*engine, &vol);
-        }
-        let _ = std::fs::remove_dir_all(&dir);
+        passes_the_suite_where_available(EngineChoice::IoUring, "uring");
     }
 
     /// The log on real files, through each engine, with O_DIRECT where the
