@@ -116,7 +116,7 @@ impl Shared {
                     disk_reads: l.disk_reads.load(Relaxed),
                     staged_reads: l.staged_reads.load(Relaxed),
                     aio_reads_retried: crate::tier::aio::RETRIED_ON_POOL.load(Relaxed),
-                    engine: c.engine_name,
+                    engine: c.engine_name(),
                     read_latency: l.read_latency.figures(),
                     read_queue_latency: l.read_queue_latency.figures(),
                     read_device_latency: l.read_device_latency.figures(),

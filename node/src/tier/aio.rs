@@ -67,60 +67,68 @@ pub(super) fn submit_on_loop(batch: Vec<IoRequest>, fallback: &Fallback) -> Vec<
     }
     let (mut rest, refused) = LOOP_AIO.with_borrow_mut(|state| {
         if matches!(state, LoopAio::Untried) {
-            *state = match super::io::loop_signal().map(|fd| AioContext::new(LOOP_AIO_READS, fd)) {
-                Some(Ok(ctx)) => {
-                    super::io::set_loop_reaper(LoopReaper {
-                        reap: reap_on_loop,
-                        backlog: || false,
-                        finish: finish_on_loop,
-                    });
-                    LoopAio::Ready { ctx: Box::new(ctx), taking: true }
+            *state = open_loop_context();
+        }
+        match state {
+            LoopAio::Ready { ctx, taking: taking @ true } => {
+                let rest = push_reads(ctx, batch, fallback);
+                let refused = ctx.submit();
+                if let Some(c) = refused.iter().find(|c| !is_eagain(&c.result)) {
+                    // Not "would block": the file system has no RWF_NOWAIT (or
+                    // refuses AIO); every read would fail the same way.
+                    let e = c.result.as_ref().err().map(ToString::to_string).unwrap_or_default();
+                    tracing::warn!("AIO refused a read ({e}); this worker's reads go through the I/O threads");
+                    *taking = false;
                 }
-                Some(Err(e)) => {
-                    tracing::warn!("a worker's AIO context was refused ({e}); its reads go through the I/O threads");
-                    LoopAio::Refused
-                }
-                None => LoopAio::Refused,
-            };
-        }
-        let LoopAio::Ready { ctx, taking } = state else { return (batch, Vec::new()) };
-        if !*taking {
-            return (batch, Vec::new());
-        }
-        let mut rest = Vec::new();
-        for req in batch {
-            if ctx.room() == 0 || !req.file.direct() {
-                rest.push(req);
-                continue;
+                (rest, refused)
             }
-            let IoRequest { file: handle, op: IoOp::Read { offset, buf }, on_done } = req else {
-                rest.push(req);
-                continue;
-            };
-            let os = handle.os().expect("a direct file is an OS file").clone();
-            let token = Token {
-                on_done,
-                file: handle,
-                offset,
-                started_ns: crate::sys::clock::mono_ns(),
-                fallback: fallback.clone(),
-            };
-            if let Err((buf, token)) = ctx.push_read(os, offset, buf, token) {
-                rest.push(back_to_request(token, buf));
-            }
+            _ => (batch, Vec::new()),
         }
-        let refused = ctx.submit();
-        if let Some(c) = refused.iter().find(|c| !is_eagain(&c.result)) {
-            // Not "would block": the file system has no RWF_NOWAIT (or
-            // refuses AIO); every read would fail the same way.
-            let e = c.result.as_ref().err().map(ToString::to_string).unwrap_or_default();
-            tracing::warn!("AIO refused a read ({e}); this worker's reads go through the I/O threads");
-            *taking = false;
-        }
-        (rest, refused)
     });
     RETRIED_ON_POOL.fetch_add(refused.len() as u64, Relaxed);
     rest.extend(refused.into_iter().map(|c| back_to_request(c.token, c.buf)));
+    rest
+}
+
+/// This thread's context, if it has a completion signal and AIO allows one.
+fn open_loop_context() -> LoopAio {
+    match super::io::loop_signal().map(|fd| AioContext::new(LOOP_AIO_READS, fd)) {
+        Some(Ok(ctx)) => {
+            super::io::set_loop_reaper(LoopReaper { reap: reap_on_loop, backlog: || false, finish: finish_on_loop });
+            LoopAio::Ready { ctx: Box::new(ctx), taking: true }
+        }
+        Some(Err(e)) => {
+            tracing::warn!("a worker's AIO context was refused ({e}); its reads go through the I/O threads");
+            LoopAio::Refused
+        }
+        None => LoopAio::Refused,
+    }
+}
+
+/// Queues the O_DIRECT reads of `batch` that fit in `ctx`; returns the rest.
+fn push_reads(ctx: &mut AioContext<Token>, batch: Vec<IoRequest>, fallback: &Fallback) -> Vec<IoRequest> {
+    let mut rest = Vec::new();
+    for req in batch {
+        let IoRequest { file: handle, op: IoOp::Read { offset, buf }, on_done } = req else {
+            rest.push(req);
+            continue;
+        };
+        if ctx.room() == 0 || !handle.direct() {
+            rest.push(IoRequest { file: handle, op: IoOp::Read { offset, buf }, on_done });
+            continue;
+        }
+        let os = handle.os().expect("a direct file is an OS file").clone();
+        let token = Token {
+            on_done,
+            file: handle,
+            offset,
+            started_ns: crate::sys::clock::mono_ns(),
+            fallback: fallback.clone(),
+        };
+        if let Err((buf, token)) = ctx.push_read(os, offset, buf, token) {
+            rest.push(back_to_request(token, buf));
+        }
+    }
     rest
 }
 

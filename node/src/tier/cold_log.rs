@@ -156,11 +156,14 @@ pub struct ColdLog {
     pub stats: ColdLogStats,
     /// "io_uring: ...", "aio: ..." or "threads: ...": the engine and why.
     pub engine: String,
-    /// The engine's name alone ("io_uring", "aio", "threads").
-    pub engine_name: &'static str,
 }
 
 impl ColdLog {
+    /// The engine's name alone ("io_uring", "aio", "threads").
+    pub fn engine_name(&self) -> &'static str {
+        self.log.engine_name()
+    }
+
     /// Opens an empty cold tier in `dir` (created; old segment files
     /// removed) with `max_disk` bytes of segments.
     pub fn open(dir: &Path, max_disk: u64, choice: EngineChoice, buffers: Arc<BufferGauge>) -> io::Result<ColdLog> {
@@ -184,7 +187,6 @@ impl ColdLog {
         }
         let (segment_size, max_segments) = Self::shape(max_disk);
         let (engine, reason) = probe(choice)?;
-        let engine_name = engine.name();
         let volume = std::sync::Arc::new(DirVolume::open(dir, true)?);
         let config =
             LogConfig { segment_size, max_segments, sync: false, buffers: buffers.clone(), ..LogConfig::default() };
@@ -210,7 +212,6 @@ impl ColdLog {
             gave_up_until: Arc::default(),
             stats: ColdLogStats::default(),
             engine: reason,
-            engine_name,
         })
     }
 

@@ -191,6 +191,11 @@ pub struct SegmentLog {
 }
 
 impl SegmentLog {
+    /// The I/O engine's name ("io_uring", "aio", "threads").
+    pub fn engine_name(&self) -> &'static str {
+        self.engine.name()
+    }
+
     /// Opens the log in `volume`, recovering it: every valid record is
     /// handed to `visit` in log order with its address. Reads only; the
     /// torn tail, if any, is overwritten by the next flush. A crash during
